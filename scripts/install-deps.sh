@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs cgemm's build and test dependencies from Debian packages (idempotent).
+# Needs root or sudo. The CUDA toolkit is not installed here: when present (default
+# prefix /usr/local/cuda) the CUDA backend is built too, otherwise it is skipped.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libopenmpi-dev openmpi-bin libucx-dev
+  libboost-program-options-dev nlohmann-json3-dev
+  libopenblas-dev libgtest-dev
+  python3
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,63 @@
+#pragma once
+// Mesh, MeshResource and PartitionSpec: the JAX sharding vocabulary that gemm.py's
+// partition-spec inference works on.
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cgemm/sharding/types.hpp"
+
+namespace cgemm {
+
+/// One entry of a PartitionSpec: unsharded (no axes), one mesh axis, or a tuple of axes.
+/// A tuple of one axis is distinct from the axis itself (as in JAX, where "a" != ("a",)).
+struct SpecEntry {
+  std::vector<std::string> axes;  // empty: None
+  bool is_tuple = false;          // true: ("a", "b", ...)
+
+  static SpecEntry none() { return {}; }
+  static SpecEntry axis(std::string name) { return {{std::move(name)}, false}; }
+  static SpecEntry tuple(std::vector<std::string> names) { return {std::move(names), true}; }
+  bool is_none() const { return axes.empty(); }
+  bool is_axis(const std::string& name) const {
+    return !is_tuple && axes.size() == 1 && axes[0] == name;
+  }
+  bool operator==(const SpecEntry&) const = default;
+};
+
+/// A PartitionSpec: one entry per dimension (after padding).
+using PartitionSpec = std::vector<SpecEntry>;
+
+std::string spec_str(const PartitionSpec& spec);  // "('dp', 'tpsp', None)"
+
+/// An ordered device mesh: axis name -> size, in mesh order.
+struct Mesh {
+  std::vector<std::pair<std::string, int>> axes;
+  /// Size of a named axis; throws cgemm::Error when the mesh has no such axis.
+  int axis_size(const std::string& name) const;
+  bool has_axis(const std::string& name) const;
+  int size() const;  // product of all axis sizes
+};
+
+/// Transformer Engine's MeshResource: which mesh axis plays which role (or none).
+struct MeshResource {
+  std::optional<std::string> dp_resource;
+  std::optional<std::string> tp_resource;
+  std::optional<std::string> tpsp_resource;
+  std::optional<std::string> fsdp_resource;
+};
+
+/// Pads `spec` to `ndim` entries with None at the end (a missing spec means all None).
+/// Throws PlanError when the spec has more entries than `ndim` (`what` names the operand).
+PartitionSpec pad_spec(const std::optional<PartitionSpec>& spec, size_t ndim,
+                       const std::string& what);
+
+/// The shard of a global shape held by one device: each dim divided by the product of the
+/// sizes of the mesh axes it is sharded over. Throws cgemm::Error naming the operand, the
+/// dim, the shape and the axes when a dim is not divisible.
+Shape local_shape(const Shape& global, const PartitionSpec& spec, const Mesh& mesh,
+                  const std::string& what);
+
+}  // namespace cgemm
