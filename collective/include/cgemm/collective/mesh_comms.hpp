@@ -1,0 +1,57 @@
+#pragma once
+// The data-parallel x tensor-parallel mesh of an MPI job and its communicators.
+//
+// World size = dp x tp. Rank r has tp_rank = r mod tp and dp_rank = r div tp, so a
+// tensor-parallel group is tp consecutive ranks and stays inside a node when
+// tp <= ranks per node (as ../DESIGN.md and Megatron/TE lay groups out).
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+namespace cgemm {
+
+class MeshComms {
+ public:
+  /// Collective over `world`: splits it into TP groups (consecutive ranks) and DP groups
+  /// (ranks with the same tp_rank), and a node-local communicator (MPI_COMM_TYPE_SHARED).
+  /// `world` is duplicated, never freed. Throws cgemm::Error naming the sizes when the
+  /// world size is not dp x tp.
+  MeshComms(MPI_Comm world, int dp, int tp);
+  ~MeshComms();
+  MeshComms(const MeshComms&) = delete;
+  MeshComms& operator=(const MeshComms&) = delete;
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  int dp() const { return dp_; }
+  int tp() const { return tp_; }
+  int dp_rank() const { return world_rank_ / tp_; }
+  int tp_rank() const { return world_rank_ % tp_; }
+  int local_rank() const { return local_rank_; }  // rank within this node
+  int local_size() const { return local_size_; }  // ranks on this node
+  MPI_Comm world() const { return world_; }
+  MPI_Comm tp_comm() const { return tp_comm_; }
+  MPI_Comm dp_comm() const { return dp_comm_; }
+  MPI_Comm node_comm() const { return node_comm_; }
+  /// True when every rank of this rank's TP group runs on this node.
+  bool tp_group_on_one_node() const { return tp_on_node_; }
+  /// World ranks of each TP group and each DP group (for reports).
+  std::vector<std::vector<int>> tp_groups() const;
+  std::vector<std::vector<int>> dp_groups() const;
+  std::string host_name() const;
+
+ private:
+  int dp_ = 1, tp_ = 1;
+  int world_rank_ = 0, world_size_ = 1;
+  int local_rank_ = 0, local_size_ = 1;
+  bool tp_on_node_ = true;
+  MPI_Comm world_ = MPI_COMM_NULL, tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL,
+           node_comm_ = MPI_COMM_NULL;
+};
+
+/// Throws cgemm::Error("<call> failed on rank r: <MPI error string>") when rc != MPI_SUCCESS.
+void check_mpi(int rc, const char* call);
+
+}  // namespace cgemm

@@ -1,0 +1,123 @@
+#pragma once
+// The backend interface: everything the shared overlap schedule (runtime/src/executor.cpp)
+// needs from a machine. The CPU backend (BLAS + MPI) is its reference implementation; the
+// CUDA backend (cuBLASLt + NCCL / copy engines) implements the same calls asynchronously.
+//
+// Streams. A backend has num_streams() compute streams, numbered from 0. Work issued on
+// one stream runs in issue order. Stream 0 is the main stream: a collective GEMM starts
+// and ends on it. The CPU backend runs everything synchronously, in issue order.
+//
+// Transport. start_exchange() moves bytes between ranks of the tensor-parallel group. All
+// exchanges of a backend run in the order they were started, each after the previous one
+// finished (one FIFO), so a ring step may forward what the previous step received.
+// wait_exchange(t, s) makes later work on stream s wait until exchange t has delivered its
+// data here AND the data this rank sent has left its source buffer.
+//
+// Memory. Buffers are host memory on the CPU backend and device memory on the CUDA backend.
+// All sizes are bytes unless named count (elements). Every call throws cgemm::Error with the
+// call, the rank and the shapes on failure.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/sharding/reorder.hpp"
+#include "cgemm/sharding/types.hpp"
+
+namespace cgemm {
+
+/// A buffer of the same size on every rank of the tensor-parallel group, allocated
+/// collectively (every TP rank calls allocate_symmetric with the same size, in the same
+/// order), so a transport can write straight into a peer's copy.
+struct SymmetricBuffer {
+  void* local = nullptr;  // this rank's copy
+  size_t bytes = 0;
+  int id = -1;  // backend-private handle
+};
+
+/// Half of a pairwise exchange as seen by one rank: send `bytes` from local `src` to TP rank
+/// `send_peer`, where they land in that peer's copy of `dst` at `send_offset`; and receive
+/// `bytes` from TP rank `recv_peer` into this rank's copy of `dst` at `recv_offset`. The
+/// peers post the matching halves with the same `bytes`. A peer equal to this rank is not
+/// allowed.
+struct Exchange {
+  const void* src = nullptr;
+  size_t bytes = 0;
+  int send_peer = -1;
+  size_t send_offset = 0;
+  int recv_peer = -1;
+  size_t recv_offset = 0;
+  const SymmetricBuffer* dst = nullptr;
+};
+
+using ExchangeToken = int64_t;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;       // "cpu" or "cuda"
+  virtual std::string transport() const = 0;  // e.g. "mpi", "nccl", "copy-engine (CUDA IPC)"
+  /// One line per fact worth a report: device, library versions, settings.
+  virtual std::string describe() const = 0;
+  virtual int tp_rank() const = 0;
+  virtual int tp_size() const = 0;
+  virtual int num_streams() const = 0;
+  /// Compute capability of the device (e.g. 90), or 0 on the CPU backend.
+  virtual int compute_capability() const = 0;
+
+  // --- memory ---
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+  virtual SymmetricBuffer allocate_symmetric(size_t bytes) = 0;  // collective over TP
+  virtual void release_symmetric(SymmetricBuffer& b) noexcept = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;  // synchronous
+  virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  /// Fills a shard with normal(0, std) values: element at local multi-index i of `local`
+  /// (row-major) is a function of (seed, flat index of offset + i in `global`) only, so the
+  /// shards of all ranks tile one global tensor. Same values on every backend.
+  virtual void fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
+                           const Shape& offset, uint64_t seed, float std) = 0;
+  /// Fills `count` elements with NaN (poison before a run).
+  virtual void fill_nan(void* dst, DType dtype, int64_t count) = 0;
+
+  // --- compute ---
+  virtual void gemm(const GemmTask& task, int stream) = 0;
+  /// dst = the reorder of src (planner's apply_reorder semantics), row-major `shape`.
+  virtual void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src,
+                       void* dst, DType dtype, int stream) = 0;
+  /// out[i] = cast_to_out(sum over p = 0..parts.size()-1, in that order, in fp32, of
+  /// parts[p][i] (+ bias[i % bias_len] when bias)), for i in [0, count).
+  virtual void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
+                            const void* bias, int64_t bias_len, void* out, DType out_dtype,
+                            int stream) = 0;
+
+  // --- transport (tensor-parallel group) ---
+  /// Starts the exchanges of `group` together (e.g. both directions of a ring), after all
+  /// work issued so far on stream `after_stream` (-1: no such dependency).
+  virtual ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) = 0;
+  virtual void wait_exchange(ExchangeToken token, int stream) = 0;
+
+  // --- non-overlapped collectives over the TP group (the reference path), on `stream` ---
+  /// dst [tp, bytes_per_rank] rank-major = every rank's src.
+  virtual void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream) = 0;
+  /// dst [count_per_rank] = sum over ranks of src[tp_rank * count_per_rank + i].
+  virtual void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                              int stream) = 0;
+  /// In-place sum over the TP group.
+  virtual void all_reduce(void* buf, DType dtype, int64_t count, int stream) = 0;
+
+  // --- ordering and timing ---
+  /// Later work on `stream` waits for all work issued so far on every compute stream.
+  virtual void join_streams(int stream) = 0;
+  /// Host waits for all issued work.
+  virtual void synchronize() = 0;
+  /// Runs `body` (which issues work) and returns its duration in ms: wall clock on the CPU
+  /// backend, CUDA events on stream 0 after joining all streams on the CUDA backend.
+  virtual double time_ms(const std::function<void()>& body) = 0;
+};
+
+}  // namespace cgemm

@@ -1,0 +1,21 @@
+#pragma once
+// Overlap knobs, with the meaning of Transformer Engine's collective_gemm_bootstrap.
+
+#include <string>
+
+namespace cgemm {
+
+enum class BackendKind { kAuto, kCpu, kCuda };
+std::string backend_name(BackendKind k);  // "auto", "cpu", "cuda"
+BackendKind parse_backend(const std::string& name);
+
+struct OverlapOptions {
+  int num_max_streams = 3;                // GEMM (compute) streams a collective GEMM may use
+  int compute_stream_priority = 0;        // 0 = highest; CUDA only
+  int communication_stream_priority = 0;  // 0 = highest; CUDA only
+  int num_sm_for_communication = 2;       // bound on SMs the transport may take; CUDA only
+  bool use_ce = true;                     // copy engines over CUDA IPC inside a node; CUDA only
+  bool aggregate_all_gather = false;      // all-gather both ways round the ring at once
+};
+
+}  // namespace cgemm

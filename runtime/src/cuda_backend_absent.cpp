@@ -1,0 +1,14 @@
+// Built when cgemm is configured without CUDA: the factory says so clearly.
+#include "cgemm/runtime/backends.hpp"
+
+namespace cgemm {
+
+bool cuda_backend_available() { return false; }
+
+std::unique_ptr<Backend> make_cuda_backend(const MeshComms&, const OverlapOptions&) {
+  throw Error(
+      "backend 'cuda' requested, but this cgemm was built without CUDA "
+      "(configure with the CUDA toolkit installed and -DCGEMM_WITH_CUDA=ON)");
+}
+
+}  // namespace cgemm
