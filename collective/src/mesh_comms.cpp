@@ -1,0 +1,77 @@
+#include "cgemm/collective/mesh_comms.hpp"
+
+#include <array>
+#include <string>
+
+#include "cgemm/sharding/types.hpp"
+
+namespace cgemm {
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  std::array<char, MPI_MAX_ERROR_STRING> text{};
+  int len = 0;
+  MPI_Error_string(rc, text.data(), &len);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw Error(std::string(call) + " failed on rank " + std::to_string(rank) + ": " +
+              std::string(text.data(), static_cast<size_t>(len)));
+}
+
+MeshComms::MeshComms(MPI_Comm world, int dp, int tp) : dp_(dp), tp_(tp) {
+  check_mpi(MPI_Comm_dup(world, &world_), "MPI_Comm_dup");
+  check_mpi(MPI_Comm_rank(world_, &world_rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(world_, &world_size_), "MPI_Comm_size");
+  if (dp < 1 || tp < 1 || dp * tp != world_size_) {
+    throw Error("mesh dp=" + std::to_string(dp) + " x tp=" + std::to_string(tp) +
+                " does not match the MPI world size " + std::to_string(world_size_));
+  }
+  // Colour by dp_rank: consecutive ranks form a TP group; key keeps tp_rank order.
+  check_mpi(MPI_Comm_split(world_, dp_rank(), tp_rank(), &tp_comm_), "MPI_Comm_split(tp)");
+  check_mpi(MPI_Comm_split(world_, tp_rank(), dp_rank(), &dp_comm_), "MPI_Comm_split(dp)");
+  check_mpi(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL,
+                                &node_comm_),
+            "MPI_Comm_split_type(shared)");
+  check_mpi(MPI_Comm_rank(node_comm_, &local_rank_), "MPI_Comm_rank(node)");
+  check_mpi(MPI_Comm_size(node_comm_, &local_size_), "MPI_Comm_size(node)");
+
+  // The TP group is on one node when all its ranks agree on the node's lowest world rank.
+  int node_leader = world_rank_;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &node_leader, 1, MPI_INT, MPI_MIN, node_comm_),
+            "MPI_Allreduce(node leader)");
+  int lo = node_leader, hi = node_leader;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, tp_comm_), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, tp_comm_), "MPI_Allreduce");
+  tp_on_node_ = lo == hi;
+}
+
+MeshComms::~MeshComms() {
+  // Communicators may outlive MPI_Finalize in a user's program; freeing then is illegal.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (MPI_Comm* c : {&node_comm_, &dp_comm_, &tp_comm_, &world_}) {
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  }
+}
+
+std::vector<std::vector<int>> MeshComms::tp_groups() const {
+  std::vector<std::vector<int>> groups(static_cast<size_t>(dp_));
+  for (int r = 0; r < world_size_; ++r) groups[static_cast<size_t>(r / tp_)].push_back(r);
+  return groups;
+}
+
+std::vector<std::vector<int>> MeshComms::dp_groups() const {
+  std::vector<std::vector<int>> groups(static_cast<size_t>(tp_));
+  for (int r = 0; r < world_size_; ++r) groups[static_cast<size_t>(r % tp_)].push_back(r);
+  return groups;
+}
+
+std::string MeshComms::host_name() const {
+  std::array<char, MPI_MAX_PROCESSOR_NAME> name{};
+  int len = 0;
+  MPI_Get_processor_name(name.data(), &len);
+  return std::string(name.data(), static_cast<size_t>(len));
+}
+
+}  // namespace cgemm

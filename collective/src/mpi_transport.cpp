@@ -1,0 +1,68 @@
+#include "cgemm/collective/mpi_transport.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "cgemm/collective/mesh_comms.hpp"
+
+namespace cgemm {
+
+namespace {
+// MPI counts are int: split big messages into pieces of at most 1 GiB.
+constexpr size_t kMaxPiece = size_t{1} << 30;
+// Tags cycle in a range well below MPI_TAG_UB's guaranteed minimum (32767).
+constexpr int kTagRange = 16384;
+}  // namespace
+
+MpiTransport::MpiTransport(MPI_Comm tp_comm) : comm_(tp_comm) {}
+
+int64_t MpiTransport::start(const void* src, int send_peer, void* dst, int recv_peer,
+                            size_t bytes) {
+  Pending p{next_handle_++, {}};
+  // Both sides post exchanges in the same order, so the same counter gives matching tags.
+  const int tag = tag_;
+  tag_ = (tag_ + 1) % kTagRange;
+  for (size_t off = 0; off < bytes; off += kMaxPiece) {
+    const int n = static_cast<int>(std::min(kMaxPiece, bytes - off));
+    MPI_Request r;
+    check_mpi(MPI_Irecv(static_cast<char*>(dst) + off, n, MPI_BYTE, recv_peer, tag, comm_, &r),
+              "MPI_Irecv");
+    p.requests.push_back(r);
+    check_mpi(MPI_Isend(static_cast<const char*>(src) + off, n, MPI_BYTE, send_peer, tag, comm_,
+                        &r),
+              "MPI_Isend");
+    p.requests.push_back(r);
+  }
+  pending_.push_back(std::move(p));
+  return pending_.back().handle;
+}
+
+void MpiTransport::wait(int64_t handle) {
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [&](const Pending& p) { return p.handle == handle; });
+  if (it == pending_.end()) {
+    throw Error("MpiTransport::wait: unknown or already completed exchange " +
+                std::to_string(handle));
+  }
+  check_mpi(MPI_Waitall(static_cast<int>(it->requests.size()), it->requests.data(),
+                        MPI_STATUSES_IGNORE),
+            "MPI_Waitall");
+  pending_.erase(it);
+}
+
+void MpiTransport::progress() {
+  for (auto& p : pending_) {
+    int done = 0;
+    check_mpi(MPI_Testall(static_cast<int>(p.requests.size()), p.requests.data(), &done,
+                          MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+  }
+}
+
+MPI_Datatype mpi_float_type(DType t) {
+  if (t == DType::kFloat32) return MPI_FLOAT;
+  throw Error("MPI has no native sum for dtype " + std::string(dtype_name(t)));
+}
+
+}  // namespace cgemm

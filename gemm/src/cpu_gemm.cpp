@@ -1,0 +1,122 @@
+#include "cgemm/gemm/cpu_gemm.hpp"
+
+#include <cblas.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cgemm/gemm/numeric.hpp"
+
+// OpenBLAS's thread control; weak so another CBLAS still links (then it is not called).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace cgemm {
+
+void set_blas_threads(int threads) {
+  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(threads);
+}
+
+void convert_to_float(const void* src, DType dtype, float* dst, int64_t count) {
+  switch (dtype) {
+    case DType::kFloat32:
+      std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+      return;
+    case DType::kBFloat16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < count; ++i) dst[i] = numeric::bf16_to_float(s[i]);
+      return;
+    }
+    case DType::kFloat16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < count; ++i) dst[i] = numeric::fp16_to_float(s[i]);
+      return;
+    }
+    default:
+      throw Error("CPU backend: dtype " + std::string(dtype_name(dtype)) + " is not supported");
+  }
+}
+
+void convert_from_float(const float* src, void* dst, DType dtype, int64_t count) {
+  switch (dtype) {
+    case DType::kFloat32:
+      std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+      return;
+    case DType::kBFloat16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < count; ++i) d[i] = numeric::float_to_bf16(src[i]);
+      return;
+    }
+    case DType::kFloat16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < count; ++i) d[i] = numeric::float_to_fp16(src[i]);
+      return;
+    }
+    default:
+      throw Error("CPU backend: dtype " + std::string(dtype_name(dtype)) + " is not supported");
+  }
+}
+
+namespace {
+
+// Copies a [rows, cols] block with row stride ld (elements) into a dense fp32 matrix.
+void load_block(const void* src, DType dtype, int64_t rows, int64_t cols, int64_t ld,
+                std::vector<float>& dst) {
+  dst.resize(static_cast<size_t>(rows * cols));
+  const size_t esize = dtype_size(dtype);
+  for (int64_t r = 0; r < rows; ++r) {
+    convert_to_float(static_cast<const char*>(src) + static_cast<size_t>(r * ld) * esize, dtype,
+                     dst.data() + r * cols, cols);
+  }
+}
+
+std::string task_str(const GemmTask& t) {
+  return "m=" + std::to_string(t.m) + " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k) +
+         " lda=" + std::to_string(t.lda) + " ldb=" + std::to_string(t.ldb) +
+         " ldc=" + std::to_string(t.ldc) + " batch=" + std::to_string(t.batch);
+}
+
+}  // namespace
+
+void cpu_gemm(const GemmTask& t) {
+  const int64_t rhs_cols = t.rhs_transposed ? t.k : t.n;
+  if (t.m < 0 || t.n < 0 || t.k < 0 || t.batch < 1 || t.lda < t.k || t.ldc < t.n ||
+      t.ldb < rhs_cols) {
+    throw Error("cpu_gemm: inconsistent GEMM " + task_str(t));
+  }
+  if (t.m == 0 || t.n == 0) return;
+  // thread_local: ranks may call from several threads; buffers are reused across calls.
+  thread_local std::vector<float> a, b, c, bias;
+  load_block(t.rhs, t.in_dtype, t.rhs_transposed ? t.n : t.k, rhs_cols, t.ldb, b);
+  if (t.bias != nullptr) {
+    bias.resize(static_cast<size_t>(t.n));
+    convert_to_float(t.bias, t.out_dtype, bias.data(), t.n);
+  }
+  const size_t in_size = dtype_size(t.in_dtype);
+  const size_t out_size = dtype_size(t.out_dtype);
+  for (int64_t bi = 0; bi < t.batch; ++bi) {
+    const char* lhs = static_cast<const char*>(t.lhs) +
+                      static_cast<size_t>(bi * t.lhs_batch_stride) * in_size;
+    char* out = static_cast<char*>(t.out) + static_cast<size_t>(bi * t.out_batch_stride) * out_size;
+    load_block(lhs, t.in_dtype, t.m, t.k, t.lda, a);
+    c.assign(static_cast<size_t>(t.m * t.n), 0.0f);
+    if (t.beta != 0.0f) load_block(out, t.out_dtype, t.m, t.n, t.ldc, c);
+    if (t.k > 0) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, t.rhs_transposed ? CblasTrans : CblasNoTrans,
+                  static_cast<int>(t.m), static_cast<int>(t.n), static_cast<int>(t.k), t.alpha,
+                  a.data(), static_cast<int>(t.k), b.data(), static_cast<int>(rhs_cols), t.beta,
+                  c.data(), static_cast<int>(t.n));
+    } else {
+      for (float& v : c) v *= t.beta;
+    }
+    for (int64_t r = 0; r < t.m; ++r) {
+      float* row = c.data() + r * t.n;
+      if (t.bias != nullptr) {
+        for (int64_t j = 0; j < t.n; ++j) row[j] += bias[static_cast<size_t>(j)];
+      }
+      convert_from_float(row, out + static_cast<size_t>(r * t.ldc) * out_size, t.out_dtype, t.n);
+    }
+  }
+}
+
+}  // namespace cgemm

@@ -1,0 +1,90 @@
+#pragma once
+// A GEMM described by its global operands and PartitionSpecs, planned by the sharding
+// planner (as Transformer Engine's gemm.py) and executed on every rank's local shards.
+//
+// Supported layouts: lhs [..., K] contracting its last dim (3-D [B, S, K] or, with
+// transpose_batch_sequence, [S, B, K] for the collectives); rhs 2-D, [K, N] (contracting
+// dim 0) or [N, K] (contracting dim 1); bias 1-D [N]. Other layouts are planned but
+// rejected by the runtime with a cgemm::Error naming the layout.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cgemm/runtime/context.hpp"
+#include "cgemm/sharding/gemm_abstract.hpp"
+#include "cgemm/sharding/gemm_sharding.hpp"
+
+namespace cgemm {
+
+struct GemmDesc {
+  std::string name = "gemm";
+  Shape lhs_shape;                 // global
+  Shape rhs_shape;                 // global
+  std::optional<Shape> bias_shape;  // global [N]; nullopt: no bias
+  DType dtype = DType::kBFloat16;  // lhs, rhs
+  DType out_dtype = DType::kBFloat16;  // output and bias
+  PartitionSpec lhs_spec, rhs_spec, bias_spec;
+  ContractingDims contracting_dims{{-1}, {0}};
+  CollectiveOp collective = CollectiveOp::kNone;
+  bool transpose_batch_sequence = false;
+};
+
+/// The standard tensor-sequence-parallel layouts (as Megatron and TE's tests use them):
+///  all_gather:     x (dp, tpsp, None) [B, S, K] @ w (None, tpsp) [K, N] + b (tpsp)
+///                  -> out (dp, None, tpsp) [B, S, N]
+///  reduce_scatter: x (dp, None, tpsp) @ w (tpsp, None) + b (None) -> out (dp, tpsp, None)
+///  none:           as reduce_scatter's operands, the output all-reduced: (dp, None, None)
+/// With transpose_batch_sequence the activations are [S, B, H] and the first two entries
+/// of each activation spec swap.
+GemmDesc tensor_sequence_parallel_gemm(const Context& ctx, std::string name,
+                                       CollectiveOp collective, int64_t batch, int64_t seq_len,
+                                       int64_t hidden_in, int64_t hidden_out, DType dtype,
+                                       bool bias, bool transpose_batch_sequence);
+
+class GemmPlan {
+ public:
+  /// Plans `desc` on ctx's mesh: partition specs (infer_gemm_sharding), local shapes, the
+  /// output shape and workspace (gemm_abstract), the reorder checks. Throws PlanError when
+  /// gemm.py would raise, cgemm::Error for layouts the runtime does not run.
+  GemmPlan(Context& ctx, GemmDesc desc);
+  ~GemmPlan();
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+
+  const GemmDesc& desc() const { return desc_; }
+  const GemmSharding& sharding() const { return sharding_; }
+  const GemmAbstract& abstract() const { return abstract_; }
+  /// This rank's shard shapes.
+  const Shape& lhs_local() const { return lhs_local_; }
+  const Shape& rhs_local() const { return rhs_local_; }
+  const Shape& bias_local() const { return bias_local_; }  // {0} without bias
+  const Shape& out_local() const { return out_local_; }
+  const Shape& out_global() const { return out_global_; }
+  /// Offsets of this rank's shards in the global tensors (for generating inputs).
+  Shape lhs_offset() const;
+  Shape rhs_offset() const;
+  Shape bias_offset() const;
+  /// FLOPs of this rank's GEMM work in one call.
+  double local_flops() const;
+  /// One line: collective, chunking, streams, transport.
+  std::string schedule_summary() const;
+
+  /// The overlapped collective GEMM on this rank's shards (backend memory). Asynchronous on
+  /// the CUDA backend (stream 0); bias may be nullptr only when the plan has no bias.
+  void execute(const void* lhs, const void* rhs, const void* bias, void* out);
+  /// The non-overlapped reference: collective then GEMM (all-gather), GEMM then collective
+  /// (reduce-scatter / all-reduce), with the planner's reorders applied as passes.
+  void execute_reference(const void* lhs, const void* rhs, const void* bias, void* out);
+
+ private:
+  struct Impl;
+  Context& ctx_;
+  GemmDesc desc_;
+  GemmSharding sharding_;
+  GemmAbstract abstract_;
+  Shape lhs_local_, rhs_local_, bias_local_, out_local_, out_global_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cgemm

@@ -1,0 +1,219 @@
+// The CPU backend: the reference implementation of the Backend interface. Host memory,
+// OpenBLAS GEMMs, MPI point-to-point for the ring and MPI collectives for the reference.
+// Work runs synchronously in issue order, so stream arguments only matter to the schedule.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "cgemm/collective/mpi_transport.hpp"
+#include "cgemm/gemm/cpu_gemm.hpp"
+#include "cgemm/gemm/numeric.hpp"
+#include "cgemm/runtime/backends.hpp"
+
+namespace cgemm {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const MeshComms& comms, const OverlapOptions& opts)
+      : comms_(comms), opts_(opts), transport_(comms.tp_comm()) {
+    // One BLAS thread per rank: CPU jobs run one rank per core.
+    set_blas_threads(1);
+  }
+  ~CpuBackend() override {
+    for (auto& [p, bytes] : allocations_) std::free(p);
+  }
+
+  std::string name() const override { return "cpu"; }
+  std::string transport() const override { return "mpi"; }
+  std::string describe() const override {
+    int version = 0, subversion = 0;
+    MPI_Get_version(&version, &subversion);
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int len = 0;
+    MPI_Get_library_version(lib, &len);
+    std::string libs(lib, static_cast<size_t>(len));
+    libs = libs.substr(0, libs.find_first_of("\n,"));
+    std::ostringstream s;
+    s << "backend: cpu (OpenBLAS sgemm on fp32 copies, one BLAS thread per rank)\n"
+      << "mpi: " << libs << " (MPI " << version << "." << subversion << ")\n"
+      << "transport: MPI non-blocking send/recv on the TP communicator\n"
+      << "ignored on cpu: compute_stream_priority, communication_stream_priority, "
+         "num_sm_for_communication, use_ce";
+    return s.str();
+  }
+  int tp_rank() const override { return comms_.tp_rank(); }
+  int tp_size() const override { return comms_.tp(); }
+  int num_streams() const override { return opts_.num_max_streams; }
+  int compute_capability() const override { return 0; }
+
+  void* allocate(size_t bytes) override {
+    // 64-byte aligned, never zero-sized, so every buffer has a distinct address.
+    const size_t size = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, size);
+    if (p == nullptr) {
+      throw Error("cpu backend: out of host memory allocating " + std::to_string(bytes) +
+                  " bytes on rank " + std::to_string(comms_.world_rank()));
+    }
+    allocations_[p] = bytes;
+    return p;
+  }
+  void release(void* p) noexcept override {
+    if (allocations_.erase(p) != 0) std::free(p);
+  }
+  SymmetricBuffer allocate_symmetric(size_t bytes) override {
+    return SymmetricBuffer{allocate(bytes), bytes, next_id_++};
+  }
+  void release_symmetric(SymmetricBuffer& b) noexcept override {
+    release(b.local);
+    b = SymmetricBuffer{};
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+
+  void fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
+                   const Shape& offset, uint64_t seed, float std) override {
+    const int64_t count = num_elements(local);
+    if (count == 0) return;
+    const size_t nd = local.size();
+    std::vector<float> row(static_cast<size_t>(local.back()));
+    std::vector<int64_t> idx(nd, 0);
+    const int64_t rows = count / local.back();
+    const size_t esize = dtype_size(dtype);
+    for (int64_t r = 0; r < rows; ++r) {
+      // Global flat index of the row's first element.
+      int64_t flat = 0;
+      for (size_t d = 0; d < nd; ++d) flat = flat * global[d] + offset[d] + idx[d];
+      for (int64_t j = 0; j < local.back(); ++j) {
+        row[static_cast<size_t>(j)] =
+            numeric::normal_value(seed, static_cast<uint64_t>(flat + j), std);
+      }
+      convert_from_float(row.data(), static_cast<char*>(dst) + static_cast<size_t>(r) *
+                                                                   row.size() * esize,
+                         dtype, local.back());
+      for (size_t d = nd - 1; d-- > 0;) {  // next row: odometer over dims 0..nd-2
+        if (++idx[d] < local[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  void fill_nan(void* dst, DType dtype, int64_t count) override {
+    std::vector<float> nan(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN());
+    convert_from_float(nan.data(), dst, dtype, count);
+  }
+
+  void gemm(const GemmTask& task, int) override {
+    cpu_gemm(task);
+    transport_.progress();  // let in-flight ring transfers move between chunks
+  }
+  void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
+               DType dtype, int) override {
+    apply_reorder(kind, shape, dp_size, comms_.tp(), src, dst, dtype_size(dtype));
+  }
+  void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
+                    const void* bias, int64_t bias_len, void* out, DType out_dtype,
+                    int) override {
+    std::vector<float> acc(static_cast<size_t>(count), 0.0f), tmp(static_cast<size_t>(count));
+    for (const void* p : parts) {
+      convert_to_float(p, part_dtype, tmp.data(), count);
+      for (int64_t i = 0; i < count; ++i) acc[static_cast<size_t>(i)] += tmp[static_cast<size_t>(i)];
+    }
+    if (bias != nullptr) {
+      std::vector<float> b(static_cast<size_t>(bias_len));
+      convert_to_float(bias, out_dtype, b.data(), bias_len);
+      for (int64_t i = 0; i < count; ++i) {
+        acc[static_cast<size_t>(i)] += b[static_cast<size_t>(i % bias_len)];
+      }
+    }
+    convert_from_float(acc.data(), out, out_dtype, count);
+  }
+
+  ExchangeToken start_exchange(std::span<const Exchange> group, int) override {
+    std::vector<int64_t> handles;
+    for (const Exchange& x : group) {
+      if (x.send_peer == comms_.tp_rank() || x.recv_peer == comms_.tp_rank() || x.dst == nullptr ||
+          x.send_offset + x.bytes > x.dst->bytes || x.recv_offset + x.bytes > x.dst->bytes) {
+        throw Error("cpu backend: malformed exchange on tp rank " +
+                    std::to_string(comms_.tp_rank()));
+      }
+      handles.push_back(transport_.start(x.src, x.send_peer,
+                                         static_cast<char*>(x.dst->local) + x.recv_offset,
+                                         x.recv_peer, x.bytes));
+    }
+    groups_[next_token_] = std::move(handles);
+    return next_token_++;
+  }
+  void wait_exchange(ExchangeToken token, int) override {
+    auto it = groups_.find(token);
+    if (it == groups_.end()) throw Error("cpu backend: unknown exchange " + std::to_string(token));
+    for (int64_t h : it->second) transport_.wait(h);
+    groups_.erase(it);
+  }
+
+  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int) override {
+    if (bytes_per_rank > static_cast<size_t>(std::numeric_limits<int>::max())) {
+      throw Error("cpu backend: all-gather of " + std::to_string(bytes_per_rank) +
+                  " bytes per rank exceeds MPI's int count");
+    }
+    check_mpi(MPI_Allgather(src, static_cast<int>(bytes_per_rank), MPI_BYTE, dst,
+                            static_cast<int>(bytes_per_rank), MPI_BYTE, comms_.tp_comm()),
+              "MPI_Allgather");
+  }
+  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                      int) override {
+    // MPI has no bf16/fp16 sum: reduce in fp32, then round once.
+    const int64_t total = count_per_rank * comms_.tp();
+    std::vector<float> in(static_cast<size_t>(total)), out(static_cast<size_t>(count_per_rank));
+    convert_to_float(src, dtype, in.data(), total);
+    check_mpi(MPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(count_per_rank),
+                                       MPI_FLOAT, MPI_SUM, comms_.tp_comm()),
+              "MPI_Reduce_scatter_block");
+    convert_from_float(out.data(), dst, dtype, count_per_rank);
+  }
+  void all_reduce(void* buf, DType dtype, int64_t count, int) override {
+    std::vector<float> v(static_cast<size_t>(count));
+    convert_to_float(buf, dtype, v.data(), count);
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                            comms_.tp_comm()),
+              "MPI_Allreduce");
+    convert_from_float(v.data(), buf, dtype, count);
+  }
+
+  void join_streams(int) override {}
+  void synchronize() override {}
+  double time_ms(const std::function<void()>& body) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    body();
+    const auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+  }
+
+ private:
+  const MeshComms& comms_;
+  OverlapOptions opts_;
+  MpiTransport transport_;
+  std::map<void*, size_t> allocations_;
+  std::map<ExchangeToken, std::vector<int64_t>> groups_;
+  ExchangeToken next_token_ = 0;
+  int next_id_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const MeshComms& comms, const OverlapOptions& opts) {
+  return std::make_unique<CpuBackend>(comms, opts);
+}
+
+}  // namespace cgemm

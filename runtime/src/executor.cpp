@@ -1,0 +1,225 @@
+// The overlap schedules of schedule.hpp run on a Backend: written once for every backend.
+// Every rank of a TP group issues the same exchanges in the same order.
+
+#include <string>
+#include <vector>
+
+#include "cgemm/runtime/plan.hpp"
+#include "cgemm/runtime/schedule.hpp"
+#include "plan_impl.hpp"
+
+namespace cgemm {
+
+namespace {
+
+const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
+
+void ensure(Backend& be, void*& buf, size_t& have, size_t bytes) {
+  if (have >= bytes && buf != nullptr) return;
+  if (buf != nullptr) be.release(buf);
+  buf = be.allocate(bytes);
+  have = bytes;
+}
+
+// The GEMM of one sequence chunk: `lhs` holds its rows (contiguous, or B strided blocks
+// when lhs_batch_stride != 0), the result goes to `out` (likewise).
+GemmTask chunk_task(const GemmPlan::Impl& g, const void* lhs, int64_t lhs_batch_stride,
+                    const void* rhs, const void* bias, void* out, int64_t out_batch_stride,
+                    DType out_dtype) {
+  GemmTask t;
+  t.in_dtype = g.in;
+  t.out_dtype = out_dtype;
+  t.k = g.k;
+  t.n = g.n;
+  t.lhs = lhs;
+  t.lda = g.k;
+  t.rhs = rhs;
+  t.ldb = g.ldb;
+  t.rhs_transposed = g.rhs_transposed;
+  t.out = out;
+  t.ldc = g.n;
+  t.bias = bias;
+  if (g.strided) {
+    t.batch = g.batch;
+    t.m = g.seq_rows;
+    t.lhs_batch_stride = lhs_batch_stride;
+    t.out_batch_stride = out_batch_stride;
+  } else {
+    t.m = g.chunk_rows;
+  }
+  return t;
+}
+
+}  // namespace
+
+void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void* out) {
+  Impl& g = *impl_;
+  Backend& be = *g.backend;
+  if (g.has_bias && bias == nullptr) {
+    throw Error("GEMM '" + desc_.name + "' was planned with a bias but got none");
+  }
+  const void* fused_bias = g.fuse_bias ? bias : nullptr;
+
+  if (desc_.collective == CollectiveOp::kNone) {
+    GemmTask t = chunk_task(g, lhs, 0, rhs, fused_bias, out, 0, g.out);
+    t.m = g.lhs_rows;
+    t.batch = 1;
+    be.gemm(t, 0);
+    if (sharding_.reduce_spec) {
+      be.all_reduce(out, g.out, num_elements(out_local_), 0);
+      if (g.has_bias) {
+        const void* parts[] = {out};
+        be.sum_partials(parts, g.out, num_elements(out_local_), bias, g.n, out, g.out, 0);
+      }
+    }
+    return;
+  }
+
+  const size_t chunk_lhs_bytes = static_cast<size_t>(g.chunk_rows * g.k) * g.in_size();
+  const size_t chunk_out_bytes = static_cast<size_t>(g.chunk_rows * g.n) * g.out_size();
+
+  if (desc_.collective == CollectiveOp::kAllGather) {
+    if (g.ring.local == nullptr && g.tp > 1) {
+      g.ring = be.allocate_symmetric(chunk_lhs_bytes * static_cast<size_t>(g.tp));
+    }
+    const auto steps = all_gather_schedule(g.tp, g.me, g.aggregate);
+    // Chunk c lands at its sequence position: rows c*S/tp.. of every batch block.
+    const auto chunk_lhs = [&](int c) -> const void* {
+      return c == g.me ? lhs : at(g.ring.local, static_cast<size_t>(c) * chunk_lhs_bytes);
+    };
+    const auto chunk_out = [&](int c) -> void* {
+      const int64_t row = g.strided ? c * g.seq_rows : c * g.chunk_rows;
+      return at(out, static_cast<size_t>(row * g.n) * g.out_size());
+    };
+    ExchangeToken previous = -1;
+    int gemm_index = 0;
+    for (const AllGatherStep& step : steps) {
+      const int stream = gemm_index % g.num_streams;
+      if (previous >= 0) be.wait_exchange(previous, stream);
+      previous = -1;
+      if (!step.transfers.empty()) {
+        std::vector<Exchange> group;
+        for (const ChunkTransfer& tr : step.transfers) {
+          Exchange x;
+          x.src = chunk_lhs(tr.send_chunk);
+          x.bytes = chunk_lhs_bytes;
+          x.send_peer = tr.send_peer;
+          x.send_offset = static_cast<size_t>(tr.send_chunk) * chunk_lhs_bytes;
+          x.recv_peer = tr.recv_peer;
+          x.recv_offset = static_cast<size_t>(tr.recv_chunk) * chunk_lhs_bytes;
+          x.dst = &g.ring;
+          group.push_back(x);
+        }
+        previous = be.start_exchange(group, -1);
+      }
+      for (int c : step.compute) {
+        const int s = gemm_index++ % g.num_streams;
+        be.gemm(chunk_task(g, chunk_lhs(c), g.seq_rows * g.k, rhs, fused_bias, chunk_out(c),
+                           g.seq_total * g.n, g.out),
+                s);
+      }
+    }
+    be.join_streams(0);
+    return;
+  }
+
+  // REDUCE_SCATTER: partials in the output dtype, summed in fp32 in rank order at the end.
+  if (g.ring.local == nullptr) {
+    g.ring = be.allocate_symmetric(chunk_out_bytes * static_cast<size_t>(g.tp));
+    if (g.tp > 1) g.send = be.allocate(chunk_out_bytes * static_cast<size_t>(g.tp));
+  }
+  const auto steps = reduce_scatter_schedule(g.tp, g.me);
+  std::vector<ExchangeToken> tokens;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const ReduceScatterStep& step = steps[s];
+    const int stream = static_cast<int>(s) % g.num_streams;
+    // Destination d's rows: rows d*S/tp.. of every batch block (strided) or one block.
+    const int64_t first_row = g.strided ? step.dest * g.seq_rows : step.dest * g.chunk_rows;
+    const void* a = at(lhs, static_cast<size_t>(first_row * g.k) * g.in_size());
+    void* partial = step.dest == g.me
+                        ? at(g.ring.local, static_cast<size_t>(g.me) * chunk_out_bytes)
+                        : at(g.send, static_cast<size_t>(step.dest) * chunk_out_bytes);
+    be.gemm(chunk_task(g, a, g.seq_total * g.k, rhs, nullptr, partial, g.seq_rows * g.n, g.out),
+            stream);
+    if (step.dest != g.me) {
+      Exchange x;
+      x.src = partial;
+      x.bytes = chunk_out_bytes;
+      x.send_peer = step.dest;
+      x.send_offset = static_cast<size_t>(g.me) * chunk_out_bytes;
+      x.recv_peer = step.recv_from;
+      x.recv_offset = static_cast<size_t>(step.recv_from) * chunk_out_bytes;
+      x.dst = &g.ring;
+      tokens.push_back(be.start_exchange({&x, 1}, stream));
+    }
+  }
+  for (ExchangeToken t : tokens) be.wait_exchange(t, 0);
+  be.join_streams(0);
+  std::vector<const void*> parts;
+  for (int p = 0; p < g.tp; ++p) {
+    parts.push_back(at(g.ring.local, static_cast<size_t>(p) * chunk_out_bytes));
+  }
+  be.sum_partials(parts, g.out, g.chunk_rows * g.n, g.has_bias ? bias : nullptr, g.n, out, g.out,
+                  0);
+}
+
+void GemmPlan::execute_reference(const void* lhs, const void* rhs, const void* bias, void* out) {
+  Impl& g = *impl_;
+  Backend& be = *g.backend;
+  if (desc_.collective == CollectiveOp::kNone) {
+    execute(lhs, rhs, bias, out);  // nothing to overlap: the plain path is the reference
+    return;
+  }
+  const void* fused_bias = g.fuse_bias ? bias : nullptr;
+  GemmTask t;
+  t.in_dtype = g.in;
+  t.out_dtype = g.out;
+  t.k = g.k;
+  t.n = g.n;
+  t.lda = g.k;
+  t.rhs = rhs;
+  t.ldb = g.ldb;
+  t.rhs_transposed = g.rhs_transposed;
+  t.ldc = g.n;
+  const size_t lhs_bytes = static_cast<size_t>(g.lhs_rows * g.k) * g.in_size();
+  if (desc_.collective == CollectiveOp::kAllGather) {
+    // all-gather (rank-major [tp, B, S/tp, K]), one GEMM, then the dp-leading reorder.
+    const size_t out_bytes = static_cast<size_t>(g.tp * g.lhs_rows * g.n) * g.out_size();
+    ensure(be, g.scratch, g.scratch_bytes, lhs_bytes * static_cast<size_t>(g.tp));
+    be.all_gather(lhs, g.scratch, lhs_bytes, 0);
+    t.lhs = g.scratch;
+    t.m = g.tp * g.lhs_rows;
+    t.bias = fused_bias;
+    if (g.strided) {
+      ensure(be, g.scratch2, g.scratch2_bytes, out_bytes);
+      t.out = g.scratch2;
+      be.gemm(t, 0);
+      be.reorder(ReorderKind::kDpLeading, out_local_, g.dp, g.scratch2, out, g.out, 0);
+    } else {
+      t.out = out;
+      be.gemm(t, 0);
+    }
+    return;
+  }
+  // reduce-scatter: the tpsp-leading reorder, one GEMM, reduce-scatter, then the bias.
+  const size_t partial_bytes = static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
+  ensure(be, g.scratch2, g.scratch2_bytes, partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
+  const void* a = lhs;
+  if (g.strided) {
+    ensure(be, g.scratch, g.scratch_bytes, lhs_bytes);
+    be.reorder(ReorderKind::kTpspLeading, lhs_local_, g.dp, lhs, g.scratch, g.in, 0);
+    a = g.scratch;
+  }
+  t.lhs = a;
+  t.m = g.lhs_rows;
+  t.out = g.scratch2;
+  be.gemm(t, 0);
+  void* reduced = at(g.scratch2, partial_bytes);
+  be.reduce_scatter(g.scratch2, reduced, g.out, g.chunk_rows * g.n, 0);
+  const void* parts[] = {reduced};
+  be.sum_partials(parts, g.out, g.chunk_rows * g.n, g.has_bias ? bias : nullptr, g.n, out, g.out,
+                  0);
+}
+
+}  // namespace cgemm
