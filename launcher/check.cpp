@@ -1,0 +1,52 @@
+#include "check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cgemm/gemm/cpu_gemm.hpp"
+
+namespace cgemm::launcher {
+
+Tolerance tolerance_for(DType t) {
+  switch (t) {
+    case DType::kBFloat16:
+      return {0.02, 0.002};
+    case DType::kFloat16:
+      return {1e-3, 1e-6};
+    case DType::kFloat32:
+      return {1e-5, 1e-8};
+    default:
+      // FP8, as DESIGN.md: rtol 0.125 / atol 0.625.
+      return {0.125, 0.625};
+  }
+}
+
+void CheckStats::merge(const CheckStats& o) {
+  compared += o.compared;
+  failures += o.failures;
+  max_abs = std::max(max_abs, o.max_abs);
+  max_rel = std::max(max_rel, o.max_rel);
+}
+
+CheckStats compare(const void* out, const void* ref, DType dtype, int64_t count, Tolerance tol) {
+  std::vector<float> a(static_cast<size_t>(count)), b(static_cast<size_t>(count));
+  convert_to_float(out, dtype, a.data(), count);
+  convert_to_float(ref, dtype, b.data(), count);
+  CheckStats s;
+  s.compared = count;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], r = b[i];
+    if (!std::isfinite(x) || !std::isfinite(r)) {
+      ++s.failures;
+      continue;
+    }
+    const double diff = std::fabs(x - r);
+    s.max_abs = std::max(s.max_abs, diff);
+    if (std::fabs(r) > tol.atol) s.max_rel = std::max(s.max_rel, diff / std::fabs(r));
+    if (diff > tol.atol && diff > tol.rtol * std::fabs(r)) ++s.failures;
+  }
+  return s;
+}
+
+}  // namespace cgemm::launcher

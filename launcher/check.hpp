@@ -1,0 +1,32 @@
+#pragma once
+// The check of an overlapped result against the non-overlapped reference.
+// Rule (as Transformer Engine's tests): an element fails only if
+// |out - ref| > atol AND |out - ref| > rtol * |ref|; a NaN or inf on either side fails.
+
+#include <cstdint>
+
+#include "cgemm/sharding/types.hpp"
+
+namespace cgemm::launcher {
+
+struct Tolerance {
+  double rtol = 0.0;
+  double atol = 0.0;
+};
+
+/// bf16: rtol 0.02 / atol 0.002; fp16: 1e-3 / 1e-6; fp32: 1e-5 / 1e-8.
+Tolerance tolerance_for(DType t);
+
+struct CheckStats {
+  int64_t compared = 0;
+  int64_t failures = 0;
+  double max_abs = 0.0;  // max |out - ref| over finite pairs
+  double max_rel = 0.0;  // max |out - ref| / |ref| over pairs with |ref| > atol
+  /// Folds another rank's stats in.
+  void merge(const CheckStats& o);
+};
+
+/// Compares `count` elements of dtype `dtype` (host memory).
+CheckStats compare(const void* out, const void* ref, DType dtype, int64_t count, Tolerance tol);
+
+}  // namespace cgemm::launcher
