@@ -77,8 +77,10 @@ class GemmPlan {
   /// (reduce-scatter / all-reduce), with the planner's reorders applied as passes.
   void execute_reference(const void* lhs, const void* rhs, const void* bias, void* out);
 
- private:
+ /// Private state (runtime/src/plan_impl.hpp); public only so the schedule can name it.
   struct Impl;
+
+ private:
   Context& ctx_;
   GemmDesc desc_;
   GemmSharding sharding_;
