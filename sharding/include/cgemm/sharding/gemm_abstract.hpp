@@ -42,7 +42,16 @@ struct GemmAbstract {
 /// (gemm.py's get_cublas_workspace_size_bytes).
 int64_t cublas_workspace_bytes(int compute_capability);
 
-/// Throws PlanError whenever gemm.py raises.
+/// Transformer Engine's is_fp8_gemm_with_all_layouts_supported (quantize/helper.py):
+/// 10.0 <= compute capability < 12.0. Below it, tensor-scaled and NVFP4 GEMMs need the NT
+/// layout (lhs not transposed, rhs transposed).
+bool is_fp8_gemm_with_all_layouts_supported(int compute_capability);
+
+/// Throws PlanError whenever gemm.py raises: non-consecutive or empty contracting dims,
+/// mismatched contracting sizes, cuBLAS alignment (assert_cublas_requirements), FP8 dtype
+/// pairs (_compatible_fp8_gemm_dtypes), missing scales, the NT layout below SM100
+/// (_get_gemm_layout), 8-bit outputs, the inner collective's sequence dim and bf16 output,
+/// bias shape/dtype, alpha/beta.
 GemmAbstract gemm_abstract(const GemmAbstractInput& in);
 
 }  // namespace cgemm

@@ -1,7 +1,7 @@
 #pragma once
 // Partition-spec inference for a GEMM, as Transformer Engine's
 // GemmPrimitive._parse_operand_output_specs (gemm.py), quirks included
-// (see ../shared/planner-cases/SCHEMA.md "Corners to reproduce literally").
+// (the planner cases' SCHEMA.md lists them under "Corners to reproduce literally").
 
 #include <optional>
 #include <utility>
@@ -38,7 +38,24 @@ struct GemmSharding {
   int warnings = 0;  // 1 when tp_resource is set and equals an entry of the padded lhs spec
 };
 
-/// Throws PlanError whenever gemm.py raises.
+/// Throws PlanError whenever gemm.py raises. The steps, all from
+/// GemmPrimitive._parse_operand_output_specs:
+///  - every spec is padded (misc.py get_padded_spec), the bias's too: too long is an error;
+///  - reduce_spec: the one non-None entry shared by the lhs and rhs contracting specs
+///    (a second one is "Multiple reduce dimension");
+///  - all-gather: sequence_dim = lhs_specs.index(tpsp_resource), which must be 1 unless
+///    transpose_batch_sequence (then anything but 1); reduce-scatter: reduce_spec must equal
+///    tpsp_resource (both None passes), sequence_dim = int(not transpose_batch_sequence);
+///  - with a reduce_spec other contracting entries become None and rhs non-contracting
+///    entries found in lhs's become None; without, all contracting entries become None and
+///    rhs non-contracting entries naming fsdp_resource (alone or in a tuple) become None;
+///  - unless all-gather, lhs non-contracting entries found in rhs's become None;
+///  - out = lhs_non + rhs_non with out[sequence_dim] set to None (all-gather) or to
+///    tpsp_resource (reduce-scatter), bounds-checked with `>` so it may append;
+///  - each operand spec is rebuilt as contracting + non-contracting when its first listed
+///    contracting dim is 0, else non-contracting + contracting (an empty list is an error);
+///  - scale specs follow the operands under 1D block scaling (the lhs scale with its
+///    sequence dim unsharded for all-gather), else (None,).
 GemmSharding infer_gemm_sharding(const GemmShardingInput& in);
 
 }  // namespace cgemm

@@ -49,14 +49,16 @@ struct MeshResource {
   std::optional<std::string> fsdp_resource;
 };
 
-/// Pads `spec` to `ndim` entries with None at the end (a missing spec means all None).
+/// Pads `spec` to `ndim` entries with None at the end (a missing spec means all None), as
+/// Transformer Engine's get_padded_spec (jax/cpp_extensions/misc.py).
 /// Throws PlanError when the spec has more entries than `ndim` (`what` names the operand).
 PartitionSpec pad_spec(const std::optional<PartitionSpec>& spec, size_t ndim,
                        const std::string& what);
 
 /// The shard of a global shape held by one device: each dim divided by the product of the
-/// sizes of the mesh axes it is sharded over. Throws cgemm::Error naming the operand, the
-/// dim, the shape and the axes when a dim is not divisible.
+/// sizes of the mesh axes it is sharded over; a spec shorter than the shape leaves the
+/// trailing dims whole. Throws cgemm::Error naming the operand, the dim, the shape and the
+/// axes when a dim is not divisible (or an axis is not in the mesh).
 Shape local_shape(const Shape& global, const PartitionSpec& spec, const Mesh& mesh,
                   const std::string& what);
 

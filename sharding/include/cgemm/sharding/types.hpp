@@ -55,10 +55,10 @@ enum class ScalingMode {
 };
 std::string_view scaling_mode_name(ScalingMode m);  // "no_scaling", "delayed_tensor_scaling", ...
 ScalingMode parse_scaling_mode(std::string_view name);
-bool is_tensor_scaling(ScalingMode m);     // delayed or current
-bool is_nvfp4(ScalingMode m);              // nvfp4_1d or nvfp4_2d
-bool is_1d_block_scaling(ScalingMode m);   // mxfp8_1d, nvfp4_1d, nvfp4_2d
-bool is_mxfp8(ScalingMode m);              // mxfp8_1d
+bool is_tensor_scaling(ScalingMode m);    // delayed or current
+bool is_nvfp4(ScalingMode m);             // nvfp4_1d or nvfp4_2d
+bool is_1d_block_scaling(ScalingMode m);  // mxfp8_1d, nvfp4_1d, nvfp4_2d
+bool is_mxfp8(ScalingMode m);             // mxfp8_1d
 
 int64_t num_elements(const Shape& s);
 std::string shape_str(const Shape& s);  // "[4, 8192, 4096]"
