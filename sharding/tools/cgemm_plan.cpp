@@ -1,0 +1,56 @@
+// cgemm-plan: answers collective-GEMM planning cases (JSON Lines on stdin) with the
+// planner of libcgemm_sharding.
+
+#include <cstring>
+#include <iostream>
+
+#include "plan_json.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: cgemm-plan [--help] < cases.jsonl > answers.jsonl
+
+Answers collective-GEMM planning cases with cgemm's planner, which reproduces the rules of
+Transformer Engine's JAX cpp_extensions/gemm.py exactly, quirks included.
+
+Input: JSON Lines on standard input, one case object per line; blank lines are skipped.
+Output: one JSON object per case, in input order: "id" (copied from the case) first, then
+the result fields of the op, or "error": "<message>" when gemm.py would raise or the case
+is unusable (missing or ill-typed field, unknown op).
+
+Ops (the case's "op" field):
+  gemm_sharding  partition specs of the operands, output, reduce axis and sequence dim
+                 (GemmPrimitive._parse_operand_output_specs).
+                 Fields: mesh_resource, lhs/rhs {ndim, spec}, bias, contracting_dims,
+                 collective_op, scaling_mode, transpose_batch_sequence.
+  gemm_abstract  validation, output shape and cuBLAS workspace size (GemmPrimitive.abstract).
+                 Fields: lhs/rhs {shape, dtype}, lhs_scale_shape, rhs_scale_shape, bias,
+                 alpha/beta {size, dtype}, out_dtype, contracting_dims, scaling_mode,
+                 collective_op, is_outer, sequence_dim, tpsp_size, compute_capability,
+                 num_max_streams.
+  reorder        source flat index of each output element of _reorder_tpsp_leading or
+                 _reorder_dp_leading. Fields: kind ("tpsp_leading" | "dp_leading"), shape,
+                 dp_size, tpsp_size.
+
+The full contract (encodings, comparison rule, the corners reproduced literally) is
+SCHEMA.md of the planner cases; tests/data/planner_public.jsonl holds answered examples.
+
+Exit status: 0 when every non-blank line was JSON (even if some answers are errors);
+1 when a line was not JSON (reported on standard error and answered with an error line);
+2 on bad command-line arguments.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::cout << kUsage;
+      return 0;
+    }
+    std::cerr << "cgemm-plan: unknown argument '" << argv[i] << "'\n\n" << kUsage;
+    return 2;
+  }
+  std::ios::sync_with_stdio(false);
+  return cgemm::plan::run_plan_lines(std::cin, std::cout, std::cerr);
+}
