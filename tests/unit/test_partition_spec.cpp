@@ -1,0 +1,106 @@
+// pad_spec, local_shape, spec_str and the name tables of types.hpp.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cgemm/sharding/partition_spec.hpp"
+#include "cgemm/sharding/types.hpp"
+
+namespace cgemm {
+namespace {
+
+const SpecEntry N = SpecEntry::none();
+
+Mesh test_mesh() { return Mesh{{{"dp", 2}, {"tpsp", 4}, {"fsdp", 3}}}; }
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool mentions(const std::string& msg, const std::string& what) {
+  return msg.find(what) != std::string::npos;
+}
+
+TEST(PlannerPartitionSpec, PadSpec) {
+  EXPECT_EQ(pad_spec(std::nullopt, 3, "lhs"), (PartitionSpec{N, N, N}));
+  EXPECT_EQ(pad_spec(PartitionSpec{SpecEntry::axis("dp")}, 3, "lhs"),
+            (PartitionSpec{SpecEntry::axis("dp"), N, N}));
+  const PartitionSpec full{SpecEntry::axis("dp"), SpecEntry::tuple({"tpsp", "fsdp"})};
+  EXPECT_EQ(pad_spec(full, 2, "rhs"), full);
+  EXPECT_EQ(pad_spec(PartitionSpec{}, 0, "rhs"), PartitionSpec{});
+}
+
+TEST(PlannerPartitionSpec, PadSpecTooLongNamesTheOperand) {
+  const PartitionSpec spec{SpecEntry::axis("dp"), N, N};
+  EXPECT_THROW(pad_spec(spec, 2, "bias"), PlanError);
+  const std::string msg = error_of([&] { pad_spec(spec, 2, "bias"); });
+  EXPECT_TRUE(mentions(msg, "bias")) << msg;
+  EXPECT_TRUE(mentions(msg, "('dp', None, None)")) << msg;
+}
+
+TEST(PlannerPartitionSpec, SpecStrIsPythonRepr) {
+  EXPECT_EQ(spec_str({SpecEntry::axis("dp"), SpecEntry::axis("tpsp"), N}), "('dp', 'tpsp', None)");
+  EXPECT_EQ(spec_str({SpecEntry::axis("dp")}), "('dp',)");
+  EXPECT_EQ(spec_str({SpecEntry::tuple({"dp", "fsdp"}), N}), "(('dp', 'fsdp'), None)");
+  EXPECT_EQ(spec_str({}), "()");
+}
+
+TEST(PlannerPartitionSpec, LocalShapeDividesByEveryAxisOfAnEntry) {
+  const Mesh mesh = test_mesh();
+  EXPECT_EQ(mesh.size(), 24);
+  EXPECT_EQ(
+      local_shape({8, 16, 5}, {SpecEntry::axis("dp"), SpecEntry::axis("tpsp"), N}, mesh, "lhs"),
+      (Shape{4, 4, 5}));
+  EXPECT_EQ(local_shape({24, 7}, {SpecEntry::tuple({"tpsp", "fsdp"})}, mesh, "rhs"), (Shape{2, 7}));
+  EXPECT_EQ(local_shape({0, 7}, {SpecEntry::axis("fsdp")}, mesh, "rhs"), (Shape{0, 7}));
+}
+
+TEST(PlannerPartitionSpec, LocalShapeErrorsNameOperandDimShapeAndAxes) {
+  const Mesh mesh = test_mesh();
+  const std::string msg = error_of([&] {
+    local_shape({8, 18}, {N, SpecEntry::tuple({"tpsp", "fsdp"})}, mesh, "rhs");
+  });
+  ASSERT_FALSE(msg.empty());
+  EXPECT_TRUE(mentions(msg, "rhs")) << msg;
+  EXPECT_TRUE(mentions(msg, "dim 1")) << msg;
+  EXPECT_TRUE(mentions(msg, "[8, 18]")) << msg;
+  EXPECT_TRUE(mentions(msg, "('tpsp', 'fsdp')")) << msg;
+
+  const std::string unknown =
+      error_of([&] { local_shape({8}, {SpecEntry::axis("tp")}, mesh, "lhs"); });
+  EXPECT_TRUE(mentions(unknown, "'tp'")) << unknown;
+  EXPECT_THROW(local_shape({8}, {N, N}, mesh, "lhs"), Error);
+  EXPECT_THROW((void)mesh.axis_size("tp"), Error);
+}
+
+TEST(PlannerTypes, NamesRoundTrip) {
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat8E4M3,
+                  DType::kFloat8E5M2, DType::kFloat4E2M1}) {
+    EXPECT_EQ(parse_dtype(dtype_name(t)), t);
+  }
+  EXPECT_EQ(parse_dtype("bf16"), DType::kBFloat16);
+  EXPECT_EQ(dtype_size(DType::kFloat4E2M1), 1u);
+  EXPECT_EQ(dtype_size(DType::kBFloat16), 2u);
+  EXPECT_THROW(parse_dtype("float64"), Error);
+  for (auto m : {ScalingMode::kNoScaling, ScalingMode::kDelayedTensorScaling,
+                 ScalingMode::kCurrentTensorScaling, ScalingMode::kMxfp8_1d, ScalingMode::kNvfp4_1d,
+                 ScalingMode::kNvfp4_2d}) {
+    EXPECT_EQ(parse_scaling_mode(scaling_mode_name(m)), m);
+  }
+  EXPECT_TRUE(is_1d_block_scaling(ScalingMode::kNvfp4_2d));
+  EXPECT_FALSE(is_1d_block_scaling(ScalingMode::kCurrentTensorScaling));
+  EXPECT_EQ(parse_collective("reduce_scatter"), CollectiveOp::kReduceScatter);
+  EXPECT_THROW(parse_collective("all_reduce"), Error);
+  EXPECT_EQ(shape_str({4, 8192}), "[4, 8192]");
+  EXPECT_EQ(num_elements({}), 1);
+}
+
+}  // namespace
+}  // namespace cgemm
