@@ -1,0 +1,86 @@
+#pragma once
+// NCCL over the tensor-parallel group: pairwise send/recv for the ring (the transport across
+// nodes, and the fallback inside one when copy engines cannot be used) and the collectives of
+// the non-overlapped reference path. Only built with CUDA.
+//
+// Bootstrap: TP rank 0 creates the unique id and broadcasts it with MPI_Bcast on the TP
+// communicator (no files, no sockets of ours); every rank then calls ncclCommInitRankConfig
+// with the device that is current at construction.
+//
+// SMs: NCCL's send/recv and collectives run as kernels. OverlapOptions::num_sm_for_communication
+// is NOT mapped onto NCCL's maxCTAs: capping NCCL at 2 CTAs took send/recv from 300 to 43 GB/s
+// and made a concurrent GEMM 9x slower on 2 x H200 (GPU.md of the project notes). The knob bounds
+// the SMs of transports that are meant to share SMs with the GEMM; the copy-engine transport uses
+// none. To cap NCCL anyway, set CGEMM_NCCL_MAX_CTAS (and optionally CGEMM_NCCL_MIN_CTAS) to a
+// positive integer: they become the communicator's maxCTAs / minCTAs.
+//
+// NVLink SHARP: when NCCL_NVLS_ENABLE is unset, it is set to 0 before the communicator is made.
+// Send/recv and small TP collectives gain nothing from it, and its multicast objects can take
+// shared GPUs out of service; set NCCL_NVLS_ENABLE=1 explicitly to allow it.
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "cgemm/sharding/types.hpp"
+
+namespace cgemm {
+
+/// One rank's half of a pairwise exchange: send `bytes` from send_buf to TP rank send_peer and
+/// receive `bytes` into recv_buf from TP rank recv_peer.
+struct SendRecv {
+  const void* send_buf = nullptr;
+  int send_peer = -1;
+  void* recv_buf = nullptr;
+  int recv_peer = -1;
+  size_t bytes = 0;
+};
+
+class NcclTransport {
+ public:
+  /// Collective over `tp_comm`. `where` prefixes every error message (e.g. "rank 3").
+  NcclTransport(MPI_Comm tp_comm, std::string where);
+  ~NcclTransport();
+  NcclTransport(const NcclTransport&) = delete;
+  NcclTransport& operator=(const NcclTransport&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  ncclComm_t comm() const { return comm_; }
+
+  /// Issues every send and receive of `ops` as one NCCL group on `stream`, so both directions
+  /// of a ring step (and all peers) progress together.
+  void send_recv(std::span<const SendRecv> ops, cudaStream_t stream);
+
+  /// dst [size, bytes_per_rank] rank-major.
+  void all_gather(const void* src, void* dst, size_t bytes_per_rank, cudaStream_t stream);
+  /// dst [count_per_rank] = sum over ranks of src[rank * count_per_rank + i] (bf16/fp16/fp32).
+  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                      cudaStream_t stream);
+  /// In-place sum (bf16/fp16/fp32).
+  void all_reduce(void* buf, DType dtype, int64_t count, cudaStream_t stream);
+
+  /// Throws cgemm::Error when NCCL has recorded an asynchronous error (e.g. a peer failure).
+  void check_async_error();
+
+  /// How the communicator was configured: "NCCL defaults" or the CTA bounds in force.
+  std::string settings() const { return settings_; }
+  /// "NCCL 2.28.3" (the library loaded at run time).
+  static std::string version();
+
+ private:
+  void check(ncclResult_t rc, const std::string& call);
+
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  bool healthy_ = true;
+  std::string where_;
+  std::string settings_;
+};
+
+}  // namespace cgemm

@@ -1,0 +1,328 @@
+#include "cgemm/collective/ce_transport.hpp"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "cgemm/collective/mesh_comms.hpp"
+#include "cuda_util.hpp"
+
+namespace cgemm {
+namespace {
+
+// The driver calls are looked up through the runtime rather than linked, so binaries that use
+// cgemm need no libcuda.so at link time (and start, then skip GPU work, on machines without a
+// driver).
+struct Driver {
+  PFN_cuGetErrorName_v6000 get_error_name = nullptr;
+  PFN_cuDeviceGet_v2000 device_get = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 device_get_attribute = nullptr;
+  PFN_cuStreamWriteValue64_v11070 write_value64 = nullptr;
+  PFN_cuStreamWaitValue64_v11070 wait_value64 = nullptr;
+  std::string missing;  // empty when every entry point was found
+};
+
+template <typename Fn>
+void lookup(const char* name, unsigned version, Fn& fn, std::string& missing) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  const cudaError_t rc =
+      cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &status);
+  if (rc != cudaSuccess || status != cudaDriverEntryPointSuccess || p == nullptr) {
+    if (!missing.empty()) missing += ", ";
+    missing += name;
+    return;
+  }
+  fn = reinterpret_cast<Fn>(p);
+}
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver x;
+    lookup("cuGetErrorName", 6000, x.get_error_name, x.missing);
+    lookup("cuDeviceGet", 2000, x.device_get, x.missing);
+    lookup("cuDeviceGetAttribute", 2000, x.device_get_attribute, x.missing);
+    lookup("cuStreamWriteValue64", 11070, x.write_value64, x.missing);
+    lookup("cuStreamWaitValue64", 11070, x.wait_value64, x.missing);
+    return x;
+  }();
+  return d;
+}
+
+void check_cu(CUresult rc, const std::string& call, const std::string& where) {
+  if (rc == CUDA_SUCCESS) return;
+  const char* name = nullptr;
+  if (driver().get_error_name == nullptr || driver().get_error_name(rc, &name) != CUDA_SUCCESS ||
+      name == nullptr) {
+    name = "unknown CUresult";
+  }
+  throw Error(where + ": " + call + " failed: " + name + " (" + std::to_string(rc) + ")");
+}
+
+CUdeviceptr dptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+
+// Every rank states its problem (empty: none); all ranks learn all of them, so they take the
+// same decision without another round.
+bool agree(MPI_Comm comm, int size, const std::string& mine, std::string& why) {
+  constexpr int kLen = 240;
+  std::array<char, kLen> buf{};
+  std::memcpy(buf.data(), mine.data(), std::min<size_t>(mine.size(), kLen - 1));
+  std::vector<char> all(static_cast<size_t>(kLen) * static_cast<size_t>(size));
+  check_mpi(MPI_Allgather(buf.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm),
+            "MPI_Allgather(copy-engine checks)");
+  why.clear();
+  for (int r = 0; r < size; ++r) {
+    const char* s = all.data() + static_cast<size_t>(r) * kLen;
+    if (*s == '\0') continue;
+    if (!why.empty()) why += "; ";
+    why += "tp rank " + std::to_string(r) + ": " + std::string(s, strnlen(s, kLen));
+  }
+  return why.empty();
+}
+
+std::string cuda_problem(cudaError_t rc, const std::string& call) {
+  return call + " failed: " + cudaGetErrorName(rc);
+}
+
+// Exchanges one IPC handle per rank and opens the peers'. Returns the peer pointers (own
+// pointer at index rank) or a problem description.
+std::string open_peers(MPI_Comm comm, int rank, int size, void* local, size_t bytes,
+                       std::vector<void*>& peers) {
+  struct Entry {
+    cudaIpcMemHandle_t handle;
+    uint64_t bytes;
+    int32_t ok;
+  };
+  Entry mine{};
+  std::string problem;
+  const cudaError_t rc = cudaIpcGetMemHandle(&mine.handle, local);
+  mine.ok = rc == cudaSuccess ? 1 : 0;
+  mine.bytes = bytes;
+  if (rc != cudaSuccess) problem = cuda_problem(rc, "cudaIpcGetMemHandle");
+  std::vector<Entry> all(static_cast<size_t>(size));
+  check_mpi(MPI_Allgather(&mine, static_cast<int>(sizeof(Entry)), MPI_BYTE, all.data(),
+                          static_cast<int>(sizeof(Entry)), MPI_BYTE, comm),
+            "MPI_Allgather(IPC handles)");
+  peers.assign(static_cast<size_t>(size), nullptr);
+  peers[static_cast<size_t>(rank)] = local;
+  for (int r = 0; r < size && problem.empty(); ++r) {
+    const Entry& e = all[static_cast<size_t>(r)];
+    if (r == rank) continue;
+    if (e.ok == 0) {
+      problem = "tp rank " + std::to_string(r) + " has no IPC handle";
+    } else if (e.bytes != bytes) {
+      problem = "buffer of " + std::to_string(bytes) + " bytes here but " +
+                std::to_string(e.bytes) + " on tp rank " + std::to_string(r) +
+                " (symmetric buffers must have the same size on every rank)";
+    } else {
+      void* p = nullptr;
+      const cudaError_t orc = cudaIpcOpenMemHandle(&p, e.handle, cudaIpcMemLazyEnablePeerAccess);
+      if (orc != cudaSuccess) {
+        problem = cuda_problem(orc, "cudaIpcOpenMemHandle(tp rank " + std::to_string(r) + ")");
+      } else {
+        peers[static_cast<size_t>(r)] = p;
+      }
+    }
+  }
+  if (!problem.empty()) {
+    for (int r = 0; r < size; ++r) {
+      if (r != rank && peers[static_cast<size_t>(r)] != nullptr) {
+        cudaIpcCloseMemHandle(peers[static_cast<size_t>(r)]);
+      }
+    }
+    peers.clear();
+  }
+  return problem;
+}
+
+}  // namespace
+
+std::unique_ptr<CeTransport> CeTransport::create(MPI_Comm tp_comm, std::string where,
+                                                 std::string& why_not) {
+  std::unique_ptr<CeTransport> t(new CeTransport());
+  t->comm_ = tp_comm;
+  t->where_ = std::move(where);
+  check_mpi(MPI_Comm_rank(tp_comm, &t->rank_), "MPI_Comm_rank(tp)");
+  check_mpi(MPI_Comm_size(tp_comm, &t->size_), "MPI_Comm_size(tp)");
+
+  // 1. Local capabilities: driver entry points and 64-bit stream memory operations.
+  std::string problem;
+  const Driver& d = driver();
+  int device = -1;
+  if (!d.missing.empty()) {
+    problem = "CUDA driver lacks " + d.missing;
+  } else if (const cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess) {
+    problem = cuda_problem(rc, "cudaGetDevice");
+  } else {
+    CUdevice dev = 0;
+    int memops = 0, flush = 0;
+    if (d.device_get(&dev, device) != CUDA_SUCCESS ||
+        d.device_get_attribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) !=
+            CUDA_SUCCESS) {
+      problem = "cannot query stream memory operation support";
+    } else if (memops == 0) {
+      problem = "GPU " + std::to_string(device) + " has no 64-bit stream memory operations";
+    } else if (d.device_get_attribute(&flush, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, dev) ==
+               CUDA_SUCCESS) {
+      t->flush_ = flush != 0;
+    }
+  }
+  if (!agree(tp_comm, t->size_, problem, why_not)) return nullptr;
+
+  // 2. The flags: zeroed and settled before any peer can see them (the Allgather inside
+  // open_peers happens after every rank's cudaDeviceSynchronize here).
+  const size_t flag_bytes = sizeof(uint64_t) * 2 * static_cast<size_t>(t->size_);
+  void* flags = nullptr;
+  if (const cudaError_t rc = cudaMalloc(&flags, flag_bytes); rc != cudaSuccess) {
+    problem = cuda_problem(rc, "cudaMalloc(" + std::to_string(flag_bytes) + " bytes of flags)");
+    flags = nullptr;
+  } else if (const cudaError_t mrc = cudaMemset(flags, 0, flag_bytes); mrc != cudaSuccess) {
+    problem = cuda_problem(mrc, "cudaMemset(flags)");
+  } else if (const cudaError_t src = cudaDeviceSynchronize(); src != cudaSuccess) {
+    problem = cuda_problem(src, "cudaDeviceSynchronize");
+  }
+  t->flags_ = static_cast<uint64_t*>(flags);
+  if (!agree(tp_comm, t->size_, problem, why_not)) {
+    t->release_flags();
+    return nullptr;
+  }
+  std::vector<void*> peers;
+  problem = open_peers(tp_comm, t->rank_, t->size_, flags, flag_bytes, peers);
+  // From here on release_flags() closes whatever this rank opened.
+  for (void* p : peers) t->peer_flags_.push_back(static_cast<uint64_t*>(p));
+  if (!agree(tp_comm, t->size_, problem, why_not)) {
+    t->release_flags();
+    return nullptr;
+  }
+  return t;
+}
+
+void CeTransport::release_flags() noexcept {
+  for (int r = 0; r < static_cast<int>(peer_flags_.size()); ++r) {
+    if (r != rank_ && peer_flags_[static_cast<size_t>(r)] != nullptr) {
+      cudaIpcCloseMemHandle(peer_flags_[static_cast<size_t>(r)]);
+    }
+  }
+  peer_flags_.clear();
+  if (flags_ != nullptr) cudaFree(flags_);
+  flags_ = nullptr;
+}
+
+CeTransport::~CeTransport() {
+  // Peers only write into this rank's memory in ways this rank's own streams wait for (see
+  // the header), so once this device is idle nothing arrives any more.
+  cudaDeviceSynchronize();
+  for (size_t id = 0; id < buffers_.size(); ++id) unregister_buffer(static_cast<int>(id));
+  release_flags();
+}
+
+int CeTransport::register_buffer(void* local, size_t bytes) {
+  std::vector<void*> peers;
+  const std::string problem = open_peers(comm_, rank_, size_, local, bytes, peers);
+  std::string why;
+  if (!agree(comm_, size_, problem, why)) {
+    throw Error(where_ + ": cannot share a symmetric buffer of " + std::to_string(bytes) +
+                " bytes over CUDA IPC: " + why);
+  }
+  buffers_.push_back(Buffer{local, bytes, std::move(peers)});
+  return static_cast<int>(buffers_.size()) - 1;
+}
+
+void CeTransport::unregister_buffer(int id) noexcept {
+  if (id < 0 || id >= static_cast<int>(buffers_.size())) return;
+  Buffer& b = buffers_[static_cast<size_t>(id)];
+  for (int r = 0; r < static_cast<int>(b.peers.size()); ++r) {
+    if (r != rank_ && b.peers[static_cast<size_t>(r)] != nullptr) {
+      cudaIpcCloseMemHandle(b.peers[static_cast<size_t>(r)]);
+    }
+  }
+  b = Buffer{};
+}
+
+void CeTransport::exchange(std::span<const Op> ops, cudaStream_t stream) {
+  const Driver& d = driver();
+  auto fail = [&](const std::string& why) {
+    throw Error(where_ + ": copy-engine exchange on tp rank " + std::to_string(rank_) + " of " +
+                std::to_string(size_) + ": " + why);
+  };
+  std::vector<int> send_peers, recv_peers;
+  for (const Op& op : ops) {
+    if (op.buffer < 0 || op.buffer >= static_cast<int>(buffers_.size()) ||
+        buffers_[static_cast<size_t>(op.buffer)].local == nullptr) {
+      fail("unknown or released symmetric buffer " + std::to_string(op.buffer));
+    }
+    const Buffer& b = buffers_[static_cast<size_t>(op.buffer)];
+    if (op.send_peer < 0 || op.send_peer >= size_ || op.send_peer == rank_ || op.recv_peer < 0 ||
+        op.recv_peer >= size_ || op.recv_peer == rank_) {
+      fail("send peer " + std::to_string(op.send_peer) + " / recv peer " +
+           std::to_string(op.recv_peer) + " must be other ranks of the group");
+    }
+    if (op.send_offset > b.bytes || op.bytes > b.bytes - op.send_offset ||
+        op.recv_offset > b.bytes || op.bytes > b.bytes - op.recv_offset) {
+      fail(std::to_string(op.bytes) + " bytes at send offset " + std::to_string(op.send_offset) +
+           " / recv offset " + std::to_string(op.recv_offset) + " exceed the buffer's " +
+           std::to_string(b.bytes) + " bytes");
+    }
+    if (op.bytes > 0 && op.src == nullptr) fail("null source");
+    if (std::find(send_peers.begin(), send_peers.end(), op.send_peer) == send_peers.end()) {
+      send_peers.push_back(op.send_peer);
+    }
+    if (std::find(recv_peers.begin(), recv_peers.end(), op.recv_peer) == recv_peers.end()) {
+      recv_peers.push_back(op.recv_peer);
+    }
+  }
+  const uint64_t s = ++seq_;
+  const std::string group = " (exchange group " + std::to_string(s) + ")";
+  // 1. Tell each sender that this rank's slots for group s may be written.
+  for (int p : recv_peers) {
+    check_cu(d.write_value64(stream, dptr(ready_slot(peer_flags_[static_cast<size_t>(p)], rank_)),
+                             s, CU_STREAM_WRITE_VALUE_DEFAULT),
+             "cuStreamWriteValue64(ready flag of tp rank " + std::to_string(p) + ")" + group,
+             where_);
+  }
+  // 2. Wait until each receiver said the same.
+  for (int q : send_peers) {
+    check_cu(d.wait_value64(stream, dptr(ready_slot(flags_, q)), s, CU_STREAM_WAIT_VALUE_GEQ),
+             "cuStreamWaitValue64(ready flag from tp rank " + std::to_string(q) + ")" + group,
+             where_);
+  }
+  // 3. Push.
+  for (const Op& op : ops) {
+    if (op.bytes == 0) continue;
+    const Buffer& b = buffers_[static_cast<size_t>(op.buffer)];
+    char* dst = static_cast<char*>(b.peers[static_cast<size_t>(op.send_peer)]) + op.send_offset;
+    const cudaError_t rc = cudaMemcpyAsync(dst, op.src, op.bytes, cudaMemcpyDeviceToDevice, stream);
+    if (rc != cudaSuccess) {
+      detail::throw_cuda(rc,
+                         "cudaMemcpyAsync(" + std::to_string(op.bytes) + " bytes to tp rank " +
+                             std::to_string(op.send_peer) + " at offset " +
+                             std::to_string(op.send_offset) + ")" + group,
+                         where_);
+    }
+  }
+  // 4. Announce the data; the write's implicit fence orders it after the copies.
+  for (int q : send_peers) {
+    check_cu(d.write_value64(stream, dptr(data_slot(peer_flags_[static_cast<size_t>(q)], rank_)), s,
+                             CU_STREAM_WRITE_VALUE_DEFAULT),
+             "cuStreamWriteValue64(data flag of tp rank " + std::to_string(q) + ")" + group,
+             where_);
+  }
+  // 5. Wait for the data of this group from every sender.
+  const unsigned wait_flags = static_cast<unsigned>(CU_STREAM_WAIT_VALUE_GEQ) |
+                              (flush_ ? static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH) : 0u);
+  for (int p : recv_peers) {
+    check_cu(d.wait_value64(stream, dptr(data_slot(flags_, p)), s, wait_flags),
+             "cuStreamWaitValue64(data flag from tp rank " + std::to_string(p) + ")" + group,
+             where_);
+  }
+}
+
+std::string CeTransport::describe() const {
+  return std::string("copy-engine pushes over CUDA IPC, stream memory operations for flags") +
+         (flush_ ? ", remote-write flush on wait" : "");
+}
+
+}  // namespace cgemm

@@ -1,0 +1,172 @@
+#include "cgemm/collective/nccl_transport.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <exception>
+#include <limits>
+
+#include "cgemm/collective/mesh_comms.hpp"
+#include "cuda_util.hpp"
+
+namespace cgemm {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat16:
+      return ncclFloat16;
+    default:
+      throw Error("NCCL sum of dtype " + std::string(dtype_name(t)) +
+                  " is not supported (bfloat16, float16, float32 are)");
+  }
+}
+
+// A positive int from the environment, or 0 when unset. Garbage is an error, not a silent
+// default, so a typo in a cap is noticed.
+int env_positive_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || x < 1 || x > std::numeric_limits<int>::max()) {
+    throw Error(std::string(name) + "='" + v + "' is not a positive integer");
+  }
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::move(where)) {
+  check_mpi(MPI_Comm_rank(tp_comm, &rank_), "MPI_Comm_rank(tp)");
+  check_mpi(MPI_Comm_size(tp_comm, &size_), "MPI_Comm_size(tp)");
+
+  // Read the caps on every rank before any collective, so a bad value fails everywhere alike
+  // instead of leaving the other ranks in MPI_Bcast.
+  const int max_ctas = env_positive_int("CGEMM_NCCL_MAX_CTAS");
+  const int min_ctas = env_positive_int("CGEMM_NCCL_MIN_CTAS");
+  if (max_ctas > 0 && min_ctas > max_ctas) {
+    throw Error("CGEMM_NCCL_MIN_CTAS=" + std::to_string(min_ctas) +
+                " exceeds CGEMM_NCCL_MAX_CTAS=" + std::to_string(max_ctas));
+  }
+  // overwrite = 0: an explicit user setting wins.
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+
+  ncclUniqueId id{};
+  if (rank_ == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  check_mpi(MPI_Bcast(&id, static_cast<int>(sizeof(id)), MPI_BYTE, 0, tp_comm),
+            "MPI_Bcast(NCCL unique id)");
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  settings_ = "NCCL defaults (not capped by num_sm_for_communication)";
+  if (max_ctas > 0 || min_ctas > 0) {
+    settings_.clear();
+    if (min_ctas > 0) {
+      config.minCTAs = min_ctas;
+      settings_ += "minCTAs=" + std::to_string(min_ctas) + " ";
+    }
+    if (max_ctas > 0) {
+      config.maxCTAs = max_ctas;
+      settings_ += "maxCTAs=" + std::to_string(max_ctas) + " ";
+    }
+    settings_ += "(from CGEMM_NCCL_MIN_CTAS / CGEMM_NCCL_MAX_CTAS)";
+  }
+  int device = -1;
+  detail::check_cuda(cudaGetDevice(&device), "cudaGetDevice", where_);
+  check(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config),
+        "ncclCommInitRankConfig(" + std::to_string(size_) + " ranks, rank " +
+            std::to_string(rank_) + ", GPU " + std::to_string(device) + ")");
+}
+
+NcclTransport::~NcclTransport() {
+  if (comm_ == nullptr) return;
+  // Destroying a healthy communicator lets NCCL flush cleanly; after an error, or while an
+  // exception unwinds (a peer may be gone), abort so this rank cannot block here.
+  if (healthy_ && std::uncaught_exceptions() == 0) {
+    ncclCommDestroy(comm_);
+  } else {
+    ncclCommAbort(comm_);
+  }
+}
+
+void NcclTransport::check(ncclResult_t rc, const std::string& call) {
+  if (rc == ncclSuccess || rc == ncclInProgress) return;
+  healthy_ = false;
+  std::string msg;
+  if (!where_.empty()) msg.append(where_).append(": ");
+  msg.append(call).append(" failed: ").append(ncclGetErrorString(rc));
+  if (comm_ != nullptr) {
+    const char* last = ncclGetLastError(comm_);
+    if (last != nullptr && *last != '\0') msg.append(" (").append(last).append(")");
+  }
+  throw Error(msg);
+}
+
+void NcclTransport::send_recv(std::span<const SendRecv> ops, cudaStream_t stream) {
+  for (const SendRecv& op : ops) {
+    if (op.send_peer < 0 || op.send_peer >= size_ || op.recv_peer < 0 || op.recv_peer >= size_ ||
+        op.send_peer == rank_ || op.recv_peer == rank_) {
+      throw Error(where_ + ": NCCL exchange with send peer " + std::to_string(op.send_peer) +
+                  " and recv peer " + std::to_string(op.recv_peer) + " on tp rank " +
+                  std::to_string(rank_) + " of " + std::to_string(size_) +
+                  ": peers must be other ranks of the group");
+    }
+  }
+  check(ncclGroupStart(), "ncclGroupStart");
+  try {
+    for (const SendRecv& op : ops) {
+      if (op.bytes == 0) continue;
+      check(ncclSend(op.send_buf, op.bytes, ncclUint8, op.send_peer, comm_, stream),
+            "ncclSend(" + std::to_string(op.bytes) + " bytes to tp rank " +
+                std::to_string(op.send_peer) + ")");
+      check(ncclRecv(op.recv_buf, op.bytes, ncclUint8, op.recv_peer, comm_, stream),
+            "ncclRecv(" + std::to_string(op.bytes) + " bytes from tp rank " +
+                std::to_string(op.recv_peer) + ")");
+    }
+  } catch (...) {
+    ncclGroupEnd();
+    throw;
+  }
+  check(ncclGroupEnd(), "ncclGroupEnd(send/recv)");
+}
+
+void NcclTransport::all_gather(const void* src, void* dst, size_t bytes_per_rank,
+                               cudaStream_t stream) {
+  check(ncclAllGather(src, dst, bytes_per_rank, ncclUint8, comm_, stream),
+        "ncclAllGather(" + std::to_string(bytes_per_rank) + " bytes per rank)");
+}
+
+void NcclTransport::reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                                   cudaStream_t stream) {
+  check(ncclReduceScatter(src, dst, static_cast<size_t>(count_per_rank), nccl_type(dtype), ncclSum,
+                          comm_, stream),
+        "ncclReduceScatter(" + std::to_string(count_per_rank) + " " +
+            std::string(dtype_name(dtype)) + " per rank)");
+}
+
+void NcclTransport::all_reduce(void* buf, DType dtype, int64_t count, cudaStream_t stream) {
+  check(
+      ncclAllReduce(buf, buf, static_cast<size_t>(count), nccl_type(dtype), ncclSum, comm_, stream),
+      "ncclAllReduce(" + std::to_string(count) + " " + std::string(dtype_name(dtype)) + ")");
+}
+
+void NcclTransport::check_async_error() {
+  ncclResult_t async = ncclSuccess;
+  check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+  check(async, "NCCL (asynchronous error)");
+}
+
+std::string NcclTransport::version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "NCCL (version unknown)";
+  // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
+  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+         std::to_string(v % 100);
+}
+
+}  // namespace cgemm
