@@ -123,6 +123,11 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
   out_global_.push_back(desc_.rhs_shape[g.rhs_transposed ? 0 : 1]);
   out_local_ = local_shape(out_global_, sharding_.out, mesh, where + " output");
 
+  // Operand validation as gemm.py's outer abstract (is_outer: shapes, dtypes, contracting
+  // sizes, bias, workspace). The inner abstract's extra rules (sequence_dim == 1 and a
+  // bfloat16 output) are limits of Transformer Engine's collective kernels, not of the
+  // collective: cgemm's schedule also runs sequence-first activations and fp16/fp32, so
+  // they are not applied here (cgemm-plan still reproduces them exactly).
   GemmAbstractInput ai;
   ai.lhs = {lhs_local_, desc_.dtype};
   ai.rhs = {rhs_local_, desc_.dtype};
@@ -130,15 +135,21 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
   ai.out_dtype = desc_.out_dtype;
   ai.contracting_dims = desc_.contracting_dims;
   ai.collective_op = desc_.collective;
-  ai.is_outer = false;
+  ai.is_outer = true;
   ai.sequence_dim = sharding_.sequence_dim.value_or(1);
   ai.tpsp_size = ctx.comms().tp();
   const int cc = ctx.backend().compute_capability();
   ai.compute_capability = cc > 0 ? cc : 90;
   ai.num_max_streams = ctx.overlap().num_max_streams;
   abstract_ = gemm_abstract(ai);
-  if (num_elements(abstract_.out_shape) != num_elements(out_local_)) {
-    throw PlanError(where + ": the planner's output shape " + shape_str(abstract_.out_shape) +
+  // The local GEMM's output grows tp-fold by the all-gather and shrinks by the
+  // reduce-scatter: it must hold exactly this rank's shard of the output.
+  int64_t produced = num_elements(abstract_.out_shape);
+  if (desc_.collective == CollectiveOp::kAllGather) produced *= ctx.comms().tp();
+  if (desc_.collective == CollectiveOp::kReduceScatter) produced /= ctx.comms().tp();
+  if (produced != num_elements(out_local_)) {
+    throw PlanError(where + ": the local GEMM output " + shape_str(abstract_.out_shape) +
+                    " after the " + std::string(collective_name(desc_.collective)) +
                     " does not hold the sharded output " + shape_str(out_local_));
   }
 

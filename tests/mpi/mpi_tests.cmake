@@ -1,0 +1,72 @@
+# MPI integration tests: cgemm-run under mpirun on small shapes, each checking the
+# overlapped result against the non-overlapped reference (exit status 3 on a mismatch).
+# Root (CI) and more ranks than cores are allowed through Open MPI's environment.
+set(CGEMM_MPI_ENV
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+  OPENBLAS_NUM_THREADS=1)
+
+function(cgemm_add_mpi_test name np)
+  add_test(NAME mpi_${name}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:cgemm-run> --backend cpu --warmup 1 --iterations 2 ${ARGN})
+  set_tests_properties(mpi_${name} PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS ${np}
+    ENVIRONMENT "${CGEMM_MPI_ENV}")
+endfunction()
+
+# Bad input: the job must end within seconds, non-zero, with exactly one clear message.
+function(cgemm_add_mpi_failure_test name np regex)
+  add_test(NAME mpi_error_${name}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_failure.sh "${regex}"
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:cgemm-run> --backend cpu ${ARGN})
+  set_tests_properties(mpi_error_${name} PROPERTIES LABELS mpi TIMEOUT 60
+    ENVIRONMENT "${CGEMM_MPI_ENV}")
+endfunction()
+
+# Meshes: tp 2 on 2 ranks, tp 4 on 4 ranks, dp 2 x tp 2 on 4 ranks. Per mesh and collective,
+# four variants cover batch 1 / > 1, bias on / off, batch-first / sequence-first.
+foreach(mesh "tp2;2;1" "tp4;4;1" "dp2tp2;4;2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 dp)
+  # Local batch 3 on one dp rank, 2 per rank on two (gemm.py's reorders need the local
+  # batch divisible by dp, or 1).
+  if(dp EQUAL 1)
+    set(big_batch 3)
+  else()
+    math(EXPR big_batch "2 * ${dp}")
+  endif()
+  foreach(coll none all_gather reduce_scatter)
+    set(shape --dp ${dp} --seq_len 16 --hidden_in 32 --hidden_out 48 --collective ${coll})
+    cgemm_add_mpi_test(${mname}_${coll}_b1_bias ${np} ${shape} --batch ${dp} --bias on)
+    cgemm_add_mpi_test(${mname}_${coll}_b${big_batch}_nobias ${np} ${shape} --batch ${big_batch} --bias off)
+    cgemm_add_mpi_test(${mname}_${coll}_b${big_batch}_bias_seqfirst ${np} ${shape}
+      --batch ${big_batch} --bias on --transpose_batch_sequence on)
+    cgemm_add_mpi_test(${mname}_${coll}_b1_nobias_seqfirst ${np} ${shape}
+      --batch ${dp} --bias off --transpose_batch_sequence on)
+  endforeach()
+endforeach()
+
+# Schedule knobs and dtypes.
+set(small --seq_len 16 --hidden_in 32 --hidden_out 48 --batch 2)
+cgemm_add_mpi_test(tp4_all_gather_aggregate 4 ${small} --collective all_gather --aggregate_all_gather on)
+cgemm_add_mpi_test(tp3_all_gather_aggregate 3 --seq_len 12 --hidden_in 24 --hidden_out 48 --batch 2
+  --collective all_gather --aggregate_all_gather on)
+cgemm_add_mpi_test(tp4_reduce_scatter_1stream 4 ${small} --collective reduce_scatter --num_max_streams 1)
+cgemm_add_mpi_test(tp2_all_gather_fp16 2 ${small} --collective all_gather --dtype fp16)
+cgemm_add_mpi_test(tp2_reduce_scatter_fp32 2 ${small} --collective reduce_scatter --dtype fp32)
+cgemm_add_mpi_test(tp2_block_from_config 2 --config ${CMAKE_SOURCE_DIR}/configs/demo.ini --dp 1
+  --seq_len 64 --batch 2 --report ${CMAKE_CURRENT_BINARY_DIR}/mpi_block_report.json)
+
+# Bad input ends every rank with one message naming the problem.
+cgemm_add_mpi_failure_test(dp_does_not_divide 4 "--dp 3|dp.*3.*4" --dp 3)
+cgemm_add_mpi_failure_test(seq_not_divisible 4 "seq_len" --seq_len 10 --collective all_gather)
+cgemm_add_mpi_failure_test(unknown_option 2 "no_such_option" --no_such_option 1)
+cgemm_add_mpi_failure_test(zero_size 2 "hidden_in" --hidden_in 0)
+cgemm_add_mpi_failure_test(negative_size 2 "batch" --batch -2)
+cgemm_add_mpi_failure_test(unknown_dtype 2 "dtype.*int7|int7" --dtype int7)
+cgemm_add_mpi_failure_test(local_batch_not_divisible_by_dp 4 "_reorder_dp_leading.*divisible"
+  --dp 2 --batch 6 --collective all_gather)
+cgemm_add_mpi_failure_test(malformed_ini 2 "malformed.ini" --config ${CMAKE_CURRENT_LIST_DIR}/malformed.ini)
+cgemm_add_mpi_failure_test(missing_config 2 "no/such/file.ini" --config no/such/file.ini)

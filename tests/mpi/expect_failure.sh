@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# expect_failure.sh REGEX CMD...: passes when CMD ends within 30 s with a non-zero status,
+# its output matches REGEX, and it printed exactly one "cgemm-run: error:" line.
+set -u
+regex=$1
+shift
+out=$(timeout 30 "$@" 2>&1)
+rc=$?
+echo "$out"
+echo "--- exit status $rc"
+[ "$rc" -eq 124 ] && { echo "FAIL: the job did not end within 30 s"; exit 1; }
+[ "$rc" -eq 0 ] && { echo "FAIL: the job succeeded on bad input"; exit 1; }
+echo "$out" | grep -E -q -- "$regex" || { echo "FAIL: no message matching '$regex'"; exit 1; }
+n=$(echo "$out" | grep -c "cgemm-run: error:")
+[ "$n" -eq 1 ] || { echo "FAIL: expected one error message, got $n"; exit 1; }
+echo "PASS"
