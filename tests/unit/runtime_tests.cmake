@@ -1,0 +1,6 @@
+# cgemm-run's options (launcher/run_config.cpp): defaults, command line over --config, the
+# GEMM block rule, every option error, the shipped configs/, resolve_mesh, to_ini round trip.
+cgemm_add_unit_test(test_run_config
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_run_config.cpp
+  LIBS cgemm_launcher_lib)
+target_compile_definitions(test_run_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -1,0 +1,687 @@
+// cgemm-run's options: the command line and the INI file named by --config, parsed with
+// Boost.Program_options. The command line is stored first, so its values win; the file fills
+// in the rest; the defaults below fill in what neither gives.
+//
+// Every error is an OptionError whose message names the option and the value, and says where
+// the value came from: "--batch 0" for the command line, "batch = 0 (run.ini, line 7)" for the
+// file.
+
+#include "run_config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include <boost/program_options.hpp>
+
+#ifndef CGEMM_VERSION
+#define CGEMM_VERSION "(version unknown)"
+#endif
+
+namespace cgemm::launcher {
+
+namespace po = boost::program_options;
+
+namespace {
+
+// A bare run (no --config): one small all-gather GEMM that runs on CPUs in about a second.
+constexpr int64_t kDefaultBatch = 2;
+constexpr int64_t kDefaultSeqLen = 256;
+constexpr int64_t kDefaultHiddenIn = 256;
+constexpr int64_t kDefaultHiddenOut = 512;
+constexpr std::string_view kDefaultCollective = "all_gather";
+constexpr std::string_view kDefaultDType = "bf16";
+
+const char* on_off(bool b) { return b ? "on" : "off"; }
+
+// Shortest text that reads back as the same float (so to_ini round-trips exactly).
+std::string float_text(float v) {
+  std::array<char, 32> buf{};
+  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  if (ec != std::errc()) return std::to_string(v);
+  return std::string(buf.data(), end);
+}
+
+std::string trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(first, last - first + 1));
+}
+
+// Parses the whole of `text` as an integer of type T; nullopt on anything else (sign for an
+// unsigned T, trailing characters, overflow).
+template <typename T>
+std::optional<T> parse_integer(std::string_view text) {
+  T value{};
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------
+// The option descriptions. The names are the contract (INI keys and --flags alike).
+
+struct Descriptions {
+  static constexpr unsigned kWidth = 100;  // help text columns
+  static constexpr unsigned kDescColumn = 50;
+  po::options_description general{"General", kWidth, kDescColumn};
+  po::options_description mesh{"Mesh (world size = dp x tp; a TP group is tp consecutive ranks)",
+                               kWidth, kDescColumn};
+  po::options_description problem{
+      "Problem (x [batch, seq_len, hidden_in] @ w [hidden_in, hidden_out])", kWidth, kDescColumn};
+  po::options_description run{"Run", kWidth, kDescColumn};
+  po::options_description overlap{"Overlap (the CPU backend ignores the knobs marked CUDA only)",
+                                  kWidth, kDescColumn};
+  po::options_description command_line{kWidth, kDescColumn};  // everything
+  po::options_description file{kWidth, kDescColumn};          // everything but General
+};
+
+// Bool options take a value (on|off, true|false, yes|no, 1|0) on the command line as in the
+// file, so "--bias off" reads the same as "bias = off".
+po::typed_value<bool>* bool_value(bool def) {
+  return po::value<bool>()->value_name("on|off")->default_value(def, on_off(def));
+}
+
+template <typename T>
+po::typed_value<T>* int_value(const char* name, T def) {
+  return po::value<T>()->value_name(name)->default_value(def);
+}
+
+Descriptions make_descriptions() {
+  Descriptions d;
+  const RunConfig defaults;
+  const OverlapOptions& ov = defaults.overlap;
+
+  // clang-format off
+  d.general.add_options()
+      ("help,h", "print this help and exit")
+      ("version", "print the version and exit")
+      ("config", po::value<std::string>()->value_name("FILE"),
+       "INI file of options: one 'NAME = VALUE' per line (names as below, without the "
+       "dashes), '#' starts a comment, no [sections]; the command line overrides the file "
+       "[path; default: none]");
+
+  d.mesh.add_options()
+      ("dp", int_value<int>("N", defaults.dp),
+       "data-parallel size: groups of tp ranks, each running its own batch / dp sequences "
+       "[ranks]")
+      ("tp", int_value<int>("N", defaults.tp),
+       "tensor-parallel size: ranks of one TP group, over which the collectives run; "
+       "0 = world size / dp [ranks]");
+
+  d.problem.add_options()
+      ("batch", int_value<int64_t>("N", kDefaultBatch),
+       "global batch size B, split over dp [sequences]")
+      ("seq_len", int_value<int64_t>("N", kDefaultSeqLen),
+       "sequence length S, sharded over tp [tokens]")
+      ("hidden_in", int_value<int64_t>("K", kDefaultHiddenIn),
+       "hidden size K of the single GEMM (the contracting dim) [elements]")
+      ("hidden_out", int_value<int64_t>("N", kDefaultHiddenOut),
+       "hidden size N of the single GEMM (the output dim) [elements]")
+      ("collective", po::value<std::string>()->value_name("OP")
+                         ->default_value(std::string(kDefaultCollective)),
+       "collective of the single GEMM: none | all_gather (column-parallel, shards N) | "
+       "reduce_scatter (row-parallel, shards K)")
+      ("gemm", po::value<std::vector<std::string>>()->value_name("\"NAME OP K N\""),
+       "one GEMM of a block run in order, e.g. \"up_proj all_gather 768 3072\" (OP as for "
+       "--collective, K and N in elements); repeat for more. The block is: the single GEMM "
+       "of --collective/--hidden_in/--hidden_out when any of those is on the command line; "
+       "else the gemm entries when there are any; else the single GEMM (named after its "
+       "collective) [default: none]")
+      ("dtype", po::value<std::string>()->value_name("T")
+                    ->default_value(std::string(kDefaultDType)),
+       "element type of x, w, bias and the output: bf16 | fp16 | fp32 (or bfloat16, "
+       "float16, float32)")
+      ("bias", bool_value(defaults.bias), "add a bias [hidden_out] to every output")
+      ("transpose_batch_sequence", bool_value(defaults.transpose_batch_sequence),
+       "sequence-first activations [seq_len, batch, hidden] as Megatron lays them out "
+       "(sequence dim 0, no reorder); off: [batch, seq_len, hidden]")
+      ("std", po::value<float>()->value_name("X")
+                  ->default_value(defaults.std, float_text(defaults.std)),
+       "standard deviation of the normal random x and w [unitless]")
+      ("seed", po::value<std::string>()->value_name("N")
+                   ->default_value(std::to_string(defaults.seed)),
+       "seed of the random inputs; every rank derives its shard from it [unsigned integer]");
+
+  d.run.add_options()
+      ("warmup", int_value<int>("N", defaults.warmup),
+       "untimed iterations before the timed ones [iterations]")
+      ("iterations", int_value<int>("N", defaults.iterations),
+       "timed iterations; times are reported in ms, bandwidths in GB/s [iterations]")
+      ("check", bool_value(defaults.check),
+       "compare each result with the non-overlapped reference within the dtype's tolerance")
+      ("backend", po::value<std::string>()->value_name("B")
+                      ->default_value(backend_name(defaults.backend)),
+       "auto | cpu | cuda; auto picks cuda when this cgemm has CUDA and the rank sees a GPU, "
+       "else cpu")
+      ("report", po::value<std::string>()->value_name("FILE"),
+       "write the results and the resolved options as JSON to this file [path; default: none]");
+
+  d.overlap.add_options()
+      ("num_max_streams", int_value<int>("N", ov.num_max_streams),
+       "GEMM (compute) streams a collective GEMM may use; shapes the schedule on both "
+       "backends [streams]")
+      ("compute_stream_priority", int_value<int>("P", ov.compute_stream_priority),
+       "priority of the compute streams, 0 = highest [priority level]; CUDA only, the CPU "
+       "backend ignores it")
+      ("communication_stream_priority", int_value<int>("P", ov.communication_stream_priority),
+       "priority of the communication streams, 0 = highest [priority level]; CUDA only, the "
+       "CPU backend ignores it")
+      ("num_sm_for_communication", int_value<int>("N", ov.num_sm_for_communication),
+       "bound on the SMs the transport may take [SMs]; CUDA only, the CPU backend ignores it")
+      ("use_ce", bool_value(ov.use_ce),
+       "move chunks with copy engines over CUDA IPC where the TP group shares a node; CUDA "
+       "only, the CPU backend ignores it")
+      ("aggregate_all_gather", bool_value(ov.aggregate_all_gather),
+       "all-gather two chunks per step, opposite ways round the ring; shapes the schedule on "
+       "both backends");
+  // clang-format on
+
+  for (auto* group : {&d.mesh, &d.problem, &d.run, &d.overlap}) d.file.add(*group);
+  d.command_line.add(d.general).add(d.file);
+  return d;
+}
+
+std::string help_text(const Descriptions& d) {
+  std::ostringstream out;
+  out << "Usage: cgemm-run [--config FILE] [--NAME VALUE]...\n"
+         "Runs a block of overlapped collective GEMMs (all-gather + GEMM, GEMM + reduce-scatter)\n"
+         "on every rank of an MPI job, checks them and times them.\n"
+         "Options come from the command line, then from the INI file of --config (same names,\n"
+         "'NAME = VALUE'), then from the defaults shown as (=...). Booleans take on|off,\n"
+         "true|false, yes|no or 1|0. Units are in [brackets].\n";
+  // One description holding the groups, so that every group lines up in the same columns.
+  po::options_description all(Descriptions::kWidth, Descriptions::kDescColumn);
+  all.add(d.general).add(d.mesh).add(d.problem).add(d.run).add(d.overlap);
+  out << all << "\n";
+  out << "The overlap knobs mean what they mean in Transformer Engine's "
+         "collective_gemm_bootstrap.\nThe CPU backend ignores compute_stream_priority, "
+         "communication_stream_priority,\nnum_sm_for_communication and use_ce; num_max_streams "
+         "and aggregate_all_gather shape the\nschedule on both backends.\n";
+  return out.str();
+}
+
+// ---------------------------------------------------------------------------------------
+// Where a value came from, for the error messages.
+
+class Sources {
+ public:
+  void set_command_line(const po::parsed_options& parsed) {
+    for (const auto& o : parsed.options) cli_.insert(o.string_key);
+  }
+
+  void set_file(std::string path, const std::string& text) {
+    file_ = std::move(path);
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) lines_.push_back(line);
+  }
+
+  bool on_command_line(const std::string& name) const { return cli_.count(name) > 0; }
+  const std::string& file() const { return file_; }
+
+  // 1-based numbers of the lines of the file that set `name` (to `value`, when given), the
+  // way Boost reads them: '#' starts a comment, "[section]" prefixes the names that follow.
+  std::vector<int> file_lines(const std::string& name,
+                              const std::optional<std::string>& value = std::nullopt) const {
+    std::vector<int> found;
+    std::string section;
+    for (size_t i = 0; i < lines_.size(); ++i) {
+      std::string line = lines_[i];
+      if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+      line = trim(line);
+      if (line.empty()) continue;
+      if (line.front() == '[' && line.back() == ']') {
+        section = trim(std::string_view(line).substr(1, line.size() - 2)) + ".";
+        continue;
+      }
+      const auto eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      if (section + trim(std::string_view(line).substr(0, eq)) != name) continue;
+      if (value && trim(std::string_view(line).substr(eq + 1)) != *value) continue;
+      found.push_back(static_cast<int>(i + 1));
+    }
+    return found;
+  }
+
+  // 1-based number of the first line that reads as `text` once comments and blanks are cut.
+  std::optional<int> find_line(const std::string& text) const {
+    for (size_t i = 0; i < lines_.size(); ++i) {
+      std::string line = lines_[i];
+      if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+      if (trim(line) == text) return static_cast<int>(i + 1);
+    }
+    return std::nullopt;
+  }
+
+  // "run.ini, line 7" / "run.ini, lines 3, 9" / "run.ini".
+  std::string file_place(const std::vector<int>& lines) const {
+    std::string out = file_;
+    if (lines.empty()) return out;
+    out += lines.size() == 1 ? ", line " : ", lines ";
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (i) out += ", ";
+      out += std::to_string(lines[i]);
+    }
+    return out;
+  }
+
+  // "--batch 0", "batch = 0 (run.ini, line 7)" or "batch = 0 (the default)".
+  std::string describe(const std::string& name, const std::string& value) const {
+    if (on_command_line(name)) {
+      const bool quote = value.empty() || value.find_first_of(" \t") != std::string::npos;
+      return "--" + name + " " + (quote ? "\"" + value + "\"" : value);
+    }
+    if (!file_.empty()) {
+      auto lines = file_lines(name, value);
+      if (lines.empty()) lines = file_lines(name);
+      if (!lines.empty()) return name + " = " + value + " (" + file_place(lines) + ")";
+    }
+    return name + " = " + value + " (the default)";
+  }
+
+ private:
+  std::set<std::string> cli_;
+  std::string file_;
+  std::vector<std::string> lines_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Boost's errors, with a hint.
+
+// "--seq-len" -> " (did you mean --seq_len?)": dashes for underscores, or a unique prefix.
+std::string spelling_hint(std::string name, const Descriptions& d, bool dashes) {
+  name.erase(0, name.find_first_not_of('-'));
+  std::string underscored = name;
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  std::vector<std::string> candidates;
+  for (const auto& opt : d.command_line.options()) {
+    const std::string& known = opt->long_name();
+    if (known == underscored || known.rfind(underscored, 0) == 0) candidates.push_back(known);
+  }
+  if (candidates.size() != 1 || candidates.front() == name) return {};
+  return std::string(" (did you mean ") + (dashes ? "--" : "") + candidates.front() + "?)";
+}
+
+const char kHelpHint[] = "; run cgemm-run --help for the options";
+
+[[noreturn]] void rethrow_command_line_error(const po::error& e, const Descriptions& d) {
+  std::string msg = std::string("command line: ") + e.what();
+  if (const auto* unknown = dynamic_cast<const po::unknown_option*>(&e)) {
+    msg += spelling_hint(unknown->get_option_name(), d, true);
+  }
+  throw OptionError(msg + kHelpHint);
+}
+
+[[noreturn]] void rethrow_file_error(const po::error& e, const Descriptions& d,
+                                     const Sources& src) {
+  std::string where = src.file();
+  std::string hint;
+  if (const auto* syntax = dynamic_cast<const po::invalid_config_file_syntax*>(&e)) {
+    const std::string line = syntax->tokens();
+    if (auto n = src.find_line(line)) where += ", line " + std::to_string(*n);
+    throw OptionError(where + ": invalid line '" + line +
+                      "' (expected 'NAME = VALUE', a '# comment' or a blank line)");
+  }
+  if (const auto* named = dynamic_cast<const po::error_with_option_name*>(&e)) {
+    const std::string name = named->get_option_name();
+    where = src.file_place(src.file_lines(name));
+    if (dynamic_cast<const po::unknown_option*>(&e)) {
+      if (name.find('.') != std::string::npos) {
+        hint = " (cgemm-run's INI files have no [sections]: write 'NAME = VALUE' lines only)";
+      } else if (name == "config" || name == "help" || name == "version") {
+        hint = " ('" + name + "' is a command-line option only)";
+      } else {
+        hint = spelling_hint(name, d, false);
+      }
+    }
+  }
+  throw OptionError(where + ": " + e.what() + hint + kHelpHint);
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading the values, each checked with a message that names it.
+
+class Reader {
+ public:
+  Reader(const po::variables_map& vm, const Sources& src) : vm_(vm), src_(src) {}
+
+  template <typename T>
+  T get(const std::string& name) const {
+    return vm_[name].as<T>();
+  }
+
+  template <typename T>
+  T at_least(const std::string& name, T min, const char* what) const {
+    const T v = get<T>(name);
+    if (v < min) fail(name, std::to_string(v), what);
+    return v;
+  }
+
+  [[noreturn]] void fail(const std::string& name, const std::string& value,
+                         const std::string& what) const {
+    throw OptionError(src_.describe(name, value) + ": " + what);
+  }
+
+ private:
+  const po::variables_map& vm_;
+  const Sources& src_;
+};
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
+GemmSpec parse_gemm_entry(const std::string& entry, const Reader& r) {
+  std::istringstream in(entry);
+  std::vector<std::string> tok;
+  for (std::string t; in >> t;) tok.push_back(t);
+  if (tok.size() != 4) {
+    r.fail("gemm", entry,
+           "malformed gemm entry: expected 'NAME COLLECTIVE HIDDEN_IN HIDDEN_OUT', e.g. "
+           "'up_proj all_gather 768 3072' (" +
+               std::to_string(tok.size()) + " fields given)");
+  }
+  GemmSpec g;
+  g.name = tok[0];
+  if (!std::all_of(g.name.begin(), g.name.end(), is_name_char)) {
+    r.fail("gemm", entry,
+           "malformed gemm entry: name '" + g.name +
+               "' may only hold letters, digits, '_', '-' and '.'");
+  }
+  try {
+    g.collective = parse_collective(tok[1]);
+  } catch (const Error& e) {
+    r.fail("gemm", entry, std::string("malformed gemm entry: ") + e.what());
+  }
+  const std::array<std::pair<const char*, int64_t*>, 2> dims{
+      {{"hidden_in", &g.hidden_in}, {"hidden_out", &g.hidden_out}}};
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const auto v = parse_integer<int64_t>(tok[2 + i]);
+    if (!v || *v < 1) {
+      r.fail("gemm", entry,
+             std::string("malformed gemm entry: ") + dims[i].first + " '" + tok[2 + i] +
+                 "' is not a positive integer [elements]");
+    }
+    *dims[i].second = *v;
+  }
+  return g;
+}
+
+RunConfig read_config(const po::variables_map& vm, const Sources& src) {
+  const Reader r(vm, src);
+  RunConfig cfg;
+
+  // mesh
+  cfg.dp = r.at_least<int>("dp", 1, "must be at least 1 [ranks]");
+  cfg.tp = r.at_least<int>("tp", 0, "must be 0 (world size / dp) or a positive number of ranks");
+
+  // problem
+  cfg.batch = r.at_least<int64_t>("batch", 1, "must be at least 1 [sequences]");
+  cfg.seq_len = r.at_least<int64_t>("seq_len", 1, "must be at least 1 [tokens]");
+  const int64_t hidden_in = r.at_least<int64_t>("hidden_in", 1, "must be at least 1 [elements]");
+  const int64_t hidden_out = r.at_least<int64_t>("hidden_out", 1, "must be at least 1 [elements]");
+  const auto collective_text = r.get<std::string>("collective");
+  CollectiveOp collective = CollectiveOp::kAllGather;
+  try {
+    collective = parse_collective(collective_text);
+  } catch (const Error& e) {
+    r.fail("collective", collective_text, e.what());
+  }
+
+  const bool single_on_cli = src.on_command_line("collective") ||
+                             src.on_command_line("hidden_in") || src.on_command_line("hidden_out");
+  if (single_on_cli && src.on_command_line("gemm")) {
+    throw OptionError(
+        "--gemm and --collective/--hidden_in/--hidden_out were all given on the command line: "
+        "give either --gemm entries (a block) or the single GEMM's options, not both");
+  }
+  if (single_on_cli || vm.count("gemm") == 0) {
+    cfg.gemms.push_back(
+        GemmSpec{std::string(collective_name(collective)), collective, hidden_in, hidden_out});
+  } else {
+    for (const auto& entry : r.get<std::vector<std::string>>("gemm")) {
+      GemmSpec g = parse_gemm_entry(entry, r);
+      for (const auto& prev : cfg.gemms) {
+        if (prev.name == g.name) {
+          r.fail("gemm", entry,
+                 "duplicate gemm name '" + g.name +
+                     "' (each GEMM of the block "
+                     "needs its own name)");
+        }
+      }
+      cfg.gemms.push_back(std::move(g));
+    }
+  }
+
+  // parse_dtype knows the FP8/FP4 types too; cgemm-run has no scaling options, so it runs
+  // the unscaled ones only.
+  const auto dtype_text = r.get<std::string>("dtype");
+  constexpr std::array<std::string_view, 6> kRunDTypes{"bf16",     "fp16",    "fp32",
+                                                       "bfloat16", "float16", "float32"};
+  if (std::find(kRunDTypes.begin(), kRunDTypes.end(), dtype_text) == kRunDTypes.end()) {
+    r.fail("dtype", dtype_text,
+           "unknown dtype '" + dtype_text +
+               "' (cgemm-run runs bf16, fp16, fp32, also spelled bfloat16, float16, float32)");
+  }
+  cfg.dtype = parse_dtype(dtype_text);
+  cfg.bias = r.get<bool>("bias");
+  cfg.transpose_batch_sequence = r.get<bool>("transpose_batch_sequence");
+  cfg.std = r.get<float>("std");
+  if (!(cfg.std > 0.0f) || !std::isfinite(cfg.std)) {
+    r.fail("std", float_text(cfg.std), "must be a positive, finite standard deviation");
+  }
+  const auto seed_text = r.get<std::string>("seed");
+  const auto seed = parse_integer<uint64_t>(seed_text);
+  if (!seed) r.fail("seed", seed_text, "must be an unsigned 64-bit integer");
+  cfg.seed = *seed;
+
+  // run
+  cfg.warmup = r.at_least<int>("warmup", 0, "must be 0 or more [iterations]");
+  cfg.iterations = r.at_least<int>("iterations", 1, "must be at least 1 [iterations]");
+  cfg.check = r.get<bool>("check");
+  const auto backend_text = r.get<std::string>("backend");
+  try {
+    cfg.backend = parse_backend(backend_text);
+  } catch (const Error& e) {
+    r.fail("backend", backend_text, e.what());
+  }
+  if (vm.count("report")) cfg.report = r.get<std::string>("report");
+
+  // overlap
+  OverlapOptions& ov = cfg.overlap;
+  ov.num_max_streams = r.at_least<int>("num_max_streams", 1, "must be at least 1 [streams]");
+  ov.compute_stream_priority =
+      r.at_least<int>("compute_stream_priority", 0, "must be 0 (highest) or more");
+  ov.communication_stream_priority =
+      r.at_least<int>("communication_stream_priority", 0, "must be 0 (highest) or more");
+  ov.num_sm_for_communication =
+      r.at_least<int>("num_sm_for_communication", 1, "must be at least 1 [SMs]");
+  ov.use_ce = r.get<bool>("use_ce");
+  ov.aggregate_all_gather = r.get<bool>("aggregate_all_gather");
+
+  cfg.config_file = src.file();
+  return cfg;
+}
+
+}  // namespace
+
+ParseResult parse_run_config(int argc, const char* const* argv) {
+  const Descriptions d = make_descriptions();
+  ParseResult result;
+  po::variables_map vm;
+  Sources src;
+
+  try {
+    namespace style = po::command_line_style;
+    // No guessing: "--bat" is not "--batch"; the names are a contract.
+    const po::parsed_options cli = po::command_line_parser(argc, argv)
+                                       .options(d.command_line)
+                                       .style(style::default_style & ~style::allow_guessing)
+                                       .run();
+    for (const auto& o : cli.options) {
+      if (o.string_key.empty()) {
+        const std::string token = o.original_tokens.empty() ? "" : o.original_tokens.front();
+        throw OptionError("command line: unexpected argument '" + token +
+                          "' (options are '--NAME VALUE'; quote a gemm entry: --gemm \"up_proj "
+                          "all_gather 768 3072\")" +
+                          kHelpHint);
+      }
+    }
+    po::store(cli, vm);
+    src.set_command_line(cli);
+  } catch (const po::error& e) {
+    rethrow_command_line_error(e, d);
+  }
+
+  if (vm.count("help")) {
+    result.help = true;
+    result.help_text = help_text(d);
+    return result;
+  }
+  if (vm.count("version")) {
+    result.help = true;
+    result.help_text = std::string("cgemm-run ") + CGEMM_VERSION + "\n";
+    return result;
+  }
+
+  if (vm.count("config")) {
+    const std::string path = vm["config"].as<std::string>();
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      throw OptionError("--config " + path + ": is a directory, not an INI file");
+    }
+    std::ifstream in(path);
+    if (!in) {
+      throw OptionError("--config " + path + ": cannot open the config file (" +
+                        (std::filesystem::exists(path, ec) ? "not readable" : "no such file") +
+                        ")");
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    src.set_file(path, text.str());
+    try {
+      std::istringstream file_in(text.str());
+      po::store(po::parse_config_file(file_in, d.file), vm);
+    } catch (const po::error& e) {
+      rethrow_file_error(e, d, src);
+    }
+  }
+
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    rethrow_command_line_error(e, d);
+  }
+  result.config = read_config(vm, src);
+  return result;
+}
+
+void resolve_mesh(RunConfig& cfg, int world_size) {
+  const std::string world = std::to_string(world_size);
+  if (world_size < 1) throw OptionError("world size " + world + ": must be at least 1");
+  if (cfg.dp < 1) throw OptionError("--dp " + std::to_string(cfg.dp) + ": must be at least 1");
+  if (cfg.tp < 0) {
+    throw OptionError("--tp " + std::to_string(cfg.tp) + ": must be 0 (world size / dp) or more");
+  }
+  const std::string dp = std::to_string(cfg.dp);
+  if (world_size % cfg.dp != 0) {
+    throw OptionError("--dp " + dp + " does not divide the world size " + world);
+  }
+  if (cfg.tp == 0) {
+    cfg.tp = world_size / cfg.dp;
+  } else if (static_cast<int64_t>(cfg.tp) * cfg.dp != world_size) {
+    throw OptionError("--tp " + std::to_string(cfg.tp) + " x --dp " + dp + " = " +
+                      std::to_string(static_cast<int64_t>(cfg.tp) * cfg.dp) +
+                      " ranks, but the world size is " + world + " (tp = 0 takes world size / dp)");
+  }
+  const std::string tp = std::to_string(cfg.tp);
+  if (cfg.batch % cfg.dp != 0) {
+    throw OptionError("--batch " + std::to_string(cfg.batch) + " is not divisible by --dp " + dp +
+                      " (each data-parallel group runs batch / dp sequences)");
+  }
+  if (cfg.seq_len % cfg.tp != 0) {
+    throw OptionError("--seq_len " + std::to_string(cfg.seq_len) + " is not divisible by tp " + tp +
+                      " (the sequence is sharded over the tensor-parallel group)");
+  }
+  for (const auto& g : cfg.gemms) {
+    // all_gather (column-parallel) shards w's N; reduce_scatter and none (row-parallel)
+    // shard the contracting K.
+    const bool shards_n = g.collective == CollectiveOp::kAllGather;
+    const char* option = shards_n ? "hidden_out" : "hidden_in";
+    const int64_t size = shards_n ? g.hidden_out : g.hidden_in;
+    if (size % cfg.tp != 0) {
+      throw OptionError(std::string(option) + " " + std::to_string(size) + " of gemm '" + g.name +
+                        "' is not divisible by tp " + tp + " (" +
+                        std::string(collective_name(g.collective)) + " shards " +
+                        (shards_n ? "N" : "K") + " over the tensor-parallel group)");
+    }
+  }
+}
+
+std::string to_ini(const RunConfig& cfg) {
+  std::ostringstream out;
+  out << "# cgemm-run options (valid input to --config)\n";
+  if (!cfg.config_file.empty()) out << "# read from " << cfg.config_file << "\n";
+  out << "\n# Mesh\n";
+  out << "dp = " << cfg.dp << "\n";
+  out << "tp = " << cfg.tp << (cfg.tp == 0 ? "  # world size / dp" : "") << "\n";
+
+  out << "\n# Problem\n";
+  out << "batch = " << cfg.batch << "\n";
+  out << "seq_len = " << cfg.seq_len << "\n";
+  // A single GEMM named after its collective reads back from the scalar options; anything
+  // else is written as gemm entries.
+  if (cfg.gemms.size() == 1 &&
+      cfg.gemms.front().name == collective_name(cfg.gemms.front().collective)) {
+    const GemmSpec& g = cfg.gemms.front();
+    out << "collective = " << collective_name(g.collective) << "\n";
+    out << "hidden_in = " << g.hidden_in << "\n";
+    out << "hidden_out = " << g.hidden_out << "\n";
+  } else {
+    for (const auto& g : cfg.gemms) {
+      out << "gemm = " << g.name << " " << collective_name(g.collective) << " " << g.hidden_in
+          << " " << g.hidden_out << "\n";
+    }
+  }
+  out << "dtype = " << dtype_name(cfg.dtype) << "\n";
+  out << "bias = " << on_off(cfg.bias) << "\n";
+  out << "transpose_batch_sequence = " << on_off(cfg.transpose_batch_sequence) << "\n";
+  out << "std = " << float_text(cfg.std) << "\n";
+  out << "seed = " << cfg.seed << "\n";
+
+  out << "\n# Run\n";
+  out << "warmup = " << cfg.warmup << "\n";
+  out << "iterations = " << cfg.iterations << "\n";
+  out << "check = " << on_off(cfg.check) << "\n";
+  out << "backend = " << backend_name(cfg.backend) << "\n";
+  if (cfg.report.empty()) {
+    out << "# report = (none)\n";
+  } else {
+    out << "report = " << cfg.report << "\n";
+  }
+
+  const OverlapOptions& ov = cfg.overlap;
+  out << "\n# Overlap\n";
+  out << "num_max_streams = " << ov.num_max_streams << "\n";
+  out << "compute_stream_priority = " << ov.compute_stream_priority << "\n";
+  out << "communication_stream_priority = " << ov.communication_stream_priority << "\n";
+  out << "num_sm_for_communication = " << ov.num_sm_for_communication << "\n";
+  out << "use_ce = " << on_off(ov.use_ce) << "\n";
+  out << "aggregate_all_gather = " << on_off(ov.aggregate_all_gather) << "\n";
+  return out.str();
+}
+
+}  // namespace cgemm::launcher

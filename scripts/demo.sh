@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# demo.sh: installs what cgemm needs, builds it, and runs the main job on the demo config
+# (GPT-2 small's MLP block: all-gather up projection, reduce-scatter down projection) on
+# 4 ranks, dp 2 x tp 2. On a machine with GPUs it runs on them (backend auto); without,
+# on the CPU backend. Extra arguments go to cgemm-run (e.g. --report report.json).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh" "$root/build" >/dev/null
+# Root may run MPI here (containers, CI); more ranks than cores are allowed.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+exec mpirun -np 4 -x NCCL_NVLS_ENABLE "$root/build/bin/cgemm-run" --config "$root/configs/demo.ini" "$@"

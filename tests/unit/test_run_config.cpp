@@ -1,0 +1,693 @@
+// cgemm-run's options: defaults, command line over --config file, the GEMM block rule, every
+// class of option error (each message must name the option and the value), the shipped
+// configs, resolve_mesh and the to_ini round trip.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "run_config.hpp"
+
+namespace cgemm::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+#ifdef CGEMM_SOURCE_DIR
+const fs::path kConfigsDir = fs::path(CGEMM_SOURCE_DIR) / "configs";
+#else
+const fs::path kConfigsDir = fs::path(CGEMM_TEST_DATA_DIR) / ".." / ".." / "configs";
+#endif
+
+ParseResult parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "cgemm-run");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_run_config(static_cast<int>(argv.size()), argv.data());
+}
+
+RunConfig parse_config(std::vector<std::string> args) {
+  ParseResult r = parse(std::move(args));
+  EXPECT_FALSE(r.help);
+  return r.config;
+}
+
+// The OptionError message of parsing `args`; fails the test when it parses.
+std::string parse_error(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const OptionError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an OptionError";
+  return {};
+}
+
+std::string resolve_error(RunConfig cfg, int world) {
+  try {
+    resolve_mesh(cfg, world);
+  } catch (const OptionError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an OptionError for world size " << world;
+  return {};
+}
+
+void expect_contains(const std::string& text, std::initializer_list<std::string> parts) {
+  for (const auto& part : parts) {
+    EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+  }
+}
+
+std::vector<std::tuple<std::string, CollectiveOp, int64_t, int64_t>> block(const RunConfig& c) {
+  std::vector<std::tuple<std::string, CollectiveOp, int64_t, int64_t>> out;
+  for (const auto& g : c.gemms) out.emplace_back(g.name, g.collective, g.hidden_in, g.hidden_out);
+  return out;
+}
+
+// RunConfig has no operator==; every field but config_file (where it was read from).
+void expect_same(const RunConfig& a, const RunConfig& b) {
+  EXPECT_EQ(a.dp, b.dp);
+  EXPECT_EQ(a.tp, b.tp);
+  EXPECT_EQ(a.batch, b.batch);
+  EXPECT_EQ(a.seq_len, b.seq_len);
+  EXPECT_EQ(block(a), block(b));
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.bias, b.bias);
+  EXPECT_EQ(a.transpose_batch_sequence, b.transpose_batch_sequence);
+  EXPECT_EQ(a.std, b.std);  // exact: to_ini writes the shortest round-tripping text
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.warmup, b.warmup);
+  EXPECT_EQ(a.iterations, b.iterations);
+  EXPECT_EQ(a.check, b.check);
+  EXPECT_EQ(a.backend, b.backend);
+  EXPECT_EQ(a.report, b.report);
+  EXPECT_EQ(a.overlap.num_max_streams, b.overlap.num_max_streams);
+  EXPECT_EQ(a.overlap.compute_stream_priority, b.overlap.compute_stream_priority);
+  EXPECT_EQ(a.overlap.communication_stream_priority, b.overlap.communication_stream_priority);
+  EXPECT_EQ(a.overlap.num_sm_for_communication, b.overlap.num_sm_for_communication);
+  EXPECT_EQ(a.overlap.use_ce, b.overlap.use_ce);
+  EXPECT_EQ(a.overlap.aggregate_all_gather, b.overlap.aggregate_all_gather);
+}
+
+// Each test gets its own scratch folder for INI files.
+class RunConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "cgemm_run_config_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  RunConfig round_trip(const RunConfig& cfg) {
+    return parse_config({"--config", write("round_trip.ini", to_ini(cfg))});
+  }
+
+  fs::path dir_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Defaults, help
+
+TEST_F(RunConfigTest, BareRunIsSmallAllGather) {
+  const RunConfig c = parse_config({});
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.tp, 0);
+  EXPECT_EQ(c.batch, 2);
+  EXPECT_EQ(c.seq_len, 256);
+  ASSERT_EQ(c.gemms.size(), 1u);
+  EXPECT_EQ(c.gemms[0].name, "all_gather");
+  EXPECT_EQ(c.gemms[0].collective, CollectiveOp::kAllGather);
+  EXPECT_EQ(c.gemms[0].hidden_in, 256);
+  EXPECT_EQ(c.gemms[0].hidden_out, 512);
+  EXPECT_EQ(c.dtype, DType::kBFloat16);
+  EXPECT_TRUE(c.bias);
+  EXPECT_FALSE(c.transpose_batch_sequence);
+  EXPECT_FLOAT_EQ(c.std, 0.023f);
+  EXPECT_EQ(c.seed, 1234u);
+  EXPECT_EQ(c.warmup, 2);
+  EXPECT_EQ(c.iterations, 5);
+  EXPECT_TRUE(c.check);
+  EXPECT_EQ(c.backend, BackendKind::kAuto);
+  EXPECT_TRUE(c.report.empty());
+  EXPECT_TRUE(c.config_file.empty());
+  EXPECT_EQ(c.overlap.num_max_streams, 3);
+  EXPECT_EQ(c.overlap.compute_stream_priority, 0);
+  EXPECT_EQ(c.overlap.communication_stream_priority, 0);
+  EXPECT_EQ(c.overlap.num_sm_for_communication, 2);
+  EXPECT_TRUE(c.overlap.use_ce);
+  EXPECT_FALSE(c.overlap.aggregate_all_gather);
+}
+
+TEST_F(RunConfigTest, HelpListsEveryOptionGroupedWithDefaults) {
+  for (const char* flag : {"--help", "-h"}) {
+    const ParseResult r = parse({flag});
+    ASSERT_TRUE(r.help);
+    const std::string& h = r.help_text;
+    expect_contains(h, {"Mesh", "Problem", "Run", "Overlap", "--config"});
+    expect_contains(h, {"--dp N (=1)",
+                        "--tp N (=0)",
+                        "--batch N (=2)",
+                        "--seq_len N (=256)",
+                        "--hidden_in K (=256)",
+                        "--hidden_out N (=512)",
+                        "--collective OP (=all_gather)",
+                        "--gemm",
+                        "--dtype T (=bf16)",
+                        "--bias on|off (=on)",
+                        "--transpose_batch_sequence on|off (=off)",
+                        "--std X (=0.023)",
+                        "--seed N (=1234)",
+                        "--warmup N (=2)",
+                        "--iterations N (=5)",
+                        "--check on|off (=on)",
+                        "--backend B (=auto)",
+                        "--report FILE",
+                        "--num_max_streams N (=3)",
+                        "--compute_stream_priority P (=0)",
+                        "--communication_stream_priority P (=0)",
+                        "--num_sm_for_communication N (=2)",
+                        "--use_ce on|off (=on)",
+                        "--aggregate_all_gather on|off (=off)"});
+    // Units, and what the CPU backend ignores.
+    expect_contains(h, {"[elements]", "[tokens]", "[ranks]", "ms", "[SMs]", "[streams]",
+                        "CPU backend ignores"});
+    // Groups come in this order.
+    EXPECT_LT(h.find("Mesh"), h.find("Problem"));
+    EXPECT_LT(h.find("Problem"), h.find("Run:"));
+    EXPECT_LT(h.find("Run:"), h.find("Overlap"));
+  }
+}
+
+TEST_F(RunConfigTest, HelpWinsOverABadConfigFile) {
+  EXPECT_TRUE(parse({"--help", "--config", "/nonexistent/x.ini"}).help);
+}
+
+TEST_F(RunConfigTest, Version) {
+  const ParseResult r = parse({"--version"});
+  EXPECT_TRUE(r.help);
+  expect_contains(r.help_text, {"cgemm-run"});
+}
+
+// ---------------------------------------------------------------------------------------
+// Command line and file
+
+TEST_F(RunConfigTest, CommandLineOverridesFile) {
+  const std::string ini = write("run.ini",
+                                "# a comment\n"
+                                "batch = 4   # trailing comment\n"
+                                "seq_len = 512\n"
+                                "dtype = fp32\n"
+                                "check = off\n"
+                                "num_max_streams = 2\n");
+  const RunConfig c = parse_config({"--config", ini, "--batch", "8", "--num_max_streams=4"});
+  EXPECT_EQ(c.batch, 8);      // command line
+  EXPECT_EQ(c.seq_len, 512);  // file
+  EXPECT_EQ(c.dtype, DType::kFloat32);
+  EXPECT_FALSE(c.check);
+  EXPECT_EQ(c.overlap.num_max_streams, 4);
+  EXPECT_EQ(c.iterations, 5);  // default
+  EXPECT_EQ(c.config_file, ini);
+  // Order on the command line does not matter.
+  EXPECT_EQ(parse_config({"--batch", "8", "--config", ini}).batch, 8);
+}
+
+TEST_F(RunConfigTest, EveryOptionFromTheCommandLine) {
+  const RunConfig c = parse_config({"--dp",
+                                    "2",
+                                    "--tp",
+                                    "4",
+                                    "--batch",
+                                    "6",
+                                    "--seq_len",
+                                    "64",
+                                    "--hidden_in",
+                                    "32",
+                                    "--hidden_out",
+                                    "48",
+                                    "--collective",
+                                    "reduce_scatter",
+                                    "--dtype",
+                                    "float16",
+                                    "--bias",
+                                    "off",
+                                    "--transpose_batch_sequence",
+                                    "on",
+                                    "--std",
+                                    "0.5",
+                                    "--seed",
+                                    "18446744073709551615",
+                                    "--warmup",
+                                    "0",
+                                    "--iterations",
+                                    "7",
+                                    "--check",
+                                    "false",
+                                    "--backend",
+                                    "cpu",
+                                    "--report",
+                                    "out.json",
+                                    "--num_max_streams",
+                                    "1",
+                                    "--compute_stream_priority",
+                                    "1",
+                                    "--communication_stream_priority",
+                                    "2",
+                                    "--num_sm_for_communication",
+                                    "8",
+                                    "--use_ce",
+                                    "0",
+                                    "--aggregate_all_gather",
+                                    "yes"});
+  EXPECT_EQ(c.dp, 2);
+  EXPECT_EQ(c.tp, 4);
+  EXPECT_EQ(c.batch, 6);
+  EXPECT_EQ(c.seq_len, 64);
+  ASSERT_EQ(c.gemms.size(), 1u);
+  EXPECT_EQ(c.gemms[0].name, "reduce_scatter");
+  EXPECT_EQ(c.gemms[0].collective, CollectiveOp::kReduceScatter);
+  EXPECT_EQ(c.gemms[0].hidden_in, 32);
+  EXPECT_EQ(c.gemms[0].hidden_out, 48);
+  EXPECT_EQ(c.dtype, DType::kFloat16);
+  EXPECT_FALSE(c.bias);
+  EXPECT_TRUE(c.transpose_batch_sequence);
+  EXPECT_FLOAT_EQ(c.std, 0.5f);
+  EXPECT_EQ(c.seed, 18446744073709551615ull);
+  EXPECT_EQ(c.warmup, 0);
+  EXPECT_EQ(c.iterations, 7);
+  EXPECT_FALSE(c.check);
+  EXPECT_EQ(c.backend, BackendKind::kCpu);
+  EXPECT_EQ(c.report, "out.json");
+  EXPECT_EQ(c.overlap.num_max_streams, 1);
+  EXPECT_EQ(c.overlap.compute_stream_priority, 1);
+  EXPECT_EQ(c.overlap.communication_stream_priority, 2);
+  EXPECT_EQ(c.overlap.num_sm_for_communication, 8);
+  EXPECT_FALSE(c.overlap.use_ce);
+  EXPECT_TRUE(c.overlap.aggregate_all_gather);
+}
+
+TEST_F(RunConfigTest, DTypeSpellings) {
+  EXPECT_EQ(parse_config({"--dtype", "bf16"}).dtype, DType::kBFloat16);
+  EXPECT_EQ(parse_config({"--dtype", "bfloat16"}).dtype, DType::kBFloat16);
+  EXPECT_EQ(parse_config({"--dtype", "fp16"}).dtype, DType::kFloat16);
+  EXPECT_EQ(parse_config({"--dtype", "float16"}).dtype, DType::kFloat16);
+  EXPECT_EQ(parse_config({"--dtype", "fp32"}).dtype, DType::kFloat32);
+  EXPECT_EQ(parse_config({"--dtype", "float32"}).dtype, DType::kFloat32);
+}
+
+TEST_F(RunConfigTest, BoolSpellings) {
+  for (const char* on : {"on", "true", "1", "yes"}) {
+    EXPECT_TRUE(parse_config({"--aggregate_all_gather", on}).overlap.aggregate_all_gather) << on;
+    EXPECT_TRUE(
+        parse_config({"--config", write("b.ini", std::string("transpose_batch_sequence = ") + on)})
+            .transpose_batch_sequence)
+        << on;
+  }
+  for (const char* off : {"off", "false", "0", "no"}) {
+    EXPECT_FALSE(parse_config({"--bias", off}).bias) << off;
+    EXPECT_FALSE(
+        parse_config({"--config", write("b.ini", std::string("use_ce = ") + off)}).overlap.use_ce)
+        << off;
+  }
+}
+
+TEST_F(RunConfigTest, BackendNames) {
+  EXPECT_EQ(parse_config({"--backend", "auto"}).backend, BackendKind::kAuto);
+  EXPECT_EQ(parse_config({"--backend", "cpu"}).backend, BackendKind::kCpu);
+  EXPECT_EQ(parse_config({"--backend", "cuda"}).backend, BackendKind::kCuda);
+  for (auto k : {BackendKind::kAuto, BackendKind::kCpu, BackendKind::kCuda}) {
+    EXPECT_EQ(parse_backend(backend_name(k)), k);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The GEMM block
+
+TEST_F(RunConfigTest, GemmEntriesFromFileAreTheBlock) {
+  const std::string ini = write("mlp.ini",
+                                "gemm = up_proj all_gather 768 3072\n"
+                                "gemm =   down_proj   reduce_scatter 3072 768  \n"
+                                "hidden_in = 99\n");  // ignored: the gemm entries win
+  const RunConfig c = parse_config({"--config", ini});
+  ASSERT_EQ(c.gemms.size(), 2u);
+  EXPECT_EQ(c.gemms[0].name, "up_proj");
+  EXPECT_EQ(c.gemms[0].collective, CollectiveOp::kAllGather);
+  EXPECT_EQ(c.gemms[0].hidden_in, 768);
+  EXPECT_EQ(c.gemms[0].hidden_out, 3072);
+  EXPECT_EQ(c.gemms[1].name, "down_proj");
+  EXPECT_EQ(c.gemms[1].collective, CollectiveOp::kReduceScatter);
+  EXPECT_EQ(c.gemms[1].hidden_in, 3072);
+  EXPECT_EQ(c.gemms[1].hidden_out, 768);
+}
+
+TEST_F(RunConfigTest, GemmEntriesFromCommandLine) {
+  const RunConfig c = parse_config({"--gemm", "qkv all_gather 64 192", "--gemm", "out none 64 64"});
+  ASSERT_EQ(c.gemms.size(), 2u);
+  EXPECT_EQ(c.gemms[0].name, "qkv");
+  EXPECT_EQ(c.gemms[1].name, "out");
+  EXPECT_EQ(c.gemms[1].collective, CollectiveOp::kNone);
+}
+
+TEST_F(RunConfigTest, CommandLineGemmEntriesReplaceTheFileOnes) {
+  const std::string ini = write("mlp.ini",
+                                "gemm = up_proj all_gather 768 3072\n"
+                                "gemm = down_proj reduce_scatter 3072 768\n");
+  const RunConfig c = parse_config({"--config", ini, "--gemm", "only none 8 8"});
+  ASSERT_EQ(c.gemms.size(), 1u);
+  EXPECT_EQ(c.gemms[0].name, "only");
+}
+
+TEST_F(RunConfigTest, SingleGemmOnCommandLineReplacesFileBlock) {
+  const std::string ini = write("mlp.ini",
+                                "gemm = up_proj all_gather 768 3072\n"
+                                "collective = reduce_scatter\n"
+                                "hidden_out = 1024\n");
+  // --hidden_in on the command line: the block is one GEMM; the rest comes from the file.
+  const RunConfig c = parse_config({"--config", ini, "--hidden_in", "2048"});
+  ASSERT_EQ(c.gemms.size(), 1u);
+  EXPECT_EQ(c.gemms[0].name, "reduce_scatter");
+  EXPECT_EQ(c.gemms[0].collective, CollectiveOp::kReduceScatter);
+  EXPECT_EQ(c.gemms[0].hidden_in, 2048);
+  EXPECT_EQ(c.gemms[0].hidden_out, 1024);
+  // --collective alone, the sizes missing from the file: defaults.
+  const RunConfig d =
+      parse_config({"--config", write("g.ini", "gemm = a none 8 8\n"), "--collective", "none"});
+  ASSERT_EQ(d.gemms.size(), 1u);
+  EXPECT_EQ(d.gemms[0].name, "none");
+  EXPECT_EQ(d.gemms[0].hidden_in, 256);
+  EXPECT_EQ(d.gemms[0].hidden_out, 512);
+}
+
+TEST_F(RunConfigTest, SingleGemmFromFileWithoutEntries) {
+  const RunConfig c = parse_config(
+      {"--config", write("one.ini", "collective = none\nhidden_in = 64\nhidden_out = 32\n")});
+  ASSERT_EQ(c.gemms.size(), 1u);
+  EXPECT_EQ(c.gemms[0].name, "none");
+  EXPECT_EQ(c.gemms[0].collective, CollectiveOp::kNone);
+  EXPECT_EQ(c.gemms[0].hidden_in, 64);
+  EXPECT_EQ(c.gemms[0].hidden_out, 32);
+}
+
+TEST_F(RunConfigTest, GemmAndSingleGemmOptionsBothOnCommandLine) {
+  expect_contains(parse_error({"--gemm", "a none 8 8", "--hidden_out", "16"}),
+                  {"--gemm", "--hidden_out"});
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors: each names the option and the value
+
+TEST_F(RunConfigTest, UnknownOption) {
+  expect_contains(parse_error({"--bogus", "1"}), {"--bogus", "--help"});
+  // Dashes for underscores, or a prefix (no guessing: the names are a contract).
+  expect_contains(parse_error({"--seq-len", "8"}), {"--seq-len", "did you mean --seq_len"});
+  expect_contains(parse_error({"--iter", "8"}), {"--iter", "did you mean --iterations"});
+  expect_contains(parse_error({"stray"}), {"unexpected argument 'stray'"});
+  // An unquoted gemm entry.
+  expect_contains(parse_error({"--gemm", "up", "all_gather", "8", "8"}),
+                  {"unexpected argument 'all_gather'", "--gemm \""});
+}
+
+TEST_F(RunConfigTest, UnknownOptionInFileNamesFileAndLine) {
+  const std::string ini = write("u.ini", "batch = 2\n\n# c\nbogus = 1\n");
+  expect_contains(parse_error({"--config", ini}), {ini + ", line 4", "bogus", "--help"});
+  expect_contains(parse_error({"--config", write("s.ini", "[mesh]\ndp = 2\n")}),
+                  {"line 2", "mesh.dp", "no [sections]"});
+  expect_contains(parse_error({"--config", write("c.ini", "config = other.ini\n")}),
+                  {"line 1", "'config'", "command-line option only"});
+}
+
+TEST_F(RunConfigTest, MalformedIniLine) {
+  const std::string ini = write("m.ini", "batch = 2\nseq_len 4\n");
+  expect_contains(parse_error({"--config", ini}), {ini + ", line 2", "seq_len 4"});
+}
+
+TEST_F(RunConfigTest, DuplicateOption) {
+  expect_contains(parse_error({"--batch", "2", "--batch", "4"}), {"--batch", "more than once"});
+  const std::string ini = write("d.ini", "batch = 2\nbatch = 4\n");
+  expect_contains(parse_error({"--config", ini}), {"lines 1, 2", "batch", "more than once"});
+}
+
+TEST_F(RunConfigTest, MissingConfigFile) {
+  expect_contains(parse_error({"--config", "/nonexistent/run.ini"}),
+                  {"--config /nonexistent/run.ini", "no such file"});
+  expect_contains(parse_error({"--config", dir_.string()}), {"--config", "directory"});
+}
+
+TEST_F(RunConfigTest, NonPositiveSizes) {
+  for (const char* opt : {"batch", "seq_len", "hidden_in", "hidden_out", "dp"}) {
+    for (const char* v : {"0", "-4"}) {
+      expect_contains(parse_error({std::string("--") + opt, v}),
+                      {std::string("--") + opt + " " + v, "at least 1"});
+    }
+  }
+  expect_contains(parse_error({"--tp", "-1"}), {"--tp -1"});
+  // From the file: the message says where.
+  const std::string ini = write("z.ini", "dp = 1\nseq_len = 0\n");
+  expect_contains(parse_error({"--config", ini}), {"seq_len = 0", ini + ", line 2"});
+}
+
+TEST_F(RunConfigTest, NotANumber) {
+  expect_contains(parse_error({"--batch", "two"}), {"--batch", "'two'"});
+  expect_contains(parse_error({"--iterations", "1.5"}), {"--iterations", "'1.5'"});
+  expect_contains(parse_error({"--seed", "-1"}), {"--seed -1", "unsigned"});
+  expect_contains(parse_error({"--seed", "12ab"}), {"--seed 12ab"});
+  const std::string ini = write("n.ini", "\nwarmup = lots\n");
+  expect_contains(parse_error({"--config", ini}), {ini + ", line 2", "warmup", "'lots'"});
+}
+
+TEST_F(RunConfigTest, UnknownEnumValues) {
+  expect_contains(parse_error({"--dtype", "int8"}), {"--dtype int8", "bf16"});
+  expect_contains(parse_error({"--dtype", "float8_e4m3fn"}), {"--dtype float8_e4m3fn"});
+  expect_contains(parse_error({"--collective", "all-gather"}),
+                  {"--collective all-gather", "all_gather"});
+  expect_contains(parse_error({"--backend", "gpu"}), {"--backend gpu", "auto, cpu, cuda"});
+  EXPECT_THROW(parse_backend("CUDA"), Error);
+}
+
+TEST_F(RunConfigTest, BadBool) {
+  expect_contains(parse_error({"--bias", "maybe"}), {"--bias", "'maybe'", "on|off"});
+  expect_contains(parse_error({"--check"}), {"--check", "missing"});
+  const std::string ini = write("b.ini", "use_ce = sometimes\n");
+  expect_contains(parse_error({"--config", ini}), {ini + ", line 1", "use_ce", "'sometimes'"});
+}
+
+TEST_F(RunConfigTest, RunAndOverlapBounds) {
+  expect_contains(parse_error({"--num_max_streams", "0"}), {"--num_max_streams 0"});
+  expect_contains(parse_error({"--iterations", "0"}), {"--iterations 0"});
+  expect_contains(parse_error({"--warmup", "-1"}), {"--warmup -1"});
+  expect_contains(parse_error({"--num_sm_for_communication", "0"}),
+                  {"--num_sm_for_communication 0"});
+  expect_contains(parse_error({"--compute_stream_priority", "-1"}),
+                  {"--compute_stream_priority -1"});
+  expect_contains(parse_error({"--communication_stream_priority", "-2"}),
+                  {"--communication_stream_priority -2"});
+  EXPECT_EQ(parse_config({"--warmup", "0"}).warmup, 0);
+}
+
+TEST_F(RunConfigTest, StdMustBePositive) {
+  expect_contains(parse_error({"--std", "0"}), {"--std 0", "positive"});
+  expect_contains(parse_error({"--std", "-0.5"}), {"--std -0.5", "positive"});
+  expect_contains(parse_error({"--std", "nan"}), {"--std", "positive"});
+  expect_contains(parse_error({"--std", "inf"}), {"--std", "positive"});
+}
+
+TEST_F(RunConfigTest, MalformedGemmEntry) {
+  expect_contains(parse_error({"--gemm", "up_proj all_gather 768"}),
+                  {"--gemm \"up_proj all_gather 768\"", "NAME COLLECTIVE HIDDEN_IN HIDDEN_OUT"});
+  expect_contains(parse_error({"--gemm", "up_proj all_gather 768 3072 1"}), {"5 fields"});
+  expect_contains(parse_error({"--gemm", "up_proj gather 768 3072"}),
+                  {"--gemm \"up_proj gather 768 3072\"", "'gather'"});
+  expect_contains(parse_error({"--gemm", "up_proj all_gather 0 3072"}), {"hidden_in '0'"});
+  expect_contains(parse_error({"--gemm", "up_proj all_gather 768 -3"}), {"hidden_out '-3'"});
+  expect_contains(parse_error({"--gemm", "up_proj all_gather 768 3k"}), {"hidden_out '3k'"});
+  expect_contains(parse_error({"--gemm", "up/proj all_gather 768 3072"}), {"name 'up/proj'"});
+  const std::string ini = write("g.ini", "gemm = a all_gather 8 8\ngemm = b all_gather 8\n");
+  expect_contains(parse_error({"--config", ini}), {"gemm = b all_gather 8", ini + ", line 2"});
+}
+
+TEST_F(RunConfigTest, DuplicateGemmNames) {
+  expect_contains(parse_error({"--gemm", "a all_gather 8 8", "--gemm", "a reduce_scatter 8 8"}),
+                  {"duplicate gemm name 'a'"});
+  const std::string ini = write("g.ini", "gemm = a all_gather 8 8\ngemm = a none 8 8\n");
+  expect_contains(parse_error({"--config", ini}), {"duplicate gemm name 'a'", "line 2"});
+}
+
+// ---------------------------------------------------------------------------------------
+// The shipped configs
+
+TEST_F(RunConfigTest, DemoConfig) {
+  const std::string path = (kConfigsDir / "demo.ini").string();
+  RunConfig c = parse_config({"--config", path});
+  EXPECT_EQ(c.seq_len, 1024);
+  EXPECT_EQ(c.batch, 2);
+  EXPECT_EQ(c.dtype, DType::kBFloat16);
+  EXPECT_EQ(c.dp, 2);
+  EXPECT_TRUE(c.bias);
+  EXPECT_EQ(c.warmup, 1);
+  EXPECT_EQ(c.iterations, 3);
+  EXPECT_EQ(c.backend, BackendKind::kAuto);
+  using Block = decltype(block(c));
+  EXPECT_EQ(block(c), (Block{{"up_proj", CollectiveOp::kAllGather, 768, 3072},
+                             {"down_proj", CollectiveOp::kReduceScatter, 3072, 768}}));
+  resolve_mesh(c, 4);
+  EXPECT_EQ(c.tp, 2);
+}
+
+TEST_F(RunConfigTest, TransformerEngineConfigs) {
+  for (auto [file, op] : {std::pair{"te_bf16_all_gather.ini", CollectiveOp::kAllGather},
+                          std::pair{"te_bf16_reduce_scatter.ini", CollectiveOp::kReduceScatter}}) {
+    RunConfig c = parse_config({"--config", (kConfigsDir / file).string()});
+    EXPECT_EQ(c.batch, 4) << file;
+    EXPECT_EQ(c.seq_len, 8192) << file;
+    ASSERT_EQ(c.gemms.size(), 1u) << file;
+    EXPECT_EQ(c.gemms[0].collective, op) << file;
+    EXPECT_EQ(c.gemms[0].hidden_in, 4096) << file;
+    EXPECT_EQ(c.gemms[0].hidden_out, 8192) << file;
+    EXPECT_EQ(c.dtype, DType::kBFloat16) << file;
+    EXPECT_EQ(c.dp, 1) << file;
+    EXPECT_EQ(c.warmup, 5) << file;
+    EXPECT_EQ(c.iterations, 20) << file;
+    EXPECT_EQ(c.backend, BackendKind::kAuto) << file;
+    for (int world : {1, 2, 4, 8}) {
+      RunConfig r = c;
+      resolve_mesh(r, world);
+      EXPECT_EQ(r.tp, world) << file;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// resolve_mesh
+
+TEST_F(RunConfigTest, ResolveMeshFillsTp) {
+  RunConfig c = parse_config({"--dp", "2", "--batch", "4"});
+  resolve_mesh(c, 8);
+  EXPECT_EQ(c.tp, 4);
+  RunConfig d = parse_config({"--dp", "2", "--tp", "2"});
+  resolve_mesh(d, 4);
+  EXPECT_EQ(d.tp, 2);
+}
+
+TEST_F(RunConfigTest, ResolveMeshErrors) {
+  EXPECT_EQ(resolve_error(parse_config({"--dp", "3"}), 4),
+            "--dp 3 does not divide the world size 4");
+  expect_contains(resolve_error(parse_config({"--tp", "3"}), 4),
+                  {"--tp 3", "--dp 1", "world size is 4"});
+  expect_contains(resolve_error(parse_config({"--dp", "2", "--batch", "3"}), 4),
+                  {"--batch 3", "--dp 2"});
+  expect_contains(resolve_error(parse_config({"--seq_len", "6"}), 4), {"--seq_len 6", "tp 4"});
+  // all_gather shards N, reduce_scatter and none shard K.
+  expect_contains(resolve_error(parse_config({"--hidden_out", "514"}), 4),
+                  {"hidden_out 514", "tp 4", "all_gather"});
+  expect_contains(
+      resolve_error(parse_config({"--collective", "reduce_scatter", "--hidden_in", "6"}), 4),
+      {"hidden_in 6", "tp 4", "reduce_scatter"});
+  expect_contains(resolve_error(parse_config({"--collective", "none", "--hidden_in", "6"}), 4),
+                  {"hidden_in 6", "tp 4"});
+  expect_contains(
+      resolve_error(parse_config({"--gemm", "a all_gather 8 8", "--gemm", "b reduce_scatter 6 8"}),
+                    4),
+      {"hidden_in 6", "'b'"});
+  // Only the sharded size has to divide.
+  RunConfig ok = parse_config({"--hidden_in", "6", "--hidden_out", "8"});
+  EXPECT_NO_THROW(resolve_mesh(ok, 4));
+  expect_contains(resolve_error(parse_config({}), 0), {"world size 0"});
+}
+
+// ---------------------------------------------------------------------------------------
+// to_ini
+
+TEST_F(RunConfigTest, ToIniRoundTripsDefaults) {
+  const RunConfig c = parse_config({});
+  expect_same(round_trip(c), c);
+}
+
+TEST_F(RunConfigTest, ToIniRoundTripsEveryField) {
+  RunConfig c = parse_config({"--dp",
+                              "2",
+                              "--batch",
+                              "6",
+                              "--seq_len",
+                              "64",
+                              "--gemm",
+                              "up all_gather 32 96",
+                              "--gemm",
+                              "down reduce_scatter 96 32",
+                              "--gemm",
+                              "proj none 32 32",
+                              "--dtype",
+                              "fp16",
+                              "--bias",
+                              "off",
+                              "--transpose_batch_sequence",
+                              "on",
+                              "--std",
+                              "0.1",
+                              "--seed",
+                              "98765432109876",
+                              "--warmup",
+                              "0",
+                              "--iterations",
+                              "9",
+                              "--check",
+                              "off",
+                              "--backend",
+                              "cuda",
+                              "--report",
+                              "/tmp/report.json",
+                              "--num_max_streams",
+                              "5",
+                              "--compute_stream_priority",
+                              "1",
+                              "--communication_stream_priority",
+                              "3",
+                              "--num_sm_for_communication",
+                              "4",
+                              "--use_ce",
+                              "off",
+                              "--aggregate_all_gather",
+                              "on"});
+  resolve_mesh(c, 8);
+  RunConfig back = round_trip(c);
+  expect_same(back, c);
+  EXPECT_EQ(back.tp, 4);
+  // And again: to_ini is a fixed point (but for the "# read from" comment).
+  back.config_file.clear();
+  EXPECT_EQ(to_ini(back), to_ini(c));
+}
+
+TEST_F(RunConfigTest, ToIniRoundTripsSingleGemmVariants) {
+  // One GEMM named after its collective (the scalar options) ...
+  const RunConfig a = parse_config({"--collective", "reduce_scatter", "--hidden_in", "128"});
+  expect_same(round_trip(a), a);
+  // ... and one gemm entry with its own name.
+  const RunConfig b = parse_config({"--gemm", "qkv all_gather 64 192"});
+  expect_same(round_trip(b), b);
+  // An awkward std.
+  const RunConfig s = parse_config({"--std", "0.0123456789"});
+  expect_same(round_trip(s), s);
+}
+
+TEST_F(RunConfigTest, ToIniRoundTripsShippedConfigs) {
+  for (const char* file : {"demo.ini", "te_bf16_all_gather.ini", "te_bf16_reduce_scatter.ini"}) {
+    const RunConfig c = parse_config({"--config", (kConfigsDir / file).string()});
+    expect_same(round_trip(c), c);
+  }
+}
+
+}  // namespace
+}  // namespace cgemm::launcher
