@@ -1,0 +1,593 @@
+// The CUDA backend: one GPU per rank (the node-local rank), cuBLASLt GEMMs on num_max_streams
+// compute streams, and the ring's exchanges on one communication stream, moved by copy engines
+// over CUDA IPC when the TP group shares a node (else by NCCL send/recv). Everything is
+// asynchronous; ordering between streams is expressed with events only, never host waits,
+// except where the interface asks for a synchronous call (copies to and from the host,
+// synchronize, time_ms).
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cgemm/collective/ce_transport.hpp"
+#include "cgemm/collective/nccl_transport.hpp"
+#include "cgemm/gemm/cublaslt_gemm.hpp"
+#include "cgemm/gemm/cuda_check.hpp"
+#include "cgemm/runtime/backends.hpp"
+#include "cgemm/sharding/reorder.hpp"
+#include "cuda_kernels.hpp"
+
+namespace cgemm {
+namespace {
+
+constexpr size_t kMaxPendingExchangeEvents = 256;  // beyond this, completed ones are recycled
+
+std::string bytes_str(size_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+// OverlapOptions priorities count from 0 = highest; CUDA's are numerically lowest = highest.
+int cuda_priority(int option, int least, int greatest) {
+  return std::min(greatest + std::max(option, 0), least);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const MeshComms& comms, const OverlapOptions& opts);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  std::string transport() const override { return ce_ ? "copy-engine (CUDA IPC)" : "nccl"; }
+  std::string describe() const override;
+  int tp_rank() const override { return comms_.tp_rank(); }
+  int tp_size() const override { return comms_.tp(); }
+  int num_streams() const override { return static_cast<int>(streams_.size()); }
+  int compute_capability() const override { return props_.major * 10 + props_.minor; }
+
+  void* allocate(size_t bytes) override;
+  void release(void* p) noexcept override;
+  SymmetricBuffer allocate_symmetric(size_t bytes) override;
+  void release_symmetric(SymmetricBuffer& b) noexcept override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
+  void fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
+                   const Shape& offset, uint64_t seed, float std) override;
+  void fill_nan(void* dst, DType dtype, int64_t count) override;
+
+  void gemm(const GemmTask& task, int stream) override;
+  void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
+               DType dtype, int stream) override;
+  void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
+                    const void* bias, int64_t bias_len, void* out, DType out_dtype,
+                    int stream) override;
+
+  ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override;
+  void wait_exchange(ExchangeToken token, int stream) override;
+
+  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream) override;
+  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                      int stream) override;
+  void all_reduce(void* buf, DType dtype, int64_t count, int stream) override;
+
+  void join_streams(int stream) override;
+  void synchronize() override;
+  double time_ms(const std::function<void()>& body) override;
+
+ private:
+  struct Symmetric {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    int ce_id = -1;
+  };
+
+  void check(cudaError_t rc, std::string_view call) const { check_cuda(rc, call, where_); }
+  [[noreturn]] void fail(const std::string& why) const { throw Error(where_ + ": " + why); }
+  cudaStream_t stream(int s, const char* call) const;
+  // Every stream (compute and communication) except stream 0 joins into stream 0, so work
+  // issued next on stream 0 runs after everything issued so far.
+  void gather_into_main();
+  // Every other stream waits for what stream 0 has issued so far.
+  void fork_from_main();
+  cudaEvent_t take_event();
+  void recycle_completed_exchanges(bool all_done);
+
+  const MeshComms& comms_;
+  OverlapOptions opts_;
+  std::string where_;
+  int device_ = -1;
+  cudaDeviceProp props_{};
+  int priority_least_ = 0, priority_greatest_ = 0;
+  std::vector<cudaStream_t> streams_;
+  cudaStream_t comm_stream_ = nullptr;
+  std::vector<cudaEvent_t> stream_events_;  // one per compute stream, then the comm stream
+  cudaEvent_t after_event_ = nullptr;
+  cudaEvent_t timing_start_ = nullptr, timing_stop_ = nullptr;
+  std::unique_ptr<CublasLtGemm> gemm_;
+  std::unique_ptr<NcclTransport> nccl_;
+  std::unique_ptr<CeTransport> ce_;
+  std::string ce_why_not_;
+  std::map<ExchangeToken, cudaEvent_t> exchanges_;  // not yet known to be complete
+  std::vector<cudaEvent_t> free_events_;
+  ExchangeToken next_token_ = 0;
+  std::map<int, Symmetric> symmetric_;
+  int next_symmetric_id_ = 0;
+  std::set<void*> allocations_;
+};
+
+CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts)
+    : comms_(comms), opts_(opts) {
+  where_ = "cuda backend, rank " + std::to_string(comms.world_rank()) + " (tp rank " +
+           std::to_string(comms.tp_rank()) + ", local rank " + std::to_string(comms.local_rank()) +
+           " on " + comms.host_name() + ")";
+  if (opts.num_max_streams < 1) {
+    fail("num_max_streams must be at least 1, got " + std::to_string(opts.num_max_streams));
+  }
+  int count = 0;
+  if (const cudaError_t rc = cudaGetDeviceCount(&count); rc != cudaSuccess || count == 0) {
+    fail(std::string("no usable GPU: cudaGetDeviceCount ") +
+         (rc != cudaSuccess
+              ? std::string("failed: ") + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")"
+              : std::string("found none")));
+  }
+  if (comms.local_size() > count) {
+    fail(std::to_string(comms.local_size()) + " ranks on node " + comms.host_name() + " but only " +
+         std::to_string(count) + " GPUs (one GPU per rank)");
+  }
+  device_ = comms.local_rank();
+  check(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
+  check(cudaGetDeviceProperties(&props_, device_), "cudaGetDeviceProperties");
+  check(cudaDeviceGetStreamPriorityRange(&priority_least_, &priority_greatest_),
+        "cudaDeviceGetStreamPriorityRange");
+
+  // Non-blocking streams: no implicit ordering with the legacy default stream, which libraries
+  // and user code may use.
+  const int compute_prio =
+      cuda_priority(opts.compute_stream_priority, priority_least_, priority_greatest_);
+  const int comm_prio =
+      cuda_priority(opts.communication_stream_priority, priority_least_, priority_greatest_);
+  for (int i = 0; i < opts.num_max_streams; ++i) {
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, compute_prio),
+          "cudaStreamCreateWithPriority(compute stream " + std::to_string(i) + ")");
+    streams_.push_back(s);
+  }
+  check(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, comm_prio),
+        "cudaStreamCreateWithPriority(communication stream)");
+  for (size_t i = 0; i <= streams_.size(); ++i) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    stream_events_.push_back(e);
+  }
+  check(cudaEventCreateWithFlags(&after_event_, cudaEventDisableTiming),
+        "cudaEventCreateWithFlags");
+  check(cudaEventCreate(&timing_start_), "cudaEventCreate(timing)");
+  check(cudaEventCreate(&timing_stop_), "cudaEventCreate(timing)");
+
+  gemm_ = std::make_unique<CublasLtGemm>(where_);
+  for (cudaStream_t s : streams_) gemm_->add_stream(s);
+
+  // Collective from here on: every rank of the TP group reaches these in the same order.
+  nccl_ = std::make_unique<NcclTransport>(comms.tp_comm(), where_);
+  if (comms.tp() == 1) {
+    ce_why_not_ = "tp = 1: nothing to move";
+  } else if (!opts.use_ce) {
+    ce_why_not_ = "use_ce = false";
+  } else if (!comms.tp_group_on_one_node()) {
+    ce_why_not_ = "the TP group spans nodes";
+  } else {
+    ce_ = CeTransport::create(comms.tp_comm(), where_, ce_why_not_);
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  // Let queued work finish before anything it uses goes away. Errors are ignored: a
+  // destructor cannot report them, and the next CUDA call of the process would.
+  cudaDeviceSynchronize();
+  for (auto& [id, s] : symmetric_) {
+    if (ce_ && s.ce_id >= 0) ce_->unregister_buffer(s.ce_id);
+    cudaFree(s.ptr);
+  }
+  symmetric_.clear();
+  ce_.reset();
+  gemm_.reset();
+  nccl_.reset();
+  for (auto& [token, e] : exchanges_) cudaEventDestroy(e);
+  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : stream_events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : {after_event_, timing_start_, timing_stop_}) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+  if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
+  for (void* p : allocations_) cudaFree(p);
+}
+
+std::string CudaBackend::describe() const {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  const auto ver = [](int v) {
+    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+  };
+  std::ostringstream s;
+  s << "backend: cuda (cuBLASLt GEMMs, fp32 accumulation)\n"
+    << "device: GPU " << device_ << " " << props_.name << ", compute capability " << props_.major
+    << "." << props_.minor << ", " << props_.multiProcessorCount << " SMs, "
+    << props_.totalGlobalMem / (size_t{1} << 20) << " MiB\n"
+    << "libraries: CUDA runtime " << ver(runtime) << " (driver supports " << ver(driver) << "), "
+    << CublasLtGemm::version() << ", " << NcclTransport::version() << "\n";
+  if (ce_) {
+    s << "transport: copy-engine (CUDA IPC): " << ce_->describe() << "\n";
+  } else {
+    s << "transport: nccl send/recv (copy engines not used: " << ce_why_not_ << ")\n";
+  }
+  s << "streams: " << streams_.size() << " compute (priority " << opts_.compute_stream_priority
+    << " -> CUDA "
+    << cuda_priority(opts_.compute_stream_priority, priority_least_, priority_greatest_)
+    << "), 1 communication (priority " << opts_.communication_stream_priority << " -> CUDA "
+    << cuda_priority(opts_.communication_stream_priority, priority_least_, priority_greatest_)
+    << "; CUDA range " << priority_greatest_ << " highest .. " << priority_least_ << ")\n"
+    << "num_sm_for_communication=" << opts_.num_sm_for_communication
+    << ": copy engines take no SMs; NCCL is not capped by it (" << nccl_->settings() << ")\n"
+    << "cuBLASLt workspace: " << gemm_->workspace_bytes() / (size_t{1} << 20)
+    << " MiB per stream; FP8 fast accumulation "
+    << (gemm_->fp8_fast_accumulation() ? "on" : "off (NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION)")
+    << "\n"
+    << "use_ce=" << (opts_.use_ce ? "true" : "false")
+    << ", aggregate_all_gather=" << (opts_.aggregate_all_gather ? "true" : "false");
+  return s.str();
+}
+
+cudaStream_t CudaBackend::stream(int s, const char* call) const {
+  if (s < 0 || s >= static_cast<int>(streams_.size())) {
+    fail(std::string(call) + ": stream " + std::to_string(s) + " out of range (" +
+         std::to_string(streams_.size()) + " compute streams)");
+  }
+  return streams_[static_cast<size_t>(s)];
+}
+
+void CudaBackend::gather_into_main() {
+  for (size_t i = 1; i <= streams_.size(); ++i) {
+    cudaStream_t s = i < streams_.size() ? streams_[i] : comm_stream_;
+    check(cudaEventRecord(stream_events_[i], s), "cudaEventRecord(join)");
+    check(cudaStreamWaitEvent(streams_[0], stream_events_[i], 0), "cudaStreamWaitEvent(join)");
+  }
+}
+
+void CudaBackend::fork_from_main() {
+  check(cudaEventRecord(stream_events_[0], streams_[0]), "cudaEventRecord(fork)");
+  for (size_t i = 1; i <= streams_.size(); ++i) {
+    cudaStream_t s = i < streams_.size() ? streams_[i] : comm_stream_;
+    check(cudaStreamWaitEvent(s, stream_events_[0], 0), "cudaStreamWaitEvent(fork)");
+  }
+}
+
+// --- memory ---
+
+void* CudaBackend::allocate(size_t bytes) {
+  void* p = nullptr;
+  // Never zero-sized, so every buffer has a distinct address (as on the CPU backend).
+  check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc(" + bytes_str(bytes) + ")");
+  allocations_.insert(p);
+  return p;
+}
+
+void CudaBackend::release(void* p) noexcept {
+  if (p != nullptr && allocations_.erase(p) != 0) cudaFree(p);  // cudaFree waits for the device
+}
+
+SymmetricBuffer CudaBackend::allocate_symmetric(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t rc = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (rc != cudaSuccess) p = nullptr;
+  Symmetric s{p, bytes, -1};
+  if (ce_) {
+    // Collective even when this rank's allocation failed: the peers learn it inside
+    // register_buffer (a null buffer has no IPC handle) and every rank throws, none hangs.
+    try {
+      s.ce_id = ce_->register_buffer(p, std::max<size_t>(bytes, 1));
+    } catch (const Error& e) {
+      if (p != nullptr) cudaFree(p);
+      if (rc != cudaSuccess) {
+        check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
+      }
+      throw;
+    }
+  }
+  check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
+  const int id = next_symmetric_id_++;
+  symmetric_[id] = s;
+  return SymmetricBuffer{p, bytes, id};
+}
+
+void CudaBackend::release_symmetric(SymmetricBuffer& b) noexcept {
+  auto it = symmetric_.find(b.id);
+  if (it != symmetric_.end()) {
+    // In-flight exchanges may still read or write it, here or (through this rank's pushes)
+    // on a peer: wait for this device before closing the peers' mappings and freeing.
+    cudaDeviceSynchronize();
+    if (ce_ && it->second.ce_id >= 0) ce_->unregister_buffer(it->second.ce_id);
+    cudaFree(it->second.ptr);
+    symmetric_.erase(it);
+  }
+  b = SymmetricBuffer{};
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  // Synchronous, like the CPU backend: the copy sees every result issued before it.
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy to host)");
+  check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDefault),
+        "cudaMemcpy(device to host, " + bytes_str(bytes) + ")");
+}
+
+void CudaBackend::copy_from_host(void* dst, const void* host_src, size_t bytes) {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy from host)");
+  check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyDefault),
+        "cudaMemcpy(host to device, " + bytes_str(bytes) + ")");
+}
+
+void CudaBackend::fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
+                              const Shape& offset, uint64_t seed, float std) {
+  const std::string what = "fill_normal(" + std::string(dtype_name(dtype)) + ", global " +
+                           shape_str(global) + ", local " + shape_str(local) + ", offset " +
+                           shape_str(offset) + ")";
+  if (dtype != DType::kFloat32 && dtype != DType::kBFloat16 && dtype != DType::kFloat16) {
+    fail(what + ": only float32, bfloat16 and float16 can be filled");
+  }
+  if (local.size() != global.size() || offset.size() != global.size()) {
+    fail(what + ": global, local and offset must have the same rank");
+  }
+  if (local.size() > static_cast<size_t>(cuda::kMaxFillDims)) {
+    fail(what + ": at most " + std::to_string(cuda::kMaxFillDims) + " dimensions");
+  }
+  for (size_t d = 0; d < local.size(); ++d) {
+    if (local[d] < 0 || offset[d] < 0 || offset[d] + local[d] > global[d]) {
+      fail(what + ": the shard does not lie inside the global tensor along dim " +
+           std::to_string(d));
+    }
+  }
+  if (num_elements(local) == 0) return;
+  // Filling is setup, not part of a schedule: order it after and before everything.
+  gather_into_main();
+  check(cuda::launch_fill_normal(dst, dtype, global, local, offset, seed, std, streams_[0]), what);
+  fork_from_main();
+}
+
+void CudaBackend::fill_nan(void* dst, DType dtype, int64_t count) {
+  uint32_t pattern = 0;
+  switch (dtype) {
+    case DType::kFloat32:
+      pattern = 0x7fc00000u;
+      break;
+    case DType::kBFloat16:
+      pattern = 0x7fc0u;
+      break;
+    case DType::kFloat16:
+      pattern = 0x7e00u;
+      break;
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2:
+      pattern = 0x7fu;  // a NaN in both FP8 formats
+      break;
+    default:
+      fail("fill_nan: dtype " + std::string(dtype_name(dtype)) + " has no NaN");
+  }
+  if (count < 0) fail("fill_nan: negative count " + std::to_string(count));
+  if (count == 0) return;
+  gather_into_main();
+  check(cuda::launch_fill_pattern(dst, dtype_size(dtype), pattern, count, streams_[0]),
+        "fill_nan(" + std::string(dtype_name(dtype)) + ", " + std::to_string(count) + " elements)");
+  fork_from_main();
+}
+
+// --- compute ---
+
+void CudaBackend::gemm(const GemmTask& task, int s) { gemm_->run(task, stream(s, "gemm")); }
+
+void CudaBackend::reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src,
+                          void* dst, DType dtype, int s) {
+  cudaStream_t st = stream(s, "reorder");
+  const int tp = comms_.tp();
+  check_reorder(kind, shape, dp_size, tp);  // gemm.py's assertions, with its messages
+  const std::string what = std::string("reorder(") +
+                           (kind == ReorderKind::kTpspLeading ? "tpsp-leading" : "dp-leading") +
+                           ", shape " + shape_str(shape) + ", dp " + std::to_string(dp_size) +
+                           ", tpsp " + std::to_string(tp) + ")";
+  if (shape.size() < 2) fail(what + ": needs at least 2 dimensions");
+  if (num_elements(shape) == 0) return;
+  if (src == dst) fail(what + ": source and destination must not overlap");
+  int64_t rest = 1;
+  for (size_t d = 2; d < shape.size(); ++d) rest *= shape[d];
+  const int64_t m = shape[1] / tp;
+  const size_t block_bytes = static_cast<size_t>(m * rest) * dtype_size(dtype);
+  check(cuda::launch_reorder(kind, shape[0], tp, block_bytes, src, dst, st), what);
+}
+
+void CudaBackend::sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
+                               const void* bias, int64_t bias_len, void* out, DType out_dtype,
+                               int s) {
+  cudaStream_t st = stream(s, "sum_partials");
+  const std::string what = "sum_partials(" + std::to_string(parts.size()) + " parts of " +
+                           std::string(dtype_name(part_dtype)) + ", " + std::to_string(count) +
+                           " elements -> " + std::string(dtype_name(out_dtype)) +
+                           (bias != nullptr ? ", bias of " + std::to_string(bias_len) : "") + ")";
+  const auto supported = [](DType t) {
+    return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat16;
+  };
+  if (!supported(part_dtype) || !supported(out_dtype)) {
+    fail(what + ": only float32, bfloat16 and float16 are supported");
+  }
+  if (parts.size() > static_cast<size_t>(cuda::kMaxParts)) {
+    fail(what + ": at most " + std::to_string(cuda::kMaxParts) + " parts");
+  }
+  if (bias != nullptr && bias_len <= 0) fail(what + ": bias length must be positive");
+  if (count < 0) fail(what + ": negative count");
+  for (const void* p : parts) {
+    if (p == nullptr && count > 0) fail(what + ": null part");
+  }
+  check(cuda::launch_sum_partials(parts.data(), static_cast<int>(parts.size()), part_dtype, count,
+                                  bias, bias_len, out, out_dtype, st),
+        what);
+}
+
+// --- transport ---
+
+cudaEvent_t CudaBackend::take_event() {
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  return e;
+}
+
+void CudaBackend::recycle_completed_exchanges(bool all_done) {
+  for (auto it = exchanges_.begin(); it != exchanges_.end();) {
+    bool done = all_done;
+    if (!done) {
+      const cudaError_t rc = cudaEventQuery(it->second);
+      if (rc != cudaSuccess && rc != cudaErrorNotReady) check(rc, "cudaEventQuery(exchange)");
+      done = rc == cudaSuccess;
+    }
+    if (done) {
+      free_events_.push_back(it->second);
+      it = exchanges_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int after_stream) {
+  const int me = comms_.tp_rank();
+  const int tp = comms_.tp();
+  std::vector<CeTransport::Op> ce_ops;
+  std::vector<SendRecv> nccl_ops;
+  for (const Exchange& x : group) {
+    const std::string what =
+        "start_exchange(" + bytes_str(x.bytes) + " to tp rank " + std::to_string(x.send_peer) +
+        " at offset " + std::to_string(x.send_offset) + ", from tp rank " +
+        std::to_string(x.recv_peer) + " at offset " + std::to_string(x.recv_offset) + ")";
+    if (x.dst == nullptr) fail(what + ": no destination buffer");
+    auto it = symmetric_.find(x.dst->id);
+    if (it == symmetric_.end() || it->second.ptr != x.dst->local) {
+      fail(what + ": the destination is not a live symmetric buffer of this backend");
+    }
+    const Symmetric& sym = it->second;
+    if (x.send_peer < 0 || x.send_peer >= tp || x.send_peer == me || x.recv_peer < 0 ||
+        x.recv_peer >= tp || x.recv_peer == me) {
+      fail(what + ": peers must be other ranks of the TP group (size " + std::to_string(tp) +
+           ", this is tp rank " + std::to_string(me) + ")");
+    }
+    if (x.send_offset > sym.bytes || x.bytes > sym.bytes - x.send_offset ||
+        x.recv_offset > sym.bytes || x.bytes > sym.bytes - x.recv_offset) {
+      fail(what + ": outside the destination's " + bytes_str(sym.bytes));
+    }
+    if (x.bytes > 0 && x.src == nullptr) fail(what + ": null source");
+    if (ce_) {
+      ce_ops.push_back(CeTransport::Op{x.src, x.bytes, x.send_peer, x.send_offset, x.recv_peer,
+                                       x.recv_offset, sym.ce_id});
+    } else {
+      nccl_ops.push_back(SendRecv{x.src, x.send_peer, static_cast<char*>(sym.ptr) + x.recv_offset,
+                                  x.recv_peer, x.bytes});
+    }
+  }
+  if (after_stream >= 0) {
+    check(cudaEventRecord(after_event_, stream(after_stream, "start_exchange")),
+          "cudaEventRecord(exchange dependency)");
+    check(cudaStreamWaitEvent(comm_stream_, after_event_, 0),
+          "cudaStreamWaitEvent(exchange dependency)");
+  }
+  if (ce_) {
+    ce_->exchange(ce_ops, comm_stream_);
+  } else {
+    nccl_->send_recv(nccl_ops, comm_stream_);
+  }
+  if (exchanges_.size() >= kMaxPendingExchangeEvents) recycle_completed_exchanges(false);
+  cudaEvent_t e = take_event();
+  check(cudaEventRecord(e, comm_stream_), "cudaEventRecord(exchange)");
+  exchanges_[next_token_] = e;
+  return next_token_++;
+}
+
+void CudaBackend::wait_exchange(ExchangeToken token, int s) {
+  cudaStream_t st = stream(s, "wait_exchange");
+  if (token < 0 || token >= next_token_) {
+    fail("wait_exchange: unknown exchange " + std::to_string(token) + " (" +
+         std::to_string(next_token_) + " started)");
+  }
+  auto it = exchanges_.find(token);
+  if (it == exchanges_.end()) return;  // recycled, so known to be complete
+  check(cudaStreamWaitEvent(st, it->second, 0), "cudaStreamWaitEvent(exchange)");
+}
+
+void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, int s) {
+  nccl_->all_gather(src, dst, bytes_per_rank, stream(s, "all_gather"));
+}
+
+void CudaBackend::reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                                 int s) {
+  nccl_->reduce_scatter(src, dst, dtype, count_per_rank, stream(s, "reduce_scatter"));
+}
+
+void CudaBackend::all_reduce(void* buf, DType dtype, int64_t count, int s) {
+  nccl_->all_reduce(buf, dtype, count, stream(s, "all_reduce"));
+}
+
+// --- ordering and timing ---
+
+void CudaBackend::join_streams(int s) {
+  cudaStream_t target = stream(s, "join_streams");
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    if (static_cast<int>(i) == s) continue;
+    check(cudaEventRecord(stream_events_[i], streams_[i]), "cudaEventRecord(join)");
+    check(cudaStreamWaitEvent(target, stream_events_[i], 0), "cudaStreamWaitEvent(join)");
+  }
+}
+
+void CudaBackend::synchronize() {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  nccl_->check_async_error();
+  recycle_completed_exchanges(true);
+}
+
+double CudaBackend::time_ms(const std::function<void()>& body) {
+  check(cudaEventRecord(timing_start_, streams_[0]), "cudaEventRecord(timing start)");
+  // Work the body issues on other streams must not start before the start event.
+  fork_from_main();
+  body();
+  gather_into_main();
+  check(cudaEventRecord(timing_stop_, streams_[0]), "cudaEventRecord(timing stop)");
+  check(cudaEventSynchronize(timing_stop_), "cudaEventSynchronize(timing stop)");
+  float ms = 0.0f;
+  check(cudaEventElapsedTime(&ms, timing_start_, timing_stop_), "cudaEventElapsedTime");
+  nccl_->check_async_error();
+  recycle_completed_exchanges(true);  // everything issued so far is behind the stop event
+  return static_cast<double>(ms);
+}
+
+}  // namespace
+
+bool cuda_backend_available() {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();  // leave no error behind for later calls
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts) {
+  return std::make_unique<CudaBackend>(comms, opts);
+}
+
+}  // namespace cgemm

@@ -1,0 +1,284 @@
+// The CUDA backend's elementwise kernels. All are grid-stride loops over 64-bit indices, so
+// any size runs with a bounded grid; element conversions go through numeric.hpp, so rounding
+// is the CPU backend's, bit for bit.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "cgemm/gemm/numeric.hpp"
+#include "cuda_kernels.hpp"
+
+namespace cgemm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Enough blocks to fill any current GPU several times over; the loops stride beyond that.
+constexpr int64_t kMaxBlocks = 4096;
+
+unsigned blocks_for(int64_t work) {
+  return static_cast<unsigned>(
+      std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
+}
+
+__device__ __forceinline__ int64_t first_index() {
+  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// Element kinds: 0 = fp32, 1 = bf16, 2 = fp16.
+template <int kKind>
+__device__ __forceinline__ float load(const void* p, int64_t i) {
+  if constexpr (kKind == 0) {
+    return static_cast<const float*>(p)[i];
+  } else if constexpr (kKind == 1) {
+    return numeric::bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+  } else {
+    return numeric::fp16_to_float(static_cast<const uint16_t*>(p)[i]);
+  }
+}
+template <int kKind>
+__device__ __forceinline__ void store(void* p, int64_t i, float v) {
+  if constexpr (kKind == 0) {
+    static_cast<float*>(p)[i] = v;
+  } else if constexpr (kKind == 1) {
+    static_cast<uint16_t*>(p)[i] = numeric::float_to_bf16(v);
+  } else {
+    static_cast<uint16_t*>(p)[i] = numeric::float_to_fp16(v);
+  }
+}
+
+int kind_of(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return 0;
+    case DType::kBFloat16:
+      return 1;
+    case DType::kFloat16:
+      return 2;
+    default:
+      return -1;
+  }
+}
+
+// --- fill_normal ---
+
+struct FillDims {
+  int nd;
+  int64_t local[kMaxFillDims];
+  int64_t global_stride[kMaxFillDims];  // elements between neighbours along dim d of `global`
+  int64_t offset[kMaxFillDims];
+};
+
+template <int kKind>
+__global__ void fill_normal_kernel(void* dst, FillDims d, int64_t count, uint64_t seed, float std) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    int64_t rem = i;
+    int64_t flat = 0;
+    for (int k = d.nd - 1; k >= 0; --k) {
+      const int64_t idx = rem % d.local[k];
+      rem /= d.local[k];
+      flat += (d.offset[k] + idx) * d.global_stride[k];
+    }
+    store<kKind>(dst, i, numeric::normal_value(seed, static_cast<uint64_t>(flat), std));
+  }
+}
+
+// --- fill_pattern ---
+
+template <typename T>
+__global__ void fill_pattern_kernel(T* dst, T pattern, int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) dst[i] = pattern;
+}
+
+// --- reorder ---
+
+// Whole blocks of m trailing rows move; within a block bytes keep their order. The word type
+// W is the widest that divides the block size and both base addresses.
+template <typename W, bool kTpspLeading>
+__global__ void reorder_kernel(const W* src, W* dst, int64_t outer, int64_t tpsp,
+                               int64_t words_per_block) {
+  const int64_t total = outer * tpsp * words_per_block;
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    const int64_t ob = i / words_per_block;
+    const int64_t w = i - ob * words_per_block;
+    int64_t sb;
+    if constexpr (kTpspLeading) {
+      // out (t, r) <- in (r, t): in viewed as [outer, tpsp] blocks, out as [tpsp, outer].
+      const int64_t t = ob / outer;
+      const int64_t r = ob - t * outer;
+      sb = r * tpsp + t;
+    } else {
+      // out (r, t) <- in (t, r): in viewed as [tpsp, outer] blocks, out as [outer, tpsp].
+      const int64_t r = ob / tpsp;
+      const int64_t t = ob - r * tpsp;
+      sb = t * outer + r;
+    }
+    dst[i] = src[sb * words_per_block + w];
+  }
+}
+
+template <typename W>
+cudaError_t launch_reorder_words(ReorderKind kind, int64_t outer, int64_t tpsp, size_t block_bytes,
+                                 const void* src, void* dst, cudaStream_t stream) {
+  const int64_t words = static_cast<int64_t>(block_bytes / sizeof(W));
+  const unsigned blocks = blocks_for(outer * tpsp * words);
+  if (kind == ReorderKind::kTpspLeading) {
+    reorder_kernel<W, true><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const W*>(src), static_cast<W*>(dst), outer, tpsp, words);
+  } else {
+    reorder_kernel<W, false><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const W*>(src), static_cast<W*>(dst), outer, tpsp, words);
+  }
+  return cudaGetLastError();
+}
+
+// --- sum_partials ---
+
+struct Parts {
+  const void* p[kMaxParts];
+  int n;
+};
+
+template <int kPart, int kOut>
+__global__ void sum_partials_kernel(Parts parts, int64_t count, const void* bias, int64_t bias_len,
+                                    void* out) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    // Fixed order p = 0..n-1, one fp32 accumulator, as the CPU backend sums.
+    float acc = 0.0f;
+    for (int p = 0; p < parts.n; ++p) acc += load<kPart>(parts.p[p], i);
+    if (bias != nullptr) acc += load<kOut>(bias, i % bias_len);
+    store<kOut>(out, i, acc);
+  }
+}
+
+template <int kPart>
+cudaError_t launch_sum_for_out(int out_kind, const Parts& parts, int64_t count, const void* bias,
+                               int64_t bias_len, void* out, cudaStream_t stream) {
+  const unsigned blocks = blocks_for(count);
+  switch (out_kind) {
+    case 0:
+      sum_partials_kernel<kPart, 0>
+          <<<blocks, kThreads, 0, stream>>>(parts, count, bias, bias_len, out);
+      break;
+    case 1:
+      sum_partials_kernel<kPart, 1>
+          <<<blocks, kThreads, 0, stream>>>(parts, count, bias, bias_len, out);
+      break;
+    case 2:
+      sum_partials_kernel<kPart, 2>
+          <<<blocks, kThreads, 0, stream>>>(parts, count, bias, bias_len, out);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
+                               const Shape& offset, uint64_t seed, float std, cudaStream_t stream) {
+  const int nd = static_cast<int>(local.size());
+  if (nd > kMaxFillDims || global.size() != local.size() || offset.size() != local.size()) {
+    return cudaErrorInvalidValue;
+  }
+  FillDims d{};
+  d.nd = nd;
+  int64_t stride = 1;
+  int64_t count = 1;
+  for (int k = nd - 1; k >= 0; --k) {
+    const auto u = static_cast<size_t>(k);
+    d.local[u] = local[u];
+    d.offset[u] = offset[u];
+    d.global_stride[u] = stride;
+    stride *= global[u];
+    count *= local[u];
+  }
+  if (count == 0) return cudaSuccess;
+  const unsigned blocks = blocks_for(count);
+  switch (kind_of(dtype)) {
+    case 0:
+      fill_normal_kernel<0><<<blocks, kThreads, 0, stream>>>(dst, d, count, seed, std);
+      break;
+    case 1:
+      fill_normal_kernel<1><<<blocks, kThreads, 0, stream>>>(dst, d, count, seed, std);
+      break;
+    case 2:
+      fill_normal_kernel<2><<<blocks, kThreads, 0, stream>>>(dst, d, count, seed, std);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_pattern(void* dst, size_t element_bytes, uint32_t pattern, int64_t count,
+                                cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  const unsigned blocks = blocks_for(count);
+  switch (element_bytes) {
+    case 1:
+      fill_pattern_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(
+          static_cast<uint8_t*>(dst), static_cast<uint8_t>(pattern), count);
+      break;
+    case 2:
+      fill_pattern_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(
+          static_cast<uint16_t*>(dst), static_cast<uint16_t>(pattern), count);
+      break;
+    case 4:
+      fill_pattern_kernel<uint32_t>
+          <<<blocks, kThreads, 0, stream>>>(static_cast<uint32_t*>(dst), pattern, count);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_reorder(ReorderKind kind, int64_t outer, int64_t tpsp, size_t block_bytes,
+                           const void* src, void* dst, cudaStream_t stream) {
+  if (outer <= 0 || tpsp <= 0 || block_bytes == 0) return cudaSuccess;
+  const auto aligned = [&](size_t w) {
+    return block_bytes % w == 0 && reinterpret_cast<uintptr_t>(src) % w == 0 &&
+           reinterpret_cast<uintptr_t>(dst) % w == 0;
+  };
+  if (aligned(16))
+    return launch_reorder_words<uint4>(kind, outer, tpsp, block_bytes, src, dst, stream);
+  if (aligned(8))
+    return launch_reorder_words<uint2>(kind, outer, tpsp, block_bytes, src, dst, stream);
+  if (aligned(4)) {
+    return launch_reorder_words<uint32_t>(kind, outer, tpsp, block_bytes, src, dst, stream);
+  }
+  if (aligned(2)) {
+    return launch_reorder_words<uint16_t>(kind, outer, tpsp, block_bytes, src, dst, stream);
+  }
+  return launch_reorder_words<uint8_t>(kind, outer, tpsp, block_bytes, src, dst, stream);
+}
+
+cudaError_t launch_sum_partials(const void* const* parts, int num_parts, DType part_dtype,
+                                int64_t count, const void* bias, int64_t bias_len, void* out,
+                                DType out_dtype, cudaStream_t stream) {
+  if (num_parts < 0 || num_parts > kMaxParts || (bias != nullptr && bias_len <= 0)) {
+    return cudaErrorInvalidValue;
+  }
+  if (count <= 0) return cudaSuccess;
+  Parts p{};
+  p.n = num_parts;
+  for (int i = 0; i < num_parts; ++i) p.p[i] = parts[i];
+  const int out_kind = kind_of(out_dtype);
+  switch (kind_of(part_dtype)) {
+    case 0:
+      return launch_sum_for_out<0>(out_kind, p, count, bias, bias_len, out, stream);
+    case 1:
+      return launch_sum_for_out<1>(out_kind, p, count, bias, bias_len, out, stream);
+    case 2:
+      return launch_sum_for_out<2>(out_kind, p, count, bias, bias_len, out, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace cgemm::cuda
