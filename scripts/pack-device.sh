@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# pack-device.sh: builds cgemm here for the GPU machine (Hopper, sm_90; Boost and the CUDA
+# runtime linked statically) and gathers what runs there into .devbuild/ (git-ignored):
+# bin/ (cgemm-run, cgemm-bench, the GPU tests) and lib/ (OpenBLAS and its Fortran
+# runtime, which that machine lacks). NCCL, cuBLASLt and MPI come from that machine.
+# Then: the device tool's run with carry [".devbuild"] and `bash scripts/device-check.sh`.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build-device
+"$root/scripts/build.sh" "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCGEMM_STATIC_BOOST=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static >/dev/null
+out=$root/.devbuild
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+for exe in "$build"/bin/*; do cp "$exe" "$out/bin/"; done
+for t in "$build"/tests/test_*; do [ -x "$t" ] && cp "$t" "$out/bin/"; done
+for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+  cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/lib/"
+done
+strip --strip-debug "$out"/bin/* 2>/dev/null || true
+du -sh "$out"
