@@ -1,0 +1,410 @@
+// CublasLtGemm against an fp64 CPU reference: every input dtype, rhs transposed or not, with
+// and without bias, odd sizes, padded leading dimensions, strided batches written into a larger
+// output, alpha/beta. Outputs are poisoned with NaN first, so a missed element (or a write
+// outside the output region) shows. Skips when no GPU is visible.
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cgemm/gemm/cublaslt_gemm.hpp"
+#include "cgemm/gemm/numeric.hpp"
+#include "gemm_reference.hpp"
+
+namespace cgemm {
+namespace {
+
+// --- host-side element conversions (the bits the device sees) ---
+
+size_t elem_size(DType t) { return t == DType::kFloat32 ? 4 : 2; }
+
+void store(std::vector<unsigned char>& buf, size_t i, DType t, float v) {
+  if (t == DType::kFloat32) {
+    std::memcpy(buf.data() + i * 4, &v, 4);
+  } else {
+    const uint16_t h =
+        t == DType::kBFloat16 ? numeric::float_to_bf16(v) : numeric::float_to_fp16(v);
+    std::memcpy(buf.data() + i * 2, &h, 2);
+  }
+}
+
+double load(const std::vector<unsigned char>& buf, size_t i, DType t) {
+  if (t == DType::kFloat32) {
+    float v;
+    std::memcpy(&v, buf.data() + i * 4, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, buf.data() + i * 2, 2);
+  return t == DType::kBFloat16 ? numeric::bf16_to_float(h) : numeric::fp16_to_float(h);
+}
+
+// Host tensor in a dtype plus its values as double (after rounding to the dtype).
+struct HostTensor {
+  DType dtype;
+  std::vector<unsigned char> bits;
+  std::vector<double> values;
+  HostTensor(DType t, size_t count) : dtype(t), bits(count * elem_size(t)), values(count) {}
+  void fill_normal(uint64_t seed, float std) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      store(bits, i, dtype, numeric::normal_value(seed, i, std));
+      values[i] = load(bits, i, dtype);
+    }
+  }
+  void fill_nan() {
+    for (size_t i = 0; i < values.size(); ++i) {
+      store(bits, i, dtype, std::nanf(""));
+      values[i] = std::nan("");
+    }
+  }
+};
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(const HostTensor& h) {
+    EXPECT_EQ(cudaMalloc(&p, h.bits.size()), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, h.bits.data(), h.bits.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  char* at(size_t bytes) const { return static_cast<char*>(p) + bytes; }
+};
+
+// Why GPU tests cannot run here, or empty when they can.
+std::string no_gpu_reason() {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no usable GPU (cudaGetDeviceCount: ") + cudaGetErrorName(rc) + ")";
+  }
+  if (count == 0) return "no GPU visible";
+  return {};
+}
+
+// One GEMM problem and where it lives in memory.
+struct Case {
+  DType in = DType::kBFloat16, out = DType::kBFloat16;
+  int64_t m = 37, n = 53, k = 29, batch = 1;
+  bool rhs_transposed = false, bias = false;
+  int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
+  int64_t rows_per_block = 0;  // rows of each lhs/out batch block in storage (>= m + row_offset)
+  int64_t row_offset = 0;      // first row of the GEMM inside each block
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+struct Tolerance {
+  double rtol, atol;  // atol relative to sum |terms| of the element
+};
+
+Tolerance tolerance(DType out) {
+  switch (out) {
+    case DType::kBFloat16:
+      return {0.02, 0.002};
+    case DType::kFloat16:
+      return {0.005, 0.0005};
+    default:
+      // fp32 accumulation of K products: far below 1e-5 of the magnitude; TF32 (2^-11) is not.
+      return {1e-5, 1e-5};
+  }
+}
+
+class CublasLtGemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = no_gpu_reason();
+    if (!why.empty()) GTEST_SKIP() << why;
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // Runs the case on the GPU (`runs` times, into the same poisoned output) and checks it
+  // against the fp64 reference. Returns the output bits for further comparisons.
+  std::vector<unsigned char> run_and_check(const Case& c, CublasLtGemm& gemm, int runs = 1) {
+    const int64_t rows = c.rows_per_block > 0 ? c.rows_per_block : c.m + c.row_offset;
+    GemmTask t;
+    t.m = c.m;
+    t.n = c.n;
+    t.k = c.k;
+    t.in_dtype = c.in;
+    t.out_dtype = c.out;
+    t.lda = c.k + c.lda_pad;
+    t.ldb = (c.rhs_transposed ? c.k : c.n) + c.ldb_pad;
+    t.ldc = c.n + c.ldc_pad;
+    t.rhs_transposed = c.rhs_transposed;
+    t.batch = c.batch;
+    t.lhs_batch_stride = rows * t.lda;
+    t.out_batch_stride = rows * t.ldc;
+    t.alpha = c.alpha;
+    t.beta = c.beta;
+
+    const auto lhs_count = static_cast<size_t>(c.batch * rows * t.lda);
+    const auto rhs_count = static_cast<size_t>((c.rhs_transposed ? c.n : c.k) * t.ldb);
+    const auto out_count = static_cast<size_t>(c.batch * rows * t.ldc);
+    HostTensor lhs(c.in, lhs_count), rhs(c.in, rhs_count), out(c.out, out_count),
+        bias(c.out, static_cast<size_t>(c.n));
+    lhs.fill_normal(11, 1.0f);
+    rhs.fill_normal(22, 1.0f);
+    bias.fill_normal(33, 1.0f);
+    out.fill_nan();
+    // The output region gets defined values when beta reads them; gaps stay NaN.
+    HostTensor c_init(c.out, out_count);
+    c_init.fill_normal(44, 1.0f);
+    const size_t lhs_off = static_cast<size_t>(c.row_offset * t.lda);
+    const size_t out_off = static_cast<size_t>(c.row_offset * t.ldc);
+    auto region = [&](auto&& fn) {
+      for (int64_t b = 0; b < c.batch; ++b) {
+        for (int64_t i = 0; i < c.m; ++i) {
+          for (int64_t j = 0; j < c.n; ++j) {
+            fn(out_off + static_cast<size_t>(b * t.out_batch_stride + i * t.ldc + j));
+          }
+        }
+      }
+    };
+    if (c.beta != 0.0f) {
+      region([&](size_t o) {
+        std::memcpy(out.bits.data() + o * elem_size(c.out),
+                    c_init.bits.data() + o * elem_size(c.out), elem_size(c.out));
+        out.values[o] = c_init.values[o];
+      });
+    }
+
+    DeviceBuffer d_lhs(lhs), d_rhs(rhs), d_out(out), d_bias(bias);
+    t.lhs = d_lhs.at(lhs_off * elem_size(c.in));
+    t.rhs = d_rhs.p;
+    t.out = d_out.at(out_off * elem_size(c.out));
+    t.bias = c.bias ? d_bias.p : nullptr;
+    for (int r = 0; r < runs; ++r) {
+      if (r > 0) {  // poison again so every run has to write every element
+        EXPECT_EQ(cudaMemcpyAsync(d_out.p, out.bits.data(), out.bits.size(), cudaMemcpyHostToDevice,
+                                  stream_),
+                  cudaSuccess);
+      }
+      gemm.run(t, stream_);
+    }
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    std::vector<unsigned char> got(out.bits.size());
+    EXPECT_EQ(cudaMemcpy(got.data(), d_out.p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+
+    // Reference on the same indexing, with the GEMM's operands shifted to their offsets.
+    std::vector<double> lhs_v(lhs.values.begin() + static_cast<std::ptrdiff_t>(lhs_off),
+                              lhs.values.end());
+    std::vector<double> ref(out.values.begin() + static_cast<std::ptrdiff_t>(out_off),
+                            out.values.end());
+    std::vector<double> mag;
+    test::reference_gemm(t, lhs_v, rhs.values, c.bias ? &bias.values : nullptr, ref, mag);
+
+    const Tolerance tol = tolerance(c.out);
+    std::vector<bool> in_region(out_count, false);
+    int bad = 0;
+    region([&](size_t o) {
+      in_region[o] = true;
+      const double g = load(got, o, c.out);
+      const double r = ref[o - out_off];
+      const double err = std::abs(g - r);
+      const bool ok =
+          std::isfinite(g) && (err <= tol.rtol * std::abs(r) || err <= tol.atol * mag[o - out_off]);
+      if (!ok && ++bad <= 5) {
+        ADD_FAILURE() << "element " << o << ": got " << g << ", reference " << r << " (error "
+                      << err << ", magnitude " << mag[o - out_off] << ")";
+      }
+    });
+    EXPECT_EQ(bad, 0) << "mismatches in " << dtype_name(c.in) << " -> " << dtype_name(c.out);
+    int written_outside = 0;
+    for (size_t o = 0; o < out_count; ++o) {
+      if (!in_region[o] && !std::isnan(load(got, o, c.out))) ++written_outside;
+    }
+    EXPECT_EQ(written_outside, 0) << "elements outside the output region were written";
+    return got;
+  }
+
+  cudaStream_t stream_ = nullptr;
+};
+
+// --- every dtype combination x rhs layout x bias, at odd and at aligned sizes ---
+
+// (in dtype, out dtype), rhs transposed, bias, odd sizes
+using Combo = std::tuple<std::tuple<DType, DType>, bool, bool, bool>;
+
+class CublasLtGemmGrid : public CublasLtGemmTest, public ::testing::WithParamInterface<Combo> {};
+
+TEST_P(CublasLtGemmGrid, MatchesFp64Reference) {
+  const auto& [dtypes, transposed, bias, odd] = GetParam();
+  Case c;
+  c.in = std::get<0>(dtypes);
+  c.out = std::get<1>(dtypes);
+  c.rhs_transposed = transposed;
+  c.bias = bias;
+  if (odd) {
+    c.m = 37;
+    c.n = 53;
+    c.k = 29;
+  } else {
+    c.m = 64;
+    c.n = 96;
+    c.k = 128;
+  }
+  CublasLtGemm gemm("test");
+  run_and_check(c, gemm);
+}
+
+std::string combo_name(const ::testing::TestParamInfo<Combo>& info) {
+  const auto& [dtypes, transposed, bias, odd] = info.param;
+  return std::string(dtype_name(std::get<0>(dtypes))) + "_to_" +
+         std::string(dtype_name(std::get<1>(dtypes))) + (transposed ? "_TN" : "_NN") +
+         (bias ? "_bias" : "_nobias") + (odd ? "_odd" : "_aligned");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllDtypes, CublasLtGemmGrid,
+    ::testing::Combine(::testing::Values(std::make_tuple(DType::kBFloat16, DType::kBFloat16),
+                                         std::make_tuple(DType::kBFloat16, DType::kFloat32),
+                                         std::make_tuple(DType::kFloat16, DType::kFloat16),
+                                         std::make_tuple(DType::kFloat16, DType::kFloat32),
+                                         std::make_tuple(DType::kFloat32, DType::kFloat32)),
+                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
+    combo_name);
+
+// --- placements ---
+
+// A chunk of S/tp rows of every batch block written straight into [B, S, N]: the all-gather
+// schedule's strided output (and strided lhs of the reduce-scatter schedule).
+TEST_F(CublasLtGemmTest, StridedBatchIntoLargerOutput) {
+  for (const bool transposed : {false, true}) {
+    Case c;
+    c.in = DType::kBFloat16;
+    c.out = DType::kBFloat16;
+    c.m = 24;
+    c.n = 40;
+    c.k = 72;
+    c.batch = 3;
+    c.rows_per_block = 96;  // S = 96, tp = 4: the chunk is rows 48..71 of each block
+    c.row_offset = 48;
+    c.rhs_transposed = transposed;
+    c.bias = true;
+    CublasLtGemm gemm("test");
+    run_and_check(c, gemm);
+  }
+}
+
+TEST_F(CublasLtGemmTest, StridedBatchOddSizesFp32Out) {
+  Case c;
+  c.in = DType::kFloat16;
+  c.out = DType::kFloat32;
+  c.m = 7;
+  c.n = 33;
+  c.k = 45;
+  c.batch = 5;
+  c.rows_per_block = 21;
+  c.row_offset = 7;
+  c.bias = true;
+  CublasLtGemm gemm("test");
+  run_and_check(c, gemm);
+}
+
+// Padded leading dimensions on every operand: the GEMM must neither read nor write the gaps.
+TEST_F(CublasLtGemmTest, PaddedLeadingDimensions) {
+  for (const bool transposed : {false, true}) {
+    Case c;
+    c.in = DType::kBFloat16;
+    c.out = DType::kBFloat16;
+    c.m = 40;
+    c.n = 48;
+    c.k = 64;
+    c.lda_pad = 8;
+    c.ldb_pad = 16;
+    c.ldc_pad = 24;
+    c.rhs_transposed = transposed;
+    c.bias = true;
+    CublasLtGemm gemm("test");
+    run_and_check(c, gemm);
+  }
+}
+
+// Batch blocks that follow each other row after row are folded into one taller GEMM.
+TEST_F(CublasLtGemmTest, ContiguousBatchIsFolded) {
+  Case c;
+  c.in = DType::kBFloat16;
+  c.out = DType::kFloat32;
+  c.m = 16;
+  c.n = 32;
+  c.k = 48;
+  c.batch = 4;
+  c.rows_per_block = 16;
+  c.bias = true;
+  CublasLtGemm gemm("test");
+  run_and_check(c, gemm);
+}
+
+TEST_F(CublasLtGemmTest, AlphaBeta) {
+  for (const DType out : {DType::kBFloat16, DType::kFloat32}) {
+    Case c;
+    c.in = DType::kBFloat16;
+    c.out = out;
+    c.m = 32;
+    c.n = 64;
+    c.k = 96;
+    c.alpha = 0.5f;
+    c.beta = 2.0f;
+    c.bias = true;
+    CublasLtGemm gemm("test");
+    run_and_check(c, gemm);
+  }
+}
+
+// The heuristic is asked once per problem; repeated runs reuse it and give identical bits.
+TEST_F(CublasLtGemmTest, CachedAndDeterministic) {
+  Case c;
+  c.m = 128;
+  c.n = 256;
+  c.k = 512;
+  c.bias = true;
+  CublasLtGemm gemm("test");
+  const auto first = run_and_check(c, gemm, 1);
+  EXPECT_EQ(gemm.cached_problems(), 1u);
+  const auto again = run_and_check(c, gemm, 3);
+  EXPECT_EQ(gemm.cached_problems(), 1u);
+  EXPECT_EQ(first, again);
+}
+
+TEST_F(CublasLtGemmTest, RejectsInvalidTasks) {
+  CublasLtGemm gemm("test");
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 1 << 16), cudaSuccess);
+  GemmTask t;
+  t.m = 8;
+  t.n = 8;
+  t.k = 8;
+  t.lhs = d;
+  t.rhs = d;
+  t.out = d;
+  t.lda = 8;
+  t.ldb = 8;
+  t.ldc = 4;  // < n
+  try {
+    gemm.run(t, stream_);
+    ADD_FAILURE() << "ldc < n was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("m=8 n=8 k=8"), std::string::npos) << e.what();
+  }
+  t.ldc = 8;
+  t.in_dtype = DType::kFloat8E4M3;
+  EXPECT_THROW(gemm.run(t, stream_), Error);
+  t.in_dtype = DType::kFloat32;
+  t.out_dtype = DType::kBFloat16;  // fp32 in needs fp32 out
+  EXPECT_THROW(gemm.run(t, stream_), Error);
+  cudaFree(d);
+}
+
+}  // namespace
+}  // namespace cgemm
