@@ -10,3 +10,15 @@ endfunction()
 # cuBLASLt GEMM against an fp64 reference: dtypes, layouts, bias, strided placement.
 cgemm_add_gpu_test(test_cublaslt_gemm
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cublaslt_gemm.cpp LIBS cgemm_gemm)
+
+# The CUDA backend on its own under mpirun: kernels against their CPU definitions, copy-engine
+# and NCCL exchanges under buffer reuse, the reference collectives. Run by hand with more
+# ranks: mpirun -np 4 test_cuda_backend (one GPU per rank). Without GPUs every case skips.
+add_executable(test_cuda_backend ${CMAKE_CURRENT_LIST_DIR}/test_cuda_backend.cpp)
+target_link_libraries(test_cuda_backend PRIVATE cgemm GTest::gtest cgemm_warnings)
+add_test(NAME gpu_cuda_backend_np2
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_cuda_backend>)
+set_tests_properties(gpu_cuda_backend_np2 PROPERTIES LABELS "gpu;mpi" TIMEOUT 300 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV};NCCL_NVLS_ENABLE=0"
+  SKIP_REGULAR_EXPRESSION "no GPU on some rank")
