@@ -22,3 +22,13 @@ add_test(NAME gpu_cuda_backend_np2
 set_tests_properties(gpu_cuda_backend_np2 PROPERTIES LABELS "gpu;mpi" TIMEOUT 300 PROCESSORS 2
   ENVIRONMENT "${CGEMM_MPI_ENV};NCCL_NVLS_ENABLE=0"
   SKIP_REGULAR_EXPRESSION "no GPU on some rank")
+
+# The copy-engine protocol alone under mpirun (ranks may share a GPU): ring with forwarding and
+# reuse, both directions in one group, push bandwidth. Exit 77 = skipped.
+add_executable(test_ce_transport ${CMAKE_CURRENT_LIST_DIR}/test_ce_transport.cpp)
+target_link_libraries(test_ce_transport PRIVATE cgemm_collective cgemm_warnings)
+add_test(NAME gpu_ce_transport_np2
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_ce_transport>)
+set_tests_properties(gpu_ce_transport_np2 PROPERTIES LABELS "gpu;mpi" TIMEOUT 120 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}" SKIP_RETURN_CODE 77)
