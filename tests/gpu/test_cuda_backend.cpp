@@ -99,23 +99,23 @@ TEST_P(CudaBackendTest, FillNormalMatchesHostGenerator) {
     convert_to_float(got.data(), t, got_f.data(), count);
     convert_to_float(want.data(), t, want_back.data(), count);
     int64_t differ = 0;
-    double worst = 0.0;
+    double worst = 0.0;  // absolute, in units of std
     for (size_t k = 0; k < got_f.size(); ++k) {
       if (std::memcmp(got.data() + k * dtype_size(t), want.data() + k * dtype_size(t),
                       dtype_size(t)) != 0) {
         ++differ;
       }
-      worst = std::max(worst, std::abs(static_cast<double>(got_f[k]) - want_back[k]) /
-                                  std::max(1e-30, std::abs(static_cast<double>(want_back[k]))));
+      worst = std::max(worst, std::abs(static_cast<double>(got_f[k]) - want_back[k]) / 0.5);
     }
-    // Device logf/cosf may differ from the host's in the last bit; after rounding to the
-    // dtype that leaves at most one ulp of it.
-    const double ulp = t == DType::kFloat32 ? 1e-6 : t == DType::kBFloat16 ? 8e-3 : 1e-3;
-    EXPECT_LE(worst, ulp) << dtype_name(t);
+    // CUDA's logf/cosf are not glibc's: fp32 values may differ in the last bits (seen on H200:
+    // most elements, up to 3.4e-5 relative where cos is near 0), which rounding to bf16/fp16
+    // almost always hides. A wrong index or dtype would differ by O(std).
+    const double allowed = t == DType::kFloat32 ? 1e-5 : t == DType::kBFloat16 ? 2e-2 : 2e-3;
+    EXPECT_LE(worst, allowed) << dtype_name(t);
     if (g_comms->world_rank() == 0) {
       std::printf(
-          "fill_normal %s: %lld of %lld elements differ bitwise from the host, worst "
-          "relative difference %.3g\n",
+          "fill_normal %s: %lld of %lld elements differ bitwise from the host, worst absolute "
+          "difference %.3g std\n",
           std::string(dtype_name(t)).c_str(), static_cast<long long>(differ),
           static_cast<long long>(count), worst);
     }
