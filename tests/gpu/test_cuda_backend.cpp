@@ -156,46 +156,51 @@ TEST_P(CudaBackendTest, ReorderMatchesApplyReorder) {
 
 TEST_P(CudaBackendTest, SumPartialsMatchesFp32InOrder) {
   Backend& be = backend(GetParam());
-  const int64_t count = 3000, bias_len = 48;
+  const int64_t bias_len = 48;
   const int parts_n = 3;
-  for (const DType part : {DType::kBFloat16, DType::kFloat32}) {
-    for (const DType out : {DType::kBFloat16, DType::kFloat32}) {
-      std::vector<std::vector<unsigned char>> host(parts_n);
-      std::vector<std::unique_ptr<Buf>> dev;
-      std::vector<const void*> ptrs;
-      std::vector<float> acc(static_cast<size_t>(count), 0.0f), tmp(static_cast<size_t>(count));
-      for (int p = 0; p < parts_n; ++p) {
-        std::vector<float> f(static_cast<size_t>(count));
-        for (int64_t i = 0; i < count; ++i) {
-          f[static_cast<size_t>(i)] = numeric::normal_value(77 + p, static_cast<uint64_t>(i), 3.0f);
+  // 3000: the 8-wide vector path; 3001: the scalar one.
+  for (const int64_t count : {int64_t{3000}, int64_t{3001}}) {
+    for (const DType part : {DType::kBFloat16, DType::kFloat32}) {
+      for (const DType out : {DType::kBFloat16, DType::kFloat32}) {
+        std::vector<std::vector<unsigned char>> host(parts_n);
+        std::vector<std::unique_ptr<Buf>> dev;
+        std::vector<const void*> ptrs;
+        std::vector<float> acc(static_cast<size_t>(count), 0.0f), tmp(static_cast<size_t>(count));
+        for (int p = 0; p < parts_n; ++p) {
+          std::vector<float> f(static_cast<size_t>(count));
+          for (int64_t i = 0; i < count; ++i) {
+            f[static_cast<size_t>(i)] =
+                numeric::normal_value(77 + p, static_cast<uint64_t>(i), 3.0f);
+          }
+          host[static_cast<size_t>(p)].resize(static_cast<size_t>(count) * dtype_size(part));
+          convert_from_float(f.data(), host[static_cast<size_t>(p)].data(), part, count);
+          convert_to_float(host[static_cast<size_t>(p)].data(), part, tmp.data(), count);
+          for (size_t i = 0; i < acc.size(); ++i) acc[i] += tmp[i];
+          dev.push_back(std::make_unique<Buf>(be, host[static_cast<size_t>(p)].size()));
+          be.copy_from_host(dev.back()->p, host[static_cast<size_t>(p)].data(),
+                            host[static_cast<size_t>(p)].size());
+          ptrs.push_back(dev.back()->p);
         }
-        host[static_cast<size_t>(p)].resize(static_cast<size_t>(count) * dtype_size(part));
-        convert_from_float(f.data(), host[static_cast<size_t>(p)].data(), part, count);
-        convert_to_float(host[static_cast<size_t>(p)].data(), part, tmp.data(), count);
-        for (size_t i = 0; i < acc.size(); ++i) acc[i] += tmp[i];
-        dev.push_back(std::make_unique<Buf>(be, host[static_cast<size_t>(p)].size()));
-        be.copy_from_host(dev.back()->p, host[static_cast<size_t>(p)].data(),
-                          host[static_cast<size_t>(p)].size());
-        ptrs.push_back(dev.back()->p);
+        std::vector<float> bias_f(static_cast<size_t>(bias_len));
+        for (int64_t j = 0; j < bias_len; ++j) {
+          bias_f[static_cast<size_t>(j)] =
+              numeric::normal_value(99, static_cast<uint64_t>(j), 1.0f);
+        }
+        std::vector<unsigned char> bias(static_cast<size_t>(bias_len) * dtype_size(out));
+        convert_from_float(bias_f.data(), bias.data(), out, bias_len);
+        convert_to_float(bias.data(), out, bias_f.data(), bias_len);
+        for (int64_t i = 0; i < count; ++i) {
+          acc[static_cast<size_t>(i)] += bias_f[static_cast<size_t>(i % bias_len)];
+        }
+        std::vector<unsigned char> want(static_cast<size_t>(count) * dtype_size(out));
+        convert_from_float(acc.data(), want.data(), out, count);
+        Buf db(be, bias.size()), dout(be, want.size());
+        be.copy_from_host(db.p, bias.data(), bias.size());
+        be.sum_partials(ptrs, part, count, db.p, bias_len, dout.p, out, 0);
+        std::vector<unsigned char> got(want.size());
+        be.copy_to_host(got.data(), dout.p, got.size());
+        EXPECT_EQ(got, want) << dtype_name(part) << " -> " << dtype_name(out) << ", " << count;
       }
-      std::vector<float> bias_f(static_cast<size_t>(bias_len));
-      for (int64_t j = 0; j < bias_len; ++j) {
-        bias_f[static_cast<size_t>(j)] = numeric::normal_value(99, static_cast<uint64_t>(j), 1.0f);
-      }
-      std::vector<unsigned char> bias(static_cast<size_t>(bias_len) * dtype_size(out));
-      convert_from_float(bias_f.data(), bias.data(), out, bias_len);
-      convert_to_float(bias.data(), out, bias_f.data(), bias_len);
-      for (int64_t i = 0; i < count; ++i) {
-        acc[static_cast<size_t>(i)] += bias_f[static_cast<size_t>(i % bias_len)];
-      }
-      std::vector<unsigned char> want(static_cast<size_t>(count) * dtype_size(out));
-      convert_from_float(acc.data(), want.data(), out, count);
-      Buf db(be, bias.size()), dout(be, want.size());
-      be.copy_from_host(db.p, bias.data(), bias.size());
-      be.sum_partials(ptrs, part, count, db.p, bias_len, dout.p, out, 0);
-      std::vector<unsigned char> got(want.size());
-      be.copy_to_host(got.data(), dout.p, got.size());
-      EXPECT_EQ(got, want) << dtype_name(part) << " -> " << dtype_name(out);
     }
   }
 }
