@@ -210,28 +210,47 @@ __device__ __forceinline__ void store_vec(void* p, int64_t v, const float (&x)[k
   }
 }
 
+// kUnroll vectors per thread and iteration, loaded before any is used: one 16-byte load in
+// flight per thread is too little to cover memory latency at full bandwidth.
+constexpr int kUnroll = 4;
+
 template <int kPart, int kOut>
 __global__ void sum_partials_vec_kernel(Parts parts, int64_t vectors, const void* bias,
                                         int64_t bias_len, void* out) {
-  for (int64_t v = first_index(); v < vectors; v += grid_stride()) {
-    float acc[kVec];
+  const int64_t stride = grid_stride();
+  for (int64_t base = first_index(); base < vectors; base += stride * kUnroll) {
+    float acc[kUnroll][kVec];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) acc[k] = 0.0f;
-    for (int p = 0; p < parts.n; ++p) {
-      float x[kVec];
-      load_vec<kPart>(parts.p[p], v, x);
+    for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[k] += x[k];
+      for (int k = 0; k < kVec; ++k) acc[u][k] = 0.0f;
     }
-    if (bias != nullptr) {
-      int64_t j = (v * kVec) % bias_len;
+    for (int p = 0; p < parts.n; ++p) {
+      float x[kUnroll][kVec] = {};
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        acc[k] += load<kOut>(bias, j);
-        if (++j == bias_len) j = 0;
+      for (int u = 0; u < kUnroll; ++u) {
+        if (base + u * stride < vectors) load_vec<kPart>(parts.p[p], base + u * stride, x[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) acc[u][k] += x[u][k];
       }
     }
-    store_vec<kOut>(out, v, acc);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + u * stride;
+      if (v >= vectors) break;
+      if (bias != nullptr) {
+        int64_t j = (v * kVec) % bias_len;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          acc[u][k] += load<kOut>(bias, j);
+          if (++j == bias_len) j = 0;
+        }
+      }
+      store_vec<kOut>(out, v, acc[u]);
+    }
   }
 }
 
@@ -239,8 +258,9 @@ template <int kPart, int kOut>
 void launch_sum(bool vec, const Parts& parts, int64_t count, const void* bias, int64_t bias_len,
                 void* out, cudaStream_t stream) {
   if (vec) {
-    sum_partials_vec_kernel<kPart, kOut><<<blocks_for(count / kVec), kThreads, 0, stream>>>(
-        parts, count / kVec, bias, bias_len, out);
+    sum_partials_vec_kernel<kPart, kOut>
+        <<<blocks_for((count / kVec + kUnroll - 1) / kUnroll), kThreads, 0, stream>>>(
+            parts, count / kVec, bias, bias_len, out);
   } else {
     sum_partials_kernel<kPart, kOut>
         <<<blocks_for(count), kThreads, 0, stream>>>(parts, count, bias, bias_len, out);
