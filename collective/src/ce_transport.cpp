@@ -128,6 +128,7 @@ std::string open_peers(MPI_Comm comm, int rank, int size, void* local, size_t by
     }
   }
   if (!problem.empty()) {
+    static_cast<void>(cudaGetLastError());  // the failure is reported; leave no stale error
     for (int r = 0; r < size; ++r) {
       if (r != rank && peers[static_cast<size_t>(r)] != nullptr) {
         cudaIpcCloseMemHandle(peers[static_cast<size_t>(r)]);
@@ -185,6 +186,7 @@ std::unique_ptr<CeTransport> CeTransport::create(MPI_Comm tp_comm, std::string w
     problem = cuda_problem(src, "cudaDeviceSynchronize");
   }
   t->flags_ = static_cast<uint64_t*>(flags);
+  if (!problem.empty()) static_cast<void>(cudaGetLastError());
   if (!agree(tp_comm, t->size_, problem, why_not)) {
     t->release_flags();
     return nullptr;

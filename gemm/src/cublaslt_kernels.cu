@@ -40,6 +40,8 @@ cudaError_t launch_add_bias(void* out, const void* bias, DType dtype, int64_t ba
                             int64_t n, int64_t ldc, int64_t batch_stride, cudaStream_t stream) {
   const int64_t total = batch * m * n;
   if (total <= 0) return cudaSuccess;
+  // So that cudaGetLastError below names this launch, not an earlier handled failure.
+  static_cast<void>(cudaGetLastError());
   constexpr int kThreads = 256;
   const int64_t want = (total + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(want < 65536 ? want : 65536);

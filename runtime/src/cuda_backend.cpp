@@ -285,7 +285,10 @@ void CudaBackend::release(void* p) noexcept {
 SymmetricBuffer CudaBackend::allocate_symmetric(size_t bytes) {
   void* p = nullptr;
   const cudaError_t rc = cudaMalloc(&p, std::max<size_t>(bytes, 1));
-  if (rc != cudaSuccess) p = nullptr;
+  if (rc != cudaSuccess) {
+    p = nullptr;
+    static_cast<void>(cudaGetLastError());  // reported below, after the collective part
+  }
   Symmetric s{p, bytes, -1};
   if (ce_) {
     // Collective even when this rank's allocation failed: the peers learn it inside
@@ -454,6 +457,7 @@ void CudaBackend::recycle_completed_exchanges(bool all_done) {
     bool done = all_done;
     if (!done) {
       const cudaError_t rc = cudaEventQuery(it->second);
+      if (rc == cudaErrorNotReady) static_cast<void>(cudaGetLastError());  // not an error
       if (rc != cudaSuccess && rc != cudaErrorNotReady) check(rc, "cudaEventQuery(exchange)");
       done = rc == cudaSuccess;
     }

@@ -21,6 +21,10 @@ unsigned blocks_for(int64_t work) {
       std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
 }
 
+// cudaGetLastError() after a launch also returns an earlier call's non-sticky error (a failed
+// IPC open, a query's cudaErrorNotReady) that its caller has handled already: clear it first.
+void clear_stale_error() { static_cast<void>(cudaGetLastError()); }
+
 __device__ __forceinline__ int64_t first_index() {
   return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
 }
@@ -292,6 +296,7 @@ cudaError_t launch_sum_for_out(int out_kind, const Parts& parts, int64_t count, 
 
 cudaError_t launch_fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
                                const Shape& offset, uint64_t seed, float std, cudaStream_t stream) {
+  clear_stale_error();
   const int nd = static_cast<int>(local.size());
   if (nd > kMaxFillDims || global.size() != local.size() || offset.size() != local.size()) {
     return cudaErrorInvalidValue;
@@ -328,6 +333,7 @@ cudaError_t launch_fill_normal(void* dst, DType dtype, const Shape& global, cons
 
 cudaError_t launch_fill_pattern(void* dst, size_t element_bytes, uint32_t pattern, int64_t count,
                                 cudaStream_t stream) {
+  clear_stale_error();
   if (count <= 0) return cudaSuccess;
   const unsigned blocks = blocks_for(count);
   switch (element_bytes) {
@@ -351,6 +357,7 @@ cudaError_t launch_fill_pattern(void* dst, size_t element_bytes, uint32_t patter
 
 cudaError_t launch_reorder(ReorderKind kind, int64_t outer, int64_t tpsp, size_t block_bytes,
                            const void* src, void* dst, cudaStream_t stream) {
+  clear_stale_error();
   if (outer <= 0 || tpsp <= 0 || block_bytes == 0) return cudaSuccess;
   const auto aligned = [&](size_t w) {
     return block_bytes % w == 0 && reinterpret_cast<uintptr_t>(src) % w == 0 &&
@@ -372,6 +379,7 @@ cudaError_t launch_reorder(ReorderKind kind, int64_t outer, int64_t tpsp, size_t
 cudaError_t launch_sum_partials(const void* const* parts, int num_parts, DType part_dtype,
                                 int64_t count, const void* bias, int64_t bias_len, void* out,
                                 DType out_dtype, cudaStream_t stream) {
+  clear_stale_error();
   if (num_parts < 0 || num_parts > kMaxParts || (bias != nullptr && bias_len <= 0)) {
     return cudaErrorInvalidValue;
   }
