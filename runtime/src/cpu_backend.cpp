@@ -191,6 +191,7 @@ class CpuBackend final : public Backend {
     convert_from_float(v.data(), buf, dtype, count);
   }
 
+  void fork_streams() override {}
   void join_streams(int) override {}
   void synchronize() override {}
   double time_ms(const std::function<void()>& body) override {

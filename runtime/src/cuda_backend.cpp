@@ -75,6 +75,7 @@ class CudaBackend final : public Backend {
                       int stream) override;
   void all_reduce(void* buf, DType dtype, int64_t count, int stream) override;
 
+  void fork_streams() override { fork_from_main(); }
   void join_streams(int stream) override;
   void synchronize() override;
   double time_ms(const std::function<void()>& body) override;

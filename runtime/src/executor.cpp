@@ -76,6 +76,9 @@ void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void*
     return;
   }
 
+  // Chunks on other streams and the transport start after the caller's work on stream 0
+  // (which also holds the end of this plan's previous call).
+  be.fork_streams();
   const size_t chunk_lhs_bytes = static_cast<size_t>(g.chunk_rows * g.k) * g.in_size();
   const size_t chunk_out_bytes = static_cast<size_t>(g.chunk_rows * g.n) * g.out_size();
 

@@ -74,11 +74,14 @@ class Backend {
   virtual void release(void* p) noexcept = 0;
   virtual SymmetricBuffer allocate_symmetric(size_t bytes) = 0;  // collective over TP
   virtual void release_symmetric(SymmetricBuffer& b) noexcept = 0;
-  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;  // synchronous
+  /// Synchronous: waits for all issued work first.
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   /// Fills a shard with normal(0, std) values: element at local multi-index i of `local`
   /// (row-major) is a function of (seed, flat index of offset + i in `global`) only, so the
-  /// shards of all ranks tile one global tensor. Same values on every backend.
+  /// shards of all ranks tile one global tensor. The same values on every backend, up to
+  /// the last fp32 bit (the device's logf/cosf differ from the host's). Fills are ordered
+  /// after all work issued on every stream.
   virtual void fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
                            const Shape& offset, uint64_t seed, float std) = 0;
   /// Fills `count` elements with NaN (poison before a run).
@@ -90,7 +93,8 @@ class Backend {
   virtual void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src,
                        void* dst, DType dtype, int stream) = 0;
   /// out[i] = cast_to_out(sum over p = 0..parts.size()-1, in that order, in fp32, of
-  /// parts[p][i] (+ bias[i % bias_len] when bias)), for i in [0, count).
+  /// parts[p][i] (+ bias[i % bias_len] when bias)), for i in [0, count). The bias has
+  /// out_dtype. `out` may be one of the parts (elementwise in place).
   virtual void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                             const void* bias, int64_t bias_len, void* out, DType out_dtype,
                             int stream) = 0;
@@ -99,6 +103,7 @@ class Backend {
   /// Starts the exchanges of `group` together (e.g. both directions of a ring), after all
   /// work issued so far on stream `after_stream` (-1: no such dependency).
   virtual ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) = 0;
+  /// A token may be waited on more than once.
   virtual void wait_exchange(ExchangeToken token, int stream) = 0;
 
   // --- non-overlapped collectives over the TP group (the reference path), on `stream` ---
@@ -111,6 +116,10 @@ class Backend {
   virtual void all_reduce(void* buf, DType dtype, int64_t count, int stream) = 0;
 
   // --- ordering and timing ---
+  /// Later work on every compute stream and on the transport waits for all work issued so
+  /// far on stream 0. A collective GEMM starts with this, so its chunks never overtake the
+  /// caller's work on stream 0 nor the previous call's use of the same buffers.
+  virtual void fork_streams() = 0;
   /// Later work on `stream` waits for all work issued so far on every compute stream.
   virtual void join_streams(int stream) = 0;
   /// Host waits for all issued work.
