@@ -2,11 +2,15 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <compare>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +57,15 @@ bool env_true(const char* name) {
   return s == "1" || s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on";
 }
 
+// CGEMM_GEMM_AUTOTUNE: on unless set to 0 / false / off / no.
+bool autotune_from_env() {
+  const char* v = std::getenv("CGEMM_GEMM_AUTOTUNE");
+  if (v == nullptr) return true;
+  const std::string_view s(v);
+  return !(s == "0" || s == "false" || s == "False" || s == "FALSE" || s == "off" || s == "OFF" ||
+           s == "no" || s == "NO");
+}
+
 std::string problem_str(const GemmTask& t) {
   std::string s =
       "GEMM m=" + std::to_string(t.m) + " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k) +
@@ -82,23 +95,57 @@ struct Key {
 }  // namespace
 
 struct CublasLtGemm::Impl {
-  // One cached problem: its descriptors and the heuristic's candidates, best first. `chosen`
-  // indexes the algorithm in use, so a tuner can time the candidates and change it.
+  // One cached problem: its descriptors and the heuristic's candidates, best first; `chosen`
+  // indexes the algorithm in use. Built and tuned once under `mu`; everything but the bias
+  // pointer in `desc` is read-only once `ready` is set.
   struct Plan {
+    std::mutex mu;  // held while building and tuning, and around a fused-bias launch
+    std::atomic<bool> ready{false};
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     std::vector<cublasLtMatmulHeuristicResult_t> candidates;
     size_t chosen = 0;
     bool fused_bias = false;  // else the bias (if any) is added by a kernel afterwards
+    GemmChoice choice;
 
     Plan() = default;
     Plan(const Plan&) = delete;
     Plan& operator=(const Plan&) = delete;
-    ~Plan() {
+    ~Plan() { reset(); }
+    void reset() {
       if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
       if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
       if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
       if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+      c = b = a = nullptr;
+      desc = nullptr;
+      candidates.clear();
+      chosen = 0;
+      fused_bias = false;
+      choice = GemmChoice{};
+    }
+  };
+
+  // Timing events, destroyed on every exit path.
+  struct Events {
+    std::vector<cudaEvent_t> e;
+    Events() = default;
+    Events(const Events&) = delete;
+    Events& operator=(const Events&) = delete;
+    ~Events() {
+      for (cudaEvent_t x : e) cudaEventDestroy(x);
+    }
+  };
+
+  // Scratch output for timing with beta != 0: freed in stream order on every exit path.
+  struct Scratch {
+    void* p = nullptr;
+    cudaStream_t stream = nullptr;
+    Scratch() = default;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch() {
+      if (p != nullptr) cudaFreeAsync(p, stream);
     }
   };
 
@@ -107,9 +154,12 @@ struct CublasLtGemm::Impl {
   int cc = 0;
   size_t workspace = 0;
   bool fast_accum = true;
+  bool autotune = true;
   cublasLtHandle_t handle = nullptr;
+  mutable std::mutex mu;  // guards `workspaces` and `plans` (the map, not the plans' contents)
   std::unordered_map<cudaStream_t, void*> workspaces;
   std::map<Key, std::unique_ptr<Plan>> plans;
+  std::atomic<int> tunings{0};
 
   void check(cublasStatus_t st, std::string_view call, const GemmTask* t) const {
     if (st == CUBLAS_STATUS_SUCCESS) return;
@@ -122,6 +172,7 @@ struct CublasLtGemm::Impl {
   }
 
   void* workspace_for(cudaStream_t stream) {
+    const std::lock_guard<std::mutex> lock(mu);
     auto it = workspaces.find(stream);
     if (it != workspaces.end()) return it->second;
     void* p = nullptr;
@@ -216,8 +267,10 @@ struct CublasLtGemm::Impl {
     return static_cast<int>(p.candidates.size());
   }
 
-  std::unique_ptr<Plan> make_plan(const GemmTask& t, const Key& key) const {
-    auto p = std::make_unique<Plan>();
+  // Fills `p` (descriptors and candidates) for the problem; throws when there is no algorithm.
+  void build(Plan& plan, const GemmTask& t, const Key& key) const {
+    plan.reset();
+    Plan* p = &plan;
     const cudaDataType_t in = cuda_type(t.in_dtype);
     const cudaDataType_t out = cuda_type(t.out_dtype);
     // A = op(rhs)^T as stored: column-major [n, k] (ld ldb) or, transposed, [k, n].
@@ -262,7 +315,138 @@ struct CublasLtGemm::Impl {
              " (supported: bf16 or fp16 in with the same dtype or fp32 out; fp32 in and out)";
       throw Error(msg);
     }
-    return p;
+    p->choice.problem = problem_str(t);
+    p->choice.candidates = found;
+  }
+
+  cublasStatus_t matmul(const Plan& p, size_t candidate, const GemmTask& t, void* out, void* ws,
+                        cudaStream_t stream) const {
+    const float alpha = t.alpha;
+    const float beta = t.beta;
+    return cublasLtMatmul(handle, p.desc, &alpha, t.rhs, p.a, t.lhs, p.b, &beta, out, p.c, out, p.c,
+                          &p.candidates[candidate].algo, ws, workspace, stream);
+  }
+
+  // Chooses p.chosen, by timing when autotuning (see the header); records it in p.choice.
+  // Called with p.mu held, before p is ready; the bias pointer is already set in p.desc.
+  void tune(Plan& p, const GemmTask& t, const Key& key, cudaStream_t stream, void* ws) {
+    GemmChoice& c = p.choice;
+    const size_t n = p.candidates.size();
+    c.chosen = 0;
+    c.timed = false;
+    c.chosen_ms = -1;
+    c.candidate_ms.assign(n, -1.0);
+    p.chosen = 0;
+    if (!autotune) {
+      c.note = "not timed: CGEMM_GEMM_AUTOTUNE=0";
+      return;
+    }
+    if (n < 2) {
+      c.note = "not timed: the heuristic offered one candidate";
+      return;
+    }
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (const cudaError_t rc = cudaStreamIsCapturing(stream, &capture); rc != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());  // handled: no timing
+      c.note = std::string("not timed: cudaStreamIsCapturing failed: ") + cudaGetErrorName(rc);
+      return;
+    }
+    if (capture != cudaStreamCaptureStatusNone) {
+      c.note = "not timed: the stream was being captured into a CUDA graph";
+      return;
+    }
+
+    // Where the timed GEMMs write: the real output when it is not read (beta == 0), since the
+    // real GEMM overwrites it next on this stream; else a scratch output of the same extent.
+    void* out = t.out;
+    Scratch scratch;
+    if (t.beta != 0.0f) {
+      const int64_t extent = (t.batch - 1) * t.out_batch_stride + (t.m - 1) * t.ldc + t.n;
+      const size_t bytes = static_cast<size_t>(extent) * dtype_size(t.out_dtype);
+      void* s = nullptr;
+      if (const cudaError_t rc = cudaMallocAsync(&s, bytes, stream); rc != cudaSuccess) {
+        static_cast<void>(cudaGetLastError());  // handled: no timing
+        c.note = "not timed: no scratch output (beta != 0): cudaMallocAsync(" +
+                 std::to_string(bytes) + " bytes) failed: " + cudaGetErrorName(rc);
+        return;
+      }
+      scratch.p = s;
+      scratch.stream = stream;
+      if (alignment_of(s) < key.align_out) {
+        c.note = "not timed: the scratch output is less aligned than the output";
+        return;
+      }
+      // Defined values for C (they do not change the timing; garbage might be NaN/Inf).
+      check_cuda(cudaMemsetAsync(s, 0, bytes, stream), "cudaMemsetAsync(tuning scratch)", where);
+      out = s;
+    }
+
+    constexpr size_t kMarks = CublasLtGemm::kTimedRuns + 1;
+    Events ev;
+    ev.e.reserve(n * kMarks);
+    for (size_t i = 0; i < n * kMarks; ++i) {
+      cudaEvent_t e = nullptr;
+      check_cuda(cudaEventCreate(&e), "cudaEventCreate(GEMM tuning)", where);
+      ev.e.push_back(e);
+    }
+    std::vector<bool> ok(n, false);
+    cublasStatus_t last_failure = CUBLAS_STATUS_SUCCESS;
+    cudaEvent_t last_mark = nullptr;
+    for (size_t i = 0; i < n; ++i) {
+      cublasStatus_t st = matmul(p, i, t, out, ws, stream);  // warm-up
+      for (size_t r = 0; st == CUBLAS_STATUS_SUCCESS && r < kMarks; ++r) {
+        cudaEvent_t e = ev.e[i * kMarks + r];
+        check_cuda(cudaEventRecord(e, stream), "cudaEventRecord(GEMM tuning)", where);
+        last_mark = e;
+        if (r + 1 < kMarks) st = matmul(p, i, t, out, ws, stream);
+      }
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        ok[i] = true;
+      } else {
+        last_failure = st;
+        static_cast<void>(cudaGetLastError());  // a failed launch's non-sticky error: handled
+      }
+    }
+    if (last_mark != nullptr) {
+      check_cuda(cudaEventSynchronize(last_mark),
+                 "cudaEventSynchronize(GEMM tuning) after " + problem_str(t), where);
+    }
+    if (std::none_of(ok.begin(), ok.end(), [](bool b) { return b; })) {
+      check(last_failure, "cublasLtMatmul (every one of " + std::to_string(n) + " candidates)", &t);
+    }
+    int timed_ok = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!ok[i]) continue;
+      std::array<float, CublasLtGemm::kTimedRuns> ms{};
+      for (size_t r = 0; r < ms.size(); ++r) {
+        check_cuda(cudaEventElapsedTime(&ms[r], ev.e[i * kMarks + r], ev.e[i * kMarks + r + 1]),
+                   "cudaEventElapsedTime(GEMM tuning)", where);
+      }
+      std::sort(ms.begin(), ms.end());
+      c.candidate_ms[i] = ms[ms.size() / 2];
+      ++timed_ok;
+      if (c.chosen_ms < 0 || c.candidate_ms[i] < c.chosen_ms) {
+        c.chosen_ms = c.candidate_ms[i];
+        p.chosen = i;
+      }
+    }
+    c.chosen = static_cast<int>(p.chosen);
+    c.timed = true;
+    if (timed_ok < static_cast<int>(n)) {
+      c.note = std::to_string(static_cast<int>(n) - timed_ok) + " of " + std::to_string(n) +
+               " candidates failed (last: " + cublasLtGetStatusName(last_failure) + ")";
+    }
+    ++tunings;
+  }
+
+  static int algo_id(const cublasLtMatmulAlgo_t& algo) {
+    int id = -1;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id),
+                                             &written) != CUBLAS_STATUS_SUCCESS) {
+      return -1;
+    }
+    return id;
   }
 
   void validate(const GemmTask& t) const {
@@ -324,17 +508,35 @@ struct CublasLtGemm::Impl {
     key.align_out = alignment_of(t.out);
     key.align_bias = t.bias != nullptr ? alignment_of(t.bias) : 0;
 
-    auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, make_plan(t, key)).first;
-    Plan& p = *it->second;
-    if (p.fused_bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, t.bias, t);
-    const cublasLtMatmulHeuristicResult_t& algo = p.candidates[p.chosen];
+    Plan* plan = nullptr;
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      auto it = plans.find(key);
+      if (it == plans.end()) it = plans.emplace(key, std::make_unique<Plan>()).first;
+      plan = it->second.get();  // never erased before destruction: stays valid unlocked
+    }
+    Plan& p = *plan;
     void* ws = workspace_for(stream);
-    const float alpha = t.alpha;
-    const float beta = t.beta;
-    check(cublasLtMatmul(handle, p.desc, &alpha, t.rhs, p.a, t.lhs, p.b, &beta, t.out, p.c, t.out,
-                         p.c, &algo.algo, ws, workspace, stream),
-          "cublasLtMatmul", &t);
+    if (!p.ready.load(std::memory_order_acquire)) {
+      // First call for the key: one thread builds and tunes (a failure leaves the plan unready
+      // and the next call tries again); the others with the same key wait for its choice.
+      const std::lock_guard<std::mutex> lock(p.mu);
+      if (!p.ready.load(std::memory_order_relaxed)) {
+        build(p, t, key);
+        if (p.fused_bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, t.bias, t);
+        tune(p, t, key, stream, ws);
+        p.choice.algo_id = algo_id(p.candidates[p.chosen].algo);
+        p.ready.store(true, std::memory_order_release);
+      }
+    }
+    if (p.fused_bias) {
+      // The bias pointer lives in the shared descriptor: set and launch as one step.
+      const std::lock_guard<std::mutex> lock(p.mu);
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, t.bias, t);
+      check(matmul(p, p.chosen, t, t.out, ws, stream), "cublasLtMatmul", &t);
+    } else {
+      check(matmul(p, p.chosen, t, t.out, ws, stream), "cublasLtMatmul", &t);
+    }
     if (t.bias != nullptr && !p.fused_bias) {
       const cudaError_t rc = detail::launch_add_bias(t.out, t.bias, t.out_dtype, t.batch, t.m, t.n,
                                                      t.ldc, t.out_batch_stride, stream);
@@ -356,6 +558,7 @@ CublasLtGemm::CublasLtGemm(std::string where) : impl_(std::make_unique<Impl>()) 
   s.workspace = (major >= 9 ? 32 : 4) * kMiB;
   // Transformer Engine's switch: high-precision (split) accumulation means no fast accumulation.
   s.fast_accum = !env_true("NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION");
+  s.autotune = autotune_from_env();
   s.check(cublasLtCreate(&s.handle), "cublasLtCreate", nullptr);
 }
 
@@ -377,7 +580,51 @@ size_t CublasLtGemm::workspace_bytes() const { return impl_->workspace; }
 
 bool CublasLtGemm::fp8_fast_accumulation() const { return impl_->fast_accum; }
 
-size_t CublasLtGemm::cached_problems() const { return impl_->plans.size(); }
+size_t CublasLtGemm::cached_problems() const {
+  const std::lock_guard<std::mutex> lock(impl_->mu);
+  size_t n = 0;
+  for (const auto& [key, plan] : impl_->plans) {
+    if (plan->ready.load(std::memory_order_acquire)) ++n;
+  }
+  return n;
+}
+
+bool CublasLtGemm::autotune() const { return impl_->autotune; }
+
+int CublasLtGemm::tunings() const { return impl_->tunings.load(); }
+
+std::vector<GemmChoice> CublasLtGemm::choices() const {
+  const std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<GemmChoice> out;
+  for (const auto& [key, plan] : impl_->plans) {
+    // A ready plan's choice never changes; one being built is left out.
+    if (plan->ready.load(std::memory_order_acquire)) out.push_back(plan->choice);
+  }
+  return out;
+}
+
+std::string CublasLtGemm::describe_choices() const {
+  auto ms = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.4f ms", v);
+    return std::string(buf);
+  };
+  std::string s;
+  for (const GemmChoice& c : choices()) {
+    s += c.problem + ": heuristic #" + std::to_string(c.chosen + 1) + " of " +
+         std::to_string(c.candidates) + " (algo id " + std::to_string(c.algo_id) + ")";
+    if (c.timed) {
+      s += ", " + ms(c.chosen_ms);
+      if (c.chosen != 0) {
+        s += c.candidate_ms[0] >= 0 ? " (heuristic #1: " + ms(c.candidate_ms[0]) + ")"
+                                    : " (heuristic #1 failed)";
+      }
+    }
+    if (!c.note.empty()) s += "; " + c.note;
+    s += "\n";
+  }
+  return s;
+}
 
 std::string CublasLtGemm::version() {
   const size_t v = cublasLtGetVersion();

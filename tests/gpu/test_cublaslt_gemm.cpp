@@ -1,15 +1,21 @@
 // CublasLtGemm against an fp64 CPU reference: every input dtype, rhs transposed or not, with
 // and without bias, odd sizes, padded leading dimensions, strided batches written into a larger
 // output, alpha/beta. Outputs are poisoned with NaN first, so a missed element (or a write
-// outside the output region) shows. Skips when no GPU is visible.
+// outside the output region) shows. Autotuning (CGEMM_GEMM_AUTOTUNE): on by default, so every
+// case also runs the timing path; the Autotune* cases check it times once per key, keeps beta's
+// input intact, and is shared safely by threads on several streams. Skips when no GPU is visible.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -77,6 +83,28 @@ struct DeviceBuffer {
   char* at(size_t bytes) const { return static_cast<char*>(p) + bytes; }
 };
 
+// Sets an environment variable for a scope (CublasLtGemm reads CGEMM_GEMM_AUTOTUNE when built).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
 // Why GPU tests cannot run here, or empty when they can.
 std::string no_gpu_reason() {
   int count = 0;
@@ -129,8 +157,11 @@ class CublasLtGemmTest : public ::testing::Test {
   }
 
   // Runs the case on the GPU (`runs` times, into the same poisoned output) and checks it
-  // against the fp64 reference. Returns the output bits for further comparisons.
-  std::vector<unsigned char> run_and_check(const Case& c, CublasLtGemm& gemm, int runs = 1) {
+  // against the fp64 reference. Returns the output bits for further comparisons. `stream`:
+  // the fixture's stream unless given.
+  std::vector<unsigned char> run_and_check(const Case& c, CublasLtGemm& gemm, int runs = 1,
+                                           cudaStream_t stream = nullptr) {
+    if (stream == nullptr) stream = stream_;
     const int64_t rows = c.rows_per_block > 0 ? c.rows_per_block : c.m + c.row_offset;
     GemmTask t;
     t.m = c.m;
@@ -187,12 +218,12 @@ class CublasLtGemmTest : public ::testing::Test {
     for (int r = 0; r < runs; ++r) {
       if (r > 0) {  // poison again so every run has to write every element
         EXPECT_EQ(cudaMemcpyAsync(d_out.p, out.bits.data(), out.bits.size(), cudaMemcpyHostToDevice,
-                                  stream_),
+                                  stream),
                   cudaSuccess);
       }
-      gemm.run(t, stream_);
+      gemm.run(t, stream);
     }
-    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     std::vector<unsigned char> got(out.bits.size());
     EXPECT_EQ(cudaMemcpy(got.data(), d_out.p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
 
@@ -375,6 +406,156 @@ TEST_F(CublasLtGemmTest, CachedAndDeterministic) {
   const auto again = run_and_check(c, gemm, 3);
   EXPECT_EQ(gemm.cached_problems(), 1u);
   EXPECT_EQ(first, again);
+}
+
+// --- autotuning ---
+
+// Checks the one cached key's choice; returns whether it was timed (the heuristic may offer a
+// single candidate, and then there is nothing to time).
+bool check_choice(const CublasLtGemm& gemm) {
+  const std::vector<GemmChoice> choices = gemm.choices();
+  EXPECT_EQ(choices.size(), 1u);
+  if (choices.size() != 1) return false;
+  const GemmChoice& ch = choices[0];
+  std::cout << "  " << gemm.describe_choices();
+  EXPECT_GE(ch.candidates, 1);
+  EXPECT_LE(ch.candidates, CublasLtGemm::kCandidates);
+  EXPECT_GE(ch.chosen, 0);
+  EXPECT_LT(ch.chosen, ch.candidates);
+  EXPECT_EQ(ch.candidate_ms.size(), static_cast<size_t>(ch.candidates));
+  if (ch.candidates < 2) {
+    EXPECT_FALSE(ch.timed);
+    EXPECT_EQ(gemm.tunings(), 0);
+    return false;
+  }
+  EXPECT_TRUE(ch.timed) << ch.note;
+  EXPECT_EQ(gemm.tunings(), 1);
+  EXPECT_GT(ch.chosen_ms, 0.0);
+  // The chosen one is the fastest that ran.
+  for (const double ms : ch.candidate_ms) {
+    if (ms >= 0) {
+      EXPECT_LE(ch.chosen_ms, ms);
+    }
+  }
+  EXPECT_EQ(ch.candidate_ms[static_cast<size_t>(ch.chosen)], ch.chosen_ms);
+  return ch.timed;
+}
+
+// The first call times the candidates; later calls (same key) reuse the choice: no second
+// tuning, same algorithm, identical bits, still matching the reference.
+TEST_F(CublasLtGemmTest, AutotuneTimesOnceAndReusesTheChoice) {
+  const ScopedEnv env("CGEMM_GEMM_AUTOTUNE", "1");
+  Case c;
+  c.m = 256;
+  c.n = 512;
+  c.k = 384;
+  c.bias = true;
+  CublasLtGemm gemm("test");
+  EXPECT_TRUE(gemm.autotune());
+  const auto first = run_and_check(c, gemm, 1);
+  check_choice(gemm);
+  const std::vector<GemmChoice> before = gemm.choices();
+  const int tunings = gemm.tunings();
+  const auto again = run_and_check(c, gemm, 3);
+  EXPECT_EQ(gemm.tunings(), tunings) << "the second call tuned again";
+  EXPECT_EQ(gemm.cached_problems(), 1u);
+  const std::vector<GemmChoice> after = gemm.choices();
+  ASSERT_EQ(after.size(), 1u);
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_EQ(after[0].chosen, before[0].chosen);
+  EXPECT_EQ(after[0].chosen_ms, before[0].chosen_ms);
+  EXPECT_EQ(first, again);
+  // A new shape is a new key: tuned once more.
+  Case d = c;
+  d.n = 256;
+  run_and_check(d, gemm, 2);
+  EXPECT_EQ(gemm.cached_problems(), 2u);
+  EXPECT_LE(gemm.tunings(), tunings + 1);
+}
+
+// beta != 0 reads the output: timing must use a scratch output (with the ldc padding and batch
+// stride of the real one), so the result still is alpha * A B + beta * C_old + bias.
+TEST_F(CublasLtGemmTest, AutotuneWithBetaKeepsTheOutputsMeaning) {
+  const ScopedEnv env("CGEMM_GEMM_AUTOTUNE", "1");
+  for (const DType out : {DType::kBFloat16, DType::kFloat32}) {
+    Case c;
+    c.in = DType::kBFloat16;
+    c.out = out;
+    c.m = 48;
+    c.n = 96;
+    c.k = 128;
+    c.batch = 3;
+    c.rows_per_block = 64;
+    c.row_offset = 8;
+    c.ldc_pad = 16;
+    c.alpha = 0.5f;
+    c.beta = 1.5f;
+    c.bias = true;
+    CublasLtGemm gemm("test");
+    run_and_check(c, gemm, 1);
+    check_choice(gemm);
+    const int tunings = gemm.tunings();
+    run_and_check(c, gemm, 2);
+    EXPECT_EQ(gemm.tunings(), tunings);
+  }
+}
+
+// CGEMM_GEMM_AUTOTUNE=0: heuristic #1, nothing timed.
+TEST_F(CublasLtGemmTest, AutotuneOffUsesHeuristicFirst) {
+  const ScopedEnv env("CGEMM_GEMM_AUTOTUNE", "0");
+  Case c;
+  c.m = 256;
+  c.n = 512;
+  c.k = 384;
+  CublasLtGemm gemm("test");
+  EXPECT_FALSE(gemm.autotune());
+  run_and_check(c, gemm, 2);
+  EXPECT_EQ(gemm.tunings(), 0);
+  const std::vector<GemmChoice> choices = gemm.choices();
+  ASSERT_EQ(choices.size(), 1u);
+  EXPECT_EQ(choices[0].chosen, 0);
+  EXPECT_FALSE(choices[0].timed);
+  EXPECT_LT(choices[0].chosen_ms, 0.0);
+  EXPECT_NE(choices[0].note.find("CGEMM_GEMM_AUTOTUNE"), std::string::npos) << choices[0].note;
+}
+
+// One instance, three host threads on three streams, the same new key at once (as the runtime's
+// compute streams): the key is tuned once and every stream gets the same, correct bits.
+TEST_F(CublasLtGemmTest, AutotuneSharedByThreadsOnSeveralStreams) {
+  const ScopedEnv env("CGEMM_GEMM_AUTOTUNE", "1");
+  Case c;
+  c.m = 512;
+  c.n = 384;
+  c.k = 256;
+  c.bias = true;
+  CublasLtGemm gemm("test");
+  constexpr int kThreads = 3;
+  std::vector<cudaStream_t> streams(kThreads, nullptr);
+  for (cudaStream_t& s : streams) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    gemm.add_stream(s);
+  }
+  std::vector<std::vector<unsigned char>> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      if (cudaSetDevice(0) != cudaSuccess) {
+        ADD_FAILURE() << "cudaSetDevice in thread " << i;
+        return;
+      }
+      try {
+        results[static_cast<size_t>(i)] =
+            run_and_check(c, gemm, 2, streams[static_cast<size_t>(i)]);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "thread " << i << ": " << e.what();
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (cudaStream_t s : streams) cudaStreamDestroy(s);
+  EXPECT_EQ(gemm.cached_problems(), 1u);
+  check_choice(gemm);  // one key, tuned at most once
+  for (int i = 1; i < kThreads; ++i) EXPECT_EQ(results[static_cast<size_t>(i)], results[0]);
 }
 
 TEST_F(CublasLtGemmTest, RejectsInvalidTasks) {

@@ -13,28 +13,65 @@
 // rejected; NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION is already read (as in Transformer
 // Engine: set to 1 to use the split accumulator, i.e. no CUBLASLT_MATMUL_DESC_FAST_ACCUM).
 //
-// Algorithms: the cuBLASLt heuristic is asked once per problem key (shapes, dtypes, layouts,
-// strides, batch, epilogue, pointer alignments) for up to kCandidates algorithms; later calls
-// with the same key reuse the chosen one. Workspace: one per stream, 32 MiB on compute
-// capability >= 9.0 (as cuBLAS recommends for Hopper), 4 MiB below.
+// Algorithms: per problem key (shapes, dtypes, layouts, strides, batch, epilogue, beta != 0,
+// pointer alignments) the cuBLASLt heuristic is asked once for up to kCandidates algorithms.
+// With autotuning on (the default), the first call for a key then TIMES every candidate on the
+// real problem, on the call's stream, with CUDA events: 1 warm-up and kTimedRuns timed runs
+// each, median of the timed runs; the fastest candidate (ties: the heuristic's order) is cached
+// and every later call with that key uses it without timing again. Candidates whose
+// cublasLtMatmul returns an error are skipped; if every one fails, the call throws as before.
+// Timing writes into the real output when beta == 0 (its old contents are not read, and the
+// real GEMM follows on the same stream), and into a scratch output of the same extent
+// (cudaMallocAsync on the stream, freed after) when beta != 0, so the output keeps its meaning.
+// Heuristic #1 is used untimed when: CGEMM_GEMM_AUTOTUNE=0 (also "false", "off", "no"), the
+// heuristic offers one candidate, the stream is being captured into a CUDA graph, or the
+// scratch output cannot be allocated. That choice is final for the key as well.
 //
-// Not thread-safe: one host thread issues all GEMMs of an instance. Needs the device that was
-// current at construction to be current at every call. Errors: cgemm::Error naming the
-// cuBLAS status (cublasLtGetStatusName), the call and the problem's shapes.
+// COST: the first call for a new key is slower and BLOCKING: it enqueues (1 + kTimedRuns) x
+// candidates GEMMs and then waits on the host until they are done, i.e. for everything queued
+// on that stream before it (other streams are not synchronized). Do it in a warm-up run.
+// Concurrent work on other streams (communication) is running during the timing, as in the
+// real run; small GEMMs whose candidates differ by less than the noise may pick any of them.
+// choices() / describe_choices() report the choice and the measured times per key.
+//
+// Workspace: one per stream, 32 MiB on compute capability >= 9.0 (as cuBLAS recommends for
+// Hopper), 4 MiB below; timing uses the stream's own workspace.
+//
+// Threads: run() may be called from several host threads at once, on different streams (each
+// thread with the construction device current). The key cache and the workspaces are guarded by
+// a mutex; a key is built and tuned once, under its own lock (a second thread with the same new
+// key waits for the choice; other keys go on). A GEMM with a fused bias sets the bias pointer in
+// the key's shared descriptor, so its launch holds that key's lock for the cublasLtMatmul call;
+// other launches hold no lock. Errors: cgemm::Error naming the cuBLAS status
+// (cublasLtGetStatusName), the call and the problem's shapes.
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cgemm/gemm/gemm_task.hpp"
 
 namespace cgemm {
 
+/// How one problem key's algorithm was chosen (for reports).
+struct GemmChoice {
+  std::string problem;    // the (batch-folded) problem, as error messages name it
+  int candidates = 0;     // algorithms the heuristic offered (at most kCandidates)
+  int chosen = 0;         // the one in use, by heuristic rank: 0 = heuristic #1
+  int algo_id = -1;       // its cuBLASLt algorithm id (CUBLASLT_ALGO_CONFIG_ID), -1 if unknown
+  bool timed = false;     // chosen by timing; false: heuristic #1, see `note`
+  double chosen_ms = -1;  // median time of the chosen one; -1 when not timed
+  std::vector<double> candidate_ms;  // median per candidate by rank; -1: failed (or not timed)
+  std::string note;                  // why not timed, or what failed
+};
+
 class CublasLtGemm {
  public:
-  static constexpr int kCandidates = 8;  // heuristic results kept per key (for later tuning)
+  static constexpr int kCandidates = 8;  // heuristic results asked for and timed per key
+  static constexpr int kTimedRuns = 3;   // timed runs per candidate (after 1 warm-up)
 
   /// Uses the current CUDA device. `where` prefixes every error message (e.g. "rank 3").
   explicit CublasLtGemm(std::string where = {});
@@ -51,7 +88,17 @@ class CublasLtGemm {
 
   size_t workspace_bytes() const;  // per stream
   bool fp8_fast_accumulation() const;
-  size_t cached_problems() const;  // distinct keys seen so far
+  size_t cached_problems() const;  // distinct keys with a chosen algorithm so far
+
+  /// Whether the first call of a key times the candidates (CGEMM_GEMM_AUTOTUNE, read at
+  /// construction: unset or anything but "0"/"false"/"off"/"no" means on).
+  bool autotune() const;
+  /// Keys that were tuned by timing so far (each key at most once).
+  int tunings() const;
+  /// One entry per cached key (in key order): the chosen algorithm and its measured time.
+  std::vector<GemmChoice> choices() const;
+  /// choices() as text, one line per key.
+  std::string describe_choices() const;
 
   /// "cuBLASLt 13.1.0" (the library loaded at run time).
   static std::string version();
