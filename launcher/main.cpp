@@ -22,6 +22,7 @@
 #include "cgemm/runtime/plan.hpp"
 #include "check.hpp"
 #include "run_config.hpp"
+#include "trace_writer.hpp"
 
 namespace cgemm::launcher {
 namespace {
@@ -71,7 +72,8 @@ double median(std::vector<double> v) {
 }
 
 /// Times `body` once per iteration; each sample is the slowest rank's time.
-std::vector<double> time_iterations(Backend& be, int iterations, const std::function<void()>& body) {
+std::vector<double> time_iterations(Backend& be, int iterations,
+                                    const std::function<void()>& body) {
   std::vector<double> samples;
   for (int i = 0; i < iterations; ++i) {
     be.synchronize();
@@ -95,7 +97,8 @@ struct Buffer {
 nlohmann::json shape_json(const Shape& s) { return nlohmann::json(s); }
 
 /// Runs one GEMM of the block; returns its report entry.
-nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size_t index) {
+nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size_t index,
+                        std::vector<TraceSpan>& trace) {
   Backend& be = ctx.backend();
   const GemmDesc& d = plan.desc();
   const std::string tag = "[" + std::to_string(index + 1) + "/" + std::to_string(cfg.gemms.size()) +
@@ -104,31 +107,38 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
   const int64_t lhs_n = num_elements(plan.lhs_local()), rhs_n = num_elements(plan.rhs_local());
   const int64_t bias_n = d.bias_shape ? num_elements(plan.bias_local()) : 0;
   const int64_t out_n = num_elements(plan.out_local());
-  Buffer lhs(be, static_cast<size_t>(lhs_n) * in_size), rhs(be, static_cast<size_t>(rhs_n) * in_size),
+  Buffer lhs(be, static_cast<size_t>(lhs_n) * in_size),
+      rhs(be, static_cast<size_t>(rhs_n) * in_size),
       bias(be, static_cast<size_t>(std::max<int64_t>(bias_n, 1)) * out_size),
-      out(be, static_cast<size_t>(out_n) * out_size), ref(be, static_cast<size_t>(out_n) * out_size);
+      out(be, static_cast<size_t>(out_n) * out_size),
+      ref(be, static_cast<size_t>(out_n) * out_size);
   const uint64_t seed = cfg.seed + 1000 * index;
-  be.fill_normal(lhs.p, d.dtype, d.lhs_shape, plan.lhs_local(), plan.lhs_offset(), seed + 1, cfg.std);
-  be.fill_normal(rhs.p, d.dtype, d.rhs_shape, plan.rhs_local(), plan.rhs_offset(), seed + 2, cfg.std);
+  be.fill_normal(lhs.p, d.dtype, d.lhs_shape, plan.lhs_local(), plan.lhs_offset(), seed + 1,
+                 cfg.std);
+  be.fill_normal(rhs.p, d.dtype, d.rhs_shape, plan.rhs_local(), plan.rhs_offset(), seed + 2,
+                 cfg.std);
   if (bias_n > 0) {
     be.fill_normal(bias.p, d.out_dtype, *d.bias_shape, plan.bias_local(), plan.bias_offset(),
                    seed + 3, cfg.std);
   }
   const void* bias_p = bias_n > 0 ? bias.p : nullptr;
-  const auto overlapped = [&] { plan.execute(lhs.p, rhs.p, bias_p, out.p); };
+  const auto overlapped = [&] { plan.execute_overlapped(lhs.p, rhs.p, bias_p, out.p); };
   const auto reference = [&] { plan.execute_reference(lhs.p, rhs.p, bias_p, ref.p); };
 
-  say(tag + "lhs " + shape_str(d.lhs_shape) + " -> local " + shape_str(plan.lhs_local()) + ", rhs " +
-      shape_str(d.rhs_shape) + " -> " + shape_str(plan.rhs_local()) + ", out " +
+  say(tag + "lhs " + shape_str(d.lhs_shape) + " -> local " + shape_str(plan.lhs_local()) +
+      ", rhs " + shape_str(d.rhs_shape) + " -> " + shape_str(plan.rhs_local()) + ", out " +
       shape_str(plan.out_global()) + " -> " + shape_str(plan.out_local()));
   say(tag + "schedule: " + plan.schedule_summary());
   say(tag + "warm-up " + std::to_string(cfg.warmup) + ", then " + std::to_string(cfg.iterations) +
       " timed iterations of each path");
+  // execute() makes the overlap policy's choice on its first call (auto: times both paths).
+  plan.execute(lhs.p, rhs.p, bias_p, out.p);
   for (int i = 0; i < cfg.warmup; ++i) {
     overlapped();
     reference();
   }
   be.synchronize();
+  say(tag + "execute() path: " + plan.path_summary());
   const auto t_over = time_iterations(be, cfg.iterations, overlapped);
   const auto t_ref = time_iterations(be, cfg.iterations, reference);
   const double med_over = median(t_over), med_ref = median(t_ref);
@@ -148,6 +158,8 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
   j["out_spec"] = spec_str(plan.sharding().out);
   j["schedule"] = plan.schedule_summary();
   j["transport"] = be.transport();
+  j["path"] = plan.path_summary();
+  j["uses_overlap"] = plan.uses_overlap();
   j["overlapped_ms"] = med_over;
   j["reference_ms"] = med_ref;
   j["overlapped_samples_ms"] = t_over;
@@ -155,9 +167,10 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
   j["speedup"] = med_over > 0 ? med_ref / med_over : 0.0;
   j["tflops_per_rank"] = tflops;
   char line[256];
-  std::snprintf(line, sizeof(line),
-                "overlapped %.3f ms | non-overlapped %.3f ms | speed-up %.2fx | %.2f TFLOP/s per rank",
-                med_over, med_ref, med_over > 0 ? med_ref / med_over : 0.0, tflops);
+  std::snprintf(
+      line, sizeof(line),
+      "overlapped %.3f ms | non-overlapped %.3f ms | speed-up %.2fx | %.2f TFLOP/s per rank",
+      med_over, med_ref, med_over > 0 ? med_ref / med_over : 0.0, tflops);
   say(tag + line);
 
   if (cfg.check) {
@@ -177,8 +190,12 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
     MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, errs, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     const bool pass = counts[1] == 0 && counts[0] > 0;
-    j["check"] = {{"compared", counts[0]}, {"failures", counts[1]}, {"max_abs_error", errs[0]},
-                  {"max_rel_error", errs[1]}, {"rtol", tol.rtol}, {"atol", tol.atol},
+    j["check"] = {{"compared", counts[0]},
+                  {"failures", counts[1]},
+                  {"max_abs_error", errs[0]},
+                  {"max_rel_error", errs[1]},
+                  {"rtol", tol.rtol},
+                  {"atol", tol.atol},
                   {"passed", pass}};
     std::snprintf(line, sizeof(line),
                   "check %s: %lld elements compared, %lld failures, max abs err %.3g, max rel err "
@@ -186,6 +203,16 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
                   pass ? "PASSED" : "FAILED", static_cast<long long>(counts[0]),
                   static_cast<long long>(counts[1]), errs[0], errs[1], tol.rtol, tol.atol);
     say(tag + line);
+  }
+  if (!cfg.trace.empty()) {
+    // One more overlapped call, traced; ranks start together so their timelines line up.
+    be.synchronize();
+    MPI_Barrier(MPI_COMM_WORLD);
+    be.set_tracing(true);
+    overlapped();
+    std::vector<TraceSpan> spans = be.take_trace();
+    be.set_tracing(false);
+    for (TraceSpan& s : spans) trace.push_back(std::move(s));
   }
   return j;
 }
@@ -258,20 +285,50 @@ int run(int argc, char** argv) {
   nlohmann::json report;
   report["config"] = to_ini(cfg);
   report["world_size"] = world;
-  report["mesh"] = {{"dp", comms.dp()}, {"tp", comms.tp()}, {"tp_groups", comms.tp_groups()},
+  report["mesh"] = {{"dp", comms.dp()},
+                    {"tp", comms.tp()},
+                    {"tp_groups", comms.tp_groups()},
                     {"dp_groups", comms.dp_groups()}};
   report["backend"] = ctx->backend().name();
   report["transport"] = ctx->backend().transport();
   report["backend_details"] = ctx->backend().describe();
   bool all_passed = true;
+  std::vector<TraceSpan> trace;
   try {
     for (size_t i = 0; i < plans.size(); ++i) {
-      nlohmann::json j = run_gemm(*ctx, *plans[i], cfg, i);
+      std::vector<TraceSpan> spans;
+      nlohmann::json j = run_gemm(*ctx, *plans[i], cfg, i, spans);
       if (j.contains("check") && !j["check"]["passed"].get<bool>()) all_passed = false;
       report["gemms"].push_back(j);
+      // GEMMs of the block follow one another on the timeline.
+      const double shift = trace.empty() ? 0.0 : trace.back().end_ms + 0.05;
+      for (TraceSpan& s : spans) {
+        s.start_ms += shift;
+        s.end_ms += shift;
+        trace.push_back(std::move(s));
+      }
     }
   } catch (const std::exception& e) {
     abort_job(e.what());
+  }
+  if (!cfg.trace.empty()) {
+    std::string terr;
+    const auto traces = gather_traces(trace, MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+      try {
+        const int lane = std::min(cfg.overlap.num_max_streams, ctx->backend().num_streams());
+        write_chrome_trace(cfg.trace, traces, lane);
+        write_svg_timeline(cfg.trace + ".svg", traces, lane,
+                           "cgemm overlapped collective GEMMs: " + std::to_string(world) +
+                               " ranks, dp " + std::to_string(comms.dp()) + " x tp " +
+                               std::to_string(comms.tp()) + ", " + ctx->backend().name() +
+                               " backend, transport " + ctx->backend().transport());
+        say("trace written to " + cfg.trace + " (Chrome trace JSON) and " + cfg.trace + ".svg");
+      } catch (const std::exception& e) {
+        terr = e.what();
+      }
+    }
+    if (any_rank_failed(terr)) return kExitUsage;
   }
   report["checked"] = cfg.check;
   report["passed"] = all_passed;
@@ -285,8 +342,10 @@ int run(int argc, char** argv) {
       std::ofstream f(cfg.report);
       f << report.dump(2) << "\n";
       f.close();
-      if (!f) werr = "cannot write the report to '" + cfg.report + "'";
-      else say("report written to " + cfg.report);
+      if (!f)
+        werr = "cannot write the report to '" + cfg.report + "'";
+      else
+        say("report written to " + cfg.report);
     }
     if (any_rank_failed(werr)) return kExitUsage;
   }

@@ -166,9 +166,18 @@ Descriptions make_descriptions() {
        "auto | cpu | cuda; auto picks cuda when this cgemm has CUDA and the rank sees a GPU, "
        "else cpu")
       ("report", po::value<std::string>()->value_name("FILE"),
-       "write the results and the resolved options as JSON to this file [path; default: none]");
+       "write the results and the resolved options as JSON to this file [path; default: none]")
+      ("trace", po::value<std::string>()->value_name("FILE"),
+       "record one extra overlapped call of each GEMM on every rank (every GEMM chunk, "
+       "transfer, reorder and partial sum) and write it as Chrome trace-event JSON to FILE "
+       "(open in Perfetto) and as an SVG timeline to FILE.svg [path; default: none]");
 
   d.overlap.add_options()
+      ("overlap", po::value<std::string>()->value_name("P")
+                      ->default_value(overlap_policy_name(ov.policy)),
+       "auto | on | off: whether execute() overlaps; auto times both paths on a plan's first "
+       "call and keeps the faster (the sequential path where chunks are too small to pay). "
+       "cgemm-run checks and times the overlapped schedule whatever this says")
       ("num_max_streams", int_value<int>("N", ov.num_max_streams),
        "GEMM (compute) streams a collective GEMM may use; shapes the schedule on both "
        "backends [streams]")
@@ -499,9 +508,16 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
     r.fail("backend", backend_text, e.what());
   }
   if (vm.count("report")) cfg.report = r.get<std::string>("report");
+  if (vm.count("trace")) cfg.trace = r.get<std::string>("trace");
 
   // overlap
   OverlapOptions& ov = cfg.overlap;
+  const auto policy_text = r.get<std::string>("overlap");
+  try {
+    ov.policy = parse_overlap_policy(policy_text);
+  } catch (const Error& e) {
+    r.fail("overlap", policy_text, e.what());
+  }
   ov.num_max_streams = r.at_least<int>("num_max_streams", 1, "must be at least 1 [streams]");
   ov.compute_stream_priority =
       r.at_least<int>("compute_stream_priority", 0, "must be 0 (highest) or more");
@@ -672,9 +688,15 @@ std::string to_ini(const RunConfig& cfg) {
   } else {
     out << "report = " << cfg.report << "\n";
   }
+  if (cfg.trace.empty()) {
+    out << "# trace = (none)\n";
+  } else {
+    out << "trace = " << cfg.trace << "\n";
+  }
 
   const OverlapOptions& ov = cfg.overlap;
   out << "\n# Overlap\n";
+  out << "overlap = " << overlap_policy_name(ov.policy) << "\n";
   out << "num_max_streams = " << ov.num_max_streams << "\n";
   out << "compute_stream_priority = " << ov.compute_stream_priority << "\n";
   out << "communication_stream_priority = " << ov.communication_stream_priority << "\n";

@@ -15,10 +15,10 @@ namespace cgemm::launcher {
 /// One GEMM of the block: x [batch, seq, hidden_in] @ w [hidden_in, hidden_out] (+ bias),
 /// with the collective it is fused with (the standard tensor-sequence-parallel layouts).
 struct GemmSpec {
-  std::string name;            // e.g. "up_proj"
+  std::string name;  // e.g. "up_proj"
   CollectiveOp collective = CollectiveOp::kAllGather;
-  int64_t hidden_in = 0;       // K
-  int64_t hidden_out = 0;      // N
+  int64_t hidden_in = 0;   // K
+  int64_t hidden_out = 0;  // N
 };
 
 struct RunConfig {
@@ -40,6 +40,7 @@ struct RunConfig {
   bool check = true;
   BackendKind backend = BackendKind::kAuto;
   std::string report;  // JSON report path; empty: none
+  std::string trace;   // trace path (Chrome JSON; FILE.svg beside it); empty: none
   OverlapOptions overlap;
   std::string config_file;  // the --config given, for the report
 };

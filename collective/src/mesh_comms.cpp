@@ -29,9 +29,9 @@ MeshComms::MeshComms(MPI_Comm world, int dp, int tp) : dp_(dp), tp_(tp) {
   // Colour by dp_rank: consecutive ranks form a TP group; key keeps tp_rank order.
   check_mpi(MPI_Comm_split(world_, dp_rank(), tp_rank(), &tp_comm_), "MPI_Comm_split(tp)");
   check_mpi(MPI_Comm_split(world_, tp_rank(), dp_rank(), &dp_comm_), "MPI_Comm_split(dp)");
-  check_mpi(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL,
-                                &node_comm_),
-            "MPI_Comm_split_type(shared)");
+  check_mpi(
+      MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node_comm_),
+      "MPI_Comm_split_type(shared)");
   check_mpi(MPI_Comm_rank(node_comm_, &local_rank_), "MPI_Comm_rank(node)");
   check_mpi(MPI_Comm_size(node_comm_, &local_size_), "MPI_Comm_size(node)");
 

@@ -29,9 +29,9 @@ int64_t MpiTransport::start(const void* src, int send_peer, void* dst, int recv_
     check_mpi(MPI_Irecv(static_cast<char*>(dst) + off, n, MPI_BYTE, recv_peer, tag, comm_, &r),
               "MPI_Irecv");
     p.requests.push_back(r);
-    check_mpi(MPI_Isend(static_cast<const char*>(src) + off, n, MPI_BYTE, send_peer, tag, comm_,
-                        &r),
-              "MPI_Isend");
+    check_mpi(
+        MPI_Isend(static_cast<const char*>(src) + off, n, MPI_BYTE, send_peer, tag, comm_, &r),
+        "MPI_Isend");
     p.requests.push_back(r);
   }
   pending_.push_back(std::move(p));
@@ -45,9 +45,9 @@ void MpiTransport::wait(int64_t handle) {
     throw Error("MpiTransport::wait: unknown or already completed exchange " +
                 std::to_string(handle));
   }
-  check_mpi(MPI_Waitall(static_cast<int>(it->requests.size()), it->requests.data(),
-                        MPI_STATUSES_IGNORE),
-            "MPI_Waitall");
+  check_mpi(
+      MPI_Waitall(static_cast<int>(it->requests.size()), it->requests.data(), MPI_STATUSES_IGNORE),
+      "MPI_Waitall");
   pending_.erase(it);
 }
 

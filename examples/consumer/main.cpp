@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
         y(cgemm::num_elements(plan.out_local())), y_ref(y.size());
     be.fill_normal(x.data(), d.dtype, d.lhs_shape, plan.lhs_local(), plan.lhs_offset(), 1, 1.0f);
     be.fill_normal(w.data(), d.dtype, d.rhs_shape, plan.rhs_local(), plan.rhs_offset(), 2, 1.0f);
-    be.fill_normal(b.data(), d.dtype, *d.bias_shape, plan.bias_local(), plan.bias_offset(), 3, 1.0f);
+    be.fill_normal(b.data(), d.dtype, *d.bias_shape, plan.bias_local(), plan.bias_offset(), 3,
+                   1.0f);
     for (int step = 0; step < 3; ++step) plan.execute(x.data(), w.data(), b.data(), y.data());
     plan.execute_reference(x.data(), w.data(), b.data(), y_ref.data());
     double worst = 0.0;

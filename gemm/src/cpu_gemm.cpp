@@ -95,8 +95,8 @@ void cpu_gemm(const GemmTask& t) {
   const size_t in_size = dtype_size(t.in_dtype);
   const size_t out_size = dtype_size(t.out_dtype);
   for (int64_t bi = 0; bi < t.batch; ++bi) {
-    const char* lhs = static_cast<const char*>(t.lhs) +
-                      static_cast<size_t>(bi * t.lhs_batch_stride) * in_size;
+    const char* lhs =
+        static_cast<const char*>(t.lhs) + static_cast<size_t>(bi * t.lhs_batch_stride) * in_size;
     char* out = static_cast<char*>(t.out) + static_cast<size_t>(bi * t.out_batch_stride) * out_size;
     load_block(lhs, t.in_dtype, t.m, t.k, t.lda, a);
     c.assign(static_cast<size_t>(t.m * t.n), 0.0f);

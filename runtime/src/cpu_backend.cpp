@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "cgemm/collective/mpi_transport.hpp"
@@ -100,8 +101,8 @@ class CpuBackend final : public Backend {
         row[static_cast<size_t>(j)] =
             numeric::normal_value(seed, static_cast<uint64_t>(flat + j), std);
       }
-      convert_from_float(row.data(), static_cast<char*>(dst) + static_cast<size_t>(r) *
-                                                                   row.size() * esize,
+      convert_from_float(row.data(),
+                         static_cast<char*>(dst) + static_cast<size_t>(r) * row.size() * esize,
                          dtype, local.back());
       for (size_t d = nd - 1; d-- > 0;) {  // next row: odometer over dims 0..nd-2
         if (++idx[d] < local[d]) break;
@@ -114,21 +115,30 @@ class CpuBackend final : public Backend {
     convert_from_float(nan.data(), dst, dtype, count);
   }
 
-  void gemm(const GemmTask& task, int) override {
-    cpu_gemm(task);
+  void gemm(const GemmTask& task, int stream) override {
+    traced("gemm", task.label ? task.label : "gemm", stream, [&] { cpu_gemm(task); });
     transport_.progress();  // let in-flight ring transfers move between chunks
   }
   void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
-               DType dtype, int) override {
-    apply_reorder(kind, shape, dp_size, comms_.tp(), src, dst, dtype_size(dtype));
+               DType dtype, int stream) override {
+    traced("reorder",
+           kind == ReorderKind::kTpspLeading ? "reorder tpsp-leading" : "reorder dp-leading",
+           stream,
+           [&] { apply_reorder(kind, shape, dp_size, comms_.tp(), src, dst, dtype_size(dtype)); });
   }
   void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                     const void* bias, int64_t bias_len, void* out, DType out_dtype,
-                    int) override {
+                    int stream) override {
+    traced("reduce", "sum " + std::to_string(parts.size()) + " partial(s)", stream,
+           [&] { sum(parts, part_dtype, count, bias, bias_len, out, out_dtype); });
+  }
+  void sum(std::span<const void* const> parts, DType part_dtype, int64_t count, const void* bias,
+           int64_t bias_len, void* out, DType out_dtype) {
     std::vector<float> acc(static_cast<size_t>(count), 0.0f), tmp(static_cast<size_t>(count));
     for (const void* p : parts) {
       convert_to_float(p, part_dtype, tmp.data(), count);
-      for (int64_t i = 0; i < count; ++i) acc[static_cast<size_t>(i)] += tmp[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < count; ++i)
+        acc[static_cast<size_t>(i)] += tmp[static_cast<size_t>(i)];
     }
     if (bias != nullptr) {
       std::vector<float> b(static_cast<size_t>(bias_len));
@@ -152,17 +162,29 @@ class CpuBackend final : public Backend {
                                          static_cast<char*>(x.dst->local) + x.recv_offset,
                                          x.recv_peer, x.bytes));
     }
-    groups_[next_token_] = std::move(handles);
+    groups_[next_token_] = {std::move(handles),
+                            group.empty() || !group[0].label ? "exchange" : group[0].label,
+                            now_ms()};
     return next_token_++;
   }
   void wait_exchange(ExchangeToken token, int) override {
     auto it = groups_.find(token);
-    if (it == groups_.end()) throw Error("cpu backend: unknown exchange " + std::to_string(token));
-    for (int64_t h : it->second) transport_.wait(h);
+    if (it == groups_.end()) {
+      if (token >= 0 && token < next_token_) return;  // already waited: complete
+      throw Error("cpu backend: unknown exchange " + std::to_string(token));
+    }
+    for (int64_t h : it->second.handles) transport_.wait(h);
+    // On the CPU a transfer is known to be done only when waited: the span ends there.
+    if (tracing_) {
+      spans_.push_back({it->second.name, "transfer", num_streams(), it->second.start_ms, now_ms()});
+    }
     groups_.erase(it);
   }
 
-  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int) override {
+  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream) override {
+    traced("collective", "all-gather", stream, [&] { all_gather_now(src, dst, bytes_per_rank); });
+  }
+  void all_gather_now(const void* src, void* dst, size_t bytes_per_rank) {
     if (bytes_per_rank > static_cast<size_t>(std::numeric_limits<int>::max())) {
       throw Error("cpu backend: all-gather of " + std::to_string(bytes_per_rank) +
                   " bytes per rank exceeds MPI's int count");
@@ -172,7 +194,11 @@ class CpuBackend final : public Backend {
               "MPI_Allgather");
   }
   void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
-                      int) override {
+                      int stream) override {
+    traced("collective", "reduce-scatter", stream,
+           [&] { reduce_scatter_now(src, dst, dtype, count_per_rank); });
+  }
+  void reduce_scatter_now(const void* src, void* dst, DType dtype, int64_t count_per_rank) {
     // MPI has no bf16/fp16 sum: reduce in fp32, then round once.
     const int64_t total = count_per_rank * comms_.tp();
     std::vector<float> in(static_cast<size_t>(total)), out(static_cast<size_t>(count_per_rank));
@@ -182,7 +208,10 @@ class CpuBackend final : public Backend {
               "MPI_Reduce_scatter_block");
     convert_from_float(out.data(), dst, dtype, count_per_rank);
   }
-  void all_reduce(void* buf, DType dtype, int64_t count, int) override {
+  void all_reduce(void* buf, DType dtype, int64_t count, int stream) override {
+    traced("collective", "all-reduce", stream, [&] { all_reduce_now(buf, dtype, count); });
+  }
+  void all_reduce_now(void* buf, DType dtype, int64_t count) {
     std::vector<float> v(static_cast<size_t>(count));
     convert_to_float(buf, dtype, v.data(), count);
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
@@ -201,12 +230,46 @@ class CpuBackend final : public Backend {
     return std::chrono::duration<double, std::milli>(t1 - t0).count();
   }
 
+  void set_tracing(bool on) override {
+    tracing_ = on;
+    if (on) {
+      origin_ = std::chrono::steady_clock::now();
+      spans_.clear();
+    }
+  }
+  bool tracing() const override { return tracing_; }
+  std::vector<TraceSpan> take_trace() override { return std::exchange(spans_, {}); }
+
  private:
+  double now_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin_)
+        .count();
+  }
+  template <class F>
+  void traced(const char* category, std::string name, int lane, F&& work) {
+    if (!tracing_) {
+      work();
+      return;
+    }
+    const double start = now_ms();
+    work();
+    spans_.push_back({std::move(name), category, lane, start, now_ms()});
+  }
+
+  struct PendingExchange {
+    std::vector<int64_t> handles;
+    std::string name;
+    double start_ms = 0.0;
+  };
+
   const MeshComms& comms_;
   OverlapOptions opts_;
   MpiTransport transport_;
   std::map<void*, size_t> allocations_;
-  std::map<ExchangeToken, std::vector<int64_t>> groups_;
+  std::map<ExchangeToken, PendingExchange> groups_;
+  bool tracing_ = false;
+  std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
+  std::vector<TraceSpan> spans_;
   ExchangeToken next_token_ = 0;
   int next_id_ = 0;
 };

@@ -79,6 +79,9 @@ class CudaBackend final : public Backend {
   void join_streams(int stream) override;
   void synchronize() override;
   double time_ms(const std::function<void()>& body) override;
+  void set_tracing(bool on) override;
+  bool tracing() const override { return tracing_; }
+  std::vector<TraceSpan> take_trace() override;
 
  private:
   struct Symmetric {
@@ -108,6 +111,18 @@ class CudaBackend final : public Backend {
   cudaStream_t comm_stream_ = nullptr;
   std::vector<cudaEvent_t> stream_events_;  // one per compute stream, then the comm stream
   cudaEvent_t after_event_ = nullptr;
+  // Tracing: a pair of timing events around each traced call, resolved in take_trace().
+  struct PendingSpan {
+    std::string name;
+    const char* category;
+    int lane;
+    cudaEvent_t begin, end;
+  };
+  template <class Name, class Work>
+  void traced(const char* category, Name&& name, int lane, cudaStream_t st, Work&& work);
+  bool tracing_ = false;
+  cudaEvent_t trace_origin_ = nullptr;
+  std::vector<PendingSpan> trace_;
   cudaEvent_t timing_start_ = nullptr, timing_stop_ = nullptr;
   std::unique_ptr<CublasLtGemm> gemm_;
   std::unique_ptr<NcclTransport> nccl_;
@@ -201,7 +216,11 @@ CudaBackend::~CudaBackend() {
   for (auto& [token, e] : exchanges_) cudaEventDestroy(e);
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : stream_events_) cudaEventDestroy(e);
-  for (cudaEvent_t e : {after_event_, timing_start_, timing_stop_}) {
+  for (const PendingSpan& p : trace_) {
+    cudaEventDestroy(p.begin);
+    cudaEventDestroy(p.end);
+  }
+  for (cudaEvent_t e : {after_event_, timing_start_, timing_stop_, trace_origin_}) {
     if (e != nullptr) cudaEventDestroy(e);
   }
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
@@ -392,7 +411,12 @@ void CudaBackend::fill_nan(void* dst, DType dtype, int64_t count) {
 
 // --- compute ---
 
-void CudaBackend::gemm(const GemmTask& task, int s) { gemm_->run(task, stream(s, "gemm")); }
+void CudaBackend::gemm(const GemmTask& task, int s) {
+  cudaStream_t st = stream(s, "gemm");
+  traced(
+      "gemm", [&] { return std::string(task.label ? task.label : "gemm"); }, s, st,
+      [&] { gemm_->run(task, st); });
+}
 
 void CudaBackend::reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src,
                           void* dst, DType dtype, int s) {
@@ -410,7 +434,9 @@ void CudaBackend::reorder(ReorderKind kind, const Shape& shape, int dp_size, con
   for (size_t d = 2; d < shape.size(); ++d) rest *= shape[d];
   const int64_t m = shape[1] / tp;
   const size_t block_bytes = static_cast<size_t>(m * rest) * dtype_size(dtype);
-  check(cuda::launch_reorder(kind, shape[0], tp, block_bytes, src, dst, st), what);
+  traced(
+      "reorder", [&] { return what; }, s, st,
+      [&] { check(cuda::launch_reorder(kind, shape[0], tp, block_bytes, src, dst, st), what); });
 }
 
 void CudaBackend::sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
@@ -435,9 +461,13 @@ void CudaBackend::sum_partials(std::span<const void* const> parts, DType part_dt
   for (const void* p : parts) {
     if (p == nullptr && count > 0) fail(what + ": null part");
   }
-  check(cuda::launch_sum_partials(parts.data(), static_cast<int>(parts.size()), part_dtype, count,
-                                  bias, bias_len, out, out_dtype, st),
-        what);
+  traced(
+      "reduce", [&] { return what; }, s, st,
+      [&] {
+        check(cuda::launch_sum_partials(parts.data(), static_cast<int>(parts.size()), part_dtype,
+                                        count, bias, bias_len, out, out_dtype, st),
+              what);
+      });
 }
 
 // --- transport ---
@@ -511,11 +541,20 @@ ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int a
     check(cudaStreamWaitEvent(comm_stream_, after_event_, 0),
           "cudaStreamWaitEvent(exchange dependency)");
   }
-  if (ce_) {
-    ce_->exchange(ce_ops, comm_stream_);
-  } else {
-    nccl_->send_recv(nccl_ops, comm_stream_);
-  }
+  const auto name = [&] {
+    std::string n = group.empty() || group[0].label == nullptr ? "exchange" : group[0].label;
+    for (size_t i = 1; i < group.size(); ++i) {
+      if (group[i].label != nullptr) n += std::string(" + ") + group[i].label;
+    }
+    return n;
+  };
+  traced("transfer", name, static_cast<int>(streams_.size()), comm_stream_, [&] {
+    if (ce_) {
+      ce_->exchange(ce_ops, comm_stream_);
+    } else {
+      nccl_->send_recv(nccl_ops, comm_stream_);
+    }
+  });
   if (exchanges_.size() >= kMaxPendingExchangeEvents) recycle_completed_exchanges(false);
   cudaEvent_t e = take_event();
   check(cudaEventRecord(e, comm_stream_), "cudaEventRecord(exchange)");
@@ -535,16 +574,25 @@ void CudaBackend::wait_exchange(ExchangeToken token, int s) {
 }
 
 void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, int s) {
-  nccl_->all_gather(src, dst, bytes_per_rank, stream(s, "all_gather"));
+  cudaStream_t st = stream(s, "all_gather");
+  traced(
+      "collective", [] { return std::string("all-gather (NCCL)"); }, s, st,
+      [&] { nccl_->all_gather(src, dst, bytes_per_rank, st); });
 }
 
 void CudaBackend::reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
                                  int s) {
-  nccl_->reduce_scatter(src, dst, dtype, count_per_rank, stream(s, "reduce_scatter"));
+  cudaStream_t st = stream(s, "reduce_scatter");
+  traced(
+      "collective", [] { return std::string("reduce-scatter (NCCL)"); }, s, st,
+      [&] { nccl_->reduce_scatter(src, dst, dtype, count_per_rank, st); });
 }
 
 void CudaBackend::all_reduce(void* buf, DType dtype, int64_t count, int s) {
-  nccl_->all_reduce(buf, dtype, count, stream(s, "all_reduce"));
+  cudaStream_t st = stream(s, "all_reduce");
+  traced(
+      "collective", [] { return std::string("all-reduce (NCCL)"); }, s, st,
+      [&] { nccl_->all_reduce(buf, dtype, count, st); });
 }
 
 // --- ordering and timing ---
@@ -577,6 +625,49 @@ double CudaBackend::time_ms(const std::function<void()>& body) {
   nccl_->check_async_error();
   recycle_completed_exchanges(true);  // everything issued so far is behind the stop event
   return static_cast<double>(ms);
+}
+
+// --- tracing ---
+
+template <class Name, class Work>
+void CudaBackend::traced(const char* category, Name&& name, int lane, cudaStream_t st,
+                         Work&& work) {
+  if (!tracing_) {
+    work();
+    return;
+  }
+  PendingSpan p{name(), category, lane, nullptr, nullptr};
+  check(cudaEventCreate(&p.begin), "cudaEventCreate(trace)");
+  check(cudaEventCreate(&p.end), "cudaEventCreate(trace)");
+  check(cudaEventRecord(p.begin, st), "cudaEventRecord(trace)");
+  work();
+  check(cudaEventRecord(p.end, st), "cudaEventRecord(trace)");
+  trace_.push_back(std::move(p));
+}
+
+void CudaBackend::set_tracing(bool on) {
+  if (on) {
+    synchronize();
+    if (trace_origin_ == nullptr) check(cudaEventCreate(&trace_origin_), "cudaEventCreate(trace)");
+    check(cudaEventRecord(trace_origin_, streams_[0]), "cudaEventRecord(trace origin)");
+    check(cudaEventSynchronize(trace_origin_), "cudaEventSynchronize(trace origin)");
+  }
+  tracing_ = on;
+}
+
+std::vector<TraceSpan> CudaBackend::take_trace() {
+  synchronize();
+  std::vector<TraceSpan> out;
+  for (PendingSpan& p : trace_) {
+    float b = 0.0f, e = 0.0f;
+    check(cudaEventElapsedTime(&b, trace_origin_, p.begin), "cudaEventElapsedTime(trace)");
+    check(cudaEventElapsedTime(&e, trace_origin_, p.end), "cudaEventElapsedTime(trace)");
+    out.push_back({std::move(p.name), p.category, p.lane, b, e});
+    cudaEventDestroy(p.begin);
+    cudaEventDestroy(p.end);
+  }
+  trace_.clear();
+  return out;
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // The overlap schedules of schedule.hpp run on a Backend: written once for every backend.
 // Every rank of a TP group issues the same exchanges in the same order.
 
+#include <mpi.h>
+
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -53,9 +56,18 @@ GemmTask chunk_task(const GemmPlan::Impl& g, const void* lhs, int64_t lhs_batch_
 
 }  // namespace
 
-void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void* out) {
+void GemmPlan::execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out) {
   Impl& g = *impl_;
   Backend& be = *g.backend;
+  // Trace labels cost a string each: only made while tracing.
+  const bool tracing = be.tracing();
+  std::vector<std::string> labels;
+  const auto label = [&](const std::string& what) -> const char* {
+    if (!tracing) return nullptr;
+    labels.push_back(desc_.name + " " + what);
+    return labels.back().c_str();
+  };
+  labels.reserve(static_cast<size_t>(4 * g.tp + 4));
   if (g.has_bias && bias == nullptr) {
     throw Error("GEMM '" + desc_.name + "' was planned with a bias but got none");
   }
@@ -65,6 +77,7 @@ void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void*
     GemmTask t = chunk_task(g, lhs, 0, rhs, fused_bias, out, 0, g.out);
     t.m = g.lhs_rows;
     t.batch = 1;
+    t.label = label("gemm");
     be.gemm(t, 0);
     if (sharding_.reduce_spec) {
       be.all_reduce(out, g.out, num_elements(out_local_), 0);
@@ -112,15 +125,18 @@ void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void*
           x.recv_peer = tr.recv_peer;
           x.recv_offset = static_cast<size_t>(tr.recv_chunk) * chunk_lhs_bytes;
           x.dst = &g.ring;
+          x.label = label("chunk " + std::to_string(tr.send_chunk) + " -> rank " +
+                          std::to_string(tr.send_peer));
           group.push_back(x);
         }
         previous = be.start_exchange(group, -1);
       }
       for (int c : step.compute) {
         const int s = gemm_index++ % g.num_streams;
-        be.gemm(chunk_task(g, chunk_lhs(c), g.seq_rows * g.k, rhs, fused_bias, chunk_out(c),
-                           g.seq_total * g.n, g.out),
-                s);
+        GemmTask t = chunk_task(g, chunk_lhs(c), g.seq_rows * g.k, rhs, fused_bias, chunk_out(c),
+                                g.seq_total * g.n, g.out);
+        t.label = label("gemm chunk " + std::to_string(c));
+        be.gemm(t, s);
       }
     }
     be.join_streams(0);
@@ -143,8 +159,10 @@ void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void*
     void* partial = step.dest == g.me
                         ? at(g.ring.local, static_cast<size_t>(g.me) * chunk_out_bytes)
                         : at(g.send, static_cast<size_t>(step.dest) * chunk_out_bytes);
-    be.gemm(chunk_task(g, a, g.seq_total * g.k, rhs, nullptr, partial, g.seq_rows * g.n, g.out),
-            stream);
+    GemmTask t =
+        chunk_task(g, a, g.seq_total * g.k, rhs, nullptr, partial, g.seq_rows * g.n, g.out);
+    t.label = label("gemm partial for rank " + std::to_string(step.dest));
+    be.gemm(t, stream);
     if (step.dest != g.me) {
       Exchange x;
       x.src = partial;
@@ -154,6 +172,7 @@ void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void*
       x.recv_peer = step.recv_from;
       x.recv_offset = static_cast<size_t>(step.recv_from) * chunk_out_bytes;
       x.dst = &g.ring;
+      x.label = label("partial -> rank " + std::to_string(step.dest));
       tokens.push_back(be.start_exchange({&x, 1}, stream));
     }
   }
@@ -171,7 +190,7 @@ void GemmPlan::execute_reference(const void* lhs, const void* rhs, const void* b
   Impl& g = *impl_;
   Backend& be = *g.backend;
   if (desc_.collective == CollectiveOp::kNone) {
-    execute(lhs, rhs, bias, out);  // nothing to overlap: the plain path is the reference
+    execute_overlapped(lhs, rhs, bias, out);  // nothing to overlap: the plain path is the reference
     return;
   }
   const void* fused_bias = g.fuse_bias ? bias : nullptr;
@@ -207,7 +226,8 @@ void GemmPlan::execute_reference(const void* lhs, const void* rhs, const void* b
   }
   // reduce-scatter: the tpsp-leading reorder, one GEMM, reduce-scatter, then the bias.
   const size_t partial_bytes = static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
-  ensure(be, g.scratch2, g.scratch2_bytes, partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
+  ensure(be, g.scratch2, g.scratch2_bytes,
+         partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
   const void* a = lhs;
   if (g.strided) {
     ensure(be, g.scratch, g.scratch_bytes, lhs_bytes);
@@ -223,6 +243,111 @@ void GemmPlan::execute_reference(const void* lhs, const void* rhs, const void* b
   const void* parts[] = {reduced};
   be.sum_partials(parts, g.out, g.chunk_rows * g.n, g.has_bias ? bias : nullptr, g.n, out, g.out,
                   0);
+}
+
+void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void* out) {
+  Impl& g = *impl_;
+  if (desc_.collective != CollectiveOp::kNone && g.policy == OverlapPolicy::kAuto &&
+      !g.path_decided) {
+    decide_path(lhs, rhs, bias, out);
+  }
+  if (g.use_overlap) {
+    execute_overlapped(lhs, rhs, bias, out);
+  } else {
+    execute_reference(lhs, rhs, bias, out);
+  }
+}
+
+void GemmPlan::decide_path(const void* lhs, const void* rhs, const void* bias, void* out) {
+  // Both paths write the same result, so timing them on the caller's buffers is harmless;
+  // the call that follows writes the final output. Medians of a few runs, the slowest rank
+  // of the TP group deciding for all (the two paths run different collectives).
+  Impl& g = *impl_;
+  Backend& be = *g.backend;
+  constexpr int kRuns = 5;
+  std::vector<double> over, seq;
+  for (int i = 0; i < kRuns + 1; ++i) {
+    const double a = be.time_ms([&] { execute_overlapped(lhs, rhs, bias, out); });
+    const double b = be.time_ms([&] { execute_reference(lhs, rhs, bias, out); });
+    if (i == 0) continue;  // warm-up: first use allocates and tunes
+    over.push_back(a);
+    seq.push_back(b);
+  }
+  std::sort(over.begin(), over.end());
+  std::sort(seq.begin(), seq.end());
+  double t[2] = {over[kRuns / 2], seq[kRuns / 2]};
+  if (MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, ctx_.comms().tp_comm()) !=
+      MPI_SUCCESS) {
+    throw Error("GEMM '" + desc_.name + "': MPI_Allreduce failed while choosing the path");
+  }
+  g.auto_overlapped_ms = t[0];
+  g.auto_sequential_ms = t[1];
+  g.use_overlap = t[0] <= t[1];
+  g.path_decided = true;
+}
+
+std::string GemmPlan::path_summary() const {
+  const Impl& g = *impl_;
+  if (desc_.collective == CollectiveOp::kNone) return "plain GEMM (no collective to overlap)";
+  if (g.policy == OverlapPolicy::kAlways) return "overlapped (overlap = on)";
+  if (g.policy == OverlapPolicy::kNever) return "sequential (overlap = off)";
+  if (!g.path_decided) return "auto (decided on the first call)";
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%s (auto: overlapped %.3f ms vs sequential %.3f ms)",
+                g.use_overlap ? "overlapped" : "sequential", g.auto_overlapped_ms,
+                g.auto_sequential_ms);
+  return buf;
+}
+
+bool GemmPlan::uses_overlap() const { return impl_->use_overlap; }
+
+void GemmPlan::bench_gemm_only(const void* lhs, const void* rhs, void* out) {
+  // The whole local GEMM in one call on stream 0, on the plan's scratch where the
+  // collective would put or take its data: what the sequential path computes.
+  Impl& g = *impl_;
+  Backend& be = *g.backend;
+  GemmTask t;
+  t.in_dtype = g.in;
+  t.out_dtype = g.out;
+  t.k = g.k;
+  t.n = g.n;
+  t.lda = g.k;
+  t.rhs = rhs;
+  t.ldb = g.ldb;
+  t.rhs_transposed = g.rhs_transposed;
+  t.ldc = g.n;
+  const size_t lhs_bytes = static_cast<size_t>(g.lhs_rows * g.k) * g.in_size();
+  if (desc_.collective == CollectiveOp::kAllGather) {
+    ensure(be, g.scratch, g.scratch_bytes, lhs_bytes * static_cast<size_t>(g.tp));
+    t.lhs = g.scratch;
+    t.m = g.tp * g.lhs_rows;
+    t.out = out;
+  } else {
+    const size_t partial_bytes = static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
+    ensure(be, g.scratch2, g.scratch2_bytes,
+           partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
+    t.lhs = lhs;
+    t.m = g.lhs_rows;
+    t.out = desc_.collective == CollectiveOp::kNone ? out : g.scratch2;
+  }
+  be.gemm(t, 0);
+}
+
+void GemmPlan::bench_collective_only(const void* lhs, void* out) {
+  Impl& g = *impl_;
+  Backend& be = *g.backend;
+  const size_t lhs_bytes = static_cast<size_t>(g.lhs_rows * g.k) * g.in_size();
+  if (desc_.collective == CollectiveOp::kAllGather) {
+    ensure(be, g.scratch, g.scratch_bytes, lhs_bytes * static_cast<size_t>(g.tp));
+    be.all_gather(lhs, g.scratch, lhs_bytes, 0);
+  } else if (desc_.collective == CollectiveOp::kReduceScatter) {
+    const size_t partial_bytes = static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
+    ensure(be, g.scratch2, g.scratch2_bytes,
+           partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
+    be.reduce_scatter(g.scratch2, out, g.out, g.chunk_rows * g.n, 0);
+  } else if (sharding_.reduce_spec) {
+    be.all_reduce(out, g.out, num_elements(out_local_), 0);
+  }
 }
 
 }  // namespace cgemm

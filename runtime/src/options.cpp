@@ -17,7 +17,27 @@ constexpr std::array<std::pair<BackendKind, std::string_view>, 3> kBackends{{
     {BackendKind::kCuda, "cuda"},
 }};
 
+constexpr std::array<std::pair<OverlapPolicy, std::string_view>, 3> kPolicies{{
+    {OverlapPolicy::kAuto, "auto"},
+    {OverlapPolicy::kAlways, "on"},
+    {OverlapPolicy::kNever, "off"},
+}};
+
 }  // namespace
+
+std::string overlap_policy_name(OverlapPolicy p) {
+  for (const auto& [policy, name] : kPolicies) {
+    if (policy == p) return std::string(name);
+  }
+  return "unknown";
+}
+
+OverlapPolicy parse_overlap_policy(const std::string& name) {
+  for (const auto& [policy, n] : kPolicies) {
+    if (n == name) return policy;
+  }
+  throw Error("unknown overlap policy '" + name + "' (known: auto, on, off)");
+}
 
 std::string backend_name(BackendKind k) {
   for (const auto& [kind, name] : kBackends) {

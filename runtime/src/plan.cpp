@@ -117,8 +117,8 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
   lhs_local_ = local_shape(desc_.lhs_shape, sharding_.lhs, mesh, where + " lhs");
   rhs_local_ = local_shape(desc_.rhs_shape, sharding_.rhs, mesh, where + " rhs");
   g.has_bias = si.bias.has_value();
-  bias_local_ = g.has_bias ? local_shape(*desc_.bias_shape, sharding_.bias, mesh, where + " bias")
-                           : Shape{0};
+  bias_local_ =
+      g.has_bias ? local_shape(*desc_.bias_shape, sharding_.bias, mesh, where + " bias") : Shape{0};
   out_global_.assign(desc_.lhs_shape.begin(), desc_.lhs_shape.end() - 1);
   out_global_.push_back(desc_.rhs_shape[g.rhs_transposed ? 0 : 1]);
   out_local_ = local_shape(out_global_, sharding_.out, mesh, where + " output");
@@ -159,6 +159,8 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
   g.dp = ctx.comms().dp();
   g.num_streams = std::max(1, std::min(ctx.overlap().num_max_streams, g.backend->num_streams()));
   g.aggregate = ctx.overlap().aggregate_all_gather;
+  g.policy = ctx.overlap().policy;
+  g.use_overlap = g.policy != OverlapPolicy::kNever;
   g.in = desc_.dtype;
   g.out = desc_.out_dtype;
   g.k = lhs_local_.back();
@@ -171,15 +173,15 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
   const CollectiveOp op = desc_.collective;
   if (op == CollectiveOp::kNone) {
     if (sharding_.reduce_spec && !(sharding_.reduce_spec->is_axis(ctx.mesh_config().tpsp_axis))) {
-      throw Error(where + ": the output is reduced over " +
-                  spec_str({*sharding_.reduce_spec}) +
+      throw Error(where + ": the output is reduced over " + spec_str({*sharding_.reduce_spec}) +
                   "; the runtime all-reduces over the tensor-parallel axis only");
     }
     g.chunk_rows = g.lhs_rows;
     return;
   }
   if (lhs_nd != 3) {
-    throw Error(where + ": collective GEMMs take 3-D activations [B, S, K] (or [S, B, K]); got lhs " +
+    throw Error(where +
+                ": collective GEMMs take 3-D activations [B, S, K] (or [S, B, K]); got lhs " +
                 shape_str(desc_.lhs_shape));
   }
   // gemm.py's impl: need_reorder = not transpose_batch_sequence and not is_outer; the
@@ -233,7 +235,8 @@ Shape GemmPlan::bias_offset() const {
 
 double GemmPlan::local_flops() const {
   const Impl& g = *impl_;
-  const int64_t rows = desc_.collective == CollectiveOp::kAllGather ? g.lhs_rows * g.tp : g.lhs_rows;
+  const int64_t rows =
+      desc_.collective == CollectiveOp::kAllGather ? g.lhs_rows * g.tp : g.lhs_rows;
   return 2.0 * static_cast<double>(rows) * static_cast<double>(g.n) * static_cast<double>(g.k);
 }
 

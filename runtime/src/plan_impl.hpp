@@ -16,6 +16,12 @@ struct GemmPlan::Impl {
   int num_streams = 1;
   bool aggregate = false;
 
+  // Path choice (OverlapOptions::policy).
+  OverlapPolicy policy = OverlapPolicy::kAuto;
+  bool path_decided = false;
+  bool use_overlap = true;
+  double auto_overlapped_ms = 0.0, auto_sequential_ms = 0.0;
+
   // Flattened local GEMM: lhs rows x k, out columns n.
   int64_t k = 0, n = 0;
   int64_t lhs_rows = 0;         // rows of this rank's lhs shard
@@ -28,15 +34,15 @@ struct GemmPlan::Impl {
 
   // Placement without a reorder pass: for batch-first activations with local batch B > 1,
   // a chunk is B blocks of seq_rows rows, strided in the lhs (RS) or the output (AG).
-  bool strided = false;     // gemm.py's need_reorder and B != 1
-  int64_t batch = 1;        // B when strided
-  int64_t seq_rows = 0;     // rows of one batch block of a chunk (S / tp)
-  int64_t seq_total = 0;    // S (rows of one batch block of the full sequence)
+  bool strided = false;   // gemm.py's need_reorder and B != 1
+  int64_t batch = 1;      // B when strided
+  int64_t seq_rows = 0;   // rows of one batch block of a chunk (S / tp)
+  int64_t seq_total = 0;  // S (rows of one batch block of the full sequence)
 
   // Workspaces (backend memory), allocated on first use and reused.
-  SymmetricBuffer ring;         // AG: gathered chunks; RS: received partials
-  void* send = nullptr;         // RS: partials for the other ranks
-  void* scratch = nullptr;      // reference path
+  SymmetricBuffer ring;     // AG: gathered chunks; RS: received partials
+  void* send = nullptr;     // RS: partials for the other ranks
+  void* scratch = nullptr;  // reference path
   size_t scratch_bytes = 0;
   void* scratch2 = nullptr;
   size_t scratch2_bytes = 0;

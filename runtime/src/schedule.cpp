@@ -35,12 +35,12 @@ std::vector<AllGatherStep> all_gather_schedule(int tp, int me, bool aggregate) {
     }
     // At step i a rank forwards the chunk it computes (arrived at step i-1, or its own).
     if (i < forward) {
-      step.transfers.push_back({wrap(me + 1, tp), wrap(me - i, tp), wrap(me - 1, tp),
-                                wrap(me - i - 1, tp)});
+      step.transfers.push_back(
+          {wrap(me + 1, tp), wrap(me - i, tp), wrap(me - 1, tp), wrap(me - i - 1, tp)});
     }
     if (i < backward) {
-      step.transfers.push_back({wrap(me - 1, tp), wrap(me + i, tp), wrap(me + 1, tp),
-                                wrap(me + i + 1, tp)});
+      step.transfers.push_back(
+          {wrap(me - 1, tp), wrap(me + i, tp), wrap(me + 1, tp), wrap(me + i + 1, tp)});
     }
   }
   return out;

@@ -70,3 +70,12 @@ cgemm_add_mpi_failure_test(local_batch_not_divisible_by_dp 4 "_reorder_dp_leadin
   --dp 2 --batch 6 --collective all_gather)
 cgemm_add_mpi_failure_test(malformed_ini 2 "malformed.ini" --config ${CMAKE_CURRENT_LIST_DIR}/malformed.ini)
 cgemm_add_mpi_failure_test(missing_config 2 "no/such/file.ini" --config no/such/file.ini)
+
+# --trace writes a Chrome trace and an SVG timeline with every rank's GEMMs and transfers.
+add_test(NAME mpi_tp2_trace
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_trace.sh ${CMAKE_CURRENT_BINARY_DIR}/mpi_trace.json
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --warmup 0 --iterations 1 --seq_len 16
+          --hidden_in 32 --hidden_out 48 --batch 2 --collective reduce_scatter
+          --trace ${CMAKE_CURRENT_BINARY_DIR}/mpi_trace.json)
+set_tests_properties(mpi_tp2_trace PROPERTIES LABELS mpi TIMEOUT 60 ENVIRONMENT "${CGEMM_MPI_ENV}")

@@ -15,7 +15,8 @@
 namespace cgemm {
 namespace {
 
-std::vector<char> random_tensor(DType t, int64_t count, std::mt19937_64& rng, std::vector<double>& exact) {
+std::vector<char> random_tensor(DType t, int64_t count, std::mt19937_64& rng,
+                                std::vector<double>& exact) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> f(static_cast<size_t>(count));
   for (float& v : f) {
@@ -31,7 +32,9 @@ std::vector<char> random_tensor(DType t, int64_t count, std::mt19937_64& rng, st
   return bytes;
 }
 
-double rtol_for(DType t) { return t == DType::kFloat32 ? 1e-5 : t == DType::kBFloat16 ? 1e-2 : 2e-3; }
+double rtol_for(DType t) {
+  return t == DType::kFloat32 ? 1e-5 : t == DType::kBFloat16 ? 1e-2 : 2e-3;
+}
 
 class CpuGemmTest : public ::testing::TestWithParam<std::tuple<DType, bool, bool, int64_t>> {};
 
@@ -45,7 +48,8 @@ TEST_P(CpuGemmTest, MatchesFp64Reference) {
   auto ha = random_tensor(dtype, batch * lhs_stride, rng, a);
   auto hb = random_tensor(dtype, k * n, rng, b);
   auto hbias = random_tensor(dtype, n, rng, bias);
-  std::vector<float> nan(static_cast<size_t>(batch * out_stride), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> nan(static_cast<size_t>(batch * out_stride),
+                         std::numeric_limits<float>::quiet_NaN());
   std::vector<char> hc(nan.size() * dtype_size(dtype));
   convert_from_float(nan.data(), hc.data(), dtype, static_cast<int64_t>(nan.size()));
 
@@ -76,7 +80,8 @@ TEST_P(CpuGemmTest, MatchesFp64Reference) {
         double ref = 0.0, mag = 0.0;
         for (int64_t p = 0; p < k; ++p) {
           // rhs element (p, j): [k, n] row-major, or [n, k] when transposed.
-          const double bv = rhs_t ? b[static_cast<size_t>(j * k + p)] : b[static_cast<size_t>(p * n + j)];
+          const double bv =
+              rhs_t ? b[static_cast<size_t>(j * k + p)] : b[static_cast<size_t>(p * n + j)];
           const double av = a[static_cast<size_t>(bi * lhs_stride + i * lda + p)];
           ref += av * bv;
           mag += std::fabs(av * bv);
@@ -88,7 +93,8 @@ TEST_P(CpuGemmTest, MatchesFp64Reference) {
           mag += std::fabs(bias[static_cast<size_t>(j)]);
         }
         const double got = c[static_cast<size_t>(bi * out_stride + i * ldc + j)];
-        ASSERT_NEAR(got, ref, rtol_for(dtype) * mag + 1e-6) << "b=" << bi << " i=" << i << " j=" << j;
+        ASSERT_NEAR(got, ref, rtol_for(dtype) * mag + 1e-6)
+            << "b=" << bi << " i=" << i << " j=" << j;
       }
     }
     // The gap rows and columns between placed blocks stay untouched (still NaN).

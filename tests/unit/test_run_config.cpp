@@ -88,6 +88,8 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.check, b.check);
   EXPECT_EQ(a.backend, b.backend);
   EXPECT_EQ(a.report, b.report);
+  EXPECT_EQ(a.trace, b.trace);
+  EXPECT_EQ(a.overlap.policy, b.overlap.policy);
   EXPECT_EQ(a.overlap.num_max_streams, b.overlap.num_max_streams);
   EXPECT_EQ(a.overlap.compute_stream_priority, b.overlap.compute_stream_priority);
   EXPECT_EQ(a.overlap.communication_stream_priority, b.overlap.communication_stream_priority);
@@ -476,6 +478,9 @@ TEST_F(RunConfigTest, UnknownEnumValues) {
                   {"--collective all-gather", "all_gather"});
   expect_contains(parse_error({"--backend", "gpu"}), {"--backend gpu", "auto, cpu, cuda"});
   EXPECT_THROW(parse_backend("CUDA"), Error);
+  expect_contains(parse_error({"--overlap", "sometimes"}),
+                  {"--overlap sometimes", "auto, on, off"});
+  EXPECT_EQ(parse_config({"--overlap", "on"}).overlap.policy, OverlapPolicy::kAlways);
 }
 
 TEST_F(RunConfigTest, BadBool) {
@@ -649,6 +654,10 @@ TEST_F(RunConfigTest, ToIniRoundTripsEveryField) {
                               "cuda",
                               "--report",
                               "/tmp/report.json",
+                              "--trace",
+                              "/tmp/trace.json",
+                              "--overlap",
+                              "off",
                               "--num_max_streams",
                               "5",
                               "--compute_stream_priority",

@@ -15,7 +15,7 @@
 namespace cgemm {
 
 struct GemmTask {
-  int64_t m = 0, n = 0, k = 0;  // rows of lhs/out, columns of out, contracting size
+  int64_t m = 0, n = 0, k = 0;         // rows of lhs/out, columns of out, contracting size
   DType in_dtype = DType::kBFloat16;   // dtype of lhs and rhs
   DType out_dtype = DType::kBFloat16;  // dtype of out and bias
 
@@ -28,12 +28,15 @@ struct GemmTask {
   int64_t ldc = 0;
   const void* bias = nullptr;  // [n] of out_dtype, added to every row; nullptr: none
 
-  int64_t batch = 1;              // number of lhs/out blocks; rhs is shared by all
-  int64_t lhs_batch_stride = 0;   // elements between consecutive lhs blocks
-  int64_t out_batch_stride = 0;   // elements between consecutive out blocks
+  int64_t batch = 1;             // number of lhs/out blocks; rhs is shared by all
+  int64_t lhs_batch_stride = 0;  // elements between consecutive lhs blocks
+  int64_t out_batch_stride = 0;  // elements between consecutive out blocks
 
   float alpha = 1.0f;
   float beta = 0.0f;
+
+  const char* label =
+      nullptr;  // name of this GEMM in a trace (e.g. "up_proj chunk 1"); may be null
 
   double flops() const { return 2.0 * static_cast<double>(batch * m) * n * k; }
 };

@@ -39,9 +39,9 @@ CGEMM_HD uint16_t float_to_fp16(float f) {
   uint32_t u = float_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t absu = u & 0x7fffffffu;
-  if (absu > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (absu > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (absu >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (absu < 0x38800000u) {  // subnormal half (or zero): scale into integer range
+  if (absu < 0x38800000u) {                    // subnormal half (or zero): scale into integer range
     float a = bits_float(absu) * 16777216.0f;  // 2^24: half subnormal unit is 2^-24
     uint32_t m = static_cast<uint32_t>(a);
     float rem = a - static_cast<float>(m);

@@ -22,6 +22,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/sharding/reorder.hpp"
@@ -51,9 +52,20 @@ struct Exchange {
   int recv_peer = -1;
   size_t recv_offset = 0;
   const SymmetricBuffer* dst = nullptr;
+  const char* label = nullptr;  // name in a trace; may be null
 };
 
 using ExchangeToken = int64_t;
+
+/// One traced interval of work. Lanes 0..num_streams()-1 are the compute streams; lane
+/// num_streams() is the transport. Times are ms since set_tracing(true) on this rank.
+struct TraceSpan {
+  std::string name;
+  std::string category;  // "gemm", "transfer", "reorder", "reduce", "collective"
+  int lane = 0;
+  double start_ms = 0.0;
+  double end_ms = 0.0;
+};
 
 class Backend {
  public:
@@ -127,6 +139,14 @@ class Backend {
   /// Runs `body` (which issues work) and returns its duration in ms: wall clock on the CPU
   /// backend, CUDA events on stream 0 after joining all streams on the CUDA backend.
   virtual double time_ms(const std::function<void()>& body) = 0;
+
+  // --- tracing (off by default; off costs one branch per call) ---
+  /// On: synchronizes, sets this rank's trace origin to now and starts recording a span for
+  /// every GEMM, exchange, reorder, partial sum and collective. Off: stops recording.
+  virtual void set_tracing(bool on) = 0;
+  virtual bool tracing() const = 0;
+  /// Synchronizes and returns the spans recorded since tracing was turned on or last taken.
+  virtual std::vector<TraceSpan> take_trace() = 0;
 };
 
 }  // namespace cgemm

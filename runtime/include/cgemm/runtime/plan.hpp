@@ -19,10 +19,10 @@ namespace cgemm {
 
 struct GemmDesc {
   std::string name = "gemm";
-  Shape lhs_shape;                 // global
-  Shape rhs_shape;                 // global
-  std::optional<Shape> bias_shape;  // global [N]; nullopt: no bias
-  DType dtype = DType::kBFloat16;  // lhs, rhs
+  Shape lhs_shape;                     // global
+  Shape rhs_shape;                     // global
+  std::optional<Shape> bias_shape;     // global [N]; nullopt: no bias
+  DType dtype = DType::kBFloat16;      // lhs, rhs
   DType out_dtype = DType::kBFloat16;  // output and bias
   PartitionSpec lhs_spec, rhs_spec, bias_spec;
   ContractingDims contracting_dims{{-1}, {0}};
@@ -70,17 +70,31 @@ class GemmPlan {
   /// One line: collective, chunking, streams, transport.
   std::string schedule_summary() const;
 
-  /// The overlapped collective GEMM on this rank's shards (backend memory). Asynchronous on
-  /// the CUDA backend (stream 0); bias may be nullptr only when the plan has no bias.
+  /// The collective GEMM on this rank's shards (backend memory), on the path the overlap
+  /// policy picks (OverlapOptions::policy; with kAuto the first call times both paths,
+  /// synchronizing, and the TP group keeps the faster). Asynchronous on the CUDA backend
+  /// (stream 0) after that. bias may be nullptr only when the plan has no bias.
   void execute(const void* lhs, const void* rhs, const void* bias, void* out);
-  /// The non-overlapped reference: collective then GEMM (all-gather), GEMM then collective
-  /// (reduce-scatter / all-reduce), with the planner's reorders applied as passes.
+  /// Always the overlapped schedule (schedule.hpp), whatever the policy.
+  void execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out);
+  /// The non-overlapped reference (the sequential path): collective then GEMM (all-gather),
+  /// GEMM then collective (reduce-scatter / all-reduce), the planner's reorders as passes.
   void execute_reference(const void* lhs, const void* rhs, const void* bias, void* out);
+  /// Which path execute() takes, and why (for reports).
+  std::string path_summary() const;
+  bool uses_overlap() const;
 
- /// Private state (runtime/src/plan_impl.hpp); public only so the schedule can name it.
+  /// Benchmark pieces, with no meaningful output: the whole local GEMM in one call as the
+  /// sequential path computes it, and the collective alone. Sequential = both in order.
+  void bench_gemm_only(const void* lhs, const void* rhs, void* out);
+  void bench_collective_only(const void* lhs, void* out);
+
+  /// Private state (runtime/src/plan_impl.hpp); public only so the schedule can name it.
   struct Impl;
 
  private:
+  void decide_path(const void* lhs, const void* rhs, const void* bias, void* out);
+
   Context& ctx_;
   GemmDesc desc_;
   GemmSharding sharding_;

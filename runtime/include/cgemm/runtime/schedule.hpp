@@ -27,8 +27,8 @@ struct ChunkTransfer {
 };
 
 struct AllGatherStep {
-  std::vector<int> compute;               // chunks computed in this step (available now)
-  std::vector<ChunkTransfer> transfers;   // started at this step, overlapping the compute
+  std::vector<int> compute;              // chunks computed in this step (available now)
+  std::vector<ChunkTransfer> transfers;  // started at this step, overlapping the compute
 };
 
 /// Steps of the all-gather ring for rank `me` of `tp`. Throws cgemm::Error for tp < 1 or
