@@ -21,78 +21,12 @@
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "check.hpp"
+#include "job.hpp"
 #include "run_config.hpp"
 #include "trace_writer.hpp"
 
 namespace cgemm::launcher {
 namespace {
-
-constexpr int kExitUsage = 2;        // bad options / config / plan
-constexpr int kExitCheckFailed = 3;  // overlapped result differs from the reference
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-/// Collective: true when any rank has a non-empty error; the lowest such rank prints it.
-bool any_rank_failed(const std::string& error) {
-  const int me = world_rank();
-  int first = error.empty() ? INT32_MAX : me;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first == INT32_MAX) return false;
-  if (first == me) {
-    std::cerr << "cgemm-run: error: " << error << "\n";
-    std::cerr.flush();
-  }
-  return true;
-}
-
-[[noreturn]] void abort_job(const std::string& error) {
-  std::cerr << "cgemm-run: rank " << world_rank() << ": error: " << error
-            << "\ncgemm-run: aborting the job so no rank waits forever\n";
-  std::cerr.flush();
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
-}
-
-void say(const std::string& line) {
-  if (world_rank() == 0) {
-    std::cout << line << "\n";
-    std::cout.flush();
-  }
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/// Times `body` once per iteration; each sample is the slowest rank's time.
-std::vector<double> time_iterations(Backend& be, int iterations,
-                                    const std::function<void()>& body) {
-  std::vector<double> samples;
-  for (int i = 0; i < iterations; ++i) {
-    be.synchronize();
-    MPI_Barrier(MPI_COMM_WORLD);
-    double ms = be.time_ms(body);
-    MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    samples.push_back(ms);
-  }
-  return samples;
-}
-
-struct Buffer {
-  Backend& be;
-  void* p = nullptr;
-  Buffer(Backend& b, size_t bytes) : be(b), p(b.allocate(bytes)) {}
-  ~Buffer() { be.release(p); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
 
 nlohmann::json shape_json(const Shape& s) { return nlohmann::json(s); }
 
@@ -357,6 +291,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  cgemm::launcher::set_program_name("cgemm-run");
   const int rc = cgemm::launcher::run(argc, argv);
   MPI_Finalize();
   return rc;

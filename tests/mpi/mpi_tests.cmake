@@ -79,3 +79,11 @@ add_test(NAME mpi_tp2_trace
           --hidden_in 32 --hidden_out 48 --batch 2 --collective reduce_scatter
           --trace ${CMAKE_CURRENT_BINARY_DIR}/mpi_trace.json)
 set_tests_properties(mpi_tp2_trace PROPERTIES LABELS mpi TIMEOUT 60 ENVIRONMENT "${CGEMM_MPI_ENV}")
+
+# cgemm-bench runs its whole measurement path (tiny shapes on CPUs, no knob sweep).
+add_test(NAME mpi_tp2_bench_tiny
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-bench> --backend cpu --cases tiny --knobs off --warmup 1
+          --iterations 2 --out ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(mpi_tp2_bench_tiny PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "written: .*cgemm_bench")
