@@ -50,11 +50,13 @@ ReorderGeometry geometry(ReorderKind kind, const Shape& shape, int dp_size, int 
   g.total = num_elements(shape);
   const int64_t reshaped = g.dp * g.n * g.tpsp * g.block;
   if (reshaped != g.total) {
-    const std::string view = kind == ReorderKind::kTpspLeading
-                                 ? "(" + std::to_string(g.dp) + ", " + std::to_string(g.n) + ", " +
-                                       std::to_string(g.tpsp) + ", " + std::to_string(m)
-                                 : "(" + std::to_string(g.tpsp) + ", " + std::to_string(g.dp) +
-                                       ", " + std::to_string(g.n) + ", " + std::to_string(m);
+    // Built with appends: GCC 12 at -O3 warns falsely (-Wrestrict) on "literal" + string&&.
+    const int64_t first = kind == ReorderKind::kTpspLeading ? g.dp : g.tpsp;
+    const int64_t second = kind == ReorderKind::kTpspLeading ? g.n : g.dp;
+    const int64_t third = kind == ReorderKind::kTpspLeading ? g.tpsp : g.n;
+    std::string view = "(";
+    view.append(std::to_string(first)).append(", ").append(std::to_string(second));
+    view.append(", ").append(std::to_string(third)).append(", ").append(std::to_string(m));
     throw PlanError(where + ": cannot reshape " + std::to_string(g.total) + " elements into " +
                     view + ", ...) = " + std::to_string(reshaped) +
                     " elements (dp_or_fsdp_axis_size()=" + std::to_string(dp_size) +
