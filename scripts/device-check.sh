@@ -17,20 +17,26 @@ status=0
 summary=()
 note() { summary+=("$1"); }
 
+gpus=$(nvidia-smi -L | grep -c "^GPU")
+mpi="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
 if [ "${SKIP_UNIT:-0}" != 1 ]; then
-  for t in "$bin"/test_*; do
-    [ -x "$t" ] || continue
-    if "$t" --gtest_brief=1 >"$out/$(basename "$t").log" 2>&1; then
-      note "PASS  $(basename "$t") ($(grep -E '^\[  PASSED' "$out/$(basename "$t").log" | head -1))"
+  # name|command: the cuBLASLt tests in one process, the backend tests one rank per GPU,
+  # the copy-engine protocol on 2 ranks (they may share a GPU).
+  for entry in "test_cublaslt_gemm|$bin/test_cublaslt_gemm --gtest_brief=1" \
+    "test_cuda_backend|$mpi -np $gpus $bin/test_cuda_backend --gtest_brief=1" \
+    "test_ce_transport|$mpi -np 2 $bin/test_ce_transport"; do
+    name=${entry%%|*}
+    if ${entry#*|} >"$out/$name.log" 2>&1; then
+      note "PASS  $name ($(grep -E 'PASSED|passed' "$out/$name.log" | tail -1 | tr -d '\033' | sed 's/\[0;32m//;s/\[m//'))"
     else
       status=1
-      note "FAIL  $(basename "$t")"
-      tail -n 30 "$out/$(basename "$t").log"
+      note "FAIL  $name"
+      tail -n 30 "$out/$name.log"
     fi
   done
 fi
 
-if [ "${SKIP_MATRIX:-0}" != 1 ]; then
+if [ "${SKIP_MATRIX:-0}" != 1 ] && [ "$gpus" -ge 2 ]; then
   if bash "$root/tests/gpu/collective_matrix.sh" "$bin" | tee "$reports/matrix.log"; then
     note "PASS  $(tail -n 1 "$reports/matrix.log")"
   else
@@ -43,7 +49,7 @@ if [ "${SKIP_CONFIGS:-0}" != 1 ]; then
   for cfg in te_bf16_all_gather te_bf16_reduce_scatter; do
     for ce in on off; do
       name=${cfg}_ce_${ce}
-      if mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH "$bin/cgemm-run" \
+      if $mpi -np "$gpus" "$bin/cgemm-run" \
         --config "$root/configs/$cfg.ini" --backend cuda --use_ce $ce \
         --report "$reports/$name.json" >"$out/$name.log" 2>&1; then
         note "PASS  $name: $(grep -E 'overlapped .* ms' "$out/$name.log" | sed 's/.*] //')"

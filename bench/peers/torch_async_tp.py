@@ -577,11 +577,14 @@ def main(argv=None) -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     status = 0
     try:
-        if world < 2:
-            raise ValueError("needs at least 2 ranks (tp = world size)")
+        if world < 2 and not args.no_async:
+            # One GPU still measures torch.mm and the (trivial) collectives: with --no-async.
+            raise ValueError("async-TP needs at least 2 ranks (tp = world size); "
+                             "use --no-async for GEMM-alone figures on one GPU")
         problems = build_problems(args.case_names, world)
         api = resolve_api(torch, dist)
-        symm_enable = enable_symm_mem(api, args.no_symm_mem_enable)
+        symm_enable = ("skipped (--no-async)" if args.no_async
+                       else enable_symm_mem(api, args.no_symm_mem_enable))
         if rank == 0:
             if ENV_SET_BY_SCRIPT:
                 print(f"note: set {', '.join(f'{n}={os.environ[n]}' for n in ENV_SET_BY_SCRIPT)} "
