@@ -179,8 +179,9 @@ Descriptions make_descriptions() {
        "call and keeps the faster (the sequential path where chunks are too small to pay). "
        "cgemm-run checks and times the overlapped schedule whatever this says")
       ("num_max_streams", int_value<int>("N", ov.num_max_streams),
-       "GEMM (compute) streams a collective GEMM may use; shapes the schedule on both "
-       "backends [streams]")
+       "GEMM (compute) streams the all-gather's chunk GEMMs may use (aggregate mode computes "
+       "two chunks at once); the reduce-scatter's partials run in order on one stream so each "
+       "is sent as soon as it is done; shapes the schedule on both backends [streams]")
       ("compute_stream_priority", int_value<int>("P", ov.compute_stream_priority),
        "priority of the compute streams, 0 = highest [priority level]; CUDA only, the CPU "
        "backend ignores it")

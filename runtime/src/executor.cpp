@@ -152,7 +152,9 @@ void GemmPlan::execute_overlapped(const void* lhs, const void* rhs, const void* 
   std::vector<ExchangeToken> tokens;
   for (size_t s = 0; s < steps.size(); ++s) {
     const ReduceScatterStep& step = steps[s];
-    const int stream = static_cast<int>(s) % g.num_streams;
+    // The partials run in order on one stream: on several they would share the GPU, every
+    // one would finish late, and the first transfer could not start until near the end.
+    const int stream = 0;
     // Destination d's rows: rows d*S/tp.. of every batch block (strided) or one block.
     const int64_t first_row = g.strided ? step.dest * g.seq_rows : step.dest * g.chunk_rows;
     const void* a = at(lhs, static_cast<size_t>(first_row * g.k) * g.in_size());

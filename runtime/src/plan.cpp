@@ -251,10 +251,11 @@ std::string GemmPlan::schedule_summary() const {
     const int steps = desc_.collective == CollectiveOp::kAllGather
                           ? static_cast<int>(all_gather_schedule(g.tp, g.me, g.aggregate).size())
                           : g.tp;
+    const bool ag = desc_.collective == CollectiveOp::kAllGather;
     s << ": " << g.tp << " chunks of " << g.chunk_rows << " rows in " << steps << " steps on "
-      << g.num_streams << " stream(s), k=" << g.k << ", n=" << g.n
+      << (ag ? g.num_streams : 1) << " stream(s), k=" << g.k << ", n=" << g.n
       << (g.strided ? ", strided placement for batch " + std::to_string(g.batch) : "")
-      << (desc_.collective == CollectiveOp::kAllGather && g.aggregate ? ", aggregate" : "")
+      << (ag && g.aggregate ? ", aggregate" : "")
       << ", transport " << g.backend->transport();
   }
   return s.str();
