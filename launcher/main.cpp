@@ -64,7 +64,7 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
       shape_str(plan.out_global()) + " -> " + shape_str(plan.out_local()));
   say(tag + "schedule: " + plan.schedule_summary());
   say(tag + "warm-up " + std::to_string(cfg.warmup) + ", then " + std::to_string(cfg.iterations) +
-      " timed iterations of each path");
+      (cfg.iterations == 1 ? " timed iteration" : " timed iterations") + " of each path");
   // execute() makes the overlap policy's choice on its first call (auto: times both paths).
   plan.execute(lhs.p, rhs.p, bias_p, out.p);
   for (int i = 0; i < cfg.warmup; ++i) {
@@ -177,6 +177,17 @@ int run(int argc, char** argv) {
     resolve_mesh(cfg, world);
   } catch (const std::exception& e) {
     error = e.what();
+  }
+  if (any_rank_failed(error)) return kExitUsage;
+
+  // Output files are checked before the run, not after it: a long run must not be lost.
+  if (world_rank() == 0) {
+    for (const auto& [option, path] : {std::pair<const char*, std::string>{"--report", cfg.report},
+                                       {"--trace", cfg.trace}}) {
+      if (path.empty()) continue;
+      std::ofstream probe(path, std::ios::app);
+      if (!probe) error = std::string(option) + " " + path + ": cannot open the file for writing";
+    }
   }
   if (any_rank_failed(error)) return kExitUsage;
 

@@ -6,7 +6,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh" "$root/build" >/dev/null
+echo "demo: building cgemm into build/ (the first build takes a few minutes; log: build/demo-build.log)"
+mkdir -p "$root/build"
+if ! "$root/scripts/build.sh" "$root/build" >"$root/build/demo-build.log" 2>&1; then
+  tail -n 40 "$root/build/demo-build.log"
+  echo "demo: the build failed; the whole log is build/demo-build.log" >&2
+  exit 1
+fi
 # Root may run MPI here (containers, CI); more ranks than cores are allowed.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none

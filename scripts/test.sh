@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: installs what cgemm needs, builds it and runs the whole test suite:
 #  1. the main build (CUDA backend compiled when the toolkit is found; GPU tests skip
-#     without a GPU): unit tests, then MPI integration tests (2 and 4 ranks);
+#     without a GPU): unit tests, then MPI integration tests (2, 3 and 4 ranks);
 #  2. install, then build and run examples/consumer against the installed package (2 ranks);
 #  3. an AddressSanitizer + UndefinedBehaviorSanitizer build of the CPU path: unit tests
 #     and a few MPI tests.
@@ -14,7 +14,13 @@ jobs=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 
-step() { echo; echo "== $*"; }
+current="start"
+step() {
+  current=$*
+  echo
+  echo "== $*"
+}
+trap 'echo; echo "== TESTS FAILED in step: $current"' ERR
 
 step "dependencies"
 "$root/scripts/install-deps.sh"

@@ -102,7 +102,7 @@ CollectiveOp parse_collective(std::string_view name) {
   for (const auto& [o, n] : kCollectives) {
     if (n == name) return o;
   }
-  throw Error("unknown collective_op '" + std::string(name) +
+  throw Error("unknown collective '" + std::string(name) +
               "' (known: " + known_names(kCollectives) + ")");
 }
 

@@ -33,7 +33,8 @@ Ops (the case's "op" field):
                  dp_size, tpsp_size.
 
 The full contract (encodings, comparison rule, the corners reproduced literally) is
-SCHEMA.md of the planner cases; tests/data/planner_public.jsonl holds answered examples.
+tests/data/PLANNER_SCHEMA.md (the planner cases' SCHEMA.md); tests/data/planner_public.jsonl
+holds answered examples.
 
 Exit status: 0 when every non-blank line was JSON (even if some answers are errors);
 1 when a line was not JSON (reported on standard error and answered with an error line);
