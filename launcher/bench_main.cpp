@@ -296,6 +296,14 @@ int run(int argc, char** argv) {
   } catch (const std::exception& e) {
     error = e.what();
   }
+  if (error.empty() && !vm.count("help") && world_rank() == 0) {
+    // Output files are checked before the run, not after it.
+    for (const std::string& path : {outdir + "/cgemm_bench.csv", trace_path}) {
+      if (path.empty()) continue;
+      std::ofstream probe(path, std::ios::app);
+      if (!probe) error = "cannot open '" + path + "' for writing (--out / --trace)";
+    }
+  }
   if (vm.count("help") && error.empty()) {
     std::ostringstream s;
     s << desc;
@@ -316,7 +324,32 @@ int run(int argc, char** argv) {
   std::vector<TraceSpan> trace;
   std::string machine;
   const auto names = split(cases_text);
-  const BackendKind backend = parse_backend(backend_text);
+  BackendKind backend = BackendKind::kAuto;
+  try {
+    backend = parse_backend(backend_text);
+  } catch (const std::exception& e) {
+    error = "--backend " + backend_text + ": " + e.what();
+  }
+  if (any_rank_failed(error)) return kExitUsage;
+  // Plan every case first on a CPU context: the planner's errors are the same on every rank,
+  // so they end the job with one message instead of an abort on each rank.
+  try {
+    Context probe(MPI_COMM_WORLD, MeshConfig{dp, world / dp, "dp", "tpsp"}, BackendKind::kCpu,
+                  base);
+    for (const auto& name : names) {
+      const Shape2& sh = *std::find_if(kShapes.begin(), kShapes.end(),
+                                       [&](const Shape2& s) { return s.name == name; });
+      for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+        const bool ag = op == CollectiveOp::kAllGather;
+        GemmPlan check(probe, tensor_sequence_parallel_gemm(
+                                  probe, sh.name, op, sh.batch, sh.seq, ag ? sh.ag_in : sh.rs_in,
+                                  ag ? sh.ag_out : sh.rs_out, DType::kBFloat16, false, false));
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (any_rank_failed(error)) return kExitUsage;
   try {
     for (size_t ci = 0; ci < names.size(); ++ci) {
       const Shape2& sh = *std::find_if(kShapes.begin(), kShapes.end(),
@@ -422,11 +455,16 @@ int run(int argc, char** argv) {
   if (!trace_path.empty()) {
     const auto traces = gather_traces(trace, MPI_COMM_WORLD);
     if (world_rank() == 0) {
-      write_chrome_trace(trace_path, traces, base.num_max_streams);
-      write_svg_timeline(
-          trace_path + ".svg", traces, base.num_max_streams,
-          "cgemm-bench: " + names[0] + " shape, all-gather then reduce-scatter, overlapped");
+      try {
+        write_chrome_trace(trace_path, traces, base.num_max_streams);
+        write_svg_timeline(
+            trace_path + ".svg", traces, base.num_max_streams,
+            "cgemm-bench: " + names[0] + " shape, all-gather then reduce-scatter, overlapped");
+      } catch (const std::exception& e) {
+        werr = e.what();
+      }
     }
+    if (any_rank_failed(werr)) return kExitUsage;
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -59,14 +60,17 @@ void convert_from_float(const float* src, void* dst, DType dtype, int64_t count)
 
 namespace {
 
-// Copies a [rows, cols] block with row stride ld (elements) into a dense fp32 matrix.
+// Copies a [rows, cols] block with row stride ld (elements) into a dense fp64 matrix.
 void load_block(const void* src, DType dtype, int64_t rows, int64_t cols, int64_t ld,
-                std::vector<float>& dst) {
+                std::vector<double>& dst) {
   dst.resize(static_cast<size_t>(rows * cols));
   const size_t esize = dtype_size(dtype);
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     convert_to_float(static_cast<const char*>(src) + static_cast<size_t>(r * ld) * esize, dtype,
-                     dst.data() + r * cols, cols);
+                     row.data(), cols);
+    std::copy(row.begin(), row.end(), dst.begin() + r * cols);
   }
 }
 
@@ -85,8 +89,12 @@ void cpu_gemm(const GemmTask& t) {
     throw Error("cpu_gemm: inconsistent GEMM " + task_str(t));
   }
   if (t.m == 0 || t.n == 0) return;
-  // thread_local: ranks may call from several threads; buffers are reused across calls.
-  thread_local std::vector<float> a, b, c, bias;
+  // fp64 operands and accumulation: products of fp32/bf16/fp16 values are exact in fp64 and
+  // the sum is rounded once to the output, so a row's result does not depend on how the rows
+  // were split into calls (the reference path and the chunked schedule agree bit for bit,
+  // but for rare double-rounding ties). thread_local: buffers are reused across calls.
+  thread_local std::vector<double> a, b, c;
+  thread_local std::vector<float> bias, row;
   load_block(t.rhs, t.in_dtype, t.rhs_transposed ? t.n : t.k, rhs_cols, t.ldb, b);
   if (t.bias != nullptr) {
     bias.resize(static_cast<size_t>(t.n));
@@ -102,19 +110,23 @@ void cpu_gemm(const GemmTask& t) {
     c.assign(static_cast<size_t>(t.m * t.n), 0.0f);
     if (t.beta != 0.0f) load_block(out, t.out_dtype, t.m, t.n, t.ldc, c);
     if (t.k > 0) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, t.rhs_transposed ? CblasTrans : CblasNoTrans,
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, t.rhs_transposed ? CblasTrans : CblasNoTrans,
                   static_cast<int>(t.m), static_cast<int>(t.n), static_cast<int>(t.k), t.alpha,
                   a.data(), static_cast<int>(t.k), b.data(), static_cast<int>(rhs_cols), t.beta,
                   c.data(), static_cast<int>(t.n));
     } else {
-      for (float& v : c) v *= t.beta;
+      for (double& v : c) v *= t.beta;
     }
+    row.resize(static_cast<size_t>(t.n));
     for (int64_t r = 0; r < t.m; ++r) {
-      float* row = c.data() + r * t.n;
-      if (t.bias != nullptr) {
-        for (int64_t j = 0; j < t.n; ++j) row[j] += bias[static_cast<size_t>(j)];
+      const double* acc = c.data() + r * t.n;
+      for (int64_t j = 0; j < t.n; ++j) {
+        // Bias added to the fp32 accumulator, as the cuBLASLt bias epilogue does.
+        row[static_cast<size_t>(j)] = static_cast<float>(acc[j]);
+        if (t.bias != nullptr) row[static_cast<size_t>(j)] += bias[static_cast<size_t>(j)];
       }
-      convert_from_float(row, out + static_cast<size_t>(r * t.ldc) * out_size, t.out_dtype, t.n);
+      convert_from_float(row.data(), out + static_cast<size_t>(r * t.ldc) * out_size, t.out_dtype,
+                         t.n);
     }
   }
 }

@@ -58,6 +58,15 @@ bool env_true(const char* name) {
 }
 
 // CGEMM_GEMM_AUTOTUNE: on unless set to 0 / false / off / no.
+// CGEMM_GEMM_LOG=1: print every tuning's candidate times (the chosen one starred) to stderr.
+bool log_choices() {
+  static const bool on = [] {
+    const char* v = std::getenv("CGEMM_GEMM_LOG");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
 bool autotune_from_env() {
   const char* v = std::getenv("CGEMM_GEMM_AUTOTUNE");
   if (v == nullptr) return true;
@@ -437,6 +446,15 @@ struct CublasLtGemm::Impl {
                " candidates failed (last: " + cublasLtGetStatusName(last_failure) + ")";
     }
     ++tunings;
+    if (log_choices()) {
+      std::string line = "cgemm: tuned " + problem_str(t) + ": candidate ms";
+      for (size_t i = 0; i < n; ++i) {
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), " %s%.4f", i == p.chosen ? "*" : "", c.candidate_ms[i]);
+        line += buf;
+      }
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
   }
 
   static int algo_id(const cublasLtMatmulAlgo_t& algo) {

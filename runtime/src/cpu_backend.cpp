@@ -55,6 +55,7 @@ class CpuBackend final : public Backend {
   int tp_size() const override { return comms_.tp(); }
   int num_streams() const override { return opts_.num_max_streams; }
   int compute_capability() const override { return 0; }
+  void* native_stream() const override { return nullptr; }
 
   void* allocate(size_t bytes) override {
     // 64-byte aligned, never zero-sized, so every buffer has a distinct address.
@@ -141,6 +142,10 @@ class CpuBackend final : public Backend {
         acc[static_cast<size_t>(i)] += tmp[static_cast<size_t>(i)];
     }
     if (bias != nullptr) {
+      // The sum is rounded to the output dtype before the bias is added (gemm.py reduces in
+      // the output dtype, then output += bias).
+      convert_from_float(acc.data(), out, out_dtype, count);
+      convert_to_float(out, out_dtype, acc.data(), count);
       std::vector<float> b(static_cast<size_t>(bias_len));
       convert_to_float(bias, out_dtype, b.data(), bias_len);
       for (int64_t i = 0; i < count; ++i) {
@@ -151,6 +156,8 @@ class CpuBackend final : public Backend {
   }
 
   ExchangeToken start_exchange(std::span<const Exchange> group, int) override {
+    // The interface's transport is a FIFO: a group starts after the previous ones finished.
+    while (!groups_.empty()) wait_exchange(groups_.begin()->first, 0);
     std::vector<int64_t> handles;
     for (const Exchange& x : group) {
       if (x.send_peer == comms_.tp_rank() || x.recv_peer == comms_.tp_rank() || x.dst == nullptr ||
@@ -199,19 +206,31 @@ class CpuBackend final : public Backend {
            [&] { reduce_scatter_now(src, dst, dtype, count_per_rank); });
   }
   void reduce_scatter_now(const void* src, void* dst, DType dtype, int64_t count_per_rank) {
-    // MPI has no bf16/fp16 sum: reduce in fp32, then round once.
-    const int64_t total = count_per_rank * comms_.tp();
-    std::vector<float> in(static_cast<size_t>(total)), out(static_cast<size_t>(count_per_rank));
-    convert_to_float(src, dtype, in.data(), total);
-    check_mpi(MPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(count_per_rank),
-                                       MPI_FLOAT, MPI_SUM, comms_.tp_comm()),
-              "MPI_Reduce_scatter_block");
-    convert_from_float(out.data(), dst, dtype, count_per_rank);
+    // MPI has no bf16/fp16 sum, and MPI_Reduce_scatter's order of additions is the library's:
+    // exchange the blocks (all-to-all), then sum them in fp32 in rank order and round once, so
+    // the reference adds in the same order as the overlapped path.
+    const int tp = comms_.tp();
+    const size_t block = static_cast<size_t>(count_per_rank) * dtype_size(dtype);
+    if (block > static_cast<size_t>(std::numeric_limits<int>::max())) {
+      throw Error("cpu backend: reduce-scatter block of " + std::to_string(block) +
+                  " bytes exceeds MPI's int count");
+    }
+    std::vector<char> blocks(block * static_cast<size_t>(tp));
+    check_mpi(MPI_Alltoall(src, static_cast<int>(block), MPI_BYTE, blocks.data(),
+                           static_cast<int>(block), MPI_BYTE, comms_.tp_comm()),
+              "MPI_Alltoall");
+    std::vector<const void*> parts;
+    for (int p = 0; p < tp; ++p) parts.push_back(blocks.data() + static_cast<size_t>(p) * block);
+    sum(parts, dtype, count_per_rank, nullptr, 0, dst, dtype);
   }
   void all_reduce(void* buf, DType dtype, int64_t count, int stream) override {
     traced("collective", "all-reduce", stream, [&] { all_reduce_now(buf, dtype, count); });
   }
   void all_reduce_now(void* buf, DType dtype, int64_t count) {
+    if (count > std::numeric_limits<int>::max()) {
+      throw Error("cpu backend: all-reduce of " + std::to_string(count) +
+                  " elements exceeds MPI's int count");
+    }
     std::vector<float> v(static_cast<size_t>(count));
     convert_to_float(buf, dtype, v.data(), count);
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,

@@ -53,6 +53,18 @@ __device__ __forceinline__ void store(void* p, int64_t i, float v) {
     static_cast<uint16_t*>(p)[i] = numeric::float_to_fp16(v);
   }
 }
+// The value a float takes once stored as kKind: the sum is rounded to the output dtype before
+// the bias is added, as gemm.py reduces in the output dtype and then does output += bias.
+template <int kKind>
+__device__ __forceinline__ float round_to(float v) {
+  if constexpr (kKind == 0) {
+    return v;
+  } else if constexpr (kKind == 1) {
+    return numeric::bf16_to_float(numeric::float_to_bf16(v));
+  } else {
+    return numeric::fp16_to_float(numeric::float_to_fp16(v));
+  }
+}
 
 int kind_of(DType t) {
   switch (t) {
@@ -153,7 +165,7 @@ __global__ void sum_partials_kernel(Parts parts, int64_t count, const void* bias
     // Fixed order p = 0..n-1, one fp32 accumulator, as the CPU backend sums.
     float acc = 0.0f;
     for (int p = 0; p < parts.n; ++p) acc += load<kPart>(parts.p[p], i);
-    if (bias != nullptr) acc += load<kOut>(bias, i % bias_len);
+    if (bias != nullptr) acc = round_to<kOut>(acc) + load<kOut>(bias, i % bias_len);
     store<kOut>(out, i, acc);
   }
 }
@@ -249,7 +261,7 @@ __global__ void sum_partials_vec_kernel(Parts parts, int64_t vectors, const void
         int64_t j = (v * kVec) % bias_len;
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
-          acc[u][k] += load<kOut>(bias, j);
+          acc[u][k] = round_to<kOut>(acc[u][k]) + load<kOut>(bias, j);
           if (++j == bias_len) j = 0;
         }
       }
@@ -398,6 +410,19 @@ cudaError_t launch_sum_partials(const void* const* parts, int num_parts, DType p
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+__global__ void spin_kernel(uint64_t nanoseconds) {
+  uint64_t start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
+}
+
+cudaError_t launch_spin(uint64_t nanoseconds, cudaStream_t stream) {
+  spin_kernel<<<1, 1, 0, stream>>>(nanoseconds);
+  return cudaGetLastError();
 }
 
 }  // namespace cgemm::cuda

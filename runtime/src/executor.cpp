@@ -113,6 +113,7 @@ void GemmPlan::execute_overlapped(const void* lhs, const void* rhs, const void* 
     for (const AllGatherStep& step : steps) {
       const int stream = gemm_index % g.num_streams;
       if (previous >= 0) be.wait_exchange(previous, stream);
+      const ExchangeToken waited = previous;
       previous = -1;
       if (!step.transfers.empty()) {
         std::vector<Exchange> group;
@@ -131,8 +132,12 @@ void GemmPlan::execute_overlapped(const void* lhs, const void* rhs, const void* 
         }
         previous = be.start_exchange(group, -1);
       }
+      const ExchangeToken arrived = waited;
       for (int c : step.compute) {
         const int s = gemm_index++ % g.num_streams;
+        // A second chunk of the step (aggregate mode) may land on another stream: it waits
+        // for the exchange too.
+        if (s != stream && c != g.me && arrived >= 0) be.wait_exchange(arrived, s);
         GemmTask t = chunk_task(g, chunk_lhs(c), g.seq_rows * g.k, rhs, fused_bias, chunk_out(c),
                                 g.seq_total * g.n, g.out);
         t.label = label("gemm chunk " + std::to_string(c));
@@ -286,6 +291,13 @@ void GemmPlan::decide_path(const void* lhs, const void* rhs, const void* bias, v
   g.auto_sequential_ms = t[1];
   g.use_overlap = t[0] <= t[1];
   g.path_decided = true;
+  if (g.use_overlap) {  // the sequential path's scratch is not needed any more
+    for (void** p : {&g.scratch, &g.scratch2}) {
+      if (*p != nullptr) be.release(*p);
+      *p = nullptr;
+    }
+    g.scratch_bytes = g.scratch2_bytes = 0;
+  }
 }
 
 std::string GemmPlan::path_summary() const {

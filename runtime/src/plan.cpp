@@ -255,8 +255,7 @@ std::string GemmPlan::schedule_summary() const {
     s << ": " << g.tp << " chunks of " << g.chunk_rows << " rows in " << steps << " steps on "
       << (ag ? g.num_streams : 1) << " stream(s), k=" << g.k << ", n=" << g.n
       << (g.strided ? ", strided placement for batch " + std::to_string(g.batch) : "")
-      << (ag && g.aggregate ? ", aggregate" : "")
-      << ", transport " << g.backend->transport();
+      << (ag && g.aggregate ? ", aggregate" : "") << ", transport " << g.backend->transport();
   }
   return s.str();
 }

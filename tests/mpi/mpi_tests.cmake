@@ -56,6 +56,16 @@ cgemm_add_mpi_test(tp3_all_gather_aggregate 3 --seq_len 12 --hidden_in 24 --hidd
 cgemm_add_mpi_test(tp4_reduce_scatter_1stream 4 ${small} --collective reduce_scatter --num_max_streams 1)
 cgemm_add_mpi_test(tp2_all_gather_fp16 2 ${small} --collective all_gather --dtype fp16)
 cgemm_add_mpi_test(tp2_reduce_scatter_fp32 2 ${small} --collective reduce_scatter --dtype fp32)
+# The bias after the reduction in the output dtype (gemm.py: output += bias), in fp16 where a
+# second rounding shows; and fp32 sums of three and four partials in a fixed order.
+cgemm_add_mpi_test(tp2_reduce_scatter_fp16_bias 2 --seq_len 48 --hidden_in 256 --hidden_out 64
+  --batch 2 --collective reduce_scatter --dtype fp16 --bias on)
+cgemm_add_mpi_test(tp4_reduce_scatter_fp16_bias 4 --seq_len 48 --hidden_in 256 --hidden_out 64
+  --batch 2 --collective reduce_scatter --dtype fp16 --bias on)
+cgemm_add_mpi_test(tp3_reduce_scatter_fp32 3 --seq_len 48 --hidden_in 1536 --hidden_out 64
+  --batch 1 --collective reduce_scatter --dtype fp32)
+cgemm_add_mpi_test(tp4_all_gather_aggregate_3streams 4 ${small} --collective all_gather
+  --aggregate_all_gather on --num_max_streams 3)
 cgemm_add_mpi_test(tp2_block_from_config 2 --config ${CMAKE_SOURCE_DIR}/configs/demo.ini --dp 1
   --seq_len 64 --batch 2 --report ${CMAKE_CURRENT_BINARY_DIR}/mpi_block_report.json)
 

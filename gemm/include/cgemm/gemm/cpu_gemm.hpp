@@ -1,6 +1,8 @@
 #pragma once
-// The CPU implementation of a GemmTask: operands converted to fp32 and multiplied with
-// CBLAS sgemm (OpenBLAS), so bf16/fp16 inputs get fp32 accumulation as on the GPU.
+// The CPU implementation of a GemmTask: operands converted to fp64 and multiplied with CBLAS
+// dgemm (OpenBLAS); the result is rounded to fp32, the bias added, then stored in the output
+// dtype. fp64 makes a row's result independent of how rows are split into calls, so the
+// chunked schedule and the one-call reference agree (the CPU backend is the reference).
 
 #include <cstdint>
 

@@ -26,6 +26,7 @@
 // Heuristic #1 is used untimed when: CGEMM_GEMM_AUTOTUNE=0 (also "false", "off", "no"), the
 // heuristic offers one candidate, the stream is being captured into a CUDA graph, or the
 // scratch output cannot be allocated. That choice is final for the key as well.
+// CGEMM_GEMM_LOG=1 prints every tuning's candidate times to stderr (the chosen one starred).
 //
 // COST: the first call for a new key is slower and BLOCKING: it enqueues (1 + kTimedRuns) x
 // candidates GEMMs and then waits on the host until they are done, i.e. for everything queued
@@ -71,7 +72,7 @@ struct GemmChoice {
 class CublasLtGemm {
  public:
   static constexpr int kCandidates = 8;  // heuristic results asked for and timed per key
-  static constexpr int kTimedRuns = 3;   // timed runs per candidate (after 1 warm-up)
+  static constexpr int kTimedRuns = 5;   // timed runs per candidate (after 1 warm-up)
 
   /// Uses the current CUDA device. `where` prefixes every error message (e.g. "rank 3").
   explicit CublasLtGemm(std::string where = {});

@@ -80,6 +80,10 @@ class Backend {
   virtual int num_streams() const = 0;
   /// Compute capability of the device (e.g. 90), or 0 on the CPU backend.
   virtual int compute_capability() const = 0;
+  /// Stream 0 as the native handle (a cudaStream_t on the CUDA backend; nullptr on the CPU
+  /// backend). A collective GEMM starts after the work queued on it and ends on it: make it
+  /// wait for the producer of your inputs, and your consumers wait for it (CUDA events).
+  virtual void* native_stream() const = 0;
 
   // --- memory ---
   virtual void* allocate(size_t bytes) = 0;
@@ -137,7 +141,8 @@ class Backend {
   /// Host waits for all issued work.
   virtual void synchronize() = 0;
   /// Runs `body` (which issues work) and returns its duration in ms: wall clock on the CPU
-  /// backend, CUDA events on stream 0 after joining all streams on the CUDA backend.
+  /// backend; on the CUDA backend CUDA events on stream 0 (after joining all streams), with a
+  /// 1 ms spin queued ahead so the body is enqueued before the timed region starts.
   virtual double time_ms(const std::function<void()>& body) = 0;
 
   // --- tracing (off by default; off costs one branch per call) ---

@@ -73,7 +73,8 @@ class GemmPlan {
   /// The collective GEMM on this rank's shards (backend memory), on the path the overlap
   /// policy picks (OverlapOptions::policy; with kAuto the first call times both paths,
   /// synchronizing, and the TP group keeps the faster). Asynchronous on the CUDA backend
-  /// (stream 0) after that. bias may be nullptr only when the plan has no bias.
+  /// (stream 0, Backend::native_stream(): order your producers and consumers against it)
+  /// after that. bias may be nullptr only when the plan has no bias.
   void execute(const void* lhs, const void* rhs, const void* bias, void* out);
   /// Always the overlapped schedule (schedule.hpp), whatever the policy.
   void execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out);
