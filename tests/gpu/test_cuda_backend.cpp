@@ -189,6 +189,13 @@ TEST_P(CudaBackendTest, SumPartialsMatchesFp32InOrder) {
         std::vector<unsigned char> bias(static_cast<size_t>(bias_len) * dtype_size(out));
         convert_from_float(bias_f.data(), bias.data(), out, bias_len);
         convert_to_float(bias.data(), out, bias_f.data(), bias_len);
+        // The sum is rounded to the output dtype before the bias is added (gemm.py: the
+        // reduction in the output dtype, then output += bias).
+        {
+          std::vector<unsigned char> rounded(static_cast<size_t>(count) * dtype_size(out));
+          convert_from_float(acc.data(), rounded.data(), out, count);
+          convert_to_float(rounded.data(), out, acc.data(), count);
+        }
         for (int64_t i = 0; i < count; ++i) {
           acc[static_cast<size_t>(i)] += bias_f[static_cast<size_t>(i % bias_len)];
         }
