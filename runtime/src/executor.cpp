@@ -149,6 +149,17 @@ void GemmPlan::execute_overlapped(const void* lhs, const void* rhs, const void* 
   }
 
   // REDUCE_SCATTER: partials in the output dtype, summed in fp32 in rank order at the end.
+  if (g.tp == 1) {  // nothing to reduce: the one partial is the output
+    GemmTask t = chunk_task(g, lhs, g.seq_total * g.k, rhs, nullptr, out, g.seq_rows * g.n, g.out);
+    t.label = label("gemm");
+    be.gemm(t, 0);
+    if (g.has_bias) {
+      const void* parts[] = {out};
+      be.sum_partials(parts, g.out, g.chunk_rows * g.n, bias, g.n, out, g.out, 0);
+    }
+    be.join_streams(0);
+    return;
+  }
   if (g.ring.local == nullptr) {
     g.ring = be.allocate_symmetric(chunk_out_bytes * static_cast<size_t>(g.tp));
     if (g.tp > 1) g.send = be.allocate(chunk_out_bytes * static_cast<size_t>(g.tp));

@@ -97,3 +97,7 @@ add_test(NAME mpi_tp2_bench_tiny
           --iterations 2 --out ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(mpi_tp2_bench_tiny PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "written: .*cgemm_bench")
+
+# tp = 1: the collectives reduce to a GEMM (the reduce-scatter writes its output directly).
+cgemm_add_mpi_test(tp1_reduce_scatter_bias 1 ${small} --collective reduce_scatter --bias on)
+cgemm_add_mpi_test(tp1_all_gather_bias 1 ${small} --collective all_gather --bias on)
