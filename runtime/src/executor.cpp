@@ -27,21 +27,37 @@ void ensure(Backend& be, void*& buf, size_t& have, size_t bytes) {
 
 // The GEMM of one sequence chunk: `lhs` holds its rows (contiguous, or B strided blocks
 // when lhs_batch_stride != 0), the result goes to `out` (likewise).
-GemmTask chunk_task(const GemmPlan::Impl& g, const void* lhs, int64_t lhs_batch_stride,
-                    const void* rhs, const void* bias, void* out, int64_t out_batch_stride,
-                    DType out_dtype) {
+// The plan's GEMM without its rows: dtypes, k, n, rhs and the dense leading dimensions.
+GemmTask plan_task(const GemmPlan::Impl& g, const void* rhs) {
   GemmTask t;
   t.in_dtype = g.in;
-  t.out_dtype = out_dtype;
+  t.out_dtype = g.out;
   t.k = g.k;
   t.n = g.n;
-  t.lhs = lhs;
   t.lda = g.k;
   t.rhs = rhs;
   t.ldb = g.ldb;
   t.rhs_transposed = g.rhs_transposed;
-  t.out = out;
   t.ldc = g.n;
+  return t;
+}
+
+// The reference path's (and the benchmark's) partial products of a reduce-scatter: the whole
+// local GEMM [lhs rows, n], then room for the reduced chunk behind it.
+void* ensure_partials(GemmPlan::Impl& g) {
+  const size_t partial_bytes = static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
+  ensure(*g.backend, g.scratch2, g.scratch2_bytes,
+         partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
+  return g.scratch2;
+}
+
+GemmTask chunk_task(const GemmPlan::Impl& g, const void* lhs, int64_t lhs_batch_stride,
+                    const void* rhs, const void* bias, void* out, int64_t out_batch_stride,
+                    DType out_dtype) {
+  GemmTask t = plan_task(g, rhs);
+  t.out_dtype = out_dtype;
+  t.lhs = lhs;
+  t.out = out;
   t.bias = bias;
   if (g.strided) {
     t.batch = g.batch;
@@ -212,16 +228,7 @@ void GemmPlan::execute_reference(const void* lhs, const void* rhs, const void* b
     return;
   }
   const void* fused_bias = g.fuse_bias ? bias : nullptr;
-  GemmTask t;
-  t.in_dtype = g.in;
-  t.out_dtype = g.out;
-  t.k = g.k;
-  t.n = g.n;
-  t.lda = g.k;
-  t.rhs = rhs;
-  t.ldb = g.ldb;
-  t.rhs_transposed = g.rhs_transposed;
-  t.ldc = g.n;
+  GemmTask t = plan_task(g, rhs);
   const size_t lhs_bytes = static_cast<size_t>(g.lhs_rows * g.k) * g.in_size();
   if (desc_.collective == CollectiveOp::kAllGather) {
     // all-gather (rank-major [tp, B, S/tp, K]), one GEMM, then the dp-leading reorder.
@@ -244,8 +251,7 @@ void GemmPlan::execute_reference(const void* lhs, const void* rhs, const void* b
   }
   // reduce-scatter: the tpsp-leading reorder, one GEMM, reduce-scatter, then the bias.
   const size_t partial_bytes = static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
-  ensure(be, g.scratch2, g.scratch2_bytes,
-         partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
+  ensure_partials(g);
   const void* a = lhs;
   if (g.strided) {
     ensure(be, g.scratch, g.scratch_bytes, lhs_bytes);
@@ -331,16 +337,7 @@ void GemmPlan::bench_gemm_only(const void* lhs, const void* rhs, void* out) {
   // collective would put or take its data: what the sequential path computes.
   Impl& g = *impl_;
   Backend& be = *g.backend;
-  GemmTask t;
-  t.in_dtype = g.in;
-  t.out_dtype = g.out;
-  t.k = g.k;
-  t.n = g.n;
-  t.lda = g.k;
-  t.rhs = rhs;
-  t.ldb = g.ldb;
-  t.rhs_transposed = g.rhs_transposed;
-  t.ldc = g.n;
+  GemmTask t = plan_task(g, rhs);
   const size_t lhs_bytes = static_cast<size_t>(g.lhs_rows * g.k) * g.in_size();
   if (desc_.collective == CollectiveOp::kAllGather) {
     ensure(be, g.scratch, g.scratch_bytes, lhs_bytes * static_cast<size_t>(g.tp));
@@ -348,9 +345,7 @@ void GemmPlan::bench_gemm_only(const void* lhs, const void* rhs, void* out) {
     t.m = g.tp * g.lhs_rows;
     t.out = out;
   } else {
-    const size_t partial_bytes = static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
-    ensure(be, g.scratch2, g.scratch2_bytes,
-           partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
+    ensure_partials(g);
     t.lhs = lhs;
     t.m = g.lhs_rows;
     t.out = desc_.collective == CollectiveOp::kNone ? out : g.scratch2;
@@ -366,10 +361,7 @@ void GemmPlan::bench_collective_only(const void* lhs, void* out) {
     ensure(be, g.scratch, g.scratch_bytes, lhs_bytes * static_cast<size_t>(g.tp));
     be.all_gather(lhs, g.scratch, lhs_bytes, 0);
   } else if (desc_.collective == CollectiveOp::kReduceScatter) {
-    const size_t partial_bytes = static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
-    ensure(be, g.scratch2, g.scratch2_bytes,
-           partial_bytes + static_cast<size_t>(g.chunk_rows * g.n) * g.out_size());
-    be.reduce_scatter(g.scratch2, out, g.out, g.chunk_rows * g.n, 0);
+    be.reduce_scatter(ensure_partials(g), out, g.out, g.chunk_rows * g.n, 0);
   } else if (sharding_.reduce_spec) {
     be.all_reduce(out, g.out, num_elements(out_local_), 0);
   }
