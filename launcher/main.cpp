@@ -46,15 +46,19 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
       bias(be, static_cast<size_t>(std::max<int64_t>(bias_n, 1)) * out_size),
       out(be, static_cast<size_t>(out_n) * out_size),
       ref(be, static_cast<size_t>(out_n) * out_size);
+  // Each rank fills its own shards of the global tensors drawn from `seed`.
+  const auto fill_inputs = [&](uint64_t seed) {
+    be.fill_normal(lhs.p, d.dtype, d.lhs_shape, plan.lhs_local(), plan.lhs_offset(), seed + 1,
+                   cfg.std);
+    be.fill_normal(rhs.p, d.dtype, d.rhs_shape, plan.rhs_local(), plan.rhs_offset(), seed + 2,
+                   cfg.std);
+    if (bias_n > 0) {
+      be.fill_normal(bias.p, d.out_dtype, *d.bias_shape, plan.bias_local(), plan.bias_offset(),
+                     seed + 3, cfg.std);
+    }
+  };
   const uint64_t seed = cfg.seed + 1000 * index;
-  be.fill_normal(lhs.p, d.dtype, d.lhs_shape, plan.lhs_local(), plan.lhs_offset(), seed + 1,
-                 cfg.std);
-  be.fill_normal(rhs.p, d.dtype, d.rhs_shape, plan.rhs_local(), plan.rhs_offset(), seed + 2,
-                 cfg.std);
-  if (bias_n > 0) {
-    be.fill_normal(bias.p, d.out_dtype, *d.bias_shape, plan.bias_local(), plan.bias_offset(),
-                   seed + 3, cfg.std);
-  }
+  fill_inputs(seed);
   const void* bias_p = bias_n > 0 ? bias.p : nullptr;
   const auto overlapped = [&] { plan.execute_overlapped(lhs.p, rhs.p, bias_p, out.p); };
   const auto reference = [&] { plan.execute_reference(lhs.p, rhs.p, bias_p, ref.p); };
@@ -110,14 +114,7 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
   if (cfg.check) {
     // Fresh inputs, so a chunk read before it arrived (still holding an earlier call's data
     // in the plan's buffers) shows; outputs poisoned so an element nobody wrote fails.
-    be.fill_normal(lhs.p, d.dtype, d.lhs_shape, plan.lhs_local(), plan.lhs_offset(), seed + 11,
-                   cfg.std);
-    be.fill_normal(rhs.p, d.dtype, d.rhs_shape, plan.rhs_local(), plan.rhs_offset(), seed + 12,
-                   cfg.std);
-    if (bias_n > 0) {
-      be.fill_normal(bias.p, d.out_dtype, *d.bias_shape, plan.bias_local(), plan.bias_offset(),
-                     seed + 13, cfg.std);
-    }
+    fill_inputs(seed + 10);
     be.fill_nan(out.p, d.out_dtype, out_n);
     be.fill_nan(ref.p, d.out_dtype, out_n);
     overlapped();
