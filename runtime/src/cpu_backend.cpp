@@ -44,7 +44,7 @@ class CpuBackend final : public Backend {
     std::string libs(lib, static_cast<size_t>(len));
     libs = libs.substr(0, libs.find_first_of("\n,"));
     std::ostringstream s;
-    s << "backend: cpu (OpenBLAS sgemm on fp32 copies, one BLAS thread per rank)\n"
+    s << "backend: cpu (OpenBLAS dgemm on fp64 copies, one BLAS thread per rank)\n"
       << "mpi: " << libs << " (MPI " << version << "." << subversion << ")\n"
       << "transport: MPI non-blocking send/recv on the TP communicator\n"
       << "ignored on cpu: compute_stream_priority, communication_stream_priority, "
