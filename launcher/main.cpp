@@ -203,6 +203,27 @@ int run(int argc, char** argv) {
   }
   if (any_rank_failed(error)) return kExitUsage;
 
+  // One rank per GPU: more ranks on a host than it has GPUs is an error of the launch, found
+  // here on every rank alike rather than in the backend of some ranks.
+  if (cfg.backend != BackendKind::kCpu && cuda_device_count() > 0) {
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int local = 1;
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    if (local > cuda_device_count()) {
+      char host[MPI_MAX_PROCESSOR_NAME] = {};
+      int len = 0;
+      MPI_Get_processor_name(host, &len);
+      error = std::to_string(local) + " ranks on host " +
+              std::string(host, static_cast<size_t>(len)) + " but only " +
+              std::to_string(cuda_device_count()) +
+              " GPU(s): the CUDA backend runs one rank per GPU (start fewer ranks per node, or "
+              "use --backend cpu)";
+    }
+  }
+  if (any_rank_failed(error)) return kExitUsage;
+
   std::unique_ptr<Context> ctx;
   try {
     ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{cfg.dp, cfg.tp, "dp", "tpsp"},

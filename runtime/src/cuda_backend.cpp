@@ -676,15 +676,17 @@ std::vector<TraceSpan> CudaBackend::take_trace() {
 
 }  // namespace
 
-bool cuda_backend_available() {
+int cuda_device_count() {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess) {
     cudaGetLastError();  // leave no error behind for later calls
-    return false;
+    return 0;
   }
-  return count > 0;
+  return count;
 }
+
+bool cuda_backend_available() { return cuda_device_count() > 0; }
 
 std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts) {
   return std::make_unique<CudaBackend>(comms, opts);

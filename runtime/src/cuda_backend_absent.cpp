@@ -4,6 +4,7 @@
 namespace cgemm {
 
 bool cuda_backend_available() { return false; }
+int cuda_device_count() { return 0; }
 
 std::unique_ptr<Backend> make_cuda_backend(const MeshComms&, const OverlapOptions&) {
   throw Error(

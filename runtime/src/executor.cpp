@@ -134,17 +134,16 @@ void GemmPlan::execute_overlapped(const void* lhs, const void* rhs, const void* 
       if (!step.transfers.empty()) {
         std::vector<Exchange> group;
         for (const ChunkTransfer& tr : step.transfers) {
-          Exchange x;
-          x.src = chunk_lhs(tr.send_chunk);
-          x.bytes = chunk_lhs_bytes;
-          x.send_peer = tr.send_peer;
-          x.send_offset = static_cast<size_t>(tr.send_chunk) * chunk_lhs_bytes;
-          x.recv_peer = tr.recv_peer;
-          x.recv_offset = static_cast<size_t>(tr.recv_chunk) * chunk_lhs_bytes;
-          x.dst = &g.ring;
-          x.label = label("chunk " + std::to_string(tr.send_chunk) + " -> rank " +
-                          std::to_string(tr.send_peer));
-          group.push_back(x);
+          // Chunk c lives at slot c of every rank's ring buffer.
+          group.push_back({.src = chunk_lhs(tr.send_chunk),
+                           .bytes = chunk_lhs_bytes,
+                           .send_peer = tr.send_peer,
+                           .send_offset = static_cast<size_t>(tr.send_chunk) * chunk_lhs_bytes,
+                           .recv_peer = tr.recv_peer,
+                           .recv_offset = static_cast<size_t>(tr.recv_chunk) * chunk_lhs_bytes,
+                           .dst = &g.ring,
+                           .label = label("chunk " + std::to_string(tr.send_chunk) + " -> rank " +
+                                          std::to_string(tr.send_peer))});
         }
         previous = be.start_exchange(group, -1);
       }
@@ -198,15 +197,15 @@ void GemmPlan::execute_overlapped(const void* lhs, const void* rhs, const void* 
     t.label = label("gemm partial for rank " + std::to_string(step.dest));
     be.gemm(t, stream);
     if (step.dest != g.me) {
-      Exchange x;
-      x.src = partial;
-      x.bytes = chunk_out_bytes;
-      x.send_peer = step.dest;
-      x.send_offset = static_cast<size_t>(g.me) * chunk_out_bytes;
-      x.recv_peer = step.recv_from;
-      x.recv_offset = static_cast<size_t>(step.recv_from) * chunk_out_bytes;
-      x.dst = &g.ring;
-      x.label = label("partial -> rank " + std::to_string(step.dest));
+      // The partial from rank p lives at slot p of the destination's ring buffer.
+      const Exchange x{.src = partial,
+                       .bytes = chunk_out_bytes,
+                       .send_peer = step.dest,
+                       .send_offset = static_cast<size_t>(g.me) * chunk_out_bytes,
+                       .recv_peer = step.recv_from,
+                       .recv_offset = static_cast<size_t>(step.recv_from) * chunk_out_bytes,
+                       .dst = &g.ring,
+                       .label = label("partial -> rank " + std::to_string(step.dest))};
       tokens.push_back(be.start_exchange({&x, 1}, stream));
     }
   }

@@ -14,6 +14,8 @@ std::unique_ptr<Backend> make_cpu_backend(const MeshComms& comms, const OverlapO
 
 /// True when cgemm was built with CUDA and this process sees at least one GPU.
 bool cuda_backend_available();
+/// GPUs this process sees (0 without CUDA or without a GPU).
+int cuda_device_count();
 
 /// One GPU per rank (the node-local rank), cuBLASLt GEMMs, NCCL communicators over the TP
 /// group bootstrapped over MPI, and copy-engine transport over CUDA IPC when the whole TP
