@@ -237,6 +237,26 @@ int run(int argc, char** argv) {
       ", transport " + ctx->backend().transport());
   say("tensor-parallel groups (world ranks): " + groups_str(comms.tp_groups()));
   say("data-parallel groups (world ranks):   " + groups_str(comms.dp_groups()));
+  // Where the ranks run: the CUDA backend moves data with copy engines only inside a host.
+  std::vector<char> hosts(static_cast<size_t>(world) * MPI_MAX_PROCESSOR_NAME);
+  {
+    std::string mine = comms.host_name();
+    mine.resize(MPI_MAX_PROCESSOR_NAME, '\0');
+    MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(), MPI_MAX_PROCESSOR_NAME,
+               MPI_CHAR, 0, MPI_COMM_WORLD);
+  }
+  int tp_local = comms.tp_group_on_one_node() ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &tp_local, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  std::vector<std::string> host_of_rank;
+  for (int r = 0; r < world; ++r) {
+    host_of_rank.emplace_back(hosts.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+  }
+  {
+    std::string line = "hosts of the ranks:";
+    for (int r = 0; r < world; ++r) line += " " + std::to_string(r) + "=" + host_of_rank[r];
+    say(line);
+  }
+  say(std::string("tensor-parallel groups on one host: ") + (tp_local ? "yes" : "no"));
   say(ctx->backend().describe());
   say("resolved config:\n" + to_ini(cfg));
 
@@ -260,7 +280,9 @@ int run(int argc, char** argv) {
   report["mesh"] = {{"dp", comms.dp()},
                     {"tp", comms.tp()},
                     {"tp_groups", comms.tp_groups()},
-                    {"dp_groups", comms.dp_groups()}};
+                    {"dp_groups", comms.dp_groups()},
+                    {"hosts", host_of_rank},
+                    {"tp_groups_on_one_host", tp_local == 1}};
   report["backend"] = ctx->backend().name();
   report["transport"] = ctx->backend().transport();
   report["backend_details"] = ctx->backend().describe();

@@ -8,7 +8,7 @@ packages=(
   libopenmpi-dev openmpi-bin libucx-dev
   libboost-program-options-dev nlohmann-json3-dev
   libopenblas-dev libgtest-dev
-  python3
+  python3 iproute2 util-linux
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# run_two_nodes.sh CGEMM_RUN: two "nodes" on one machine (network namespaces joined by a
+# veth pair, each with its own host name; ../shared/MULTINODE.md), 2 ranks on each, and
+# cgemm-run on the CPU backend over them:
+#   dp 2 x tp 2: every TP group inside one node;
+#   tp 4: the TP group spans both nodes (no shared memory between its halves).
+# Both must pass their check, and the report must say where the TP groups live.
+# Exits 77 (CTest: skipped) where namespaces cannot be made (not root, no iproute2).
+set -u
+run=$1
+here=$(cd "$(dirname "$0")" && pwd)
+export CGEMM_MN_PREFIX=cgemm$$
+a=${CGEMM_MN_PREFIX}a b=${CGEMM_MN_PREFIX}b net=10.213.77
+cleanup() {
+  ip netns del "$a" 2>/dev/null
+  ip netns del "$b" 2>/dev/null
+}
+trap cleanup EXIT
+if ! ip netns add "$a" 2>/dev/null || ! ip netns add "$b" 2>/dev/null; then
+  echo "SKIPPED: cannot create network namespaces here (needs root and iproute2)"
+  exit 77
+fi
+set -e
+ip link add "${a}v" type veth peer name "${b}v"
+ip link set "${a}v" netns "$a"
+ip link set "${b}v" netns "$b"
+ip -n "$a" addr add "$net.1/24" dev "${a}v"
+ip -n "$b" addr add "$net.2/24" dev "${b}v"
+for ns in "$a" "$b"; do
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set "${ns}v" up
+done
+hostfile=$(mktemp)
+printf '%s.1 slots=2\n%s.2 slots=2\n' "$net" "$net" >"$hostfile"
+# The block as a config file: arguments pass through a shell on the "remote" side.
+config=$(mktemp --suffix=.ini)
+printf 'gemm = up all_gather 64 96\ngemm = down reduce_scatter 96 64\n' >"$config"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+mpi=(mpirun -np 4 --hostfile "$hostfile" --mca plm_rsh_agent "$here/rsh_agent.sh"
+  --mca oob_tcp_if_include "$net.0/24" --mca pml ob1 --mca btl tcp,self,vader
+  --mca btl_tcp_if_include "$net.0/24" -x OPENBLAS_NUM_THREADS)
+status=0
+for mesh in "--dp 2" "--dp 1"; do
+  out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" "$run" --backend cpu $mesh --batch 4 \
+    --seq_len 32 --config "$config" --warmup 0 --iterations 1 2>&1) || status=1
+  echo "$out" | grep -E "groups|hosts|check|error"
+  expected="yes"
+  [ "$mesh" = "--dp 1" ] && expected="no"
+  echo "$out" | grep -q "tensor-parallel groups on one host: $expected" || {
+    echo "FAIL ($mesh): the report does not say the TP groups are on one host: $expected"
+    status=1
+  }
+done
+rm -f "$hostfile" "$config"
+exit $status
