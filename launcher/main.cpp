@@ -30,6 +30,13 @@ namespace {
 
 nlohmann::json shape_json(const Shape& s) { return nlohmann::json(s); }
 
+std::string comms_host_name() {
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(host, &len);
+  return std::string(host, static_cast<size_t>(len));
+}
+
 /// Runs one GEMM of the block; returns its report entry.
 nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size_t index,
                         std::vector<TraceSpan>& trace) {
@@ -203,23 +210,27 @@ int run(int argc, char** argv) {
   }
   if (any_rank_failed(error)) return kExitUsage;
 
-  // One rank per GPU: more ranks on a host than it has GPUs is an error of the launch, found
-  // here on every rank alike rather than in the backend of some ranks.
+  // One rank per GPU. More ranks on a host than it has GPUs: with --backend cuda an error of
+  // the launch (one message, every rank alike); with auto the CPU backend, said so (every
+  // rank decides alike: the smallest slack over all hosts counts).
   if (cfg.backend != BackendKind::kCpu && cuda_device_count() > 0) {
     MPI_Comm node = MPI_COMM_NULL;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     int local = 1;
     MPI_Comm_size(node, &local);
     MPI_Comm_free(&node);
-    if (local > cuda_device_count()) {
-      char host[MPI_MAX_PROCESSOR_NAME] = {};
-      int len = 0;
-      MPI_Get_processor_name(host, &len);
-      error = std::to_string(local) + " ranks on host " +
-              std::string(host, static_cast<size_t>(len)) + " but only " +
-              std::to_string(cuda_device_count()) +
-              " GPU(s): the CUDA backend runs one rank per GPU (start fewer ranks per node, or "
+    int short_of_gpus = local > cuda_device_count() ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &short_of_gpus, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const std::string why = std::to_string(local) + " ranks on host " + comms_host_name() +
+                            " but " + std::to_string(cuda_device_count()) + " GPU(s)";
+    if (short_of_gpus && cfg.backend == BackendKind::kCuda && local > cuda_device_count()) {
+      error = why +
+              ": the CUDA backend runs one rank per GPU (start fewer ranks per node, or "
               "use --backend cpu)";
+    } else if (short_of_gpus && cfg.backend == BackendKind::kAuto) {
+      say("backend auto: a host has more ranks than GPUs (" + why +
+          " on this rank's host); using the CPU backend");
+      cfg.backend = BackendKind::kCpu;
     }
   }
   if (any_rank_failed(error)) return kExitUsage;
