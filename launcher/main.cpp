@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "check.hpp"
 #include "job.hpp"
+#include "output_dump.hpp"
 #include "run_config.hpp"
 #include "trace_writer.hpp"
 
@@ -30,46 +30,59 @@ namespace {
 
 nlohmann::json shape_json(const Shape& s) { return nlohmann::json(s); }
 
-std::string comms_host_name() {
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int len = 0;
-  MPI_Get_processor_name(host, &len);
-  return std::string(host, static_cast<size_t>(len));
-}
+/// One GEMM of the block with its buffers, kept for the whole run: the check rounds come back
+/// to the same buffers after the other GEMMs used theirs (plans alternate, buffers are reused).
+struct GemmJob {
+  GemmPlan& plan;
+  const RunConfig& cfg;
+  size_t index;
+  std::string tag;
+  int64_t out_n, bias_n;
+  Buffer lhs, rhs, bias, out, ref;
+  nlohmann::json report;
+  CheckStats checked;  // this rank's, summed over the check rounds
 
-/// Runs one GEMM of the block; returns its report entry.
-nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size_t index,
-                        std::vector<TraceSpan>& trace) {
-  Backend& be = ctx.backend();
-  const GemmDesc& d = plan.desc();
-  const std::string tag = "[" + std::to_string(index + 1) + "/" + std::to_string(cfg.gemms.size()) +
-                          " " + d.name + "] ";
-  const size_t in_size = dtype_size(d.dtype), out_size = dtype_size(d.out_dtype);
-  const int64_t lhs_n = num_elements(plan.lhs_local()), rhs_n = num_elements(plan.rhs_local());
-  const int64_t bias_n = d.bias_shape ? num_elements(plan.bias_local()) : 0;
-  const int64_t out_n = num_elements(plan.out_local());
-  Buffer lhs(be, static_cast<size_t>(lhs_n) * in_size),
-      rhs(be, static_cast<size_t>(rhs_n) * in_size),
-      bias(be, static_cast<size_t>(std::max<int64_t>(bias_n, 1)) * out_size),
-      out(be, static_cast<size_t>(out_n) * out_size),
-      ref(be, static_cast<size_t>(out_n) * out_size);
+  static size_t bytes(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
+  GemmJob(Backend& be, GemmPlan& p, const RunConfig& c, size_t i)
+      : plan(p),
+        cfg(c),
+        index(i),
+        tag("[" + std::to_string(i + 1) + "/" + std::to_string(c.gemms.size()) + " " +
+            p.desc().name + "] "),
+        out_n(num_elements(p.out_local())),
+        bias_n(p.desc().bias_shape ? num_elements(p.bias_local()) : 0),
+        lhs(be, bytes(num_elements(p.lhs_local()), p.desc().dtype)),
+        rhs(be, bytes(num_elements(p.rhs_local()), p.desc().dtype)),
+        bias(be, bytes(std::max<int64_t>(bias_n, 1), p.desc().out_dtype)),
+        out(be, bytes(out_n, p.desc().out_dtype)),
+        ref(be, bytes(out_n, p.desc().out_dtype)) {}
+
+  uint64_t seed() const { return cfg.seed + 1000 * index; }
+  const void* bias_p() const { return bias_n > 0 ? bias.p : nullptr; }
   // Each rank fills its own shards of the global tensors drawn from `seed`.
-  const auto fill_inputs = [&](uint64_t seed) {
-    be.fill_normal(lhs.p, d.dtype, d.lhs_shape, plan.lhs_local(), plan.lhs_offset(), seed + 1,
+  void fill_inputs(uint64_t s) {
+    Backend& be = lhs.be;
+    const GemmDesc& d = plan.desc();
+    be.fill_normal(lhs.p, d.dtype, d.lhs_shape, plan.lhs_local(), plan.lhs_offset(), s + 1,
                    cfg.std);
-    be.fill_normal(rhs.p, d.dtype, d.rhs_shape, plan.rhs_local(), plan.rhs_offset(), seed + 2,
+    be.fill_normal(rhs.p, d.dtype, d.rhs_shape, plan.rhs_local(), plan.rhs_offset(), s + 2,
                    cfg.std);
     if (bias_n > 0) {
       be.fill_normal(bias.p, d.out_dtype, *d.bias_shape, plan.bias_local(), plan.bias_offset(),
-                     seed + 3, cfg.std);
+                     s + 3, cfg.std);
     }
-  };
-  const uint64_t seed = cfg.seed + 1000 * index;
-  fill_inputs(seed);
-  const void* bias_p = bias_n > 0 ? bias.p : nullptr;
-  const auto overlapped = [&] { plan.execute_overlapped(lhs.p, rhs.p, bias_p, out.p); };
-  const auto reference = [&] { plan.execute_reference(lhs.p, rhs.p, bias_p, ref.p); };
+  }
+  void overlapped() { plan.execute_overlapped(lhs.p, rhs.p, bias_p(), out.p); }
+  void sequential() { plan.execute_reference(lhs.p, rhs.p, bias_p(), ref.p); }
+};
 
+/// Plans, warms up and times one GEMM; fills its report entry.
+void time_gemm(GemmJob& job, Backend& be) {
+  GemmPlan& plan = job.plan;
+  const GemmDesc& d = plan.desc();
+  const RunConfig& cfg = job.cfg;
+  const std::string& tag = job.tag;
+  job.fill_inputs(job.seed());
   say(tag + "lhs " + shape_str(d.lhs_shape) + " -> local " + shape_str(plan.lhs_local()) +
       ", rhs " + shape_str(d.rhs_shape) + " -> " + shape_str(plan.rhs_local()) + ", out " +
       shape_str(plan.out_global()) + " -> " + shape_str(plan.out_local()));
@@ -77,19 +90,19 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
   say(tag + "warm-up " + std::to_string(cfg.warmup) + ", then " + std::to_string(cfg.iterations) +
       (cfg.iterations == 1 ? " timed iteration" : " timed iterations") + " of each path");
   // execute() makes the overlap policy's choice on its first call (auto: times both paths).
-  plan.execute(lhs.p, rhs.p, bias_p, out.p);
+  plan.execute(job.lhs.p, job.rhs.p, job.bias_p(), job.out.p);
   for (int i = 0; i < cfg.warmup; ++i) {
-    overlapped();
-    reference();
+    job.overlapped();
+    job.sequential();
   }
   be.synchronize();
   say(tag + "execute() path: " + plan.path_summary());
-  const auto t_over = time_iterations(be, cfg.iterations, overlapped);
-  const auto t_ref = time_iterations(be, cfg.iterations, reference);
+  const auto t_over = time_iterations(be, cfg.iterations, [&] { job.overlapped(); });
+  const auto t_ref = time_iterations(be, cfg.iterations, [&] { job.sequential(); });
   const double med_over = median(t_over), med_ref = median(t_ref);
   const double tflops = plan.local_flops() / (med_over * 1e-3) / 1e12;
 
-  nlohmann::json j;
+  nlohmann::json& j = job.report;
   j["name"] = d.name;
   j["collective"] = collective_name(d.collective);
   j["lhs_shape"] = shape_json(d.lhs_shape);
@@ -117,51 +130,63 @@ nlohmann::json run_gemm(Context& ctx, GemmPlan& plan, const RunConfig& cfg, size
       "overlapped %.3f ms | non-overlapped %.3f ms | speed-up %.2fx | %.2f TFLOP/s per rank",
       med_over, med_ref, med_over > 0 ? med_ref / med_over : 0.0, tflops);
   say(tag + line);
+}
 
-  if (cfg.check) {
-    // Fresh inputs, so a chunk read before it arrived (still holding an earlier call's data
-    // in the plan's buffers) shows; outputs poisoned so an element nobody wrote fails.
-    fill_inputs(seed + 10);
-    be.fill_nan(out.p, d.out_dtype, out_n);
-    be.fill_nan(ref.p, d.out_dtype, out_n);
-    overlapped();
-    reference();
-    be.synchronize();
-    std::vector<char> h_out(static_cast<size_t>(out_n) * out_size), h_ref(h_out.size());
-    be.copy_to_host(h_out.data(), out.p, h_out.size());
-    be.copy_to_host(h_ref.data(), ref.p, h_ref.size());
-    const Tolerance tol = tolerance_for(d.out_dtype);
-    CheckStats s = compare(h_out.data(), h_ref.data(), d.out_dtype, out_n, tol);
-    int64_t counts[2] = {s.compared, s.failures};
-    double errs[2] = {s.max_abs, s.max_rel};
-    MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, errs, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    const bool pass = counts[1] == 0 && counts[0] > 0;
-    j["check"] = {{"compared", counts[0]},
-                  {"failures", counts[1]},
-                  {"max_abs_error", errs[0]},
-                  {"max_rel_error", errs[1]},
-                  {"rtol", tol.rtol},
-                  {"atol", tol.atol},
-                  {"passed", pass}};
-    std::snprintf(line, sizeof(line),
-                  "check %s: %lld elements compared, %lld failures, max abs err %.3g, max rel err "
-                  "%.3g (rtol %g, atol %g)",
-                  pass ? "PASSED" : "FAILED", static_cast<long long>(counts[0]),
-                  static_cast<long long>(counts[1]), errs[0], errs[1], tol.rtol, tol.atol);
-    say(tag + line);
-  }
-  if (!cfg.trace.empty()) {
-    // One more overlapped call, traced; ranks start together so their timelines line up.
-    be.synchronize();
-    MPI_Barrier(MPI_COMM_WORLD);
-    be.set_tracing(true);
-    overlapped();
-    std::vector<TraceSpan> spans = be.take_trace();
-    be.set_tracing(false);
-    for (TraceSpan& s : spans) trace.push_back(std::move(s));
-  }
-  return j;
+/// One checked call of both paths on fresh inputs (round r), folded into job.checked.
+void check_round(GemmJob& job, Backend& be, int round) {
+  const GemmDesc& d = job.plan.desc();
+  // Fresh inputs, so a chunk read before it arrived (still holding an earlier call's data
+  // in the plan's buffers) shows; outputs poisoned so an element nobody wrote fails.
+  job.fill_inputs(job.seed() + 10 + static_cast<uint64_t>(round));
+  be.fill_nan(job.out.p, d.out_dtype, job.out_n);
+  be.fill_nan(job.ref.p, d.out_dtype, job.out_n);
+  job.overlapped();
+  job.sequential();
+  be.synchronize();
+  const size_t bytes = static_cast<size_t>(job.out_n) * dtype_size(d.out_dtype);
+  std::vector<char> h_out(bytes), h_ref(bytes);
+  be.copy_to_host(h_out.data(), job.out.p, bytes);
+  be.copy_to_host(h_ref.data(), job.ref.p, bytes);
+  job.checked.merge(
+      compare(h_out.data(), h_ref.data(), d.out_dtype, job.out_n, tolerance_for(d.out_dtype)));
+}
+
+/// The check's verdict over all ranks and rounds: prints it and fills the report entry.
+bool report_check(GemmJob& job) {
+  const DType out_dtype = job.plan.desc().out_dtype;
+  const CheckStats& s = job.checked;
+  int64_t counts[2] = {s.compared, s.failures};
+  double errs[2] = {s.max_abs, s.max_rel};
+  MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, errs, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const bool pass = counts[1] == 0 && counts[0] > 0;
+  const Tolerance tol = tolerance_for(out_dtype);
+  job.report["check"] = {
+      {"compared", counts[0]},          {"failures", counts[1]}, {"max_abs_error", errs[0]},
+      {"max_rel_error", errs[1]},       {"rtol", tol.rtol},      {"atol", tol.atol},
+      {"rounds", job.cfg.check_rounds}, {"passed", pass}};
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "check %s: %lld elements compared, %lld failures, max abs err %.3g, max rel err "
+                "%.3g (rtol %g, atol %g)%s",
+                pass ? "PASSED" : "FAILED", static_cast<long long>(counts[0]),
+                static_cast<long long>(counts[1]), errs[0], errs[1], tol.rtol, tol.atol,
+                job.cfg.check_rounds > 1
+                    ? (" over " + std::to_string(job.cfg.check_rounds) + " rounds").c_str()
+                    : "");
+  say(job.tag + line);
+  return pass;
+}
+
+/// One more overlapped call, traced; ranks start together so their timelines line up.
+std::vector<TraceSpan> trace_gemm(GemmJob& job, Backend& be) {
+  be.synchronize();
+  MPI_Barrier(MPI_COMM_WORLD);
+  be.set_tracing(true);
+  job.overlapped();
+  std::vector<TraceSpan> spans = be.take_trace();
+  be.set_tracing(false);
+  return spans;
 }
 
 std::string groups_str(const std::vector<std::vector<int>>& groups) {
@@ -195,8 +220,9 @@ int run(int argc, char** argv) {
 
   // Output files are checked before the run, not after it: a long run must not be lost.
   if (world_rank() == 0) {
-    for (const auto& [option, path] :
-         {std::pair<const char*, std::string>{"--report", cfg.report}, {"--trace", cfg.trace}}) {
+    for (const auto& [option, path] : {std::pair<const char*, std::string>{"--report", cfg.report},
+                                       {"--trace", cfg.trace},
+                                       {"--output_dump", cfg.output_dump}}) {
       if (path.empty()) continue;
       std::ofstream probe(path, std::ios::app);
       if (!probe) error = std::string(option) + " " + path + ": cannot open the file for writing";
@@ -204,44 +230,18 @@ int run(int argc, char** argv) {
   }
   if (any_rank_failed(error)) return kExitUsage;
 
-  if (cfg.backend == BackendKind::kCuda && !cuda_backend_available()) {
-    error = "--backend cuda: no usable GPU on host of rank " + std::to_string(world_rank()) +
-            " (or cgemm was built without CUDA); use --backend cpu or auto";
-  }
-  if (any_rank_failed(error)) return kExitUsage;
-
-  // One rank per GPU. More ranks on a host than it has GPUs: with --backend cuda an error of
-  // the launch (one message, every rank alike); with auto the CPU backend, said so (every
-  // rank decides alike: the smallest slack over all hosts counts).
-  if (cfg.backend != BackendKind::kCpu && cuda_device_count() > 0) {
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    int local = 1;
-    MPI_Comm_size(node, &local);
-    MPI_Comm_free(&node);
-    int short_of_gpus = local > cuda_device_count() ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &short_of_gpus, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    const std::string why = std::to_string(local) + " ranks on host " + comms_host_name() +
-                            " but " + std::to_string(cuda_device_count()) + " GPU(s)";
-    if (short_of_gpus && cfg.backend == BackendKind::kCuda && local > cuda_device_count()) {
-      error = why +
-              ": the CUDA backend runs one rank per GPU (start fewer ranks per node, or "
-              "use --backend cpu)";
-    } else if (short_of_gpus && cfg.backend == BackendKind::kAuto) {
-      say("backend auto: a host has more ranks than GPUs (" + why +
-          " on this rank's host); using the CPU backend");
-      cfg.backend = BackendKind::kCpu;
-    }
-  }
-  if (any_rank_failed(error)) return kExitUsage;
-
+  // The backend rule (Context): decided alike on every rank, so a refusal is one message.
   std::unique_ptr<Context> ctx;
   try {
     ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{cfg.dp, cfg.tp, "dp", "tpsp"},
-                                    cfg.backend, cfg.overlap);
+                                    BackendOptions{cfg.backend, cfg.gpu_sharing}, cfg.overlap);
+  } catch (const BackendRuleError& e) {
+    error = e.what();
   } catch (const std::exception& e) {
     abort_job(e.what());
   }
+  if (any_rank_failed(error)) return kExitUsage;
+  if (!ctx->backend_notice().empty()) say(ctx->backend_notice());
   const MeshComms& comms = ctx->comms();
   say("cgemm-run: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(comms.dp()) +
       " x tp=" + std::to_string(comms.tp()) + ", backend " + ctx->backend().name() +
@@ -297,15 +297,39 @@ int run(int argc, char** argv) {
   report["backend"] = ctx->backend().name();
   report["transport"] = ctx->backend().transport();
   report["backend_details"] = ctx->backend().describe();
+  report["ranks_per_gpu"] = ctx->ranks_per_gpu();
+  report["timing_note"] =
+      ctx->ranks_per_gpu() > 1
+          ? nlohmann::json("GPU shared by " + std::to_string(ctx->ranks_per_gpu()) +
+                           " ranks: times are not a speed measurement")
+          : nlohmann::json(nullptr);
   bool all_passed = true;
   std::vector<TraceSpan> trace;
+  std::vector<DumpRecord> dump;
   try {
+    Backend& be = ctx->backend();
+    std::vector<std::unique_ptr<GemmJob>> jobs;
     for (size_t i = 0; i < plans.size(); ++i) {
-      std::vector<TraceSpan> spans;
-      nlohmann::json j = run_gemm(*ctx, *plans[i], cfg, i, spans);
-      if (j.contains("check") && !j["check"]["passed"].get<bool>()) all_passed = false;
-      report["gemms"].push_back(j);
+      jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
+      time_gemm(*jobs.back(), be);
+    }
+    if (cfg.check) {
+      for (int round = 0; round < cfg.check_rounds; ++round) {
+        for (auto& job : jobs) check_round(*job, be, round);
+      }
+      for (auto& job : jobs) all_passed = report_check(*job) && all_passed;
+      // The outputs of the last round, which every backend computes from the same inputs.
+      if (!cfg.output_dump.empty()) {
+        for (auto& job : jobs) {
+          dump.push_back(gather_output(be, job->plan, job->out.p, MPI_COMM_WORLD));
+        }
+      }
+    }
+    for (auto& job : jobs) {
+      report["gemms"].push_back(job->report);
+      if (cfg.trace.empty()) continue;
       // GEMMs of the block follow one another on the timeline.
+      std::vector<TraceSpan> spans = trace_gemm(*job, be);
       const double shift = trace.empty() ? 0.0 : trace.back().end_ms + 0.05;
       for (TraceSpan& s : spans) {
         s.start_ms += shift;
@@ -315,6 +339,18 @@ int run(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     abort_job(e.what());
+  }
+  if (!cfg.output_dump.empty() && cfg.check) {
+    std::string derr;
+    if (world_rank() == 0) {
+      try {
+        write_dump(cfg.output_dump, dump);
+        say("outputs written to " + cfg.output_dump + " (compare two with cgemm-compare)");
+      } catch (const std::exception& e) {
+        derr = e.what();
+      }
+    }
+    if (any_rank_failed(derr)) return kExitUsage;
   }
   if (!cfg.trace.empty()) {
     std::string terr;
@@ -340,6 +376,10 @@ int run(int argc, char** argv) {
   plans.clear();
   say(std::string("cgemm-run: ") +
       (cfg.check ? (all_passed ? "all checks PASSED" : "a check FAILED") : "checks skipped"));
+  if (ctx->ranks_per_gpu() > 1) {
+    say("cgemm-run: GPU shared by " + std::to_string(ctx->ranks_per_gpu()) +
+        " ranks: times are not a speed measurement");
+  }
 
   if (!cfg.report.empty()) {
     std::string werr;

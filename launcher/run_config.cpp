@@ -160,11 +160,25 @@ Descriptions make_descriptions() {
       ("iterations", int_value<int>("N", defaults.iterations),
        "timed iterations; times are reported in ms, bandwidths in GB/s [iterations]")
       ("check", bool_value(defaults.check),
-       "compare each result with the non-overlapped reference within the dtype's tolerance")
+       "compare each result with the sequential path (the collective, then the GEMM, or the "
+       "GEMM, then the collective) within the dtype's tolerance")
+      ("check_rounds", int_value<int>("N", defaults.check_rounds),
+       "checked calls of every GEMM, each on fresh inputs; round r runs the GEMMs of the block "
+       "in turn on the same buffers, so plans alternate and buffers are reused [rounds]")
+      ("output_dump", po::value<std::string>()->value_name("FILE"),
+       "write the global output of every GEMM of the last check round (gathered on rank 0) to "
+       "FILE; cgemm-compare A B compares two such files element by element, e.g. a CUDA run "
+       "with a CPU run of the same config and seed [path; default: none]")
       ("backend", po::value<std::string>()->value_name("B")
                       ->default_value(backend_name(defaults.backend)),
-       "auto | cpu | cuda; auto picks cuda when this cgemm has CUDA and the rank sees a GPU, "
-       "else cpu")
+       "auto | cpu | cuda. auto: cuda when this cgemm has CUDA and every rank has a GPU of its "
+       "own, else cpu (said so when GPUs are short). cuda: ends with one message when a GPU is "
+       "missing or shared, unless gpu_sharing is on")
+      ("gpu_sharing", bool_value(defaults.gpu_sharing),
+       "let ranks of a host share its GPUs on the CUDA backend (rank -> GPU by local rank "
+       "modulo the GPU count). For correctness runs of any tp on few GPUs: no NCCL (it refuses "
+       "two ranks of a communicator on one GPU), every collective over the copy engines, "
+       "use_ce must stay on, and times are not a speed measurement")
       ("report", po::value<std::string>()->value_name("FILE"),
        "write the results and the resolved options as JSON to this file [path; default: none]")
       ("trace", po::value<std::string>()->value_name("FILE"),
@@ -508,6 +522,12 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
   } catch (const Error& e) {
     r.fail("backend", backend_text, e.what());
   }
+  cfg.gpu_sharing = r.get<bool>("gpu_sharing");
+  cfg.check_rounds = r.at_least<int>("check_rounds", 1, "must be at least 1 [rounds]");
+  if (vm.count("output_dump")) cfg.output_dump = r.get<std::string>("output_dump");
+  if (!cfg.output_dump.empty() && !cfg.check) {
+    r.fail("output_dump", cfg.output_dump, "needs check = on (it dumps the checked outputs)");
+  }
   if (vm.count("report")) cfg.report = r.get<std::string>("report");
   if (vm.count("trace")) cfg.trace = r.get<std::string>("trace");
 
@@ -683,7 +703,14 @@ std::string to_ini(const RunConfig& cfg) {
   out << "warmup = " << cfg.warmup << "\n";
   out << "iterations = " << cfg.iterations << "\n";
   out << "check = " << on_off(cfg.check) << "\n";
+  out << "check_rounds = " << cfg.check_rounds << "\n";
+  if (cfg.output_dump.empty()) {
+    out << "# output_dump = (none)\n";
+  } else {
+    out << "output_dump = " << cfg.output_dump << "\n";
+  }
   out << "backend = " << backend_name(cfg.backend) << "\n";
+  out << "gpu_sharing = " << on_off(cfg.gpu_sharing) << "\n";
   if (cfg.report.empty()) {
     out << "# report = (none)\n";
   } else {

@@ -39,8 +39,11 @@ struct RunConfig {
   int iterations = 5;
   bool check = true;
   BackendKind backend = BackendKind::kAuto;
-  std::string report;  // JSON report path; empty: none
-  std::string trace;   // trace path (Chrome JSON; FILE.svg beside it); empty: none
+  bool gpu_sharing = false;  // ranks of a host may share its GPUs (CUDA backend, copy engines)
+  int check_rounds = 1;      // checked calls per GEMM, fresh inputs each, GEMMs in turn
+  std::string output_dump;   // file for the global outputs of the last check round; empty: none
+  std::string report;        // JSON report path; empty: none
+  std::string trace;         // trace path (Chrome JSON; FILE.svg beside it); empty: none
   OverlapOptions overlap;
   std::string config_file;  // the --config given, for the report
 };

@@ -1,18 +1,152 @@
 #include "cgemm/runtime/context.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <set>
+
 #include "cgemm/runtime/backends.hpp"
 
 namespace cgemm {
 
 namespace {
+
 int world_size(MPI_Comm world) {
   int size = 0;
   check_mpi(MPI_Comm_size(world, &size), "MPI_Comm_size");
   return size;
 }
+
+constexpr int kUuidChars = 32;  // cuda_device_uuids(): 32 hex digits
+
+// Fixed-width UUID records for MPI: `count` UUIDs of kUuidChars characters, back to back.
+std::vector<char> pack_uuids(const std::vector<std::string>& uuids) {
+  std::vector<char> out(uuids.size() * kUuidChars, '\0');
+  for (size_t i = 0; i < uuids.size(); ++i) {
+    std::memcpy(out.data() + i * kUuidChars, uuids[i].data(),
+                std::min<size_t>(uuids[i].size(), kUuidChars));
+  }
+  return out;
+}
+
+// Every rank of `comm` contributes `mine` (a multiple of kUuidChars); returns all of them.
+std::set<std::string> all_uuids(MPI_Comm comm, const std::vector<char>& mine) {
+  int size = 0;
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size(node)");
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  check_mpi(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather(uuids)");
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[static_cast<size_t>(r)] = total;
+    total += counts[static_cast<size_t>(r)];
+  }
+  std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
+  check_mpi(MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(),
+                           MPI_CHAR, comm),
+            "MPI_Allgatherv(uuids)");
+  std::set<std::string> out;
+  for (int i = 0; i + kUuidChars <= total; i += kUuidChars) {
+    out.emplace(all.data() + i, kUuidChars);
+  }
+  return out;
+}
+
+// The lowest world rank for which `bad` holds, or -1 when none (collective over world).
+int lowest_rank_where(bool bad, const MeshComms& comms) {
+  int r = bad ? comms.world_rank() : INT_MAX;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &r, 1, MPI_INT, MPI_MIN, comms.world()),
+            "MPI_Allreduce(backend rule)");
+  return r == INT_MAX ? -1 : r;
+}
+
+std::string host_of(int world_rank, const MeshComms& comms) {
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  const std::string mine = comms.host_name();
+  if (comms.world_rank() == world_rank) {
+    std::strncpy(host, mine.c_str(), sizeof(host) - 1);
+  }
+  check_mpi(MPI_Bcast(host, sizeof(host), MPI_CHAR, world_rank, comms.world()),
+            "MPI_Bcast(host name)");
+  return host;
+}
+
+struct BackendChoice {
+  BackendKind kind = BackendKind::kCpu;
+  CudaPlacement placement;
+  int ranks_per_gpu = 1;  // the most on one GPU anywhere in the job
+  std::string notice;
+};
+
+// The backend rule (context.hpp), decided alike on every rank.
+BackendChoice choose_backend(const MeshComms& comms, const BackendOptions& opts) {
+  BackendChoice c;
+  if (opts.kind == BackendKind::kCpu) return c;
+  const std::vector<std::string> uuids = cuda_device_uuids();
+  if (const int r = lowest_rank_where(uuids.empty(), comms); r >= 0) {
+    if (opts.kind == BackendKind::kCuda) {
+      throw BackendRuleError("backend cuda: rank " + std::to_string(r) + " on host " +
+                             host_of(r, comms) +
+                             " sees no usable GPU (or cgemm was built without CUDA); use "
+                             "backend cpu or auto");
+    }
+    return c;  // auto without GPUs: the CPU backend, as expected on a CPU machine
+  }
+  // This rank's GPU, and how many ranks of its host chose the same one (by UUID).
+  c.placement.device = comms.local_rank() % static_cast<int>(uuids.size());
+  const std::string& mine = uuids[static_cast<size_t>(c.placement.device)];
+  {
+    std::vector<char> chosen = pack_uuids({mine});
+    std::vector<char> all(chosen.size() * static_cast<size_t>(comms.local_size()));
+    check_mpi(MPI_Allgather(chosen.data(), kUuidChars, MPI_CHAR, all.data(), kUuidChars, MPI_CHAR,
+                            comms.node_comm()),
+              "MPI_Allgather(chosen GPU)");
+    int same = 0;
+    for (int r = 0; r < comms.local_size(); ++r) {
+      if (std::memcmp(all.data() + static_cast<size_t>(r) * kUuidChars, chosen.data(),
+                      kUuidChars) == 0) {
+        ++same;
+      }
+    }
+    c.placement.ranks_per_gpu = same;
+  }
+  const int host_gpus = static_cast<int>(all_uuids(comms.node_comm(), pack_uuids(uuids)).size());
+  c.ranks_per_gpu = c.placement.ranks_per_gpu;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &c.ranks_per_gpu, 1, MPI_INT, MPI_MAX, comms.world()),
+            "MPI_Allreduce(ranks per GPU)");
+  if (c.ranks_per_gpu == 1) {
+    c.kind = BackendKind::kCuda;
+    return c;
+  }
+  // Some GPU has more than one rank: name the first host where that happens, with its counts.
+  const int r = lowest_rank_where(c.placement.ranks_per_gpu > 1, comms);
+  int counts[2] = {comms.local_size(), host_gpus};
+  check_mpi(MPI_Bcast(counts, 2, MPI_INT, r, comms.world()), "MPI_Bcast(GPU counts)");
+  const std::string why = std::to_string(counts[0]) + " ranks on host " + host_of(r, comms) +
+                          " but " + std::to_string(counts[1]) + " GPU(s) among them";
+  if (opts.gpu_sharing) {
+    c.kind = BackendKind::kCuda;
+    c.placement.gpu_sharing = true;
+    c.notice = "gpu_sharing: " + why + "; up to " + std::to_string(c.ranks_per_gpu) +
+               " ranks share a GPU (copy-engine transport, no NCCL). GPU shared by " +
+               std::to_string(c.ranks_per_gpu) + " ranks: times are not a speed measurement";
+    return c;
+  }
+  if (opts.kind == BackendKind::kCuda) {
+    throw BackendRuleError(why +
+                           ": the CUDA backend runs one rank per GPU (start fewer ranks per "
+                           "host, set gpu_sharing = on to let ranks share a GPU for correctness "
+                           "runs, or use backend cpu)");
+  }
+  c.notice = "backend auto: " + why +
+             "; using the CPU backend (gpu_sharing = on runs the CUDA "
+             "backend with ranks sharing a GPU)";
+  return c;
+}
+
 }  // namespace
 
-Context::Context(MPI_Comm world, const MeshConfig& mesh, BackendKind backend,
+Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& backend,
                  const OverlapOptions& overlap)
     : mesh_config_(mesh), overlap_(overlap) {
   const int size = world_size(world);
@@ -33,15 +167,28 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, BackendKind backend,
   resource_.tpsp_resource = mesh_config_.tpsp_axis;
   comms_ = std::make_unique<MeshComms>(world, mesh_config_.dp, mesh_config_.tp);
 
-  if (backend == BackendKind::kAuto) {
-    // Every rank must pick the same backend: CUDA only if all ranks see a GPU.
-    int have = cuda_backend_available() ? 1 : 0;
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, comms_->world()),
-              "MPI_Allreduce(backend)");
-    backend = have ? BackendKind::kCuda : BackendKind::kCpu;
+  const BackendChoice choice = choose_backend(*comms_, backend);
+  notice_ = choice.notice;
+  if (choice.placement.gpu_sharing && comms_->tp() > 1) {
+    // Decided alike everywhere: a shared GPU has no transport but the copy engines.
+    if (!overlap_.use_ce) {
+      throw BackendRuleError(
+          "gpu_sharing: use_ce = off asks for NCCL, and NCCL refuses two ranks of one "
+          "communicator on one GPU; keep use_ce = on while GPUs are shared");
+    }
+    int spans = comms_->tp_group_on_one_node() ? 0 : 1;
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, comms_->world()),
+              "MPI_Allreduce(TP groups on one host)");
+    if (spans != 0) {
+      throw BackendRuleError(
+          "gpu_sharing: a tensor-parallel group spans hosts, and the copy engines reach only "
+          "peers on the same host (NCCL is not allowed while GPUs are shared)");
+    }
   }
-  backend_ = backend == BackendKind::kCuda ? make_cuda_backend(*comms_, overlap_)
-                                           : make_cpu_backend(*comms_, overlap_);
+  ranks_per_gpu_ = choice.kind == BackendKind::kCuda ? choice.ranks_per_gpu : 1;
+  backend_ = choice.kind == BackendKind::kCuda
+                 ? make_cuda_backend(*comms_, overlap_, choice.placement)
+                 : make_cpu_backend(*comms_, overlap_);
 }
 
 Context::~Context() = default;

@@ -1,6 +1,9 @@
-// The CUDA backend: one GPU per rank (the node-local rank), cuBLASLt GEMMs on num_max_streams
-// compute streams, and the ring's exchanges on one communication stream, moved by copy engines
-// over CUDA IPC when the TP group shares a node (else by NCCL send/recv). Everything is
+// The CUDA backend: one GPU per rank (Context's backend rule picks it; with gpu_sharing several
+// ranks share one), cuBLASLt GEMMs on num_max_streams compute streams, and the ring's exchanges
+// on one communication stream, moved by copy engines over CUDA IPC when the TP group shares a
+// node (else by NCCL send/recv). The sequential path's collectives run on NCCL, or, when GPUs
+// are shared (NCCL refuses two ranks of one communicator on one GPU), as copy-engine exchanges
+// into a staging buffer followed by a local copy or an fp32 sum in rank order. Everything is
 // asynchronous; ordering between streams is expressed with events only, never host waits,
 // except where the interface asks for a synchronous call (copies to and from the host,
 // synchronize, time_ms).
@@ -37,13 +40,16 @@ int cuda_priority(int option, int least, int greatest) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const MeshComms& comms, const OverlapOptions& opts);
+  CudaBackend(const MeshComms& comms, const OverlapOptions& opts, const CudaPlacement& placement);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override { return "cuda"; }
-  std::string transport() const override { return ce_ ? "copy-engine (CUDA IPC)" : "nccl"; }
+  std::string transport() const override {
+    if (ce_) return "copy-engine (CUDA IPC)";
+    return nccl_ ? "nccl" : "none (tp = 1)";
+  }
   std::string describe() const override;
   int tp_rank() const override { return comms_.tp_rank(); }
   int tp_size() const override { return comms_.tp(); }
@@ -101,9 +107,19 @@ class CudaBackend final : public Backend {
   void fork_from_main();
   cudaEvent_t take_event();
   void recycle_completed_exchanges(bool all_done);
+  // The sequential path's collectives without NCCL (shared GPUs): every rank pushes blocks
+  // into the peers' copies of `staging_` at its own slot. `group` holds one Exchange per peer.
+  const SymmetricBuffer& staging(size_t bytes);
+  void ce_collective(std::vector<Exchange>& group, int s);
+  void copy_on(void* dst, const void* src, size_t bytes, cudaStream_t st, const char* what);
+  void check_nccl_async() const {
+    if (nccl_) nccl_->check_async_error();
+  }
 
   const MeshComms& comms_;
   OverlapOptions opts_;
+  CudaPlacement placement_;
+  SymmetricBuffer staging_;
   std::string where_;
   int device_ = -1;
   cudaDeviceProp props_{};
@@ -137,8 +153,9 @@ class CudaBackend final : public Backend {
   std::set<void*> allocations_;
 };
 
-CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts)
-    : comms_(comms), opts_(opts) {
+CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
+                         const CudaPlacement& placement)
+    : comms_(comms), opts_(opts), placement_(placement) {
   where_ = "cuda backend, rank " + std::to_string(comms.world_rank()) + " (tp rank " +
            std::to_string(comms.tp_rank()) + ", local rank " + std::to_string(comms.local_rank()) +
            " on " + comms.host_name() + ")";
@@ -152,11 +169,11 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts)
               ? std::string("failed: ") + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")"
               : std::string("found none")));
   }
-  if (comms.local_size() > count) {
-    fail(std::to_string(comms.local_size()) + " ranks on node " + comms.host_name() + " but only " +
-         std::to_string(count) + " GPUs (one GPU per rank)");
+  if (placement.device < 0 || placement.device >= count) {
+    fail("GPU " + std::to_string(placement.device) + " asked for, but this process sees " +
+         std::to_string(count));
   }
-  device_ = comms.local_rank();
+  device_ = placement.device;
   check(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
   check(cudaGetDeviceProperties(&props_, device_), "cudaGetDeviceProperties");
   check(cudaDeviceGetStreamPriorityRange(&priority_least_, &priority_greatest_),
@@ -190,7 +207,8 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts)
   for (cudaStream_t s : streams_) gemm_->add_stream(s);
 
   // Collective from here on: every rank of the TP group reaches these in the same order.
-  nccl_ = std::make_unique<NcclTransport>(comms.tp_comm(), where_);
+  // A shared GPU gets no NCCL communicator at all: NCCL refuses two ranks of one on a device.
+  if (!placement.gpu_sharing) nccl_ = std::make_unique<NcclTransport>(comms.tp_comm(), where_);
   if (comms.tp() == 1) {
     ce_why_not_ = "tp = 1: nothing to move";
   } else if (!opts.use_ce) {
@@ -200,12 +218,20 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts)
   } else {
     ce_ = CeTransport::create(comms.tp_comm(), where_, ce_why_not_);
   }
+  if (placement.gpu_sharing && comms.tp() > 1 && !ce_) {
+    // create() answers alike on every TP rank, so every rank fails here, none waits.
+    fail(
+        "gpu_sharing needs the copy-engine transport (NCCL refuses two ranks of one "
+        "communicator on one GPU), and it cannot be used: " +
+        ce_why_not_);
+  }
 }
 
 CudaBackend::~CudaBackend() {
   // Let queued work finish before anything it uses goes away. Errors are ignored: a
   // destructor cannot report them, and the next CUDA call of the process would.
   cudaDeviceSynchronize();
+  staging_ = SymmetricBuffer{};  // freed with the other symmetric buffers below
   for (auto& [id, s] : symmetric_) {
     if (ce_ && s.ce_id >= 0) ce_->unregister_buffer(s.ce_id);
     cudaFree(s.ptr);
@@ -245,8 +271,15 @@ std::string CudaBackend::describe() const {
     << CublasLtGemm::version() << ", " << NcclTransport::version() << "\n";
   if (ce_) {
     s << "transport: copy-engine (CUDA IPC): " << ce_->describe() << "\n";
-  } else {
+  } else if (nccl_) {
     s << "transport: nccl send/recv (copy engines not used: " << ce_why_not_ << ")\n";
+  } else {
+    s << "transport: none (" << ce_why_not_ << ")\n";
+  }
+  if (placement_.gpu_sharing) {
+    s << "GPU shared by " << placement_.ranks_per_gpu
+      << " ranks: no NCCL communicator; the sequential path's collectives run as copy-engine "
+         "exchanges; times are not a speed measurement\n";
   }
   s << "streams: " << streams_.size() << " compute (priority " << opts_.compute_stream_priority
     << " -> CUDA "
@@ -255,7 +288,8 @@ std::string CudaBackend::describe() const {
     << cuda_priority(opts_.communication_stream_priority, priority_least_, priority_greatest_)
     << "; CUDA range " << priority_greatest_ << " highest .. " << priority_least_ << ")\n"
     << "num_sm_for_communication=" << opts_.num_sm_for_communication
-    << ": copy engines take no SMs; NCCL is not capped by it (" << nccl_->settings() << ")\n"
+    << ": copy engines take no SMs; NCCL is not capped by it ("
+    << (nccl_ ? nccl_->settings() : std::string("no NCCL communicator")) << ")\n"
     << "cuBLASLt workspace: " << gemm_->workspace_bytes() / (size_t{1} << 20)
     << " MiB per stream; FP8 fast accumulation "
     << (gemm_->fp8_fast_accumulation() ? "on" : "off (NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION)")
@@ -503,6 +537,7 @@ void CudaBackend::recycle_completed_exchanges(bool all_done) {
 }
 
 ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int after_stream) {
+  if (!ce_ && !nccl_ && !group.empty()) fail("start_exchange: no transport (" + ce_why_not_ + ")");
   const int me = comms_.tp_rank();
   const int tp = comms_.tp();
   std::vector<CeTransport::Op> ce_ops;
@@ -574,26 +609,138 @@ void CudaBackend::wait_exchange(ExchangeToken token, int s) {
   check(cudaStreamWaitEvent(st, it->second, 0), "cudaStreamWaitEvent(exchange)");
 }
 
+const SymmetricBuffer& CudaBackend::staging(size_t bytes) {
+  // Every TP rank calls the collectives with the same sizes in the same order, so every rank
+  // grows its staging buffer at the same call: allocate_symmetric stays collective.
+  if (staging_.local == nullptr || staging_.bytes < bytes) {
+    if (staging_.local != nullptr) release_symmetric(staging_);
+    staging_ = allocate_symmetric(bytes);
+  }
+  return staging_;
+}
+
+void CudaBackend::copy_on(void* dst, const void* src, size_t bytes, cudaStream_t st,
+                          const char* what) {
+  if (bytes == 0 || dst == src) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st),
+        std::string("cudaMemcpyAsync(") + what + ", " + bytes_str(bytes) + ")");
+}
+
+void CudaBackend::ce_collective(std::vector<Exchange>& group, int s) {
+  if (group.empty()) return;
+  // The staging buffer is read on any stream by the previous collective: the peers may write
+  // into it again only after all of that.
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    check(cudaEventRecord(stream_events_[i], streams_[i]), "cudaEventRecord(collective)");
+    check(cudaStreamWaitEvent(comm_stream_, stream_events_[i], 0),
+          "cudaStreamWaitEvent(collective)");
+  }
+  wait_exchange(start_exchange(group, -1), s);
+}
+
 void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, int s) {
   cudaStream_t st = stream(s, "all_gather");
-  traced(
-      "collective", [] { return std::string("all-gather (NCCL)"); }, s, st,
-      [&] { nccl_->all_gather(src, dst, bytes_per_rank, st); });
+  if (nccl_) {
+    traced(
+        "collective", [] { return std::string("all-gather (NCCL)"); }, s, st,
+        [&] { nccl_->all_gather(src, dst, bytes_per_rank, st); });
+    return;
+  }
+  // Shared GPU: push this rank's block to slot `me` of every peer's staging copy.
+  const int tp = comms_.tp(), me = comms_.tp_rank();
+  char* out = static_cast<char*>(dst);
+  std::vector<Exchange> group;
+  if (tp > 1) {
+    const SymmetricBuffer& buf = staging(bytes_per_rank * static_cast<size_t>(tp));
+    for (int i = 1; i < tp; ++i) {
+      const int to = (me + i) % tp, from = (me - i + tp) % tp;
+      group.push_back({.src = src,
+                       .bytes = bytes_per_rank,
+                       .send_peer = to,
+                       .send_offset = static_cast<size_t>(me) * bytes_per_rank,
+                       .recv_peer = from,
+                       .recv_offset = static_cast<size_t>(from) * bytes_per_rank,
+                       .dst = &buf,
+                       .label = "all-gather (copy engines)"});
+    }
+    ce_collective(group, s);
+    copy_on(out, buf.local, bytes_per_rank * static_cast<size_t>(tp), st, "all-gather staging");
+  }
+  copy_on(out + static_cast<size_t>(me) * bytes_per_rank, src, bytes_per_rank, st,
+          "all-gather own block");
 }
 
 void CudaBackend::reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
                                  int s) {
   cudaStream_t st = stream(s, "reduce_scatter");
-  traced(
-      "collective", [] { return std::string("reduce-scatter (NCCL)"); }, s, st,
-      [&] { nccl_->reduce_scatter(src, dst, dtype, count_per_rank, st); });
+  if (nccl_) {
+    traced(
+        "collective", [] { return std::string("reduce-scatter (NCCL)"); }, s, st,
+        [&] { nccl_->reduce_scatter(src, dst, dtype, count_per_rank, st); });
+    return;
+  }
+  // Shared GPU: block d of every rank goes to slot `me` of rank d's staging copy, then each
+  // rank sums its tp blocks in rank order in fp32 (the same bits every run).
+  const int tp = comms_.tp(), me = comms_.tp_rank();
+  const size_t block = static_cast<size_t>(count_per_rank) * dtype_size(dtype);
+  const char* in = static_cast<const char*>(src);
+  std::vector<const void*> parts(static_cast<size_t>(tp));
+  parts[static_cast<size_t>(me)] = in + static_cast<size_t>(me) * block;
+  if (tp > 1) {
+    const SymmetricBuffer& buf = staging(block * static_cast<size_t>(tp));
+    std::vector<Exchange> group;
+    for (int i = 1; i < tp; ++i) {
+      const int to = (me + i) % tp, from = (me - i + tp) % tp;
+      group.push_back({.src = in + static_cast<size_t>(to) * block,
+                       .bytes = block,
+                       .send_peer = to,
+                       .send_offset = static_cast<size_t>(me) * block,
+                       .recv_peer = from,
+                       .recv_offset = static_cast<size_t>(from) * block,
+                       .dst = &buf,
+                       .label = "reduce-scatter (copy engines)"});
+    }
+    ce_collective(group, s);
+    for (int p = 0; p < tp; ++p) {
+      if (p != me) parts[static_cast<size_t>(p)] = static_cast<char*>(buf.local) + p * block;
+    }
+  }
+  sum_partials(parts, dtype, count_per_rank, nullptr, 0, dst, dtype, s);
 }
 
 void CudaBackend::all_reduce(void* buf, DType dtype, int64_t count, int s) {
   cudaStream_t st = stream(s, "all_reduce");
-  traced(
-      "collective", [] { return std::string("all-reduce (NCCL)"); }, s, st,
-      [&] { nccl_->all_reduce(buf, dtype, count, st); });
+  if (nccl_) {
+    traced(
+        "collective", [] { return std::string("all-reduce (NCCL)"); }, s, st,
+        [&] { nccl_->all_reduce(buf, dtype, count, st); });
+    return;
+  }
+  // Shared GPU: every rank's whole buffer to slot `me` of every peer, then the same fp32 sum
+  // in rank order on every rank, so all ranks hold identical bits.
+  const int tp = comms_.tp(), me = comms_.tp_rank();
+  if (tp == 1) return;
+  const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
+  const SymmetricBuffer& stage = staging(bytes * static_cast<size_t>(tp));
+  std::vector<Exchange> group;
+  for (int i = 1; i < tp; ++i) {
+    const int to = (me + i) % tp, from = (me - i + tp) % tp;
+    group.push_back({.src = buf,
+                     .bytes = bytes,
+                     .send_peer = to,
+                     .send_offset = static_cast<size_t>(me) * bytes,
+                     .recv_peer = from,
+                     .recv_offset = static_cast<size_t>(from) * bytes,
+                     .dst = &stage,
+                     .label = "all-reduce (copy engines)"});
+  }
+  ce_collective(group, s);
+  std::vector<const void*> parts(static_cast<size_t>(tp));
+  for (int p = 0; p < tp; ++p) {
+    parts[static_cast<size_t>(p)] =
+        p == me ? buf : static_cast<const char*>(stage.local) + static_cast<size_t>(p) * bytes;
+  }
+  sum_partials(parts, dtype, count, nullptr, 0, buf, dtype, s);
 }
 
 // --- ordering and timing ---
@@ -609,7 +756,7 @@ void CudaBackend::join_streams(int s) {
 
 void CudaBackend::synchronize() {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  nccl_->check_async_error();
+  check_nccl_async();
   recycle_completed_exchanges(true);
 }
 
@@ -626,7 +773,7 @@ double CudaBackend::time_ms(const std::function<void()>& body) {
   check(cudaEventSynchronize(timing_stop_), "cudaEventSynchronize(timing stop)");
   float ms = 0.0f;
   check(cudaEventElapsedTime(&ms, timing_start_, timing_stop_), "cudaEventElapsedTime");
-  nccl_->check_async_error();
+  check_nccl_async();
   recycle_completed_exchanges(true);  // everything issued so far is behind the stop event
   return static_cast<double>(ms);
 }
@@ -688,8 +835,30 @@ int cuda_device_count() {
 
 bool cuda_backend_available() { return cuda_device_count() > 0; }
 
-std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts) {
-  return std::make_unique<CudaBackend>(comms, opts);
+std::vector<std::string> cuda_device_uuids() {
+  std::vector<std::string> out;
+  const int count = cuda_device_count();
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, d) != cudaSuccess) {
+      cudaGetLastError();
+      return {};  // a GPU this process cannot query is no GPU for the backend rule
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string id;
+    for (const char c : p.uuid.bytes) {
+      const auto b = static_cast<unsigned char>(c);
+      id += kHex[b >> 4];
+      id += kHex[b & 15];
+    }
+    out.push_back(std::move(id));
+  }
+  return out;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts,
+                                           const CudaPlacement& placement) {
+  return std::make_unique<CudaBackend>(comms, opts, placement);
 }
 
 }  // namespace cgemm

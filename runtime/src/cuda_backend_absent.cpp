@@ -5,8 +5,10 @@ namespace cgemm {
 
 bool cuda_backend_available() { return false; }
 int cuda_device_count() { return 0; }
+std::vector<std::string> cuda_device_uuids() { return {}; }
 
-std::unique_ptr<Backend> make_cuda_backend(const MeshComms&, const OverlapOptions&) {
+std::unique_ptr<Backend> make_cuda_backend(const MeshComms&, const OverlapOptions&,
+                                           const CudaPlacement&) {
   throw Error(
       "backend 'cuda' requested, but this cgemm was built without CUDA "
       "(configure with the CUDA toolkit installed and -DCGEMM_WITH_CUDA=ON)");

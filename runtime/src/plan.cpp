@@ -229,6 +229,7 @@ void GemmPlan::Impl::release() {
 
 Shape GemmPlan::lhs_offset() const { return shard_offset(lhs_local_, sharding_.lhs, ctx_); }
 Shape GemmPlan::rhs_offset() const { return shard_offset(rhs_local_, sharding_.rhs, ctx_); }
+Shape GemmPlan::out_offset() const { return shard_offset(out_local_, sharding_.out, ctx_); }
 Shape GemmPlan::bias_offset() const {
   return impl_->has_bias ? shard_offset(bias_local_, sharding_.bias, ctx_) : Shape{0};
 }

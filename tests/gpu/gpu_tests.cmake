@@ -32,3 +32,12 @@ add_test(NAME gpu_ce_transport_np2
           $<TARGET_FILE:test_ce_transport>)
 set_tests_properties(gpu_ce_transport_np2 PROPERTIES LABELS "gpu;mpi" TIMEOUT 120 PROCESSORS 2
   ENVIRONMENT "${CGEMM_MPI_ENV}" SKIP_RETURN_CODE 77)
+
+# The same with the ranks sharing the GPUs (gpu_sharing): no NCCL, reference collectives over
+# the copy engines, use_ce = off refused. Runs with any number of GPUs, one included.
+add_test(NAME gpu_cuda_backend_shared_np2
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_cuda_backend>)
+set_tests_properties(gpu_cuda_backend_shared_np2 PROPERTIES LABELS "gpu;mpi" TIMEOUT 300
+  PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV};CGEMM_TEST_GPU_SHARING=1"
+  SKIP_REGULAR_EXPRESSION "no GPU on some rank")

@@ -1,12 +1,17 @@
 // The CUDA backend on its own, under mpirun (every rank one GPU, one TP group of all ranks):
 // its kernels against the CPU definitions, and its exchanges (copy engines and NCCL) under
 // buffer reuse with no host synchronisation between iterations. Skips without a GPU.
+// With CGEMM_TEST_GPU_SHARING=1 the ranks share the GPUs (local rank modulo the GPU count):
+// no NCCL communicator, the reference collectives over the copy engines, and use_ce = off
+// must be refused with one clear error.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -30,12 +35,27 @@ bool all_have_gpu() {
   return ok == 1;
 }
 
+bool sharing() {
+  const char* v = std::getenv("CGEMM_TEST_GPU_SHARING");
+  return v != nullptr && std::string(v) == "1";
+}
+
+CudaPlacement placement() {
+  CudaPlacement p;
+  p.device = g_comms->local_rank() % std::max(cuda_device_count(), 1);
+  p.gpu_sharing = sharing();
+  p.ranks_per_gpu = p.gpu_sharing ? (g_comms->local_size() + cuda_device_count() - 1) /
+                                        std::max(cuda_device_count(), 1)
+                                  : 1;
+  return p;
+}
+
 Backend& backend(bool use_ce) {
   auto& b = g_backends[use_ce ? 1 : 0];
   if (!b) {
     OverlapOptions o;
     o.use_ce = use_ce;
-    b = make_cuda_backend(*g_comms, o);
+    b = make_cuda_backend(*g_comms, o, placement());
     if (g_comms->world_rank() == 0) {
       std::printf("--- backend (use_ce=%d): transport %s\n%s\n", use_ce ? 1 : 0,
                   b->transport().c_str(), b->describe().c_str());
@@ -65,6 +85,8 @@ class CudaBackendTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     if (!all_have_gpu()) GTEST_SKIP() << "no GPU on some rank";
+    if (sharing() && !GetParam())
+      GTEST_SKIP() << "NCCL needs a GPU per rank (see SharingRefusesNccl)";
   }
 };
 
@@ -367,6 +389,24 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
   }
   const double ms = be.time_ms([&] { be.all_reduce(src.p, DType::kFloat32, n, 0); });
   EXPECT_GT(ms, 0.0);
+}
+
+// On a shared GPU the backend must refuse NCCL (use_ce = off) with one message, before any
+// NCCL call; with GPUs of their own the ranks never see it.
+TEST(CudaBackendSharing, SharingRefusesNccl) {
+  if (!all_have_gpu()) GTEST_SKIP() << "no GPU on some rank";
+  if (!sharing()) GTEST_SKIP() << "CGEMM_TEST_GPU_SHARING is not 1";
+  if (g_comms->tp() < 2) GTEST_SKIP() << "needs at least 2 ranks";
+  OverlapOptions o;
+  o.use_ce = false;
+  try {
+    make_cuda_backend(*g_comms, o, placement());
+    FAIL() << "a shared GPU with use_ce = off was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu_sharing needs the copy-engine transport"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, CudaBackendTest, ::testing::Values(true, false),

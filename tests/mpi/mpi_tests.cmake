@@ -101,3 +101,29 @@ set_tests_properties(mpi_tp2_bench_tiny PROPERTIES LABELS mpi TIMEOUT 60
 # tp = 1: the collectives reduce to a GEMM (the reduce-scatter writes its output directly).
 cgemm_add_mpi_test(tp1_reduce_scatter_bias 1 ${small} --collective reduce_scatter --bias on)
 cgemm_add_mpi_test(tp1_all_gather_bias 1 ${small} --collective all_gather --bias on)
+
+# Check rounds: every GEMM of a block checked three times on fresh inputs, the two plans in
+# turn on the same buffers.
+cgemm_add_mpi_test(tp2_block_check_rounds 2 --config ${CMAKE_SOURCE_DIR}/configs/demo.ini --dp 1
+  --seq_len 32 --batch 2 --check_rounds 3)
+set_tests_properties(mpi_tp2_block_check_rounds PROPERTIES
+  PASS_REGULAR_EXPRESSION "down_proj\\] check PASSED.*over 3 rounds")
+
+# Output dumps of two meshes agree element by element; another seed's do not (cgemm-compare).
+add_test(NAME mpi_cross_mesh_dump
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/cross_check.sh ${CMAKE_CURRENT_BINARY_DIR}/cross
+          ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:cgemm-run> $<TARGET_FILE:cgemm-compare>)
+set_tests_properties(mpi_cross_mesh_dump PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 4
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+
+# --backend cuda where no rank has a GPU: one message, exit 2 (skipped where a GPU exists).
+add_test(NAME mpi_error_cuda_without_gpu
+  COMMAND sh -c "nvidia-smi -L >/dev/null 2>&1 && exit 77; exec \"$@\"" expect
+          ${CMAKE_CURRENT_LIST_DIR}/expect_failure.sh "backend cuda: rank 0 .* sees no usable GPU"
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cuda --gpu_sharing on --seq_len 16 --hidden_in 32
+          --hidden_out 48)
+set_tests_properties(mpi_error_cuda_without_gpu PROPERTIES LABELS mpi TIMEOUT 60
+  SKIP_RETURN_CODE 77 ENVIRONMENT "${CGEMM_MPI_ENV}")
+cgemm_add_mpi_failure_test(output_dump_without_check 2 "output_dump.*check = on"
+  --check off --output_dump ${CMAKE_CURRENT_BINARY_DIR}/never.dump)

@@ -1,7 +1,11 @@
 #pragma once
-// Backend factories. Both are collective over the mesh's communicators.
+// Backend factories. Both are collective over the mesh's communicators. Context (context.hpp)
+// decides which one a job gets and where each rank's GPU is; a user's program normally
+// never calls these directly.
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/runtime/backend.hpp"
@@ -16,11 +20,24 @@ std::unique_ptr<Backend> make_cpu_backend(const MeshComms& comms, const OverlapO
 bool cuda_backend_available();
 /// GPUs this process sees (0 without CUDA or without a GPU).
 int cuda_device_count();
+/// The UUID of each GPU this process sees, by device index, as 32 hex digits (empty without
+/// CUDA or without a GPU). Under CUDA_VISIBLE_DEVICES two ranks may see the same GPU under
+/// different indices: the UUID is what tells that they share it.
+std::vector<std::string> cuda_device_uuids();
 
-/// One GPU per rank (the node-local rank), cuBLASLt GEMMs, NCCL communicators over the TP
-/// group bootstrapped over MPI, and copy-engine transport over CUDA IPC when the whole TP
-/// group is on one node and opts.use_ce. Throws cgemm::Error when cgemm was built without
-/// CUDA, when there is no GPU, or when a node has more ranks than GPUs.
-std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts);
+/// Where a rank's CUDA backend runs (chosen by Context's backend rule).
+struct CudaPlacement {
+  int device = 0;            // CUDA device index, as this process numbers them
+  int ranks_per_gpu = 1;     // ranks of this host on this rank's GPU
+  bool gpu_sharing = false;  // some GPU of the job is shared: no NCCL anywhere, copy engines only
+};
+
+/// cuBLASLt GEMMs on `placement.device`; the ring over copy engines (CUDA IPC) when the whole
+/// TP group is on one node and opts.use_ce, else NCCL send/recv; the sequential path's
+/// collectives over NCCL, or over the copy engines when placement.gpu_sharing (then no NCCL
+/// communicator is created, and the copy engines must be usable: else it throws on every TP
+/// rank alike). Throws cgemm::Error when cgemm was built without CUDA or there is no GPU.
+std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts,
+                                           const CudaPlacement& placement);
 
 }  // namespace cgemm

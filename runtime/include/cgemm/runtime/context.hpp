@@ -27,12 +27,31 @@ struct MeshConfig {
   std::string tpsp_axis = "tpsp";
 };
 
+/// The backend rule refused the job (e.g. --backend cuda on a host with more ranks than GPUs).
+/// Decided collectively: thrown alike on every rank of the world, so a caller may report it
+/// once and end the job normally.
+class BackendRuleError : public Error {
+ public:
+  using Error::Error;
+};
+
 class Context {
  public:
-  /// Collective over `world`. Builds the mesh communicators and the backend (kAuto: CUDA
-  /// when built with CUDA and a GPU is present, else CPU). Throws cgemm::Error.
-  Context(MPI_Comm world, const MeshConfig& mesh, BackendKind backend,
+  /// Collective over `world`. Builds the mesh communicators and the backend by the backend
+  /// rule, the same on every rank:
+  ///  - cpu: the CPU backend.
+  ///  - cuda: every rank needs a GPU of its own (the GPU of a rank is its local rank modulo
+  ///    the GPUs it sees; GPUs are told apart by UUID, so CUDA_VISIBLE_DEVICES is honoured);
+  ///    else BackendRuleError naming the rank or the host and its counts. With
+  ///    backend.gpu_sharing, ranks may share a GPU instead (copy-engine transport, no NCCL).
+  ///  - auto: cuda when that rule holds on every rank, else cpu (backend_notice() says why
+  ///    when a GPU was present but not enough of them).
+  /// Throws BackendRuleError for a refused rule, cgemm::Error for anything else.
+  Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& backend,
           const OverlapOptions& overlap);
+  Context(MPI_Comm world, const MeshConfig& mesh, BackendKind backend,
+          const OverlapOptions& overlap)
+      : Context(world, mesh, BackendOptions{backend, false}, overlap) {}
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -45,12 +64,20 @@ class Context {
   const MeshResource& mesh_resource() const { return resource_; }
   const MeshConfig& mesh_config() const { return mesh_config_; }
   const OverlapOptions& overlap() const { return overlap_; }
+  /// Why the backend rule chose the CPU backend under auto although GPUs were present, or
+  /// how GPUs are shared; empty otherwise. The same text on every rank.
+  const std::string& backend_notice() const { return notice_; }
+  /// The most ranks that share one GPU anywhere in the job (1: no GPU is shared, or CPU).
+  /// Above 1, times measure nothing: kernels of the sharing processes time-slice the GPU.
+  int ranks_per_gpu() const { return ranks_per_gpu_; }
 
  private:
   MeshConfig mesh_config_;
   OverlapOptions overlap_;
   Mesh mesh_;
   MeshResource resource_;
+  std::string notice_;
+  int ranks_per_gpu_ = 1;
   std::unique_ptr<MeshComms> comms_;
   std::unique_ptr<Backend> backend_;
 };

@@ -9,6 +9,19 @@ enum class BackendKind { kAuto, kCpu, kCuda };
 std::string backend_name(BackendKind k);  // "auto", "cpu", "cuda"
 BackendKind parse_backend(const std::string& name);
 
+/// Which backend a Context builds, and whether ranks may share a GPU (Context's backend rule).
+struct BackendOptions {
+  BackendKind kind = BackendKind::kAuto;
+  /// Off (the default): one rank per GPU; a host with more ranks than GPUs gets the CPU
+  /// backend under kAuto and a BackendRuleError under kCuda. On: ranks of a host share its
+  /// GPUs (rank -> GPU by local rank modulo the GPUs it sees). NCCL refuses two ranks of one
+  /// communicator on one GPU, so a job in which any GPU is shared creates no NCCL
+  /// communicator: the ring and the sequential path's collectives go through the copy
+  /// engines (use_ce must stay on), and times are not a speed measurement (kernels of
+  /// different processes time-slice one GPU).
+  bool gpu_sharing = false;
+};
+
 /// Whether a collective GEMM overlaps its collective with chunked GEMMs.
 /// kAuto: each plan times both paths on its first call and keeps the faster (where chunks
 /// are too small to pay, the sequential path wins); kAlways / kNever force one.

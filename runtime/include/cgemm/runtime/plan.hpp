@@ -65,6 +65,8 @@ class GemmPlan {
   Shape lhs_offset() const;
   Shape rhs_offset() const;
   Shape bias_offset() const;
+  /// Offset of this rank's output shard in the global output (replicated dims: 0).
+  Shape out_offset() const;
   /// FLOPs of this rank's GEMM work in one call.
   double local_flops() const;
   /// One line: collective, chunking, streams, transport.

@@ -1,0 +1,100 @@
+// cgemm-compare: compares two output dumps of cgemm-run (--output_dump) element by element,
+// e.g. the CUDA backend against the CPU backend on the same config and seed. No MPI.
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "check.hpp"
+#include "output_dump.hpp"
+
+namespace po = boost::program_options;
+using namespace cgemm;
+using namespace cgemm::launcher;
+
+namespace {
+
+constexpr int kExitUsage = 2, kExitDiffer = 3;
+
+int run(int argc, char** argv) {
+  po::options_description opts(
+      "Usage: cgemm-compare [OPTIONS] A B\n"
+      "Compares the tensors of two cgemm-run output dumps (--output_dump) element by element:\n"
+      "same names, dtypes and shapes in the same order, and every element within the\n"
+      "tolerance (it fails only if |a - b| > atol and |a - b| > rtol x |b|; NaN and inf fail).\n"
+      "B is the reference. Exit status: 0 all within tolerance, 3 some element differs,\n"
+      "2 bad arguments or unreadable/mismatched files.\nOptions");
+  opts.add_options()("help,h", "print this help and exit")(
+      "rtol", po::value<double>()->value_name("X"),
+      "relative tolerance [unitless; default: the dtype's, bf16 0.02, fp16 1e-3, fp32 1e-5]")(
+      "atol", po::value<double>()->value_name("X"),
+      "absolute tolerance [unitless; default: the dtype's, bf16 0.002, fp16 1e-6, fp32 1e-8]");
+  po::options_description hidden;
+  hidden.add_options()("files", po::value<std::vector<std::string>>());
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "cgemm-compare: error: " << e.what() << " (see --help)\n";
+    return kExitUsage;
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  const auto files =
+      vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (files.size() != 2) {
+    std::cerr << "cgemm-compare: error: expected two dump files A B, got " << files.size()
+              << " (see --help)\n";
+    return kExitUsage;
+  }
+  std::vector<DumpRecord> a, b;
+  try {
+    a = read_dump(files[0]);
+    b = read_dump(files[1]);
+  } catch (const std::exception& e) {
+    std::cerr << "cgemm-compare: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (a.size() != b.size() || a.empty()) {
+    std::cerr << "cgemm-compare: error: " << files[0] << " holds " << a.size() << " tensors, "
+              << files[1] << " " << b.size() << (a.empty() ? " (nothing to compare)" : "") << "\n";
+    return kExitUsage;
+  }
+  bool all_pass = true;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].dtype != b[i].dtype || a[i].shape != b[i].shape) {
+      std::cerr << "cgemm-compare: error: tensor " << i + 1 << " differs in kind: '" << a[i].name
+                << "' " << dtype_name(a[i].dtype) << " " << shape_str(a[i].shape) << " vs '"
+                << b[i].name << "' " << dtype_name(b[i].dtype) << " " << shape_str(b[i].shape)
+                << "\n";
+      return kExitUsage;
+    }
+    Tolerance tol = tolerance_for(a[i].dtype);
+    if (vm.count("rtol")) tol.rtol = vm["rtol"].as<double>();
+    if (vm.count("atol")) tol.atol = vm["atol"].as<double>();
+    const CheckStats s =
+        compare(a[i].data.data(), b[i].data.data(), a[i].dtype, num_elements(a[i].shape), tol);
+    const bool pass = s.failures == 0 && s.compared > 0;
+    all_pass = all_pass && pass;
+    std::printf(
+        "%s %s %s: %lld elements compared, %lld failures, max abs err %.3g, max rel err %.3g "
+        "(rtol %g, atol %g)\n",
+        pass ? "MATCH " : "DIFFER", a[i].name.c_str(), shape_str(a[i].shape).c_str(),
+        static_cast<long long>(s.compared), static_cast<long long>(s.failures), s.max_abs,
+        s.max_rel, tol.rtol, tol.atol);
+  }
+  std::printf("cgemm-compare: %s\n", all_pass ? "all tensors match" : "tensors DIFFER");
+  return all_pass ? 0 : kExitDiffer;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }
