@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pack-device.sh: builds cgemm here for the GPU machine (Hopper, sm_90; Boost and the CUDA
 # runtime linked statically) and gathers what runs there into .devbuild/ (git-ignored):
-# bin/ (cgemm-run, cgemm-bench, the GPU tests) and lib/ (OpenBLAS and its Fortran
+# bin/ (cgemm-run, cgemm-bench, cgemm-compare, the GPU tests) and lib/ (OpenBLAS and its Fortran
 # runtime, which that machine lacks). NCCL, cuBLASLt and MPI come from that machine.
 # Then: the device tool's run with carry [".devbuild"] and `bash scripts/device-check.sh`.
 set -euo pipefail
@@ -12,7 +12,7 @@ build=$root/build-device
 out=$root/.devbuild
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp "$build"/bin/cgemm-run "$build"/bin/cgemm-bench "$out/bin/"
+cp "$build"/bin/cgemm-run "$build"/bin/cgemm-bench "$build"/bin/cgemm-compare "$out/bin/"
 # The GPU tests only: the device tool carries at most 64 MiB.
 for t in test_cublaslt_gemm test_cuda_backend test_ce_transport; do cp "$build/tests/$t" "$out/bin/"; done
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# gpu_matrix.sh BIN_DIR MODE [WORK_DIR]: every multi-rank CUDA schedule, checked.
+#   MODE shared: all ranks share the machine's GPUs (gpu_sharing = on, copy engines, no NCCL);
+#                on one GPU this runs tp 2, 4 and 8 and dp 2 x tp 2.
+#   MODE ce | nccl: one rank per GPU over NVLink on that transport; only the cases with no
+#                more ranks than GPUs run (tp 2 on 2 GPUs).
+# Each case is one cgemm-run with a block of three GEMMs (none, all-gather, reduce-scatter),
+# each checked against the sequential path in 3 rounds of fresh inputs with the plans in turn
+# on the same buffers; then the same config and seed on the CPU backend, whose output dump
+# must agree element by element with the GPU's (cgemm-compare): the CPU backend is the oracle.
+# The cases form a covering set: every value of every knob at least once, and every pair that
+# interacts (collective x tp, layout x collective, dtype x collective).
+# Ends with "gpu matrix (MODE): P of N cases passed"; exit 1 on any failure, 77 when no case
+# fits the machine.
+set -u -o pipefail
+bin=$1 mode=$2 work=${3:-/tmp/cgemm-gpu-matrix}
+mkdir -p "$work"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+case $mode in
+  shared) gpu_opts=(--gpu_sharing on) ;;
+  ce) gpu_opts=(--use_ce on) ;;
+  nccl) gpu_opts=(--use_ce off) ;;
+  *) echo "gpu_matrix.sh: MODE must be shared, ce or nccl, not '$mode'" >&2; exit 2 ;;
+esac
+
+# name | ranks | options. Block: g(K_none N_none K_ag N_ag K_rs N_rs) below.
+block() { echo "--gemm \"plain none $1 $2\" --gemm \"ag all_gather $3 $4\" --gemm \"rs reduce_scatter $5 $6\""; }
+std=$(block 128 96 128 96 96 128)
+cases=(
+  "tp2_bf16_bias_bfirst_agg0_s3|2|--dp 1 --batch 2 --seq_len 64 --dtype bf16 --bias on --transpose_batch_sequence off --aggregate_all_gather off --num_max_streams 3 $std"
+  "tp2_fp16_nobias_sfirst_agg1_s2|2|--dp 1 --batch 1 --seq_len 64 --dtype fp16 --bias off --transpose_batch_sequence on --aggregate_all_gather on --num_max_streams 2 $std"
+  "tp2_fp32_bias_sfirst_agg0_s1|2|--dp 1 --batch 3 --seq_len 32 --dtype fp32 --bias on --transpose_batch_sequence on --aggregate_all_gather off --num_max_streams 1 $std"
+  "tp2_awkward_seq2_b1_prime|2|--dp 1 --batch 1 --seq_len 2 --dtype bf16 --bias on --aggregate_all_gather on $(block 36 37 37 44 44 37)"
+  "tp4_bf16_nobias_bfirst_agg1_s3|4|--dp 1 --batch 2 --seq_len 64 --dtype bf16 --bias off --transpose_batch_sequence off --aggregate_all_gather on --num_max_streams 3 $std"
+  "tp4_fp16_bias_sfirst_agg0_s1|4|--dp 1 --batch 2 --seq_len 32 --dtype fp16 --bias on --transpose_batch_sequence on --aggregate_all_gather off --num_max_streams 1 $std"
+  "tp4_fp32_nobias_bfirst_agg1_s2|4|--dp 1 --batch 3 --seq_len 32 --dtype fp32 --bias off --transpose_batch_sequence off --aggregate_all_gather on --num_max_streams 2 $std"
+  "tp4_awkward_seq4_b3_prime|4|--dp 1 --batch 3 --seq_len 4 --dtype fp16 --bias on --num_max_streams 2 $(block 20 37 37 52 52 41)"
+  "tp8_bf16_bias_bfirst_agg0_s3|8|--dp 1 --batch 2 --seq_len 64 --dtype bf16 --bias on --transpose_batch_sequence off --aggregate_all_gather off --num_max_streams 3 $std"
+  "tp8_fp32_nobias_sfirst_agg1_s2|8|--dp 1 --batch 1 --seq_len 32 --dtype fp32 --bias off --transpose_batch_sequence on --aggregate_all_gather on --num_max_streams 2 $std"
+  "tp8_fp16_bias_bfirst_agg1_s1|8|--dp 1 --batch 2 --seq_len 16 --dtype fp16 --bias on --transpose_batch_sequence off --aggregate_all_gather on --num_max_streams 1 $std"
+  "tp8_awkward_seq8_b1_prime|8|--dp 1 --batch 1 --seq_len 8 --dtype fp32 --bias on $(block 24 37 37 40 40 37)"
+  "dp2tp2_bf16_bias_bfirst_agg1_s3|4|--dp 2 --batch 4 --seq_len 32 --dtype bf16 --bias on --transpose_batch_sequence off --aggregate_all_gather on --num_max_streams 3 $std"
+  "dp2tp2_fp16_nobias_sfirst_agg0_s2|4|--dp 2 --batch 2 --seq_len 32 --dtype fp16 --bias off --transpose_batch_sequence on --aggregate_all_gather off --num_max_streams 2 $std"
+  "dp2tp2_fp32_bias_bfirst_agg0_s1|4|--dp 2 --batch 2 --seq_len 16 --dtype fp32 --bias on --transpose_batch_sequence off --num_max_streams 1 $std"
+)
+
+# GPU against CPU: the GPU accumulates in fp32 and the CPU in fp64, and each rounds its
+# reduce-scatter partials to the output dtype, so they differ by rounding errors that scale
+# with the tensor, not with each element (the dtype's absolute tolerances assume O(1) values;
+# these outputs are about 1e-2). bf16 needs nothing more; fp16: 4 units of its rounding
+# (4 x 2^-11) of the tensor's largest value; fp32: K x 2^-24 for K up to 128.
+atol_scale() {
+  case $1 in
+    *"--dtype fp16"*) echo 2e-3 ;;
+    *"--dtype fp32"*) echo 1e-5 ;;
+    *) echo 0 ;;
+  esac
+}
+
+passed=0 ran=0
+declare -A group_pass group_ran
+for entry in "${cases[@]}"; do
+  IFS='|' read -r name np opts <<<"$entry"
+  group=${name%%_*}
+  if [ "$mode" != shared ] && [ "$np" -gt "$gpus" ]; then continue; fi
+  ran=$((ran + 1))
+  group_ran[$group]=$((${group_ran[$group]:-0} + 1))
+  dir=$work/$mode/$name
+  mkdir -p "$dir"
+  common="--warmup 1 --iterations 2 --check_rounds 3 $opts"
+  ok=1 why=""
+  if ! eval timeout 180 mpirun -np "$np" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH \
+    "$bin/cgemm-run" --backend cuda "${gpu_opts[*]}" $common --output_dump "$dir/gpu.dump" \
+    >"$dir/gpu.log" 2>&1; then
+    ok=0 why="GPU run failed (rc $?)"
+  elif ! eval timeout 180 mpirun -np "$np" --bind-to none "$bin/cgemm-run" --backend cpu \
+    $common --output_dump "$dir/cpu.dump" >"$dir/cpu.log" 2>&1; then
+    ok=0 why="CPU run failed"
+  elif ! "$bin/cgemm-compare" --atol_scale "$(atol_scale "$opts")" "$dir/gpu.dump" \
+    "$dir/cpu.dump" >"$dir/compare.log" 2>&1; then
+    ok=0 why="GPU and CPU outputs differ"
+  fi
+  checks=$(grep -c "check PASSED" "$dir/gpu.log" || true)
+  if [ $ok = 1 ]; then
+    passed=$((passed + 1))
+    group_pass[$group]=$((${group_pass[$group]:-0} + 1))
+    printf "PASS  %-36s %s checks PASSED on the GPU (3 rounds each), GPU = CPU\n" "$name" "$checks"
+  else
+    printf "FAIL  %-36s %s\n" "$name" "$why"
+    for f in gpu.log cpu.log compare.log; do
+      [ -f "$dir/$f" ] && grep -E "FAILED|DIFFER|error|Error|what" "$dir/$f" | head -n 8 | sed "s/^/      $f: /"
+    done
+    [ -f "$dir/gpu.log" ] && tail -n 6 "$dir/gpu.log" | sed 's/^/      /'
+  fi
+done
+if [ $ran = 0 ]; then
+  echo "gpu matrix ($mode): no case fits $gpus GPU(s)"
+  exit 77
+fi
+for g in "${!group_ran[@]}"; do echo "  $g: ${group_pass[$g]:-0} of ${group_ran[$g]} passed"; done | sort
+echo "gpu matrix ($mode): $passed of $ran cases passed"
+[ $passed = $ran ]
