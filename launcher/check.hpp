@@ -1,5 +1,5 @@
 #pragma once
-// The check of an overlapped result against the non-overlapped reference.
+// The check of an overlapped result against the sequential path.
 // Rule (as Transformer Engine's tests): an element fails only if
 // |out - ref| > atol AND |out - ref| > rtol * |ref|; a NaN or inf on either side fails.
 

@@ -6,13 +6,16 @@
 #include <algorithm>
 #include <sstream>
 
-#include "cgemm/runtime/schedule.hpp"
 #include "cgemm/sharding/reorder.hpp"
+#include "collective_gemm.hpp"
 #include "plan_impl.hpp"
 
 namespace cgemm {
 
 namespace {
+
+// gemm.py's workspace rule needs a compute capability; without a GPU, size for Hopper.
+constexpr int kDefaultComputeCapability = 90;
 
 SpecEntry entry(const std::string& axis) { return SpecEntry::axis(axis); }
 
@@ -84,8 +87,7 @@ GemmDesc tensor_sequence_parallel_gemm(const Context& ctx, std::string name,
   return d;
 }
 
-GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
-    : ctx_(ctx), desc_(std::move(desc)), impl_(std::make_unique<Impl>()) {
+GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(desc)) {
   const Mesh& mesh = ctx.mesh();
   const std::string where = "GEMM '" + desc_.name + "'";
   const size_t lhs_nd = desc_.lhs_shape.size(), rhs_nd = desc_.rhs_shape.size();
@@ -111,7 +113,8 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
     throw Error(where + ": the runtime runs lhs [..., K] contracting its last dim with a 2-D rhs;" +
                 " got lhs " + shape_str(desc_.lhs_shape) + ", rhs " + shape_str(desc_.rhs_shape));
   }
-  Impl& g = *impl_;
+  GemmGeometry g;
+  g.name = desc_.name;
   g.rhs_transposed = sanitize(rc[0], rhs_nd) == 1;
 
   lhs_local_ = local_shape(desc_.lhs_shape, sharding_.lhs, mesh, where + " lhs");
@@ -138,8 +141,10 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
   ai.is_outer = true;
   ai.sequence_dim = sharding_.sequence_dim.value_or(1);
   ai.tpsp_size = ctx.comms().tp();
+  // The CPU backend has no compute capability; gemm.py's workspace rule then sizes for the
+  // GPU generation cgemm is built for (sm 90), which only the report shows.
   const int cc = ctx.backend().compute_capability();
-  ai.compute_capability = cc > 0 ? cc : 90;
+  ai.compute_capability = cc > 0 ? cc : kDefaultComputeCapability;
   ai.num_max_streams = ctx.overlap().num_max_streams;
   abstract_ = gemm_abstract(ai);
   // The local GEMM's output grows tp-fold by the all-gather and shrinks by the
@@ -153,14 +158,11 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
                     " does not hold the sharded output " + shape_str(out_local_));
   }
 
-  g.backend = &ctx.backend();
   g.tp = ctx.comms().tp();
   g.me = ctx.comms().tp_rank();
   g.dp = ctx.comms().dp();
-  g.num_streams = std::max(1, std::min(ctx.overlap().num_max_streams, g.backend->num_streams()));
+  g.num_streams = std::max(1, std::min(ctx.overlap().num_max_streams, ctx.backend().num_streams()));
   g.aggregate = ctx.overlap().aggregate_all_gather;
-  g.policy = ctx.overlap().policy;
-  g.use_overlap = g.policy != OverlapPolicy::kNever;
   g.in = desc_.dtype;
   g.out = desc_.out_dtype;
   g.k = lhs_local_.back();
@@ -169,96 +171,40 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc)
   g.lhs_rows = num_elements(lhs_local_) / std::max<int64_t>(g.k, 1);
   // gemm.py fuses the bias only when the output is not reduced (_sharded_impl's fuse_bias).
   g.fuse_bias = g.has_bias && !sharding_.reduce_spec.has_value();
-
-  const CollectiveOp op = desc_.collective;
-  if (op == CollectiveOp::kNone) {
-    if (sharding_.reduce_spec && !(sharding_.reduce_spec->is_axis(ctx.mesh_config().tpsp_axis))) {
-      throw Error(where + ": the output is reduced over " + spec_str({*sharding_.reduce_spec}) +
-                  "; the runtime all-reduces over the tensor-parallel axis only");
-    }
-    g.chunk_rows = g.lhs_rows;
-    return;
+  g.lhs_local = lhs_local_;
+  g.out_local = out_local_;
+  g.need_reorder = !desc_.transpose_batch_sequence;
+  g.sequence_dim = sharding_.sequence_dim.value_or(-1);
+  if (sharding_.reduce_spec) {
+    g.reduce_axis = spec_str({*sharding_.reduce_spec});
+    g.reduce_over_tp = sharding_.reduce_spec->is_axis(ctx.mesh_config().tpsp_axis);
   }
-  if (lhs_nd != 3) {
-    throw Error(where +
-                ": collective GEMMs take 3-D activations [B, S, K] (or [S, B, K]); got lhs " +
-                shape_str(desc_.lhs_shape));
-  }
-  // gemm.py's impl: need_reorder = not transpose_batch_sequence and not is_outer; the
-  // reorder is skipped when the batch dim is 1. Its assertions are the planner's.
-  const bool need_reorder = !desc_.transpose_batch_sequence;
-  if (need_reorder && sharding_.sequence_dim != 1) {
-    throw PlanError(where + ": invalid sequence_dim " +
-                    std::to_string(sharding_.sequence_dim.value_or(-1)) +
-                    " for a batch-first collective GEMM (gemm.py asserts sequence_dim == 1)");
-  }
-  if (op == CollectiveOp::kAllGather) {
-    g.chunk_rows = g.lhs_rows;
-    if (need_reorder && out_local_[0] != 1) {
-      check_reorder(ReorderKind::kDpLeading, out_local_, g.dp, g.tp);
-      g.strided = true;
-    }
-  } else {
-    if (g.lhs_rows % g.tp != 0) {
-      throw PlanError(where + ": lhs rows " + std::to_string(g.lhs_rows) +
-                      " do not split into tp=" + std::to_string(g.tp) + " chunks");
-    }
-    g.chunk_rows = g.lhs_rows / g.tp;
-    if (need_reorder && lhs_local_[0] != 1) {
-      check_reorder(ReorderKind::kTpspLeading, lhs_local_, g.dp, g.tp);
-      g.strided = true;
-    }
-  }
-  if (g.strided) {
-    g.batch = lhs_local_[0];
-    g.seq_total = op == CollectiveOp::kAllGather ? out_local_[1] : lhs_local_[1];
-    g.seq_rows = g.seq_total / g.tp;
-  }
+  CollectiveGemm kind = collective_gemm_factory(desc_.collective)(g);
+  impl_ = std::make_unique<Impl>(ctx.backend(), std::move(g), std::move(kind));
+  impl_->policy = ctx.overlap().policy;
+  impl_->use_overlap = impl_->policy != OverlapPolicy::kNever;
 }
 
-GemmPlan::~GemmPlan() { impl_->release(); }
-
-void GemmPlan::Impl::release() {
-  if (backend == nullptr) return;
-  if (ring.local != nullptr) backend->release_symmetric(ring);
-  for (void** p : {&send, &scratch, &scratch2}) {
-    if (*p != nullptr) backend->release(*p);
-    *p = nullptr;
-  }
-}
+GemmPlan::~GemmPlan() = default;
 
 Shape GemmPlan::lhs_offset() const { return shard_offset(lhs_local_, sharding_.lhs, ctx_); }
 Shape GemmPlan::rhs_offset() const { return shard_offset(rhs_local_, sharding_.rhs, ctx_); }
 Shape GemmPlan::out_offset() const { return shard_offset(out_local_, sharding_.out, ctx_); }
 Shape GemmPlan::bias_offset() const {
-  return impl_->has_bias ? shard_offset(bias_local_, sharding_.bias, ctx_) : Shape{0};
+  return impl_->geometry.has_bias ? shard_offset(bias_local_, sharding_.bias, ctx_) : Shape{0};
 }
 
 double GemmPlan::local_flops() const {
-  const Impl& g = *impl_;
-  const int64_t rows =
-      desc_.collective == CollectiveOp::kAllGather ? g.lhs_rows * g.tp : g.lhs_rows;
-  return 2.0 * static_cast<double>(rows) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  const GemmGeometry& g = impl_->geometry;
+  return 2.0 * static_cast<double>(impl_->kind.gemm_rows) * static_cast<double>(g.n) *
+         static_cast<double>(g.k);
 }
 
 std::string GemmPlan::schedule_summary() const {
-  const Impl& g = *impl_;
-  std::ostringstream s;
-  s << collective_name(desc_.collective);
-  if (desc_.collective == CollectiveOp::kNone) {
-    s << ": one GEMM [" << g.lhs_rows << " x " << g.k << "] @ [" << g.k << " x " << g.n << "]";
-    if (sharding_.reduce_spec) s << ", all-reduce over " << spec_str({*sharding_.reduce_spec});
-  } else {
-    const int steps = desc_.collective == CollectiveOp::kAllGather
-                          ? static_cast<int>(all_gather_schedule(g.tp, g.me, g.aggregate).size())
-                          : g.tp;
-    const bool ag = desc_.collective == CollectiveOp::kAllGather;
-    s << ": " << g.tp << " chunks of " << g.chunk_rows << " rows in " << steps << " steps on "
-      << (ag ? g.num_streams : 1) << " stream(s), k=" << g.k << ", n=" << g.n
-      << (g.strided ? ", strided placement for batch " + std::to_string(g.batch) : "")
-      << (ag && g.aggregate ? ", aggregate" : "") << ", transport " << g.backend->transport();
-  }
-  return s.str();
+  const CollectiveGemm& c = impl_->kind;
+  std::string s = std::string(collective_name(desc_.collective)) + ": " + c.summary;
+  if (c.overlappable) s += ", transport " + impl_->engine.backend().transport();
+  return s;
 }
 
 }  // namespace cgemm

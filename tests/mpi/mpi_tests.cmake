@@ -1,5 +1,5 @@
 # MPI integration tests: cgemm-run under mpirun on small shapes, each checking the
-# overlapped result against the non-overlapped reference (exit status 3 on a mismatch).
+# overlapped result against the sequential path (exit status 3 on a mismatch).
 # Root (CI) and more ranks than cores are allowed through Open MPI's environment.
 set(CGEMM_MPI_ENV
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

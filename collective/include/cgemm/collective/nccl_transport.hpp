@@ -1,7 +1,7 @@
 #pragma once
 // NCCL over the tensor-parallel group: pairwise send/recv for the ring (the transport across
 // nodes, and the fallback inside one when copy engines cannot be used) and the collectives of
-// the non-overlapped reference path. Only built with CUDA.
+// the sequential path. Only built with CUDA.
 //
 // Bootstrap: TP rank 0 creates the unique id and broadcasts it with MPI_Bcast on the TP
 // communicator (no files, no sockets of ours); every rank then calls ncclCommInitRankConfig

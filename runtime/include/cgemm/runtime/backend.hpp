@@ -122,7 +122,7 @@ class Backend {
   /// A token may be waited on more than once.
   virtual void wait_exchange(ExchangeToken token, int stream) = 0;
 
-  // --- non-overlapped collectives over the TP group (the reference path), on `stream` ---
+  // --- collectives over the TP group for the sequential path, on `stream` ---
   /// dst [tp, bytes_per_rank] rank-major = every rank's src.
   virtual void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream) = 0;
   /// dst [count_per_rank] = sum over ranks of src[tp_rank * count_per_rank + i].

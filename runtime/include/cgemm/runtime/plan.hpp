@@ -78,11 +78,12 @@ class GemmPlan {
   /// (stream 0, Backend::native_stream(): order your producers and consumers against it)
   /// after that. bias may be nullptr only when the plan has no bias.
   void execute(const void* lhs, const void* rhs, const void* bias, void* out);
-  /// Always the overlapped schedule (schedule.hpp), whatever the policy.
+  /// Always the overlapped schedule (schedule.hpp; runtime/src/collectives/), whatever the
+  /// policy.
   void execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out);
-  /// The non-overlapped reference (the sequential path): collective then GEMM (all-gather),
-  /// GEMM then collective (reduce-scatter / all-reduce), the planner's reorders as passes.
-  void execute_reference(const void* lhs, const void* rhs, const void* bias, void* out);
+  /// The sequential path: the collective, then the GEMM (all-gather), or the GEMM, then the
+  /// collective (reduce-scatter / all-reduce), the planner's reorders as passes.
+  void execute_sequential(const void* lhs, const void* rhs, const void* bias, void* out);
   /// Which path execute() takes, and why (for reports).
   std::string path_summary() const;
   bool uses_overlap() const;
@@ -92,7 +93,7 @@ class GemmPlan {
   void bench_gemm_only(const void* lhs, const void* rhs, void* out);
   void bench_collective_only(const void* lhs, void* out);
 
-  /// Private state (runtime/src/plan_impl.hpp); public only so the schedule can name it.
+  /// Private state (runtime/src/plan_impl.hpp).
   struct Impl;
 
  private:

@@ -1,0 +1,39 @@
+#include "collective_gemm.hpp"
+
+#include <array>
+#include <utility>
+
+namespace cgemm {
+
+namespace {
+
+constexpr std::array<std::pair<CollectiveOp, CollectiveGemmFactory>, 3> kKinds{{
+    {CollectiveOp::kNone, make_plain_gemm},
+    {CollectiveOp::kAllGather, make_all_gather_gemm},
+    {CollectiveOp::kReduceScatter, make_reduce_scatter_gemm},
+}};
+
+}  // namespace
+
+void require_sequence_layout(const GemmGeometry& g) {
+  const std::string where = "GEMM '" + g.name + "'";
+  if (g.lhs_local.size() != 3) {
+    throw Error(where + ": collective GEMMs take 3-D activations [B, S, K] (or [S, B, K]); got " +
+                "a local lhs " + shape_str(g.lhs_local));
+  }
+  // gemm.py's impl: need_reorder = not transpose_batch_sequence and not is_outer; the reorder
+  // is skipped when the batch dim is 1. Its assertions are the planner's.
+  if (g.need_reorder && g.sequence_dim != 1) {
+    throw PlanError(where + ": invalid sequence_dim " + std::to_string(g.sequence_dim) +
+                    " for a batch-first collective GEMM (gemm.py asserts sequence_dim == 1)");
+  }
+}
+
+CollectiveGemmFactory collective_gemm_factory(CollectiveOp op) {
+  for (const auto& [kind, factory] : kKinds) {
+    if (kind == op) return factory;
+  }
+  throw Error("no collective GEMM runs collective '" + std::string(collective_name(op)) + "'");
+}
+
+}  // namespace cgemm

@@ -1,0 +1,40 @@
+#pragma once
+// A collective GEMM kind (all-gather GEMM, reduce-scatter GEMM, plain GEMM): one file each in
+// runtime/src/collectives/, saying only what differs: its chunk geometry, its buffers, its
+// schedule and the work of each step, as the programs of a CollectiveGemm. The engine
+// (engine.hpp) runs them; GemmPlan picks the kind by the GemmDesc's collective from the table
+// in collective_gemm.cpp. A new kind is a new file and a line in that table.
+
+#include <string>
+
+#include "gemm_geometry.hpp"
+#include "program.hpp"
+
+namespace cgemm {
+
+struct CollectiveGemm {
+  Program overlapped;        // the collective overlapped with chunked GEMMs
+  Program sequential;        // the collective, then the GEMM, or the GEMM, then the collective
+  Program gemm_only;         // the benchmark's GEMM alone (the sequential path's GEMM)
+  Program collective_only;   // the benchmark's collective alone
+  bool overlappable = true;  // false: nothing to overlap (both paths are one program)
+  int64_t gemm_rows = 0;     // rows of all the GEMM work of one call (for FLOP counts)
+  std::string summary;       // one line: chunks, steps, streams, placement
+};
+
+/// Fills g's chunk geometry (throws PlanError / cgemm::Error naming the GEMM where the
+/// layout does not split) and writes the kind's programs.
+using CollectiveGemmFactory = CollectiveGemm (*)(GemmGeometry& g);
+
+CollectiveGemm make_plain_gemm(GemmGeometry& g);
+CollectiveGemm make_all_gather_gemm(GemmGeometry& g);
+CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g);
+
+/// The checks every collective (all-gather or reduce-scatter) GEMM shares: 3-D activations and,
+/// batch-first, the sequence in dim 1 (gemm.py asserts sequence_dim == 1). Throws naming g.name.
+void require_sequence_layout(const GemmGeometry& g);
+
+/// The factory for a collective (the table in collective_gemm.cpp).
+CollectiveGemmFactory collective_gemm_factory(CollectiveOp op);
+
+}  // namespace cgemm

@@ -1,0 +1,39 @@
+// Plain GEMM (collective none): one GEMM on the local shards; where the planner reduces the
+// output over the tensor-parallel axis, an all-reduce, then the bias (gemm.py adds it after
+// the reduction, so it is not fused). Nothing to overlap: both paths are the same program.
+
+#include "../collective_gemm.hpp"
+
+namespace cgemm {
+
+CollectiveGemm make_plain_gemm(GemmGeometry& g) {
+  if (!g.reduce_axis.empty() && !g.reduce_over_tp) {
+    throw Error("GEMM '" + g.name + "': the output is reduced over " + g.reduce_axis +
+                "; the runtime all-reduces over the tensor-parallel axis only");
+  }
+  g.chunk_rows = g.lhs_rows;
+  const int64_t out_count = g.lhs_rows * g.n;
+
+  CollectiveGemm c;
+  c.overlappable = false;
+  c.gemm_rows = g.lhs_rows;
+  GemmTask t = g.task();
+  t.m = g.lhs_rows;
+  Program& p = c.overlapped;
+  p.ops.push_back(GemmOp{t, {Buf::kLhs}, {Buf::kOut}, g.fuse_bias, 0, g.name + " gemm"});
+  if (!g.reduce_axis.empty()) {
+    p.ops.push_back(AllReduceOp{{Buf::kOut}, g.out, out_count, 0});
+    if (g.has_bias) {
+      p.ops.push_back(SumOp{{{Buf::kOut}}, g.out, out_count, true, g.n, {Buf::kOut}, g.out, 0});
+    }
+    c.collective_only.ops.push_back(AllReduceOp{{Buf::kOut}, g.out, out_count, 0});
+  }
+  c.sequential = p;
+  c.gemm_only.ops.push_back(GemmOp{t, {Buf::kLhs}, {Buf::kOut}, false, 0, g.name + " gemm"});
+  c.summary = "one GEMM [" + std::to_string(g.lhs_rows) + " x " + std::to_string(g.k) + "] @ [" +
+              std::to_string(g.k) + " x " + std::to_string(g.n) + "]" +
+              (g.reduce_axis.empty() ? "" : ", all-reduce over " + g.reduce_axis);
+  return c;
+}
+
+}  // namespace cgemm

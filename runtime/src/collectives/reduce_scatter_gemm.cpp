@@ -1,0 +1,132 @@
+// Reduce-scatter GEMM (row-parallel layer): x [B, S, K/tp] on each rank, w [K/tp, N]; the
+// partial products are summed over the TP group and scattered along the sequence, so each
+// rank ends with out [B, S/tp, N]. Step s of schedule.hpp computes the partial for one
+// destination rank and sends it there while the next is computed; the partials run in order
+// on one stream (on several they would share the GPU, finish late together, and hold the
+// first transfer back). Each rank then sums the tp partials of its rows in fp32 in rank order,
+// so a run is bit-for-bit repeatable, and adds the bias after the sum (gemm.py: output += bias).
+
+#include "../collective_gemm.hpp"
+#include "cgemm/runtime/schedule.hpp"
+
+namespace cgemm {
+
+namespace {
+
+// The partial for `dest` reads rows dest*S/tp.. of every batch block (strided) or one block.
+Ref dest_rows(const GemmGeometry& g, int dest) {
+  const int64_t first_row = g.strided ? dest * g.seq_rows : dest * g.chunk_rows;
+  return {Buf::kLhs, static_cast<size_t>(first_row * g.k) * g.in_size()};
+}
+
+Ref ring_slot(const GemmGeometry& g, int p) {
+  return {Buf::kRing, static_cast<size_t>(p) * g.chunk_out_bytes()};
+}
+
+Program overlapped(const GemmGeometry& g) {
+  Program p;
+  const int64_t count = g.chunk_rows * g.n;
+  const GemmTask chunk = g.chunk_task(g.seq_total * g.k, g.seq_rows * g.n);
+  p.ops.push_back(ForkOp{});
+  if (g.tp == 1) {  // nothing to reduce: the one partial is the output
+    p.ops.push_back(GemmOp{chunk, {Buf::kLhs}, {Buf::kOut}, false, 0, g.name + " gemm"});
+    if (g.has_bias) {
+      p.ops.push_back(SumOp{{{Buf::kOut}}, g.out, count, true, g.n, {Buf::kOut}, g.out, 0});
+    }
+    p.ops.push_back(JoinOp{0});
+    return p;
+  }
+  p.workspace.ring = g.chunk_out_bytes() * static_cast<size_t>(g.tp);
+  p.workspace.send = p.workspace.ring;
+  std::vector<int> tokens;
+  for (const ReduceScatterStep& step : reduce_scatter_schedule(g.tp, g.me)) {
+    // The partial from rank q lives at slot q of the destination's ring.
+    const Ref partial = step.dest == g.me
+                            ? ring_slot(g, g.me)
+                            : Ref{Buf::kSend, static_cast<size_t>(step.dest) * g.chunk_out_bytes()};
+    p.ops.push_back(GemmOp{chunk, dest_rows(g, step.dest), partial, false, 0,
+                           g.name + " gemm partial for rank " + std::to_string(step.dest)});
+    if (step.dest == g.me) continue;
+    ExchangeOp x;
+    x.transfers.push_back({partial, g.chunk_out_bytes(), step.dest,
+                           static_cast<size_t>(g.me) * g.chunk_out_bytes(), step.recv_from,
+                           static_cast<size_t>(step.recv_from) * g.chunk_out_bytes(),
+                           g.name + " partial -> rank " + std::to_string(step.dest)});
+    x.after_stream = 0;
+    x.token = p.tokens++;
+    tokens.push_back(x.token);
+    p.ops.push_back(std::move(x));
+  }
+  for (int t : tokens) p.ops.push_back(WaitOp{t, 0});
+  p.ops.push_back(JoinOp{0});
+  SumOp sum{{}, g.out, count, g.has_bias, g.n, {Buf::kOut}, g.out, 0};
+  for (int q = 0; q < g.tp; ++q) sum.parts.push_back(ring_slot(g, q));
+  p.ops.push_back(std::move(sum));
+  return p;
+}
+
+// The whole local GEMM [lhs rows, n] into kWorkOut, the reduced chunk behind it.
+size_t partial_bytes(const GemmGeometry& g) {
+  return static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
+}
+
+GemmTask whole(const GemmGeometry& g) {
+  GemmTask t = g.task();
+  t.m = g.lhs_rows;
+  return t;
+}
+
+// The tpsp-leading reorder (batch-first, local batch > 1), one GEMM, the reduce-scatter, then
+// the bias.
+Program sequential(const GemmGeometry& g) {
+  Program p;
+  const int64_t count = g.chunk_rows * g.n;
+  p.workspace.work_out = partial_bytes(g) + g.chunk_out_bytes();
+  Ref a{Buf::kLhs};
+  if (g.strided) {
+    p.workspace.work_in = g.lhs_bytes();
+    p.ops.push_back(ReorderOp{
+        ReorderKind::kTpspLeading, g.lhs_local, g.dp, {Buf::kLhs}, {Buf::kWorkIn}, g.in, 0});
+    a = {Buf::kWorkIn};
+  }
+  p.ops.push_back(GemmOp{whole(g), a, {Buf::kWorkOut}, false, 0, g.name + " gemm"});
+  const Ref reduced{Buf::kWorkOut, partial_bytes(g)};
+  p.ops.push_back(ReduceScatterOp{{Buf::kWorkOut}, reduced, g.out, count, 0});
+  p.ops.push_back(SumOp{{reduced}, g.out, count, g.has_bias, g.n, {Buf::kOut}, g.out, 0});
+  return p;
+}
+
+}  // namespace
+
+CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
+  require_sequence_layout(g);
+  if (g.lhs_rows % g.tp != 0) {
+    throw PlanError("GEMM '" + g.name + "': lhs rows " + std::to_string(g.lhs_rows) +
+                    " do not split into tp=" + std::to_string(g.tp) + " chunks");
+  }
+  g.chunk_rows = g.lhs_rows / g.tp;
+  if (g.need_reorder && g.lhs_local[0] != 1) {
+    check_reorder(ReorderKind::kTpspLeading, g.lhs_local, g.dp, g.tp);
+    g.strided = true;
+    g.batch = g.lhs_local[0];
+    g.seq_total = g.lhs_local[1];
+    g.seq_rows = g.seq_total / g.tp;
+  }
+  CollectiveGemm c;
+  c.gemm_rows = g.lhs_rows;
+  c.overlapped = overlapped(g);
+  c.sequential = sequential(g);
+  c.gemm_only.workspace.work_out = partial_bytes(g) + g.chunk_out_bytes();
+  c.gemm_only.ops.push_back(
+      GemmOp{whole(g), {Buf::kLhs}, {Buf::kWorkOut}, false, 0, g.name + " gemm"});
+  c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;
+  c.collective_only.ops.push_back(
+      ReduceScatterOp{{Buf::kWorkOut}, {Buf::kOut}, g.out, g.chunk_rows * g.n, 0});
+  c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows in " +
+              std::to_string(g.tp) + " steps on 1 stream(s), k=" + std::to_string(g.k) +
+              ", n=" + std::to_string(g.n) +
+              (g.strided ? ", strided placement for batch " + std::to_string(g.batch) : "");
+  return c;
+}
+
+}  // namespace cgemm

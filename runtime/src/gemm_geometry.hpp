@@ -1,0 +1,77 @@
+#pragma once
+// The local GEMM of one rank, flattened: what the collective GEMMs (runtime/src/collectives/)
+// build their programs from. Filled by GemmPlan from the planner's shard shapes and the mesh;
+// each collective GEMM then adds its chunk geometry (chunk_rows, strided placement).
+
+#include <cstdint>
+#include <string>
+
+#include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/sharding/types.hpp"
+
+namespace cgemm {
+
+struct GemmGeometry {
+  std::string name;  // the GemmDesc's, for labels and errors
+  // Mesh: this rank is `me` of the TP group of `tp`; `dp` data-parallel groups.
+  int tp = 1, me = 0, dp = 1;
+  int num_streams = 1;     // compute streams a collective GEMM may use
+  bool aggregate = false;  // all-gather both ways round the ring
+
+  DType in = DType::kBFloat16, out = DType::kBFloat16;
+  int64_t k = 0, n = 0;         // contracting size and output columns of the local GEMM
+  int64_t lhs_rows = 0;         // rows of this rank's lhs shard (all dims but the last)
+  bool rhs_transposed = false;  // rhs stored [N, K]
+  int64_t ldb = 0;
+  bool has_bias = false;
+  bool fuse_bias = false;  // bias in the GEMM epilogue (no reduce axis), as gemm.py's fuse_bias
+
+  Shape lhs_local, out_local;   // shard shapes, for the reorders
+  bool need_reorder = false;    // gemm.py's need_reorder: batch-first activations
+  int sequence_dim = -1;        // the planner's sequence dim of the output; -1: none
+  std::string reduce_axis;      // the planner's reduce axis of the output as a spec; "": none
+  bool reduce_over_tp = false;  // that axis is the tensor-parallel one
+
+  // Chunk geometry, set by the collective GEMM. A chunk is one ring step's rows: chunk_rows
+  // contiguous rows, or (strided, batch-first with local batch > 1) `batch` blocks of
+  // seq_rows rows, seq_total rows apart in the full sequence.
+  int64_t chunk_rows = 0;
+  bool strided = false;
+  int64_t batch = 1, seq_rows = 0, seq_total = 0;
+
+  size_t in_size() const { return dtype_size(in); }
+  size_t out_size() const { return dtype_size(out); }
+  size_t lhs_bytes() const { return static_cast<size_t>(lhs_rows * k) * in_size(); }
+  size_t chunk_lhs_bytes() const { return static_cast<size_t>(chunk_rows * k) * in_size(); }
+  size_t chunk_out_bytes() const { return static_cast<size_t>(chunk_rows * n) * out_size(); }
+
+  /// The local GEMM's dtypes, k, n and dense leading dimensions; rows and pointers unset.
+  GemmTask task() const {
+    GemmTask t;
+    t.in_dtype = in;
+    t.out_dtype = out;
+    t.k = k;
+    t.n = n;
+    t.lda = k;
+    t.ldb = ldb;
+    t.rhs_transposed = rhs_transposed;
+    t.ldc = n;
+    return t;
+  }
+  /// The GEMM of one chunk: chunk_rows rows, or `batch` blocks of seq_rows rows whose lhs and
+  /// out blocks lie lhs_stride / out_stride elements apart when strided.
+  GemmTask chunk_task(int64_t lhs_stride, int64_t out_stride) const {
+    GemmTask t = task();
+    if (strided) {
+      t.batch = batch;
+      t.m = seq_rows;
+      t.lhs_batch_stride = lhs_stride;
+      t.out_batch_stride = out_stride;
+    } else {
+      t.m = chunk_rows;
+    }
+    return t;
+  }
+};
+
+}  // namespace cgemm

@@ -1,0 +1,135 @@
+#pragma once
+// A collective GEMM as a program: the backend calls of one call of a plan, in issue order,
+// with buffers named symbolically. Each collective GEMM (runtime/src/collectives/) writes its
+// programs once, at planning; the engine (engine.hpp) runs them on any backend, binding the
+// caller's operands and the plan's workspaces on every call. The engine knows the kinds of
+// operation below and nothing about the collectives.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/sharding/reorder.hpp"
+
+namespace cgemm {
+
+/// The buffers a program may name. The operands are the caller's; the rest are the plan's
+/// workspaces, allocated on first use and kept (sizes in WorkspaceBytes).
+enum class Buf {
+  kLhs,      // caller's lhs shard
+  kRhs,      // caller's rhs shard
+  kBias,     // caller's bias shard
+  kOut,      // caller's output shard
+  kRing,     // symmetric over the TP group: chunks or partials arriving from peers
+  kSend,     // partials computed for other ranks, read by the transport
+  kWorkIn,   // input side of the sequential path: the gathered or reordered lhs
+  kWorkOut,  // output side of the sequential path: GEMM results before a collective or reorder
+};
+
+/// A place in a buffer: `offset` bytes into `buf`.
+struct Ref {
+  Buf buf = Buf::kLhs;
+  size_t offset = 0;
+};
+
+/// Bytes of each workspace a program needs (0: none).
+struct WorkspaceBytes {
+  size_t ring = 0, send = 0, work_in = 0, work_out = 0;
+};
+
+/// Later work on every stream and on the transport waits for stream 0 (Backend::fork_streams).
+struct ForkOp {};
+/// Later work on `stream` waits for every compute stream (Backend::join_streams).
+struct JoinOp {
+  int stream = 0;
+};
+
+/// One GEMM: `task` holds its shape, dtypes, leading dimensions and strides; the operands are
+/// lhs, the plan's rhs, the caller's bias when `bias`, and out.
+struct GemmOp {
+  GemmTask task;
+  Ref lhs, out;
+  bool bias = false;
+  int stream = 0;
+  std::string label;
+};
+
+/// One transfer of an exchange group: `bytes` from `src` to TP rank send_peer, landing in its
+/// ring at send_offset; and from recv_peer into this rank's ring at recv_offset.
+struct Transfer {
+  Ref src;
+  size_t bytes = 0;
+  int send_peer = -1;
+  size_t send_offset = 0;
+  int recv_peer = -1;
+  size_t recv_offset = 0;
+  std::string label;
+};
+
+/// Starts an exchange group after the work issued on `after_stream` (-1: no such dependency);
+/// its token goes to slot `token` of the run.
+struct ExchangeOp {
+  std::vector<Transfer> transfers;
+  int after_stream = -1;
+  int token = 0;
+};
+
+/// Later work on `stream` waits for the exchange in token slot `token`.
+struct WaitOp {
+  int token = 0;
+  int stream = 0;
+};
+
+/// out = sum of parts in order, in fp32, (+ the caller's bias when `bias`), cast to out_dtype.
+struct SumOp {
+  std::vector<Ref> parts;
+  DType part_dtype = DType::kBFloat16;
+  int64_t count = 0;
+  bool bias = false;
+  int64_t bias_len = 0;
+  Ref out;
+  DType out_dtype = DType::kBFloat16;
+  int stream = 0;
+};
+
+struct ReorderOp {
+  ReorderKind kind = ReorderKind::kTpspLeading;
+  Shape shape;
+  int dp = 1;
+  Ref src, dst;
+  DType dtype = DType::kBFloat16;
+  int stream = 0;
+};
+
+/// The sequential path's collectives over the TP group (Backend::all_gather etc.).
+struct AllGatherOp {
+  Ref src, dst;
+  size_t bytes_per_rank = 0;
+  int stream = 0;
+};
+struct ReduceScatterOp {
+  Ref src, dst;
+  DType dtype = DType::kBFloat16;
+  int64_t count_per_rank = 0;
+  int stream = 0;
+};
+struct AllReduceOp {
+  Ref buf;
+  DType dtype = DType::kBFloat16;
+  int64_t count = 0;
+  int stream = 0;
+};
+
+using Op = std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, AllGatherOp,
+                        ReduceScatterOp, AllReduceOp>;
+
+struct Program {
+  std::vector<Op> ops;
+  WorkspaceBytes workspace;
+  int tokens = 0;  // exchange token slots the ops use
+};
+
+}  // namespace cgemm
