@@ -98,6 +98,12 @@ if [ "$uts" = 0 ]; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Open MPI names its shared-memory files after the host and a job ID hashed from Slurm's job
+# and step IDs, which every fresh cluster numbers from 1 again: another run of this test on
+# the machine (or a crashed one's leftovers) would share them in /dev/shm, and ranks crash in
+# the shared-memory transport. Each run keeps them, and Open MPI's session files, to itself.
+mkdir -p "$work/shm" "$work/tmpdir"
+export OMPI_MCA_btl_vader_backing_directory=$work/shm TMPDIR=$work/tmpdir
 
 # --- munge and slurm.conf ------------------------------------------------------------------
 dd if=/dev/urandom of="$work/munge/munge.key" bs=1024 count=1 status=none
