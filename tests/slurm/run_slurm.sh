@@ -36,8 +36,9 @@ if ! have_all; then
   "$src/scripts/install-deps.sh" --test || skip "could not install the Slurm packages"
   have_all || skip "Slurm commands still missing after install-deps.sh --test"
 fi
-[ -e /usr/lib/x86_64-linux-gnu/libpmix.so ] || ls /usr/lib/*/libpmix.so >/dev/null 2>&1 ||
-  note "warning: libpmix.so not found (libpmix-dev): srun --mpi=pmix may fail"
+# Slurm's PMIx plugin loads libpmix.so, which only libpmix-dev ships.
+ls /usr/lib/*/libpmix.so >/dev/null 2>&1 ||
+  note "warning: no libpmix.so (package libpmix-dev): srun --mpi=pmix will fail"
 
 # --- work directory, ports, cleanup --------------------------------------------------------
 work=$(mktemp -d /tmp/cgemm-slurm.XXXXXX)
@@ -261,17 +262,13 @@ check_placement() { # NAME FILE (lines "PROCID NODENAME")
 }
 
 timings=()
-submit() { # NAME SBATCH-ARGS...: runs a batch job to its end; prints its ID
-  local name=$1
-  shift
-  sbatch --parsable "$@" | cut -d';' -f1
-}
+submit() { sbatch --parsable "$@" | cut -d';' -f1; } # SBATCH-ARGS...: prints the job ID
 
 # 1 and 2: batch jobs, srun inside and mpirun inside.
 for launcher in srun mpirun; do
   t=$EPOCHREALTIME
   out=$work/jobs/$launcher.out report=$work/jobs/$launcher.json
-  id=$(submit "$launcher" --job-name="cgemm-$launcher" --nodes=2 --ntasks-per-node=2 \
+  id=$(submit --job-name="cgemm-$launcher" --nodes=2 --ntasks-per-node=2 \
     --output="$out" --chdir="$work/jobs" "$here/job_$launcher.sbatch" "$run" "$report" \
     "${shape[@]}" "${block[@]}")
   if [ -z "$id" ]; then
@@ -317,11 +314,11 @@ t=$EPOCHREALTIME
 sweep_dir=$work/jobs/sweep
 export CGEMM_RUN=$run CGEMM_BACKEND=cpu CGEMM_SWEEP_SIZES=tiny CGEMM_SWEEP_DIR=$sweep_dir
 # The #SBATCH lines ask for 8 GPUs on a node; this cluster has 2 tasks' worth per node, no GPU.
-aid=$(submit sweep --array=0-2 --nodes=1 --ntasks-per-node=2 --gpus-per-node=0 \
+aid=$(submit --array=0-2 --nodes=1 --ntasks-per-node=2 --gpus-per-node=0 \
   --output="$work/jobs/sweep-%A_%a.out" --chdir="$work/jobs" "$src/scripts/slurm/sweep.sbatch")
 mid=
 if [ -n "$aid" ]; then
-  mid=$(submit merge --dependency="afterany:$aid" --nodes=1 --ntasks=1 \
+  mid=$(submit --dependency="afterany:$aid" --nodes=1 --ntasks=1 \
     --output="$work/jobs/merge.out" --chdir="$work/jobs" \
     --wrap="python3 '$src/scripts/slurm/merge_reports.py' '$sweep_dir' --expect 3")
 fi
