@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: installs what cgemm needs, builds it and runs the whole test suite:
 #  1. the main build (CUDA backend compiled when the toolkit is found; GPU tests skip
-#     without a GPU): unit tests, then MPI integration tests (2, 3 and 4 ranks);
+#     without a GPU): unit tests, then MPI integration tests (2, 3 and 4 ranks), then the
+#     Slurm test (a slurmctld and two slurmd on this machine; tests/slurm);
 #  2. install, then build and run examples/consumer against the installed package (2 ranks);
 #  3. an AddressSanitizer + UndefinedBehaviorSanitizer build of the CPU path: unit tests
 #     and a few MPI tests.
@@ -23,7 +24,7 @@ step() {
 trap 'echo; echo "== TESTS FAILED in step: $current"' ERR
 
 step "dependencies"
-"$root/scripts/install-deps.sh"
+"$root/scripts/install-deps.sh" --test
 
 step "build (main)"
 "$root/scripts/build.sh" "$root/build"
@@ -32,6 +33,8 @@ step "unit tests"
 (cd "$root/build" && ctest -L "unit|gpu" -j"$jobs" --output-on-failure)
 step "MPI integration tests"
 (cd "$root/build" && ctest -L mpi -j"$jobs" --output-on-failure)
+step "Slurm integration test (slurmctld + two slurmd; sbatch, srun, mpirun, job array)"
+(cd "$root/build" && ctest -L slurm --output-on-failure)
 
 step "install + consumer example (find_package(cgemm), 2 ranks)"
 rm -rf "$root/build/_install" "$root/build/_consumer"
