@@ -53,5 +53,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::ios::sync_with_stdio(false);
+  cgemm::plan::install_memory_reserve();
   return cgemm::plan::run_plan_lines(std::cin, std::cout, std::cerr);
 }

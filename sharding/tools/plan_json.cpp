@@ -1,5 +1,7 @@
 #include "plan_json.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <exception>
@@ -561,6 +563,35 @@ struct SyntaxCheck : nlohmann::json_sax<Json> {
   }
 };
 
+// The reserve of install_memory_reserve(): mapped, never touched. When an allocation fails,
+// the new-handler unmaps it and lets the allocation retry (it may be in a destructor, where
+// throwing would terminate); memory_checkpoint() then throws bad_alloc from a place where
+// unwinding is safe, with the reserve's room to unwind in.
+void* g_reserve = nullptr;
+bool g_reserve_installed = false;
+bool g_memory_short = false;
+
+void map_reserve() {
+  if (g_reserve) return;
+  void* p = mmap(nullptr, kMemoryReserveBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+  g_reserve = p == MAP_FAILED ? nullptr : p;
+}
+
+void on_allocation_failure() {
+  if (!g_reserve) throw std::bad_alloc();
+  munmap(g_reserve, kMemoryReserveBytes);
+  g_reserve = nullptr;
+  g_memory_short = true;
+}
+
+void memory_checkpoint() {
+  if (g_memory_short) {
+    g_memory_short = false;
+    throw std::bad_alloc();
+  }
+}
+
 // {"id": <id>, "error": msg}, with the id's text spliced in when given.
 std::string error_text(const std::optional<std::string>& id, std::string msg) {
   if (msg.size() > 1000) msg = msg.substr(0, 1000) + "...";
@@ -593,7 +624,10 @@ LineAnswer answer_line_or_throw(std::string_view line, size_t lineno) {
   }
   Json c;
   try {
-    c = Json::parse(line);
+    c = Json::parse(line, [](int, Json::parse_event_t, Json&) {
+      memory_checkpoint();
+      return true;
+    });
   } catch (const Json::parse_error& e) {
     const std::string msg = line_name(lineno) + " is not JSON: " + e.what();
     return {error_text(std::nullopt, msg), msg};
@@ -603,8 +637,11 @@ LineAnswer answer_line_or_throw(std::string_view line, size_t lineno) {
                        std::string("a number is out of the range of a double: ") + e.what()),
             ""};
   }
+  memory_checkpoint();
   const Json answer = answer_case(c);
+  memory_checkpoint();
   std::string text = answer.dump(-1, ' ', false, Json::error_handler_t::replace);
+  memory_checkpoint();
   std::optional<std::string> id;
   if (c.is_object() && c.contains("id") && c.at("id").is_number()) {
     // Numbers keep their input text: nlohmann would print 1e2 as 100.0, and integers past
@@ -664,6 +701,12 @@ LineAnswer error_answer(std::string_view line, const char* why) noexcept {
 
 }  // namespace
 
+void install_memory_reserve() {
+  map_reserve();
+  std::set_new_handler(on_allocation_failure);
+  g_reserve_installed = true;
+}
+
 LineAnswer answer_line(std::string_view line, size_t lineno) noexcept {
   try {
     return answer_line_or_throw(line, lineno);
@@ -679,9 +722,14 @@ LineAnswer answer_line(std::string_view line, size_t lineno) noexcept {
 int run_plan_lines(std::istream& in, std::ostream& out, std::ostream& err) {
   int status = 0;
   std::string line;
+  line.reserve(kMaxLineBytes + 1);  // read_line never allocates
   for (size_t lineno = 1; read_line(in, line); ++lineno) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t\f\v") == std::string::npos) continue;
+    if (g_reserve_installed) {  // again, after a case that ran out of memory
+      map_reserve();
+      g_memory_short = false;
+    }
     const LineAnswer answer = answer_line(line, lineno);
     if (!answer.not_json.empty()) {
       err << "cgemm-plan: " << answer.not_json << '\n';

@@ -71,6 +71,14 @@ struct LineAnswer {
 /// parsed into a case when possible, else null.
 LineAnswer answer_line(std::string_view line, size_t lineno = 0) noexcept;
 
+/// For a process that answers lines (cgemm-plan's main): sets aside kMemoryReserveBytes of
+/// address space, and a new-handler that gives it back when an allocation fails; the case
+/// then stops with std::bad_alloc at the next safe point, unwinds in that room (nlohmann's
+/// destructors allocate) and is answered with an error. run_plan_lines sets the reserve
+/// aside again before the next line.
+inline constexpr size_t kMemoryReserveBytes = size_t{16} << 20;
+void install_memory_reserve();
+
 /// The cgemm-plan protocol: one answer line per non-blank input line. A line that is not
 /// JSON (or longer than kMaxLineBytes) is answered with an error too (so answers stay
 /// aligned with lines), reported on `err`, and makes the return value 1; otherwise 0.
