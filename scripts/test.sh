@@ -4,7 +4,8 @@
 #     without a GPU): unit tests, then MPI integration tests (2, 3 and 4 ranks);
 #  2. install, then build and run examples/consumer against the installed package (2 ranks);
 #  3. an AddressSanitizer + UndefinedBehaviorSanitizer build of the CPU path: unit tests
-#     and a few MPI tests.
+#     and a few MPI tests;
+#  4. fuzzing: tests/fuzz/run_fuzz.sh, 60 s per target (clang, build-fuzz/).
 # Pass --no-sanitize to skip step 3.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +24,7 @@ step() {
 trap 'echo; echo "== TESTS FAILED in step: $current"' ERR
 
 step "dependencies"
-"$root/scripts/install-deps.sh"
+"$root/scripts/install-deps.sh" --test
 
 step "build (main)"
 "$root/scripts/build.sh" "$root/build"
@@ -51,4 +52,7 @@ if [ "$sanitize" = 1 ]; then
     ctest -L mpi -R "tp2_|dp2tp2_all_gather|dp2tp2_reduce_scatter_b1|error_unknown|error_seq" \
       -j"$jobs" --output-on-failure)
 fi
+
+step "fuzzing (60 s per target)"
+"$root/tests/fuzz/run_fuzz.sh" 60
 step "all tests passed"
