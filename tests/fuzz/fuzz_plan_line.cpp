@@ -38,8 +38,8 @@ struct Syntax : nlohmann::json_sax<Json> {
   bool end_array() override { return --depth, true; }
   bool parse_error(std::size_t, const std::string&,
                    const nlohmann::detail::exception& ex) override {
-    ok = ex.id == 406;
-    return ok;  // a 406 ends parsing, which is fine: the text is JSON
+    ok = ex.id == 406;  // a 406 (number beyond a double) ends parsing: the text is JSON
+    return false;
   }
 };
 
