@@ -19,12 +19,17 @@ namespace cgemm::fuzz {
 
 namespace {
 
-// One file per process, rewritten for every input.
-const std::string& ini_path() {
-  static const std::string path =
+// One file per process, rewritten for every input and removed at exit.
+struct TempFile {
+  std::string path =
       (std::filesystem::temp_directory_path() / ("cgemm-fuzz-" + std::to_string(getpid()) + ".ini"))
           .string();
-  return path;
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
+const std::string& ini_path() {
+  static const TempFile file;
+  return file.path;
 }
 
 bool write_file(const std::string& path, const char* data, size_t size) {
