@@ -15,9 +15,12 @@ packages=(
   python3 iproute2 util-linux
 )
 # Test-only packages. Slurm (tests/slurm): controller, node daemon, clients, munge (a hard
-# dependency) and libpmix-dev (Slurm's PMIx plugin loads a library only it ships).
+# dependency) and libpmix-dev (Slurm's PMIx plugin loads a library only it ships). clang and
+# its libFuzzer/sanitizer runtimes (tests/fuzz/run_fuzz.sh): clang only recommends
+# libclang-rt-14-dev (Debian 12), hence named.
 test_packages=(
   slurmctld slurmd slurm-client munge libpmix-dev
+  clang libclang-rt-14-dev
 )
 [ "$with_tests" = 1 ] && packages+=("${test_packages[@]}")
 missing=()

@@ -5,7 +5,8 @@
 #     Slurm test (a slurmctld and two slurmd on this machine; tests/slurm);
 #  2. install, then build and run examples/consumer against the installed package (2 ranks);
 #  3. an AddressSanitizer + UndefinedBehaviorSanitizer build of the CPU path: unit tests
-#     and a few MPI tests.
+#     and a few MPI tests;
+#  4. fuzzing: tests/fuzz/run_fuzz.sh, 60 s per target (clang, build-fuzz/).
 # Pass --no-sanitize to skip step 3.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,4 +55,7 @@ if [ "$sanitize" = 1 ]; then
     ctest -L mpi -R "tp2_|dp2tp2_all_gather|dp2tp2_reduce_scatter_b1|error_unknown|error_seq" \
       -j"$jobs" --output-on-failure)
 fi
+
+step "fuzzing (60 s per target)"
+"$root/tests/fuzz/run_fuzz.sh" 60
 step "all tests passed"

@@ -32,12 +32,21 @@ Ops (the case's "op" field):
                  _reorder_dp_leading. Fields: kind ("tpsp_leading" | "dp_leading"), shape,
                  dp_size, tpsp_size.
 
+Limits: every line is answered. Beyond a limit, or when a case cannot be answered (a
+number beyond a double's range, memory running out), the answer is an error naming the
+limit, with the case's id when it can be recovered from the text (else null):
+  line length 1048576 bytes (such a line also counts as not JSON), nesting 256 levels,
+  ndim and the length of shapes, specs and dim lists 1024, reorder elements 1048576
+  (2^20), answer length 16777216 bytes, and 64-bit integer arithmetic.
+Numeric ids keep their input text (e.g. integers beyond 64 bits).
+
 The full contract (encodings, comparison rule, the corners reproduced literally) is
 tests/data/PLANNER_SCHEMA.md (the planner cases' SCHEMA.md); tests/data/planner_public.jsonl
 holds answered examples.
 
 Exit status: 0 when every non-blank line was JSON (even if some answers are errors);
-1 when a line was not JSON (reported on standard error and answered with an error line);
+1 when a line was not JSON or too long (reported on standard error and answered with an
+error line);
 2 on bad command-line arguments.
 )";
 
@@ -53,5 +62,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::ios::sync_with_stdio(false);
+  cgemm::plan::install_memory_reserve();
   return cgemm::plan::run_plan_lines(std::cin, std::cout, std::cerr);
 }

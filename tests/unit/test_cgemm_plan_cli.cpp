@@ -1,13 +1,15 @@
-// The cgemm-plan binary itself: the public cases piped through it, its exit statuses and
-// --help.
+// The cgemm-plan binary itself: the public cases piped through it, its exit statuses,
+// --help, and hostile lines (each answered, and the line after it too).
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "plan_compare.hpp"
 
@@ -23,8 +25,8 @@ struct RunResult {
   int status = -1;
 };
 
-RunResult run(const std::string& args_and_redirects) {
-  const std::string cmd = std::string("\"") + CGEMM_PLAN_BIN + "\" " + args_and_redirects;
+RunResult run(const std::string& args_and_redirects, const std::string& prefix = "") {
+  const std::string cmd = prefix + "\"" + CGEMM_PLAN_BIN + "\" " + args_and_redirects;
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -71,10 +73,178 @@ TEST(PlannerCli, NonJsonInputGivesNonZeroExit) {
 TEST(PlannerCli, HelpNamesTheOpsAndTheSchema) {
   const RunResult r = run("--help");
   EXPECT_EQ(r.status, 0);
-  for (const char* word : {"gemm_sharding", "gemm_abstract", "reorder", "SCHEMA.md"}) {
+  for (const char* word : {"gemm_sharding", "gemm_abstract", "reorder", "SCHEMA.md", "Limits",
+                           "1048576 bytes", "256 levels"}) {
     EXPECT_NE(r.out.find(word), std::string::npos) << word;
   }
   EXPECT_EQ(run("--bogus 2>/dev/null").status, 2);
+}
+
+// --- hostile lines -----------------------------------------------------------------------
+
+// A good line after each hostile one: it must still be answered, exactly so.
+const std::string kAfter =
+    R"({"id":"after","op":"reorder","kind":"tpsp_leading","shape":[2,2],"dp_size":1,)"
+    R"("tpsp_size":2})";
+const std::string kAfterAnswer = R"({"id":"after","permutation":[0,2,1,3]})";
+
+// Runs cgemm-plan on `line` then kAfter; the answer lines and the exit status.
+struct Answers {
+  std::vector<std::string> lines;
+  int status = -1;
+};
+
+Answers run_hostile(const std::string& line, const std::string& prefix = "") {
+  const std::string input = ::testing::TempDir() + "planner_cli_hostile.jsonl";
+  {
+    std::ofstream f(input, std::ios::binary);
+    f << line << '\n' << kAfter << '\n';
+  }
+  const RunResult r = run("< \"" + input + "\" 2>/dev/null", prefix);
+  std::remove(input.c_str());
+  Answers a;
+  a.status = r.status;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);) a.lines.push_back(l);
+  return a;
+}
+
+// The answer is exactly {"id":<id_text>,"error":"...<needle>..."}.
+void expect_error(const std::string& answer, const std::string& id_text,
+                  const std::string& needle) {
+  const std::string head = "{\"id\":" + id_text + ",\"error\":\"";
+  EXPECT_EQ(answer.substr(0, head.size()), head) << answer.substr(0, 300);
+  EXPECT_EQ(answer.substr(answer.size() - 2), "\"}") << answer.substr(0, 300);
+  EXPECT_NE(answer.find(needle), std::string::npos) << answer.substr(0, 300);
+  const Json j = Json::parse(answer, nullptr, false);
+  if (!j.is_discarded()) {  // 1e400 does not parse with nlohmann
+    EXPECT_EQ(j.size(), 2u) << answer;
+    EXPECT_TRUE(j.contains("error")) << answer;
+  }
+}
+
+void expect_hostile(const std::string& line, const std::string& id_text, const std::string& needle,
+                    int status = 0) {
+  const Answers a = run_hostile(line);
+  EXPECT_EQ(a.status, status);
+  ASSERT_EQ(a.lines.size(), 2u) << "every line is answered";
+  expect_error(a.lines[0], id_text, needle);
+  EXPECT_EQ(a.lines[1], kAfterAnswer);
+}
+
+std::string sharding_case(const std::string& id, int64_t lhs_ndim) {
+  return R"({"id":)" + id +
+         R"(,"op":"gemm_sharding","mesh_resource":{"dp_resource":null,"tp_resource":null,)"
+         R"("tpsp_resource":null,"fsdp_resource":null},"lhs":{"ndim":)" +
+         std::to_string(lhs_ndim) +
+         R"(,"spec":null},"rhs":{"ndim":2,"spec":null},"bias":null,"contracting_dims":[[-1],[0]],)"
+         R"("collective_op":"none","scaling_mode":"no_scaling","transpose_batch_sequence":false})";
+}
+
+std::string reorder_case(const std::string& id, int64_t rows, int64_t cols) {
+  return R"({"id":)" + id + R"(,"op":"reorder","kind":"dp_leading","shape":[)" +
+         std::to_string(rows) + "," + std::to_string(cols) + R"(],"dp_size":1,"tpsp_size":2})";
+}
+
+std::string nested(const std::string& id, int depth) {
+  return R"({"id":)" + id + R"(,"op":"reorder","x":)" + std::string(depth - 1, '[') +
+         std::string(depth - 1, ']') + "}";
+}
+
+TEST(PlannerCliHostile, NumberBeyondADoubleInTheId) {
+  expect_hostile(R"({"id":1e400,"op":"reorder"})", "1e400", "out of the range of a double");
+}
+
+TEST(PlannerCliHostile, NumberBeyondADoubleInAnIgnoredField) {
+  expect_hostile(R"({"id":"big","category":-1e400,"op":"reorder"})", "\"big\"",
+                 "out of the range of a double");
+  // Before the id: the id is still recovered from the text.
+  expect_hostile(R"({"category":[2e308],"id":7})", "7", "out of the range of a double");
+}
+
+TEST(PlannerCliHostile, NestingBeyondTheDepthLimit) {
+  // About 48,000 levels in a 95 KB line overflowed the stack.
+  const std::string deep = nested("\"deep\"", 48'000);
+  EXPECT_GT(deep.size(), 95'000u);
+  expect_hostile(deep, "\"deep\"", "depth limit (256 levels)");
+  expect_hostile(nested("3", plan::kMaxDepth + 1), "3", "depth limit (256 levels)");
+  // At the limit the case is parsed (and refused for its op alone).
+  const Answers a = run_hostile(nested("4", plan::kMaxDepth));
+  ASSERT_EQ(a.lines.size(), 2u);
+  expect_error(a.lines[0], "4", "missing field 'kind'");
+  // Deep but not JSON: a not-JSON answer, status 1.
+  expect_hostile(R"({"id":5,"x":)" + std::string(1000, '[') + "}", "null", "is not JSON", 1);
+}
+
+TEST(PlannerCliHostile, HugeNdimIsRefusedAtTheCap) {
+  // Took 27 s and 6 GB and answered with a 300 MB line.
+  const std::string line = sharding_case("\"ndim\"", 50'000'000);
+  EXPECT_LT(line.size(), 400u);
+  expect_hostile(line, "\"ndim\"", "'lhs.ndim' is 50000000, more than the ndim limit (1024)");
+  expect_hostile(sharding_case("1", plan::kMaxNdim + 1), "1", "ndim limit (1024)");
+  const Answers a = run_hostile(sharding_case("2", plan::kMaxNdim));
+  ASSERT_EQ(a.lines.size(), 2u);
+  EXPECT_EQ(a.lines[0].find("error"), std::string::npos) << a.lines[0].substr(0, 300);
+}
+
+TEST(PlannerCliHostile, LongShapesAndSpecsAreRefusedAtTheCap) {
+  std::string shape = "[1";
+  for (int i = 0; i < plan::kMaxNdim; ++i) shape += ",1";
+  expect_hostile(R"({"id":1,"op":"reorder","kind":"dp_leading","shape":)" + shape +
+                     R"(],"dp_size":1,"tpsp_size":1})",
+                 "1", "'shape' has 1025 entries, more than the ndim limit (1024)");
+}
+
+TEST(PlannerCliHostile, ReorderBeyondTheElementCap) {
+  // 2^26 elements, the former cap, printed 593 MB.
+  expect_hostile(reorder_case("\"r\"", 8192, 8192), "\"r\"",
+                 "67108864 elements, too many to list a permutation: more than the reorder "
+                 "element limit (1048576)");
+  // At the cap: answered in full.
+  const Answers a = run_hostile(reorder_case("\"cap\"", 1024, 1024));
+  EXPECT_EQ(a.status, 0);
+  ASSERT_EQ(a.lines.size(), 2u);
+  EXPECT_EQ(a.lines[0].rfind(R"({"id":"cap","permutation":[0,1,2,)", 0), 0u);
+  EXPECT_LT(a.lines[0].size(), plan::kMaxAnswerBytes);
+  EXPECT_EQ(a.lines[1], kAfterAnswer);
+}
+
+TEST(PlannerCliHostile, IdsAreCopiedAsTheirText) {
+  for (const char* id :
+       {"123456789012345678901234567890", "-9223372036854775809", "18446744073709551616",
+        "9223372036854775807", "-0", "1.0", "1E2", "0.1000000000000000055511151231257827"}) {
+    SCOPED_TRACE(id);
+    expect_hostile(std::string(R"({"op":"x","id":)") + id + "}", id, "unknown op 'x'");
+  }
+  // A duplicate id: the last one counts, as it does for the parser.
+  expect_hostile(R"({"id":1,"id":123456789012345678901234567890,"op":"x"})",
+                 "123456789012345678901234567890", "unknown op 'x'");
+}
+
+TEST(PlannerCliHostile, LineBeyondTheLengthLimit) {
+  const std::string line =
+      R"({"id":99,"x":")" + std::string(plan::kMaxLineBytes, 'a') + R"(","op":"reorder"})";
+  expect_hostile(line, "99", "line length limit (1048576 bytes)", 1);
+}
+
+TEST(PlannerCliHostile, OutOfMemoryIsAnswered) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+#endif
+#endif
+  // About 1 MB of empty arrays takes far more memory as parsed values (about 30 MB) than the
+  // address space `ulimit -v` leaves beside the program and its reserve (about 25 MB).
+  std::string line = R"({"id":"oom","x":[)";
+  while (line.size() < plan::kMaxLineBytes - 100) line += "[],";
+  line += "[]]}";
+  const Answers a = run_hostile(line, "ulimit -v 33000; ");
+  EXPECT_EQ(a.status, 0);
+  ASSERT_EQ(a.lines.size(), 2u);
+  expect_error(a.lines[0], "\"oom\"", "out of memory");
+  EXPECT_EQ(a.lines[1], kAfterAnswer);
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+# Fuzzing. Always: test_fuzz_regressions replays the saved inputs of the fuzz targets
+# (tests/fuzz/regressions/<target>/) through their checks. With -DCGEMM_FUZZ=ON (clang only):
+# the libFuzzer targets fuzz_plan_line and fuzz_run_config, built with
+# -fsanitize=fuzzer,address,undefined; tests/fuzz/run_fuzz.sh builds and runs them.
+set(CGEMM_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+cgemm_add_unit_test(test_fuzz_regressions
+  SOURCES ${CGEMM_FUZZ_DIR}/test_fuzz_regressions.cpp ${CGEMM_FUZZ_DIR}/fuzz_plan_line.cpp
+          ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp
+  LIBS cgemm_plan_json cgemm_launcher_lib)
+target_include_directories(test_fuzz_regressions PRIVATE ${CGEMM_FUZZ_DIR})
+target_compile_definitions(test_fuzz_regressions PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
+if(CGEMM_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "CGEMM_FUZZ needs clang (libFuzzer): configure with "
+                        "-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  set(fuzz_flags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+                 -fno-omit-frame-pointer)
+  # The code under test is compiled into each target, so it is instrumented too.
+  get_target_property(sharding_sources cgemm_sharding SOURCES)
+  list(TRANSFORM sharding_sources PREPEND ${CMAKE_SOURCE_DIR}/sharding/)
+
+  add_executable(fuzz_plan_line ${CGEMM_FUZZ_DIR}/fuzz_plan_line.cpp
+                 ${CMAKE_SOURCE_DIR}/sharding/tools/plan_json.cpp ${sharding_sources})
+  target_include_directories(fuzz_plan_line PRIVATE ${CGEMM_FUZZ_DIR}
+                             ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/sharding/tools)
+  target_link_libraries(fuzz_plan_line PRIVATE nlohmann_json::nlohmann_json cgemm_warnings)
+
+  add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp
+                 ${CMAKE_SOURCE_DIR}/launcher/run_config.cpp
+                 ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp ${sharding_sources})
+  target_include_directories(fuzz_run_config PRIVATE ${CGEMM_FUZZ_DIR}
+                             ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include
+                             ${CMAKE_SOURCE_DIR}/launcher)
+  target_link_libraries(fuzz_run_config PRIVATE Boost::program_options cgemm_warnings)
+
+  foreach(t fuzz_plan_line fuzz_run_config)
+    target_compile_definitions(${t} PRIVATE CGEMM_FUZZ_MAIN)
+    target_compile_options(${t} PRIVATE ${fuzz_flags})
+    target_link_options(${t} PRIVATE ${fuzz_flags})
+    set_target_properties(${t} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+  endforeach()
+endif()
