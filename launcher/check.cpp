@@ -17,7 +17,7 @@ Tolerance tolerance_for(DType t) {
     case DType::kFloat32:
       return {1e-5, 1e-8};
     default:
-      // FP8, as DESIGN.md: rtol 0.125 / atol 0.625.
+      // FP8: rtol 0.125 / atol 0.625.
       return {0.125, 0.625};
   }
 }

@@ -33,7 +33,7 @@ Ops (the case's "op" field):
                  dp_size, tpsp_size.
 
 The full contract (encodings, comparison rule, the corners reproduced literally) is
-tests/data/PLANNER_SCHEMA.md (the planner cases' SCHEMA.md); tests/data/planner_public.jsonl
+tests/data/PLANNER_SCHEMA.md; tests/data/planner_public.jsonl
 holds answered examples.
 
 Exit status: 0 when every non-blank line was JSON (even if some answers are errors);
