@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cgemm/gemm/cpu_gemm.hpp"
+#include "cgemm/core/convert.hpp"
 
 namespace cgemm::launcher {
 

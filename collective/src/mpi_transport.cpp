@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/core/error.hpp"
 
 namespace cgemm {
 

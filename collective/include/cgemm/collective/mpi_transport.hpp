@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/dtype.hpp"
 
 namespace cgemm {
 
