@@ -61,9 +61,4 @@ void MpiTransport::progress() {
   }
 }
 
-MPI_Datatype mpi_float_type(DType t) {
-  if (t == DType::kFloat32) return MPI_FLOAT;
-  throw Error("MPI has no native sum for dtype " + std::string(dtype_name(t)));
-}
-
 }  // namespace cgemm

@@ -49,10 +49,6 @@ class NcclTransport {
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  ncclComm_t comm() const { return comm_; }
-
   /// Issues every send and receive of `ops` as one NCCL group on `stream`, so both directions
   /// of a ring step (and all peers) progress together.
   void send_recv(std::span<const SendRecv> ops, cudaStream_t stream);

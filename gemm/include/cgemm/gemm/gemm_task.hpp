@@ -37,8 +37,6 @@ struct GemmTask {
 
   const char* label =
       nullptr;  // name of this GEMM in a trace (e.g. "up_proj chunk 1"); may be null
-
-  double flops() const { return 2.0 * static_cast<double>(batch * m) * n * k; }
 };
 
 }  // namespace cgemm
