@@ -33,7 +33,7 @@ namespace {
 
 namespace po = boost::program_options;
 
-// The shapes of the sweep (as the speed issue and GPU.md define them). hidden sizes are the
+// The shapes of the sweep (docs/PERFORMANCE.md reports them). hidden sizes are the
 // global K -> N of each projection; batch and seq are global.
 struct Shape2 {
   std::string name;

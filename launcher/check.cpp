@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cgemm/gemm/cpu_gemm.hpp"
+#include "cgemm/core/convert.hpp"
 
 namespace cgemm::launcher {
 
@@ -17,7 +17,7 @@ Tolerance tolerance_for(DType t) {
     case DType::kFloat32:
       return {1e-5, 1e-8};
     default:
-      // FP8, as DESIGN.md: rtol 0.125 / atol 0.625.
+      // FP8: rtol 0.125 / atol 0.625.
       return {0.125, 0.625};
   }
 }

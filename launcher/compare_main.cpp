@@ -8,7 +8,7 @@
 #include <iostream>
 #include <string>
 
-#include "cgemm/gemm/cpu_gemm.hpp"
+#include "cgemm/core/convert.hpp"
 #include "check.hpp"
 #include "output_dump.hpp"
 

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/core/collective_op.hpp"
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/error.hpp"
 #include "cgemm/runtime/options.hpp"
-#include "cgemm/sharding/types.hpp"
 
 namespace cgemm::launcher {
 

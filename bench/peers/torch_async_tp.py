@@ -112,7 +112,7 @@ BF16_BYTES = 2
 
 # name -> (batch, seq, ((collective, hidden_in, hidden_out), ...))
 CASES = {
-    # The standard shape of ../shared/GPU.md: each GPU's GEMM is 32768 x 4096 x 4096 for both.
+    # The standard shape (as configs/te_bf16_*.ini): each GPU's GEMM is 32768 x 4096 x 4096 for both.
     "standard": (4, 8192, (("all_gather", 4096, 8192), ("reduce_scatter", 8192, 4096))),
     "llama70b": (1, 8192, (("all_gather", 8192, 28672), ("reduce_scatter", 28672, 8192))),
     "gpt3_175b": (1, 4096, (("all_gather", 12288, 49152), ("reduce_scatter", 49152, 12288))),

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "cgemm/collective/mesh_comms.hpp"
-#include "cuda_util.hpp"
+#include "cgemm/core/cuda_check.hpp"
 
 namespace cgemm {
 namespace {
@@ -298,11 +298,11 @@ void CeTransport::exchange(std::span<const Op> ops, cudaStream_t stream) {
     char* dst = static_cast<char*>(b.peers[static_cast<size_t>(op.send_peer)]) + op.send_offset;
     const cudaError_t rc = cudaMemcpyAsync(dst, op.src, op.bytes, cudaMemcpyDeviceToDevice, stream);
     if (rc != cudaSuccess) {
-      detail::throw_cuda(rc,
-                         "cudaMemcpyAsync(" + std::to_string(op.bytes) + " bytes to tp rank " +
-                             std::to_string(op.send_peer) + " at offset " +
-                             std::to_string(op.send_offset) + ")" + group,
-                         where_);
+      throw_cuda_error(rc,
+                       "cudaMemcpyAsync(" + std::to_string(op.bytes) + " bytes to tp rank " +
+                           std::to_string(op.send_peer) + " at offset " +
+                           std::to_string(op.send_offset) + ")" + group,
+                       where_);
     }
   }
   // 4. Announce the data; the write's implicit fence orders it after the copies.

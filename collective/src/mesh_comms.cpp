@@ -3,7 +3,7 @@
 #include <array>
 #include <string>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/error.hpp"
 
 namespace cgemm {
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/core/error.hpp"
 
 namespace cgemm {
 
@@ -58,11 +59,6 @@ void MpiTransport::progress() {
                           MPI_STATUSES_IGNORE),
               "MPI_Testall");
   }
-}
-
-MPI_Datatype mpi_float_type(DType t) {
-  if (t == DType::kFloat32) return MPI_FLOAT;
-  throw Error("MPI has no native sum for dtype " + std::string(dtype_name(t)));
 }
 
 }  // namespace cgemm

@@ -1,12 +1,14 @@
 #include "cgemm/collective/nccl_transport.hpp"
 
-#include <cerrno>
 #include <cstdlib>
 #include <exception>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "cgemm/collective/mesh_comms.hpp"
-#include "cuda_util.hpp"
+#include "cgemm/core/cuda_check.hpp"
+#include "cgemm/core/env.hpp"
 
 namespace cgemm {
 namespace {
@@ -28,15 +30,12 @@ ncclDataType_t nccl_type(DType t) {
 // A positive int from the environment, or 0 when unset. Garbage is an error, not a silent
 // default, so a typo in a cap is noticed.
 int env_positive_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  errno = 0;
-  const long x = std::strtol(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || x < 1 || x > std::numeric_limits<int>::max()) {
-    throw Error(std::string(name) + "='" + v + "' is not a positive integer");
+  const std::optional<long long> x = env_int(name);
+  if (!x) return 0;
+  if (*x < 1 || *x > std::numeric_limits<int>::max()) {
+    throw Error(std::string(name) + "='" + std::getenv(name) + "' is not a positive integer");
   }
-  return static_cast<int>(x);
+  return static_cast<int>(*x);
 }
 
 }  // namespace
@@ -77,7 +76,7 @@ NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::
     settings_ += "(from CGEMM_NCCL_MIN_CTAS / CGEMM_NCCL_MAX_CTAS)";
   }
   int device = -1;
-  detail::check_cuda(cudaGetDevice(&device), "cudaGetDevice", where_);
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice", where_);
   check(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config),
         "ncclCommInitRankConfig(" + std::to_string(size_) + " ranks, rank " +
             std::to_string(rank_) + ", GPU " + std::to_string(device) + ")");

@@ -15,7 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cgemm/gemm/cuda_check.hpp"
+#include "cgemm/core/cuda_check.hpp"
+#include "cgemm/core/env.hpp"
 #include "cublaslt_kernels.hpp"
 
 namespace cgemm {
@@ -50,30 +51,14 @@ uint32_t alignment_of(const void* p) {
   return align;
 }
 
-bool env_true(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return false;
-  const std::string_view s(v);
-  return s == "1" || s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on";
-}
-
-// CGEMM_GEMM_AUTOTUNE: on unless set to 0 / false / off / no.
+// CGEMM_GEMM_AUTOTUNE: on unless set to a false flag (0 / off / false / no).
 // CGEMM_GEMM_LOG=1: print every tuning's candidate times (the chosen one starred) to stderr.
 bool log_choices() {
-  static const bool on = [] {
-    const char* v = std::getenv("CGEMM_GEMM_LOG");
-    return v != nullptr && std::string(v) == "1";
-  }();
+  static const bool on = env_flag("CGEMM_GEMM_LOG").value_or(false);
   return on;
 }
 
-bool autotune_from_env() {
-  const char* v = std::getenv("CGEMM_GEMM_AUTOTUNE");
-  if (v == nullptr) return true;
-  const std::string_view s(v);
-  return !(s == "0" || s == "false" || s == "False" || s == "FALSE" || s == "off" || s == "OFF" ||
-           s == "no" || s == "NO");
-}
+bool autotune_from_env() { return env_flag("CGEMM_GEMM_AUTOTUNE").value_or(true); }
 
 std::string problem_str(const GemmTask& t) {
   std::string s =
@@ -575,7 +560,7 @@ CublasLtGemm::CublasLtGemm(std::string where) : impl_(std::make_unique<Impl>()) 
   s.cc = major * 10 + minor;
   s.workspace = (major >= 9 ? 32 : 4) * kMiB;
   // Transformer Engine's switch: high-precision (split) accumulation means no fast accumulation.
-  s.fast_accum = !env_true("NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION");
+  s.fast_accum = !env_flag("NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION").value_or(false);
   s.autotune = autotune_from_env();
   s.check(cublasLtCreate(&s.handle), "cublasLtCreate", nullptr);
 }

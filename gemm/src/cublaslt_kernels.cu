@@ -1,6 +1,6 @@
 #include <cuda_runtime.h>
 
-#include "cgemm/gemm/numeric.hpp"
+#include "cgemm/core/convert.hpp"
 #include "cublaslt_kernels.hpp"
 
 namespace cgemm::detail {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/dtype.hpp"
 
 namespace cgemm::detail {
 

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "cgemm/core/collective_op.hpp"
 #include "gemm_geometry.hpp"
 #include "program.hpp"
 

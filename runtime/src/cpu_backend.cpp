@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "cgemm/collective/mpi_transport.hpp"
+#include "cgemm/core/convert.hpp"
 #include "cgemm/gemm/cpu_gemm.hpp"
-#include "cgemm/gemm/numeric.hpp"
 #include "cgemm/runtime/backends.hpp"
 
 namespace cgemm {

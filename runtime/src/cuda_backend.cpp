@@ -20,8 +20,8 @@
 
 #include "cgemm/collective/ce_transport.hpp"
 #include "cgemm/collective/nccl_transport.hpp"
+#include "cgemm/core/cuda_check.hpp"
 #include "cgemm/gemm/cublaslt_gemm.hpp"
-#include "cgemm/gemm/cuda_check.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/sharding/reorder.hpp"
 #include "cuda_kernels.hpp"

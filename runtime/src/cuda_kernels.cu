@@ -1,12 +1,12 @@
 // The CUDA backend's elementwise kernels. All are grid-stride loops over 64-bit indices, so
-// any size runs with a bounded grid; element conversions go through numeric.hpp, so rounding
-// is the CPU backend's, bit for bit.
+// any size runs with a bounded grid; element conversions go through cgemm/core/convert.hpp, so
+// rounding is the CPU backend's, bit for bit.
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "cgemm/gemm/numeric.hpp"
+#include "cgemm/core/convert.hpp"
 #include "cuda_kernels.hpp"
 
 namespace cgemm::cuda {

@@ -8,8 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/shape.hpp"
 #include "cgemm/sharding/reorder.hpp"
-#include "cgemm/sharding/types.hpp"
 
 namespace cgemm::cuda {
 

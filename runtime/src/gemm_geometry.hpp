@@ -7,7 +7,9 @@
 #include <string>
 
 #include "cgemm/gemm/gemm_task.hpp"
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/error.hpp"
+#include "cgemm/core/shape.hpp"
 
 namespace cgemm {
 

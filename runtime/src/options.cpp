@@ -5,7 +5,7 @@
 #include <string_view>
 #include <utility>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/error.hpp"
 
 namespace cgemm {
 

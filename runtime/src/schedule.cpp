@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/error.hpp"
 
 namespace cgemm {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/error.hpp"
 
 namespace cgemm::detail {
 

@@ -41,7 +41,7 @@ limit, with the case's id when it can be recovered from the text (else null):
 Numeric ids keep their input text (e.g. integers beyond 64 bits).
 
 The full contract (encodings, comparison rule, the corners reproduced literally) is
-tests/data/PLANNER_SCHEMA.md (the planner cases' SCHEMA.md); tests/data/planner_public.jsonl
+tests/data/PLANNER_SCHEMA.md; tests/data/planner_public.jsonl
 holds answered examples.
 
 Exit status: 0 when every non-blank line was JSON (even if some answers are errors);

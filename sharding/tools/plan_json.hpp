@@ -1,6 +1,6 @@
 #pragma once
 // JSON <-> planner structs for cgemm-plan's JSON Lines protocol (the case contract is
-// planner-cases/SCHEMA.md). Kept apart from the tool's main so tests answer cases through
+// tests/data/PLANNER_SCHEMA.md). Kept apart from the tool's main so tests answer cases through
 // exactly the code the tool runs.
 
 #include <cstddef>

@@ -19,8 +19,8 @@
 #include <tuple>
 #include <vector>
 
+#include "cgemm/core/convert.hpp"
 #include "cgemm/gemm/cublaslt_gemm.hpp"
-#include "cgemm/gemm/numeric.hpp"
 #include "gemm_reference.hpp"
 
 namespace cgemm {

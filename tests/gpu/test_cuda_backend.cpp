@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "cgemm/collective/mesh_comms.hpp"
-#include "cgemm/gemm/cpu_gemm.hpp"
-#include "cgemm/gemm/numeric.hpp"
+#include "cgemm/core/convert.hpp"
+#include "cgemm/core/env.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/sharding/reorder.hpp"
 
@@ -35,10 +35,7 @@ bool all_have_gpu() {
   return ok == 1;
 }
 
-bool sharing() {
-  const char* v = std::getenv("CGEMM_TEST_GPU_SHARING");
-  return v != nullptr && std::string(v) == "1";
-}
+bool sharing() { return env_flag("CGEMM_TEST_GPU_SHARING").value_or(false); }
 
 CudaPlacement placement() {
   CudaPlacement p;

@@ -1,4 +1,4 @@
-# Two "nodes" on one machine (network namespaces; ../shared/MULTINODE.md): TP groups inside
+# Two "nodes" on one machine (network namespaces, see run_two_nodes.sh): TP groups inside
 # a node and a TP group across both, on the CPU backend. Skipped where namespaces cannot be
 # made (needs root and iproute2).
 add_test(NAME multinode_two_hosts

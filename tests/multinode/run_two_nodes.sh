@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_two_nodes.sh CGEMM_RUN: two "nodes" on one machine (network namespaces joined by a
-# veth pair, each with its own host name; ../shared/MULTINODE.md), 2 ranks on each, and
+# veth pair, each with its own host name), 2 ranks on each, and
 # cgemm-run on the CPU backend over them:
 #   dp 2 x tp 2: every TP group inside one node;
 #   tp 4: the TP group spans both nodes (no shared memory between its halves).

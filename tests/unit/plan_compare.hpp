@@ -1,6 +1,6 @@
 #pragma once
-// The comparison rule of the planner cases (SCHEMA.md "Comparison rule"), shared by the
-// in-process and the cgemm-plan binary tests.
+// The comparison rule of the planner cases (tests/data/PLANNER_SCHEMA.md, "Comparison rule"),
+// shared by the in-process and the cgemm-plan binary tests.
 
 #include <cstdint>
 #include <fstream>

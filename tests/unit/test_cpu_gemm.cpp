@@ -9,8 +9,8 @@
 #include <tuple>
 #include <vector>
 
+#include "cgemm/core/convert.hpp"
 #include "cgemm/gemm/cpu_gemm.hpp"
-#include "cgemm/gemm/numeric.hpp"
 
 namespace cgemm {
 namespace {

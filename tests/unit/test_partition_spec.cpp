@@ -1,11 +1,15 @@
-// pad_spec, local_shape, spec_str and the name tables of types.hpp.
+// pad_spec, local_shape, spec_str and the name tables (core/ dtypes, collectives; scaling modes).
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "cgemm/core/collective_op.hpp"
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/error.hpp"
+#include "cgemm/core/shape.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/sharding/scaling_mode.hpp"
 
 namespace cgemm {
 namespace {

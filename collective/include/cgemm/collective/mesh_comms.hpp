@@ -3,7 +3,7 @@
 //
 // World size = dp x tp. Rank r has tp_rank = r mod tp and dp_rank = r div tp, so a
 // tensor-parallel group is tp consecutive ranks and stays inside a node when
-// tp <= ranks per node (as ../DESIGN.md and Megatron/TE lay groups out).
+// tp <= ranks per node (as Megatron/TE lay groups out).
 
 #include <mpi.h>
 

@@ -4,10 +4,9 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
-
-#include "cgemm/sharding/types.hpp"
 
 namespace cgemm {
 
@@ -24,8 +23,6 @@ class MpiTransport {
   /// Lets MPI progress outstanding transfers (called between GEMM chunks).
   void progress();
 
-  MPI_Comm comm() const { return comm_; }
-
  private:
   MPI_Comm comm_;
   int tag_ = 0;
@@ -36,8 +33,5 @@ class MpiTransport {
   };
   std::vector<Pending> pending_;
 };
-
-/// MPI datatype for a dtype that MPI can sum natively (float32); throws otherwise.
-MPI_Datatype mpi_float_type(DType t);
 
 }  // namespace cgemm

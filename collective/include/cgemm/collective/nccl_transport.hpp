@@ -9,7 +9,7 @@
 //
 // SMs: NCCL's send/recv and collectives run as kernels. OverlapOptions::num_sm_for_communication
 // is NOT mapped onto NCCL's maxCTAs: capping NCCL at 2 CTAs took send/recv from 300 to 43 GB/s
-// and made a concurrent GEMM 9x slower on 2 x H200 (GPU.md of the project notes). The knob bounds
+// and made a concurrent GEMM 9x slower on 2 x H200 (measured). The knob bounds
 // the SMs of transports that are meant to share SMs with the GEMM; the copy-engine transport uses
 // none. To cap NCCL anyway, set CGEMM_NCCL_MAX_CTAS (and optionally CGEMM_NCCL_MIN_CTAS) to a
 // positive integer: they become the communicator's maxCTAs / minCTAs.
@@ -27,7 +27,7 @@
 #include <span>
 #include <string>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/dtype.hpp"
 
 namespace cgemm {
 
@@ -48,10 +48,6 @@ class NcclTransport {
   ~NcclTransport();
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;
-
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  ncclComm_t comm() const { return comm_; }
 
   /// Issues every send and receive of `ops` as one NCCL group on `stream`, so both directions
   /// of a ring step (and all peers) progress together.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cgemm/core/error.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
 
 namespace cgemm {
@@ -15,9 +16,5 @@ void cpu_gemm(const GemmTask& task);
 
 /// Limits the BLAS library to `threads` threads (one rank per core on CPU jobs).
 void set_blas_threads(int threads);
-
-/// Converts `count` elements between dtypes on the host (float32/bfloat16/float16).
-void convert_to_float(const void* src, DType dtype, float* dst, int64_t count);
-void convert_from_float(const float* src, void* dst, DType dtype, int64_t count);
 
 }  // namespace cgemm

@@ -23,9 +23,10 @@
 // Timing writes into the real output when beta == 0 (its old contents are not read, and the
 // real GEMM follows on the same stream), and into a scratch output of the same extent
 // (cudaMallocAsync on the stream, freed after) when beta != 0, so the output keeps its meaning.
-// Heuristic #1 is used untimed when: CGEMM_GEMM_AUTOTUNE=0 (also "false", "off", "no"), the
-// heuristic offers one candidate, the stream is being captured into a CUDA graph, or the
-// scratch output cannot be allocated. That choice is final for the key as well.
+// Heuristic #1 is used untimed when: CGEMM_GEMM_AUTOTUNE=0 (or "false", "off", "no", any
+// case; see cgemm/core/env.hpp), the heuristic offers one candidate, the stream is being
+// captured into a CUDA graph, or the scratch output cannot be allocated. That choice is final
+// for the key as well.
 // CGEMM_GEMM_LOG=1 prints every tuning's candidate times to stderr (the chosen one starred).
 //
 // COST: the first call for a new key is slower and BLOCKING: it enqueues (1 + kTimedRuns) x
@@ -53,6 +54,7 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/core/error.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
 
 namespace cgemm {

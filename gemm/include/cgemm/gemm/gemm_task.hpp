@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/dtype.hpp"
 
 namespace cgemm {
 
@@ -37,8 +37,6 @@ struct GemmTask {
 
   const char* label =
       nullptr;  // name of this GEMM in a trace (e.g. "up_proj chunk 1"); may be null
-
-  double flops() const { return 2.0 * static_cast<double>(batch * m) * n * k; }
 };
 
 }  // namespace cgemm

@@ -24,9 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/sharding/reorder.hpp"
-#include "cgemm/sharding/types.hpp"
 
 namespace cgemm {
 

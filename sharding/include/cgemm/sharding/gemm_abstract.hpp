@@ -6,6 +6,8 @@
 
 #include <optional>
 
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/shape.hpp"
 #include "cgemm/sharding/gemm_sharding.hpp"
 
 namespace cgemm {

@@ -1,13 +1,16 @@
 #pragma once
 // Partition-spec inference for a GEMM, as Transformer Engine's
 // GemmPrimitive._parse_operand_output_specs (gemm.py), quirks included
-// (the planner cases' SCHEMA.md lists them under "Corners to reproduce literally").
+// (tests/data/PLANNER_SCHEMA.md lists them under "Corners to reproduce literally").
 
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "cgemm/core/collective_op.hpp"
+#include "cgemm/core/error.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
+#include "cgemm/sharding/scaling_mode.hpp"
 
 namespace cgemm {
 

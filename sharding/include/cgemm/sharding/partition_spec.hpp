@@ -7,7 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/error.hpp"
+#include "cgemm/core/shape.hpp"
 
 namespace cgemm {
 

@@ -11,7 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/error.hpp"
+#include "cgemm/core/shape.hpp"
 
 namespace cgemm {
 

@@ -1,16 +1,31 @@
 #pragma once
-// Element conversions and the counter-based normal generator, usable on host and device
-// (compiled by nvcc as __host__ __device__), so every backend makes the same inputs.
+// The dtype conversions: per-element conversions and the counter-based normal generator,
+// usable on host and device (compiled by nvcc as __host__ __device__), so every backend makes
+// the same inputs and rounds alike; and the host conversions of whole buffers. Kept C++17 so
+// CUDA sources can include it.
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "cgemm/core/dtype.hpp"
 
 #if defined(__CUDACC__)
 #define CGEMM_HD __host__ __device__ __forceinline__
 #else
 #define CGEMM_HD inline
 #endif
+
+namespace cgemm {
+
+/// Converts `count` elements of `dtype` (float32/bfloat16/float16) at `src` to float on the
+/// host. Throws cgemm::Error for other dtypes.
+void convert_to_float(const void* src, DType dtype, float* dst, int64_t count);
+/// Converts `count` floats to `dtype` (float32/bfloat16/float16, round to nearest even) on the
+/// host. Throws cgemm::Error for other dtypes.
+void convert_from_float(const float* src, void* dst, DType dtype, int64_t count);
+
+}  // namespace cgemm
 
 namespace cgemm::numeric {
 

@@ -1,19 +1,23 @@
 #pragma once
-// CUDA runtime error checks shared by cgemm's CUDA code (gemm/, runtime/). Every failing CUDA
+// The one CUDA runtime error check of cgemm (gemm/, collective/, runtime/). Every failing CUDA
 // call becomes a cgemm::Error naming where it ran (e.g. "rank 3 (tp 1, GPU 1)"), the call with
-// its sizes, and CUDA's error name and text. Only built with CUDA.
+// its sizes, and CUDA's error name and text. Header-only; only for code compiled with CUDA.
+
+#if !defined(CGEMM_HAVE_CUDA)
+#error "cgemm/core/cuda_check.hpp is for code built with CUDA (CGEMM_HAVE_CUDA)"
+#endif
 
 #include <cuda_runtime_api.h>
 
 #include <string>
 #include <string_view>
 
-#include "cgemm/sharding/types.hpp"
+#include "cgemm/core/error.hpp"
 
 namespace cgemm {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t rc, std::string_view call,
-                                          std::string_view where) {
+                                          std::string_view where = {}) {
   std::string msg;
   if (!where.empty()) {
     msg.append(where).append(": ");

@@ -1,0 +1,52 @@
+#include "cgemm/core/env.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "cgemm/core/error.hpp"
+
+namespace cgemm {
+
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char c = a[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != b[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<bool> env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  const std::string_view s(v);
+  for (const char* yes : {"1", "on", "true", "yes"}) {
+    if (iequals(s, yes)) return true;
+  }
+  for (const char* no : {"0", "off", "false", "no"}) {
+    if (iequals(s, no)) return false;
+  }
+  throw Error(std::string(name) + "='" + v +
+              "' is not a flag (1/0, on/off, true/false, yes/no; any case)");
+}
+
+std::optional<long long> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0') {
+    throw Error(std::string(name) + "='" + v + "' is not an integer");
+  }
+  return x;
+}
+
+}  // namespace cgemm

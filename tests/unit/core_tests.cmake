@@ -1,0 +1,3 @@
+# core/ units: the environment flag parser, checked element counts, the dtype conversions.
+cgemm_add_unit_test(test_core
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_core.cpp LIBS cgemm_core)

@@ -1,0 +1,117 @@
+// core/: env_flag / env_int (one rule for every environment variable) and num_elements'
+// checked 64-bit arithmetic.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "cgemm/core/env.hpp"
+#include "cgemm/core/error.hpp"
+#include "cgemm/core/shape.hpp"
+
+namespace cgemm {
+namespace {
+
+constexpr const char* kVar = "CGEMM_TEST_CORE_ENV";
+
+// Sets kVar for one test and unsets it afterwards.
+class EnvTest : public ::testing::Test {
+ protected:
+  void TearDown() override { unsetenv(kVar); }
+  static void set(const char* value) { setenv(kVar, value, 1); }
+};
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(EnvTest, FlagUnsetOrEmptyIsNullopt) {
+  unsetenv(kVar);
+  EXPECT_EQ(env_flag(kVar), std::nullopt);
+  set("");
+  EXPECT_EQ(env_flag(kVar), std::nullopt);
+}
+
+TEST_F(EnvTest, FlagTrueValuesInAnyCase) {
+  for (const char* v : {"1", "on", "ON", "On", "true", "TRUE", "True", "yes", "YES", "yEs"}) {
+    set(v);
+    EXPECT_EQ(env_flag(kVar), true) << v;
+  }
+}
+
+TEST_F(EnvTest, FlagFalseValuesInAnyCase) {
+  for (const char* v : {"0", "off", "OFF", "false", "False", "FALSE", "no", "NO", "No"}) {
+    set(v);
+    EXPECT_EQ(env_flag(kVar), false) << v;
+  }
+}
+
+TEST_F(EnvTest, FlagGarbageThrowsNamingVariableAndValue) {
+  for (const char* v : {"2", "y", "enable", "true ", " 1", "nope"}) {
+    set(v);
+    const std::string msg = error_of([] { (void)env_flag(kVar); });
+    EXPECT_NE(msg.find(kVar), std::string::npos) << v << ": " << msg;
+    EXPECT_NE(msg.find(std::string("'") + v + "'"), std::string::npos) << v << ": " << msg;
+  }
+}
+
+TEST_F(EnvTest, IntParsesWholeDecimalIntegers) {
+  unsetenv(kVar);
+  EXPECT_EQ(env_int(kVar), std::nullopt);
+  set("");
+  EXPECT_EQ(env_int(kVar), std::nullopt);
+  set("42");
+  EXPECT_EQ(env_int(kVar), 42);
+  set("-7");
+  EXPECT_EQ(env_int(kVar), -7);
+  set("9223372036854775807");
+  EXPECT_EQ(env_int(kVar), std::numeric_limits<long long>::max());
+}
+
+TEST_F(EnvTest, IntGarbageOrOutOfRangeThrowsNamingVariableAndValue) {
+  for (const char* v : {"abc", "12x", "1.5", "0x10", "99999999999999999999"}) {
+    set(v);
+    const std::string msg = error_of([] { (void)env_int(kVar); });
+    EXPECT_NE(msg.find(kVar), std::string::npos) << v << ": " << msg;
+    EXPECT_NE(msg.find(v), std::string::npos) << v << ": " << msg;
+  }
+}
+
+TEST(CoreShape, NumElements) {
+  EXPECT_EQ(num_elements({}), 1);
+  EXPECT_EQ(num_elements({4, 8192, 4096}), int64_t{4} * 8192 * 4096);
+  EXPECT_EQ(num_elements({3, 0, 5}), 0);
+  EXPECT_EQ(num_elements({std::numeric_limits<int64_t>::max()}),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(num_elements({int64_t{1} << 31, int64_t{1} << 31}), int64_t{1} << 62);
+}
+
+TEST(CoreShape, NumElementsOverflowThrows) {
+  const std::string msg = error_of([] {
+    (void)num_elements({int64_t{1} << 32, int64_t{1} << 32});
+  });
+  EXPECT_NE(msg.find("overflow"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[4294967296, 4294967296]"), std::string::npos) << msg;
+  EXPECT_THROW(num_elements({std::numeric_limits<int64_t>::max(), 2}), Error);
+  EXPECT_THROW(num_elements({1 << 21, 1 << 21, 1 << 21}), Error);  // 2^63
+}
+
+TEST(CoreShape, NegativeDimThrows) {
+  const std::string msg = error_of([] { (void)num_elements({4, -1, 8}); });
+  EXPECT_NE(msg.find("negative"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[4, -1, 8]"), std::string::npos) << msg;
+  EXPECT_THROW(num_elements({-2, -3}), Error);  // the product would be positive
+  EXPECT_THROW(num_elements({0, -1}), Error);
+}
+
+}  // namespace
+}  // namespace cgemm
