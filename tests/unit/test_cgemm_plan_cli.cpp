@@ -95,7 +95,10 @@ struct Answers {
 };
 
 Answers run_hostile(const std::string& line, const std::string& prefix = "") {
-  const std::string input = ::testing::TempDir() + "planner_cli_hostile.jsonl";
+  // One file per test: CTest runs the cases of this binary as parallel processes.
+  const std::string input = ::testing::TempDir() + "planner_cli_hostile_" +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                            ".jsonl";
   {
     std::ofstream f(input, std::ios::binary);
     f << line << '\n' << kAfter << '\n';
