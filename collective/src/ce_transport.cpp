@@ -217,99 +217,83 @@ CeTransport::~CeTransport() {
   // Peers only write into this rank's memory in ways this rank's own streams wait for (see
   // the header), so once this device is idle nothing arrives any more.
   cudaDeviceSynchronize();
-  for (size_t id = 0; id < buffers_.size(); ++id) unregister_buffer(static_cast<int>(id));
+  while (!peers_.empty()) detach(SymmetricBuffer{nullptr, 0, peers_.begin()->first});
   release_flags();
 }
 
-int CeTransport::register_buffer(void* local, size_t bytes) {
+void CeTransport::attach(const SymmetricBuffer& buf) {
   std::vector<void*> peers;
-  const std::string problem = open_peers(comm_, rank_, size_, local, bytes, peers);
+  const std::string problem =
+      open_peers(comm_, rank_, size_, buf.local, std::max<size_t>(buf.bytes, 1), peers);
   std::string why;
   if (!agree(comm_, size_, problem, why)) {
-    throw Error(where_ + ": cannot share a symmetric buffer of " + std::to_string(bytes) +
+    throw Error(where_ + ": cannot share a symmetric buffer of " + std::to_string(buf.bytes) +
                 " bytes over CUDA IPC: " + why);
   }
-  buffers_.push_back(Buffer{local, bytes, std::move(peers)});
-  return static_cast<int>(buffers_.size()) - 1;
+  peers_[buf.id] = std::move(peers);
 }
 
-void CeTransport::unregister_buffer(int id) noexcept {
-  if (id < 0 || id >= static_cast<int>(buffers_.size())) return;
-  Buffer& b = buffers_[static_cast<size_t>(id)];
-  for (int r = 0; r < static_cast<int>(b.peers.size()); ++r) {
-    if (r != rank_ && b.peers[static_cast<size_t>(r)] != nullptr) {
-      cudaIpcCloseMemHandle(b.peers[static_cast<size_t>(r)]);
+void CeTransport::detach(const SymmetricBuffer& buf) noexcept {
+  auto it = peers_.find(buf.id);
+  if (it == peers_.end()) return;
+  for (int r = 0; r < static_cast<int>(it->second.size()); ++r) {
+    if (r != rank_ && it->second[static_cast<size_t>(r)] != nullptr) {
+      cudaIpcCloseMemHandle(it->second[static_cast<size_t>(r)]);
     }
   }
-  b = Buffer{};
+  peers_.erase(it);
 }
 
-void CeTransport::exchange(std::span<const Op> ops, cudaStream_t stream) {
+int64_t CeTransport::start(std::span<const Exchange> group, void* stream_handle) {
   const Driver& d = driver();
-  auto fail = [&](const std::string& why) {
-    throw Error(where_ + ": copy-engine exchange on tp rank " + std::to_string(rank_) + " of " +
-                std::to_string(size_) + ": " + why);
-  };
+  auto stream = static_cast<cudaStream_t>(stream_handle);
   std::vector<int> send_peers, recv_peers;
-  for (const Op& op : ops) {
-    if (op.buffer < 0 || op.buffer >= static_cast<int>(buffers_.size()) ||
-        buffers_[static_cast<size_t>(op.buffer)].local == nullptr) {
-      fail("unknown or released symmetric buffer " + std::to_string(op.buffer));
+  std::vector<const std::vector<void*>*> mapped;
+  for (const Exchange& x : group) {
+    auto it = peers_.find(x.dst->id);
+    if (it == peers_.end()) {
+      throw Error(where_ + ": copy-engine exchange into symmetric buffer " +
+                  std::to_string(x.dst->id) + ", which was never attached");
     }
-    const Buffer& b = buffers_[static_cast<size_t>(op.buffer)];
-    if (op.send_peer < 0 || op.send_peer >= size_ || op.send_peer == rank_ || op.recv_peer < 0 ||
-        op.recv_peer >= size_ || op.recv_peer == rank_) {
-      fail("send peer " + std::to_string(op.send_peer) + " / recv peer " +
-           std::to_string(op.recv_peer) + " must be other ranks of the group");
+    mapped.push_back(&it->second);
+    if (std::find(send_peers.begin(), send_peers.end(), x.send_peer) == send_peers.end()) {
+      send_peers.push_back(x.send_peer);
     }
-    if (op.send_offset > b.bytes || op.bytes > b.bytes - op.send_offset ||
-        op.recv_offset > b.bytes || op.bytes > b.bytes - op.recv_offset) {
-      fail(std::to_string(op.bytes) + " bytes at send offset " + std::to_string(op.send_offset) +
-           " / recv offset " + std::to_string(op.recv_offset) + " exceed the buffer's " +
-           std::to_string(b.bytes) + " bytes");
-    }
-    if (op.bytes > 0 && op.src == nullptr) fail("null source");
-    if (std::find(send_peers.begin(), send_peers.end(), op.send_peer) == send_peers.end()) {
-      send_peers.push_back(op.send_peer);
-    }
-    if (std::find(recv_peers.begin(), recv_peers.end(), op.recv_peer) == recv_peers.end()) {
-      recv_peers.push_back(op.recv_peer);
+    if (std::find(recv_peers.begin(), recv_peers.end(), x.recv_peer) == recv_peers.end()) {
+      recv_peers.push_back(x.recv_peer);
     }
   }
   const uint64_t s = ++seq_;
-  const std::string group = " (exchange group " + std::to_string(s) + ")";
+  const std::string group_name = " (exchange group " + std::to_string(s) + ")";
   // 1. Tell each sender that this rank's slots for group s may be written.
   for (int p : recv_peers) {
     check_cu(d.write_value64(stream, dptr(ready_slot(peer_flags_[static_cast<size_t>(p)], rank_)),
                              s, CU_STREAM_WRITE_VALUE_DEFAULT),
-             "cuStreamWriteValue64(ready flag of tp rank " + std::to_string(p) + ")" + group,
+             "cuStreamWriteValue64(ready flag of tp rank " + std::to_string(p) + ")" + group_name,
              where_);
   }
   // 2. Wait until each receiver said the same.
   for (int q : send_peers) {
     check_cu(d.wait_value64(stream, dptr(ready_slot(flags_, q)), s, CU_STREAM_WAIT_VALUE_GEQ),
-             "cuStreamWaitValue64(ready flag from tp rank " + std::to_string(q) + ")" + group,
+             "cuStreamWaitValue64(ready flag from tp rank " + std::to_string(q) + ")" + group_name,
              where_);
   }
   // 3. Push.
-  for (const Op& op : ops) {
-    if (op.bytes == 0) continue;
-    const Buffer& b = buffers_[static_cast<size_t>(op.buffer)];
-    char* dst = static_cast<char*>(b.peers[static_cast<size_t>(op.send_peer)]) + op.send_offset;
-    const cudaError_t rc = cudaMemcpyAsync(dst, op.src, op.bytes, cudaMemcpyDeviceToDevice, stream);
-    if (rc != cudaSuccess) {
-      throw_cuda_error(rc,
-                       "cudaMemcpyAsync(" + std::to_string(op.bytes) + " bytes to tp rank " +
-                           std::to_string(op.send_peer) + " at offset " +
-                           std::to_string(op.send_offset) + ")" + group,
-                       where_);
-    }
+  for (size_t i = 0; i < group.size(); ++i) {
+    const Exchange& x = group[i];
+    if (x.bytes == 0) continue;
+    char* dst = static_cast<char*>((*mapped[i])[static_cast<size_t>(x.send_peer)]) + x.send_offset;
+    check_cuda(cudaMemcpyAsync(dst, x.src, x.bytes, cudaMemcpyDeviceToDevice, stream),
+               "cudaMemcpyAsync(" + std::to_string(x.bytes) + " bytes to tp rank " +
+                   std::to_string(x.send_peer) + " at offset " + std::to_string(x.send_offset) +
+                   ")" + group_name,
+               where_);
   }
   // 4. Announce the data; the write's implicit fence orders it after the copies.
   for (int q : send_peers) {
     check_cu(d.write_value64(stream, dptr(data_slot(peer_flags_[static_cast<size_t>(q)], rank_)), s,
                              CU_STREAM_WRITE_VALUE_DEFAULT),
-             "cuStreamWriteValue64(data flag of tp rank " + std::to_string(q) + ")" + group,
+             "cuStreamWriteValue64(data flag of tp rank " + std::to_string(q) + ")" + group_name,
              where_);
   }
   // 5. Wait for the data of this group from every sender.
@@ -317,9 +301,10 @@ void CeTransport::exchange(std::span<const Op> ops, cudaStream_t stream) {
                               (flush_ ? static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH) : 0u);
   for (int p : recv_peers) {
     check_cu(d.wait_value64(stream, dptr(data_slot(flags_, p)), s, wait_flags),
-             "cuStreamWaitValue64(data flag from tp rank " + std::to_string(p) + ")" + group,
+             "cuStreamWaitValue64(data flag from tp rank " + std::to_string(p) + ")" + group_name,
              where_);
   }
+  return -1;
 }
 
 std::string CeTransport::describe() const {

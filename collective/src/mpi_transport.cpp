@@ -16,24 +16,28 @@ constexpr size_t kMaxPiece = size_t{1} << 30;
 constexpr int kTagRange = 16384;
 }  // namespace
 
-MpiTransport::MpiTransport(MPI_Comm tp_comm) : comm_(tp_comm) {}
+MpiTransport::MpiTransport(MPI_Comm tp_comm) : comm_(tp_comm) {
+  check_mpi(MPI_Comm_rank(tp_comm, &rank_), "MPI_Comm_rank(tp)");
+  check_mpi(MPI_Comm_size(tp_comm, &size_), "MPI_Comm_size(tp)");
+}
 
-int64_t MpiTransport::start(const void* src, int send_peer, void* dst, int recv_peer,
-                            size_t bytes) {
+int64_t MpiTransport::start(std::span<const Exchange> group, void*) {
   Pending p{next_handle_++, {}};
-  // Both sides post exchanges in the same order, so the same counter gives matching tags.
-  const int tag = tag_;
-  tag_ = (tag_ + 1) % kTagRange;
-  for (size_t off = 0; off < bytes; off += kMaxPiece) {
-    const int n = static_cast<int>(std::min(kMaxPiece, bytes - off));
-    MPI_Request r;
-    check_mpi(MPI_Irecv(static_cast<char*>(dst) + off, n, MPI_BYTE, recv_peer, tag, comm_, &r),
-              "MPI_Irecv");
-    p.requests.push_back(r);
-    check_mpi(
-        MPI_Isend(static_cast<const char*>(src) + off, n, MPI_BYTE, send_peer, tag, comm_, &r),
-        "MPI_Isend");
-    p.requests.push_back(r);
+  for (const Exchange& x : group) {
+    // Both sides post exchanges in the same order, so the same counter gives matching tags.
+    const int tag = tag_;
+    tag_ = (tag_ + 1) % kTagRange;
+    char* dst = static_cast<char*>(x.dst->local) + x.recv_offset;
+    for (size_t off = 0; off < x.bytes; off += kMaxPiece) {
+      const int n = static_cast<int>(std::min(kMaxPiece, x.bytes - off));
+      MPI_Request r;
+      check_mpi(MPI_Irecv(dst + off, n, MPI_BYTE, x.recv_peer, tag, comm_, &r), "MPI_Irecv");
+      p.requests.push_back(r);
+      check_mpi(MPI_Isend(static_cast<const char*>(x.src) + off, n, MPI_BYTE, x.send_peer, tag,
+                          comm_, &r),
+                "MPI_Isend");
+      p.requests.push_back(r);
+    }
   }
   pending_.push_back(std::move(p));
   return pending_.back().handle;

@@ -106,32 +106,26 @@ void NcclTransport::check(ncclResult_t rc, const std::string& call) {
   throw Error(msg);
 }
 
-void NcclTransport::send_recv(std::span<const SendRecv> ops, cudaStream_t stream) {
-  for (const SendRecv& op : ops) {
-    if (op.send_peer < 0 || op.send_peer >= size_ || op.recv_peer < 0 || op.recv_peer >= size_ ||
-        op.send_peer == rank_ || op.recv_peer == rank_) {
-      throw Error(where_ + ": NCCL exchange with send peer " + std::to_string(op.send_peer) +
-                  " and recv peer " + std::to_string(op.recv_peer) + " on tp rank " +
-                  std::to_string(rank_) + " of " + std::to_string(size_) +
-                  ": peers must be other ranks of the group");
-    }
-  }
+int64_t NcclTransport::start(std::span<const Exchange> group, void* stream_handle) {
+  auto stream = static_cast<cudaStream_t>(stream_handle);
   check(ncclGroupStart(), "ncclGroupStart");
   try {
-    for (const SendRecv& op : ops) {
-      if (op.bytes == 0) continue;
-      check(ncclSend(op.send_buf, op.bytes, ncclUint8, op.send_peer, comm_, stream),
-            "ncclSend(" + std::to_string(op.bytes) + " bytes to tp rank " +
-                std::to_string(op.send_peer) + ")");
-      check(ncclRecv(op.recv_buf, op.bytes, ncclUint8, op.recv_peer, comm_, stream),
-            "ncclRecv(" + std::to_string(op.bytes) + " bytes from tp rank " +
-                std::to_string(op.recv_peer) + ")");
+    for (const Exchange& x : group) {
+      if (x.bytes == 0) continue;
+      check(ncclSend(x.src, x.bytes, ncclUint8, x.send_peer, comm_, stream),
+            "ncclSend(" + std::to_string(x.bytes) + " bytes to tp rank " +
+                std::to_string(x.send_peer) + ")");
+      check(ncclRecv(static_cast<char*>(x.dst->local) + x.recv_offset, x.bytes, ncclUint8,
+                     x.recv_peer, comm_, stream),
+            "ncclRecv(" + std::to_string(x.bytes) + " bytes from tp rank " +
+                std::to_string(x.recv_peer) + ")");
     }
   } catch (...) {
     ncclGroupEnd();
     throw;
   }
   check(ncclGroupEnd(), "ncclGroupEnd(send/recv)");
+  return -1;
 }
 
 void NcclTransport::all_gather(const void* src, void* dst, size_t bytes_per_rank,

@@ -28,13 +28,15 @@ class CpuBackend final : public Backend {
       : comms_(comms), opts_(opts), transport_(comms.tp_comm()) {
     // One BLAS thread per rank: CPU jobs run one rank per core.
     set_blas_threads(1);
+    Transport* const offered[] = {&transport_};
+    peer_transport_ = choose_transports(offered, comms.tp_rank(), comms.tp(), "cpu backend");
   }
   ~CpuBackend() override {
     for (auto& [p, bytes] : allocations_) std::free(p);
   }
 
   std::string name() const override { return "cpu"; }
-  std::string transport() const override { return "mpi"; }
+  std::string transport() const override { return transport_.name(); }
   std::string describe() const override {
     int version = 0, subversion = 0;
     MPI_Get_version(&version, &subversion);
@@ -158,18 +160,8 @@ class CpuBackend final : public Backend {
   ExchangeToken start_exchange(std::span<const Exchange> group, int) override {
     // The interface's transport is a FIFO: a group starts after the previous ones finished.
     while (!groups_.empty()) wait_exchange(groups_.begin()->first, 0);
-    std::vector<int64_t> handles;
-    for (const Exchange& x : group) {
-      if (x.send_peer == comms_.tp_rank() || x.recv_peer == comms_.tp_rank() || x.dst == nullptr ||
-          x.send_offset + x.bytes > x.dst->bytes || x.recv_offset + x.bytes > x.dst->bytes) {
-        throw Error("cpu backend: malformed exchange on tp rank " +
-                    std::to_string(comms_.tp_rank()));
-      }
-      handles.push_back(transport_.start(x.src, x.send_peer,
-                                         static_cast<char*>(x.dst->local) + x.recv_offset,
-                                         x.recv_peer, x.bytes));
-    }
-    groups_[next_token_] = {std::move(handles),
+    validate_exchange_group(group, comms_.tp_rank(), comms_.tp(), "cpu backend");
+    groups_[next_token_] = {start_group(peer_transport_, group, nullptr, "cpu backend"),
                             group.empty() || !group[0].label ? "exchange" : group[0].label,
                             now_ms()};
     return next_token_++;
@@ -180,7 +172,7 @@ class CpuBackend final : public Backend {
       if (token >= 0 && token < next_token_) return;  // already waited: complete
       throw Error("cpu backend: unknown exchange " + std::to_string(token));
     }
-    for (int64_t h : it->second.handles) transport_.wait(h);
+    for (auto& [transport, handle] : it->second.started.parts) transport->wait(handle);
     // On the CPU a transfer is known to be done only when waited: the span ends there.
     if (tracing_) {
       spans_.push_back({it->second.name, "transfer", num_streams(), it->second.start_ms, now_ms()});
@@ -276,7 +268,7 @@ class CpuBackend final : public Backend {
   }
 
   struct PendingExchange {
-    std::vector<int64_t> handles;
+    StartedGroup started;
     std::string name;
     double start_ms = 0.0;
   };
@@ -284,6 +276,7 @@ class CpuBackend final : public Backend {
   const MeshComms& comms_;
   OverlapOptions opts_;
   MpiTransport transport_;
+  std::vector<Transport*> peer_transport_;  // by TP rank: the one transport, MPI
   std::map<void*, size_t> allocations_;
   std::map<ExchangeToken, PendingExchange> groups_;
   bool tracing_ = false;

@@ -47,8 +47,14 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string transport() const override {
-    if (ce_) return "copy-engine (CUDA IPC)";
-    return nccl_ ? "nccl" : "none (tp = 1)";
+    // The transports the peers got (choose_transports); one name when they agree.
+    std::string names;
+    for (const Transport* t : peer_transport_) {
+      if (t != nullptr && names.find(t->name()) == std::string::npos) {
+        names += (names.empty() ? "" : " + ") + t->name();
+      }
+    }
+    return names.empty() ? "none (tp = 1)" : names;
   }
   std::string describe() const override;
   int tp_rank() const override { return comms_.tp_rank(); }
@@ -91,12 +97,6 @@ class CudaBackend final : public Backend {
   std::vector<TraceSpan> take_trace() override;
 
  private:
-  struct Symmetric {
-    void* ptr = nullptr;
-    size_t bytes = 0;
-    int ce_id = -1;
-  };
-
   void check(cudaError_t rc, std::string_view call) const { check_cuda(rc, call, where_); }
   [[noreturn]] void fail(const std::string& why) const { throw Error(where_ + ": " + why); }
   cudaStream_t stream(int s, const char* call) const;
@@ -148,7 +148,10 @@ class CudaBackend final : public Backend {
   std::map<ExchangeToken, cudaEvent_t> exchanges_;  // not yet known to be complete
   std::vector<cudaEvent_t> free_events_;
   ExchangeToken next_token_ = 0;
-  std::map<int, Symmetric> symmetric_;
+  // The transports on offer, in order of preference, and the one chosen for each TP rank.
+  std::vector<Transport*> offered_;
+  std::vector<Transport*> peer_transport_;
+  std::map<int, SymmetricBuffer> symmetric_;  // live symmetric buffers by id
   int next_symmetric_id_ = 0;
   std::set<void*> allocations_;
 };
@@ -225,6 +228,13 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
         "communicator on one GPU), and it cannot be used: " +
         ce_why_not_);
   }
+  // Copy engines where they reach a peer, NCCL for the rest.
+  for (Transport* t : {static_cast<Transport*>(ce_.get()), static_cast<Transport*>(nccl_.get())}) {
+    if (t != nullptr) offered_.push_back(t);
+  }
+  if (comms.tp() > 1) {
+    peer_transport_ = choose_transports(offered_, comms.tp_rank(), comms.tp(), where_);
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -233,8 +243,8 @@ CudaBackend::~CudaBackend() {
   cudaDeviceSynchronize();
   staging_ = SymmetricBuffer{};  // freed with the other symmetric buffers below
   for (auto& [id, s] : symmetric_) {
-    if (ce_ && s.ce_id >= 0) ce_->unregister_buffer(s.ce_id);
-    cudaFree(s.ptr);
+    for (Transport* t : offered_) t->detach(s);
+    cudaFree(s.local);
   }
   symmetric_.clear();
   ce_.reset();
@@ -344,24 +354,21 @@ SymmetricBuffer CudaBackend::allocate_symmetric(size_t bytes) {
     p = nullptr;
     static_cast<void>(cudaGetLastError());  // reported below, after the collective part
   }
-  Symmetric s{p, bytes, -1};
-  if (ce_) {
-    // Collective even when this rank's allocation failed: the peers learn it inside
-    // register_buffer (a null buffer has no IPC handle) and every rank throws, none hangs.
-    try {
-      s.ce_id = ce_->register_buffer(p, std::max<size_t>(bytes, 1));
-    } catch (const Error& e) {
-      if (p != nullptr) cudaFree(p);
-      if (rc != cudaSuccess) {
-        check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
-      }
-      throw;
-    }
+  const SymmetricBuffer buf{p, bytes, next_symmetric_id_++};
+  // Collective even when this rank's allocation failed: the peers learn it inside attach (a
+  // null buffer has no IPC handle) and every rank throws, none hangs.
+  size_t attached = 0;
+  try {
+    for (; attached < offered_.size(); ++attached) offered_[attached]->attach(buf);
+  } catch (const Error&) {
+    for (size_t i = 0; i < attached; ++i) offered_[i]->detach(buf);
+    if (p != nullptr) cudaFree(p);
+    if (rc != cudaSuccess) check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
+    throw;
   }
   check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
-  const int id = next_symmetric_id_++;
-  symmetric_[id] = s;
-  return SymmetricBuffer{p, bytes, id};
+  symmetric_[buf.id] = buf;
+  return buf;
 }
 
 void CudaBackend::release_symmetric(SymmetricBuffer& b) noexcept {
@@ -370,8 +377,8 @@ void CudaBackend::release_symmetric(SymmetricBuffer& b) noexcept {
     // In-flight exchanges may still read or write it, here or (through this rank's pushes)
     // on a peer: wait for this device before closing the peers' mappings and freeing.
     cudaDeviceSynchronize();
-    if (ce_ && it->second.ce_id >= 0) ce_->unregister_buffer(it->second.ce_id);
-    cudaFree(it->second.ptr);
+    for (Transport* t : offered_) t->detach(it->second);
+    cudaFree(it->second.local);
     symmetric_.erase(it);
   }
   b = SymmetricBuffer{};
@@ -537,38 +544,12 @@ void CudaBackend::recycle_completed_exchanges(bool all_done) {
 }
 
 ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int after_stream) {
-  if (!ce_ && !nccl_ && !group.empty()) fail("start_exchange: no transport (" + ce_why_not_ + ")");
-  const int me = comms_.tp_rank();
-  const int tp = comms_.tp();
-  std::vector<CeTransport::Op> ce_ops;
-  std::vector<SendRecv> nccl_ops;
+  validate_exchange_group(group, comms_.tp_rank(), comms_.tp(), where_);
   for (const Exchange& x : group) {
-    const std::string what =
-        "start_exchange(" + bytes_str(x.bytes) + " to tp rank " + std::to_string(x.send_peer) +
-        " at offset " + std::to_string(x.send_offset) + ", from tp rank " +
-        std::to_string(x.recv_peer) + " at offset " + std::to_string(x.recv_offset) + ")";
-    if (x.dst == nullptr) fail(what + ": no destination buffer");
     auto it = symmetric_.find(x.dst->id);
-    if (it == symmetric_.end() || it->second.ptr != x.dst->local) {
-      fail(what + ": the destination is not a live symmetric buffer of this backend");
-    }
-    const Symmetric& sym = it->second;
-    if (x.send_peer < 0 || x.send_peer >= tp || x.send_peer == me || x.recv_peer < 0 ||
-        x.recv_peer >= tp || x.recv_peer == me) {
-      fail(what + ": peers must be other ranks of the TP group (size " + std::to_string(tp) +
-           ", this is tp rank " + std::to_string(me) + ")");
-    }
-    if (x.send_offset > sym.bytes || x.bytes > sym.bytes - x.send_offset ||
-        x.recv_offset > sym.bytes || x.bytes > sym.bytes - x.recv_offset) {
-      fail(what + ": outside the destination's " + bytes_str(sym.bytes));
-    }
-    if (x.bytes > 0 && x.src == nullptr) fail(what + ": null source");
-    if (ce_) {
-      ce_ops.push_back(CeTransport::Op{x.src, x.bytes, x.send_peer, x.send_offset, x.recv_peer,
-                                       x.recv_offset, sym.ce_id});
-    } else {
-      nccl_ops.push_back(SendRecv{x.src, x.send_peer, static_cast<char*>(sym.ptr) + x.recv_offset,
-                                  x.recv_peer, x.bytes});
+    if (it == symmetric_.end() || it->second.local != x.dst->local) {
+      fail("start_exchange '" + std::string(x.label != nullptr ? x.label : "unnamed") +
+           "': the destination is not a live symmetric buffer of this backend");
     }
   }
   if (after_stream >= 0) {
@@ -584,13 +565,8 @@ ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int a
     }
     return n;
   };
-  traced("transfer", name, static_cast<int>(streams_.size()), comm_stream_, [&] {
-    if (ce_) {
-      ce_->exchange(ce_ops, comm_stream_);
-    } else {
-      nccl_->send_recv(nccl_ops, comm_stream_);
-    }
-  });
+  traced("transfer", name, static_cast<int>(streams_.size()), comm_stream_,
+         [&] { start_group(peer_transport_, group, comm_stream_, where_); });
   if (exchanges_.size() >= kMaxPendingExchangeEvents) recycle_completed_exchanges(false);
   cudaEvent_t e = take_event();
   check(cudaEventRecord(e, comm_stream_), "cudaEventRecord(exchange)");

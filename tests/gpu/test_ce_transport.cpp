@@ -43,7 +43,8 @@ int ring_all_gather(cgemm::CeTransport& ce, int me, int tp) {
   check(cudaMalloc(&d_out, chunk * tp * iters), "cudaMalloc");
   check(cudaMalloc(&d_slots, chunk * tp), "cudaMalloc");
   check(cudaMemcpy(d_staging, staging.data(), staging.size(), cudaMemcpyHostToDevice), "copy");
-  const int id = ce.register_buffer(d_slots, chunk * tp);
+  const cgemm::SymmetricBuffer sym{d_slots, chunk * tp, 1};
+  ce.attach(sym);
   char* slots = static_cast<char*>(d_slots);
 
   cudaStream_t comm, prod, cons;
@@ -67,15 +68,15 @@ int ring_all_gather(cgemm::CeTransport& ce, int me, int tp) {
     for (int s = 0; s < tp - 1; ++s) {
       const int send_slot = (me - s + tp) % tp;
       const int recv_slot = (me - s - 1 + 2 * tp) % tp;
-      cgemm::CeTransport::Op op;
+      cgemm::Exchange op;
       op.src = slots + send_slot * chunk;
       op.bytes = chunk;
       op.send_peer = right;
       op.send_offset = send_slot * chunk;
       op.recv_peer = left;
       op.recv_offset = recv_slot * chunk;
-      op.buffer = id;
-      ce.exchange({&op, 1}, comm);
+      op.dst = &sym;
+      ce.start({&op, 1}, comm);
     }
     check(cudaEventRecord(ex_done, comm), "record");
     check(cudaStreamWaitEvent(cons, ex_done, 0), "wait");
@@ -97,7 +98,7 @@ int ring_all_gather(cgemm::CeTransport& ce, int me, int tp) {
       }
     }
   }
-  ce.unregister_buffer(id);
+  ce.detach(sym);
   cudaFree(d_slots);
   cudaFree(d_out);
   cudaFree(d_staging);
@@ -118,14 +119,15 @@ int bidirectional(cgemm::CeTransport& ce, int me, int tp) {
   check(cudaMalloc(&src, n), "cudaMalloc");
   check(cudaMalloc(&buf, 2 * n * tp), "cudaMalloc");
   check(cudaMemcpy(src, mine.data(), n, cudaMemcpyHostToDevice), "copy");
-  const int id = ce.register_buffer(buf, 2 * n * tp);
+  const cgemm::SymmetricBuffer sym{buf, 2 * n * tp, 2};
+  ce.attach(sym);
   cudaStream_t comm;
   check(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking), "stream");
   for (int rep = 0; rep < 10; ++rep) {
-    cgemm::CeTransport::Op ops[2];
-    ops[0] = {src, n, right, me * n, left, left * n, id};
-    ops[1] = {src, n, left, (tp + me) * n, right, (tp + right) * n, id};
-    ce.exchange(ops, comm);
+    cgemm::Exchange ops[2];
+    ops[0] = {src, n, right, me * n, left, left * n, &sym, nullptr};
+    ops[1] = {src, n, left, (tp + me) * n, right, (tp + right) * n, &sym, nullptr};
+    ce.start(ops, comm);
   }
   check(cudaStreamSynchronize(comm), "sync");
   std::vector<unsigned char> got(2 * n * tp);
@@ -135,7 +137,7 @@ int bidirectional(cgemm::CeTransport& ce, int me, int tp) {
     bad += got[left * n + i] != value(left, 0, i);
     bad += got[(tp + right) * n + i] != value(right, 0, i);
   }
-  ce.unregister_buffer(id);
+  ce.detach(sym);
   cudaStreamDestroy(comm);
   cudaFree(buf);
   cudaFree(src);
@@ -149,24 +151,25 @@ void bandwidth(cgemm::CeTransport& ce, int me, int tp) {
   void *src = nullptr, *buf = nullptr;
   check(cudaMalloc(&src, bytes), "cudaMalloc");
   check(cudaMalloc(&buf, bytes), "cudaMalloc");
-  const int id = ce.register_buffer(buf, bytes);
+  const cgemm::SymmetricBuffer sym{buf, bytes, 3};
+  ce.attach(sym);
   cudaStream_t comm;
   check(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking), "stream");
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "event");
   check(cudaEventCreate(&b), "event");
-  cgemm::CeTransport::Op op{src, bytes, (me + 1) % tp, 0, (me + tp - 1) % tp, 0, id};
-  ce.exchange({&op, 1}, comm);  // warm-up
+  cgemm::Exchange op{src, bytes, (me + 1) % tp, 0, (me + tp - 1) % tp, 0, &sym, nullptr};
+  ce.start({&op, 1}, comm);  // warm-up
   const int reps = 10;
   check(cudaEventRecord(a, comm), "record");
-  for (int r = 0; r < reps; ++r) ce.exchange({&op, 1}, comm);
+  for (int r = 0; r < reps; ++r) ce.start({&op, 1}, comm);
   check(cudaEventRecord(b, comm), "record");
   check(cudaEventSynchronize(b), "sync");
   float ms = 0;
   check(cudaEventElapsedTime(&ms, a, b), "elapsed");
   std::printf("rank %d: copy-engine push 256 MiB: %.3f ms = %.0f GB/s per direction\n", me,
               ms / reps, static_cast<double>(bytes) / (ms / reps * 1e-3) / 1e9);
-  ce.unregister_buffer(id);
+  ce.detach(sym);
   cudaStreamDestroy(comm);
   cudaEventDestroy(a);
   cudaEventDestroy(b);

@@ -4,3 +4,9 @@ cgemm_add_unit_test(test_run_config
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_run_config.cpp
   LIBS cgemm_launcher_lib)
 target_compile_definitions(test_run_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
+# collective/'s transport layer: exchange validation, the transport chosen per peer, the split
+# of a group over transports (fake transports; no MPI, no GPU).
+cgemm_add_unit_test(test_transport
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_transport.cpp
+  LIBS cgemm_collective)

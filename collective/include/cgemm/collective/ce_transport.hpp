@@ -3,7 +3,7 @@
 // Only built with CUDA. Used when every rank of the TP group is on this node and use_ce is set;
 // create() says on every rank alike when it cannot be used, and the caller falls back to NCCL.
 //
-// Memory. Each symmetric buffer is a cudaMalloc allocation on every TP rank; register_buffer()
+// Memory. Each symmetric buffer is a cudaMalloc allocation on every TP rank; attach()
 // exchanges the cudaIpcMemHandles with MPI_Allgather on the TP communicator and opens every
 // peer's copy (cudaIpcMemLazyEnablePeerAccess turns on peer access), so a rank can write into
 // a peer's copy with a plain cudaMemcpyAsync, which the copy engines run.
@@ -55,57 +55,43 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "cgemm/collective/transport.hpp"
+
 namespace cgemm {
 
-class CeTransport {
+class CeTransport final : public Transport {
  public:
-  /// One send and one receive of an exchange group (Backend's Exchange, with the buffer
-  /// named by the id register_buffer() returned).
-  struct Op {
-    const void* src = nullptr;
-    size_t bytes = 0;
-    int send_peer = -1;
-    size_t send_offset = 0;
-    int recv_peer = -1;
-    size_t recv_offset = 0;
-    int buffer = -1;
-  };
-
   /// Collective over `tp_comm` with the device that is current. Every rank gets the same
   /// answer: a transport, or nullptr and `why_not` (naming the rank and the reason) when some
-  /// rank cannot use stream memory operations or CUDA IPC with its peers.
+  /// rank cannot use stream memory operations or CUDA IPC with its peers. Create it only when
+  /// every rank of `tp_comm` is on this node: it then reaches every peer of the group.
   static std::unique_ptr<CeTransport> create(MPI_Comm tp_comm, std::string where,
                                              std::string& why_not);
-  ~CeTransport();
+  ~CeTransport() override;
   CeTransport(const CeTransport&) = delete;
   CeTransport& operator=(const CeTransport&) = delete;
 
-  /// Collective: `local` must be the start of a cudaMalloc allocation of at least `bytes`, and
-  /// every rank registers the same `bytes` in the same order. Returns the buffer's id. Throws
-  /// on every rank alike when a rank cannot open a peer's copy.
-  int register_buffer(void* local, size_t bytes);
-  /// Closes the peers' copies (local only). Call when no exchange naming it is in flight.
-  void unregister_buffer(int id) noexcept;
-
-  /// Enqueues exchange group `ops` on `stream` (the communication stream; the same stream for
-  /// every group), following the protocol above.
-  void exchange(std::span<const Op> ops, cudaStream_t stream);
-
+  std::string name() const override { return "copy-engine (CUDA IPC)"; }
   /// One line: copy engines, flush support.
-  std::string describe() const;
+  std::string describe() const override;
+  bool can_connect(int peer) const override { return peer >= 0 && peer < size_ && peer != rank_; }
+  /// Collective: `buf.local` must be the start of a cudaMalloc allocation of at least
+  /// `buf.bytes`. Exchanges the IPC handles (MPI_Allgather) and opens every peer's copy.
+  void attach(const SymmetricBuffer& buf) override;
+  /// Closes the peers' copies (local only).
+  void detach(const SymmetricBuffer& buf) noexcept override;
+  /// Enqueues the group on `stream` (the communication stream; the same stream for every
+  /// group), following the protocol above. Returns -1: completion is in stream order.
+  int64_t start(std::span<const Exchange> group, void* stream) override;
+  void wait(int64_t) override {}
 
  private:
-  struct Buffer {
-    void* local = nullptr;
-    size_t bytes = 0;
-    std::vector<void*> peers;  // peers[r]: TP rank r's copy mapped here (local for r = me)
-  };
-
   CeTransport() = default;
   void release_flags() noexcept;
   uint64_t* ready_slot(uint64_t* flags, int rank) const { return flags + rank; }
@@ -118,7 +104,8 @@ class CeTransport {
   uint64_t seq_ = 0;
   uint64_t* flags_ = nullptr;          // this rank's flags, 2 * size_ entries
   std::vector<uint64_t*> peer_flags_;  // peer_flags_[r]: rank r's flags mapped here
-  std::vector<Buffer> buffers_;        // by id; a released buffer keeps its slot, empty
+  // peers_[id][r]: TP rank r's copy of symmetric buffer `id` mapped here (local for r = me).
+  std::map<int, std::vector<void*>> peers_;
 };
 
 }  // namespace cgemm

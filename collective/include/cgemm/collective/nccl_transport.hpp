@@ -27,31 +27,30 @@
 #include <span>
 #include <string>
 
+#include "cgemm/collective/transport.hpp"
 #include "cgemm/core/dtype.hpp"
 
 namespace cgemm {
 
-/// One rank's half of a pairwise exchange: send `bytes` from send_buf to TP rank send_peer and
-/// receive `bytes` into recv_buf from TP rank recv_peer.
-struct SendRecv {
-  const void* send_buf = nullptr;
-  int send_peer = -1;
-  void* recv_buf = nullptr;
-  int recv_peer = -1;
-  size_t bytes = 0;
-};
-
-class NcclTransport {
+class NcclTransport final : public Transport {
  public:
   /// Collective over `tp_comm`. `where` prefixes every error message (e.g. "rank 3").
   NcclTransport(MPI_Comm tp_comm, std::string where);
-  ~NcclTransport();
+  ~NcclTransport() override;
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;
 
-  /// Issues every send and receive of `ops` as one NCCL group on `stream`, so both directions
-  /// of a ring step (and all peers) progress together.
-  void send_recv(std::span<const SendRecv> ops, cudaStream_t stream);
+  std::string name() const override { return "nccl"; }
+  std::string describe() const override { return "nccl send/recv, " + settings_; }
+  /// NCCL reaches every rank of its communicator (inside a node and across nodes).
+  bool can_connect(int peer) const override { return peer >= 0 && peer < size_ && peer != rank_; }
+  /// Two-sided: receives land in this rank's copy, nothing to open.
+  void attach(const SymmetricBuffer&) override {}
+  void detach(const SymmetricBuffer&) noexcept override {}
+  /// Issues every send and receive of `group` as one NCCL group on `stream`, so both
+  /// directions of a ring step (and all peers) progress together. Returns -1 (stream order).
+  int64_t start(std::span<const Exchange> group, void* stream) override;
+  void wait(int64_t) override {}
 
   /// dst [size, bytes_per_rank] rank-major.
   void all_gather(const void* src, void* dst, size_t bytes_per_rank, cudaStream_t stream);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/collective/exchange.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
@@ -31,30 +32,7 @@
 
 namespace cgemm {
 
-/// A buffer of the same size on every rank of the tensor-parallel group, allocated
-/// collectively (every TP rank calls allocate_symmetric with the same size, in the same
-/// order), so a transport can write straight into a peer's copy.
-struct SymmetricBuffer {
-  void* local = nullptr;  // this rank's copy
-  size_t bytes = 0;
-  int id = -1;  // backend-private handle
-};
-
-/// Half of a pairwise exchange as seen by one rank: send `bytes` from local `src` to TP rank
-/// `send_peer`, where they land in that peer's copy of `dst` at `send_offset`; and receive
-/// `bytes` from TP rank `recv_peer` into this rank's copy of `dst` at `recv_offset`. The
-/// peers post the matching halves with the same `bytes`. A peer equal to this rank is not
-/// allowed.
-struct Exchange {
-  const void* src = nullptr;
-  size_t bytes = 0;
-  int send_peer = -1;
-  size_t send_offset = 0;
-  int recv_peer = -1;
-  size_t recv_offset = 0;
-  const SymmetricBuffer* dst = nullptr;
-  const char* label = nullptr;  // name in a trace; may be null
-};
+// SymmetricBuffer and Exchange: collective/include/cgemm/collective/exchange.hpp.
 
 using ExchangeToken = int64_t;
 
