@@ -6,6 +6,9 @@
 #include <climits>
 #include <cstdlib>
 #include <iostream>
+#include <string>
+
+#include "cgemm/core/watchdog.hpp"
 
 namespace cgemm::launcher {
 
@@ -27,6 +30,7 @@ int world_rank() {
 bool any_rank_failed(const std::string& error) {
   const int me = world_rank();
   int first = error.empty() ? INT_MAX : me;
+  const watchdog::WaitScope wait("the other ranks, to agree whether any failed");
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first == INT_MAX) return false;
   if (first == me) {
@@ -63,8 +67,12 @@ std::vector<double> time_iterations(Backend& be, int iterations,
   std::vector<double> samples;
   for (int i = 0; i < iterations; ++i) {
     be.synchronize();
-    MPI_Barrier(MPI_COMM_WORLD);
+    {
+      const watchdog::WaitScope wait("the barrier before timed iteration " + std::to_string(i));
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
     double ms = be.time_ms(body);
+    const watchdog::WaitScope wait("the other ranks' time of iteration " + std::to_string(i));
     MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     samples.push_back(ms);
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "check.hpp"
@@ -156,6 +157,7 @@ bool report_check(GemmJob& job) {
   const CheckStats& s = job.checked;
   int64_t counts[2] = {s.compared, s.failures};
   double errs[2] = {s.max_abs, s.max_rel};
+  const watchdog::WaitScope wait("the other ranks' check of GEMM '" + job.plan.desc().name + "'");
   MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, errs, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   const bool pass = counts[1] == 0 && counts[0] > 0;
@@ -180,7 +182,11 @@ bool report_check(GemmJob& job) {
 /// One more overlapped call, traced; ranks start together so their timelines line up.
 std::vector<TraceSpan> trace_gemm(GemmJob& job, Backend& be) {
   be.synchronize();
-  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    const watchdog::WaitScope wait("the barrier before tracing GEMM '" + job.plan.desc().name +
+                                   "'");
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
   be.set_tracing(true);
   job.overlapped();
   std::vector<TraceSpan> spans = be.take_trace();
@@ -212,6 +218,8 @@ int run(int argc, char** argv) {
     }
     cfg = std::move(parsed.config);
     resolve_mesh(cfg, world);
+    watchdog::start(cfg.timeout, world_rank(), "cgemm-run",
+                    [] { abort_world(watchdog::kExitTimeout); });
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -233,7 +241,8 @@ int run(int argc, char** argv) {
   std::unique_ptr<Context> ctx;
   try {
     ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{cfg.dp, cfg.tp, "dp", "tpsp"},
-                                    BackendOptions{cfg.backend, cfg.gpu_sharing}, cfg.overlap);
+                                    BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout},
+                                    cfg.overlap);
   } catch (const BackendRuleError& e) {
     error = e.what();
   } catch (const std::exception& e) {
@@ -400,8 +409,14 @@ int run(int argc, char** argv) {
 }  // namespace cgemm::launcher
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // Threads: the watchdog ends the job with MPI_Abort from its own thread.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   cgemm::launcher::set_program_name("cgemm-run");
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  cgemm::watchdog::start(300.0, rank, "cgemm-run",
+                         [] { cgemm::abort_world(cgemm::watchdog::kExitTimeout); });
   const int rc = cgemm::launcher::run(argc, argv);
   MPI_Finalize();
   return rc;

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cgemm/core/watchdog.hpp"
+
 namespace cgemm::launcher {
 
 namespace {
@@ -52,6 +54,8 @@ DumpRecord gather_output(Backend& be, const GemmPlan& plan, const void* out, MPI
   const Shape off = plan.out_offset();
   const int nd = static_cast<int>(local.size());
   std::vector<int64_t> offsets(static_cast<size_t>(nd * size));
+  const watchdog::WaitScope wait("the gather of GEMM '" + plan.desc().name +
+                                 "''s outputs on rank 0");
   MPI_Gather(off.data(), nd, MPI_INT64_T, offsets.data(), nd, MPI_INT64_T, 0, comm);
   std::vector<char> all(rank == 0 ? bytes * static_cast<size_t>(size) : 0);
   MPI_Gather(mine.data(), static_cast<int>(bytes), MPI_CHAR, all.data(), static_cast<int>(bytes),

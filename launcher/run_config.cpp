@@ -162,6 +162,10 @@ Descriptions make_descriptions() {
       ("check", bool_value(defaults.check),
        "compare each result with the sequential path (the collective, then the GEMM, or the "
        "GEMM, then the collective) within the dtype's tolerance")
+      ("timeout", po::value<double>()->value_name("S")->default_value(defaults.timeout, "300"),
+       "seconds any wait may last (a peer's data, a collective, a barrier, the GPU, the "
+       "bootstrap) before the rank names what it waited for and ends the job (exit 4); 0: wait "
+       "forever [s]")
       ("check_rounds", int_value<int>("N", defaults.check_rounds),
        "checked calls of every GEMM, each on fresh inputs; round r runs the GEMMs of the block "
        "in turn on the same buffers, so plans alternate and buffers are reused [rounds]")
@@ -524,6 +528,11 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
   }
   cfg.gpu_sharing = r.get<bool>("gpu_sharing");
   cfg.check_rounds = r.at_least<int>("check_rounds", 1, "must be at least 1 [rounds]");
+  cfg.timeout = r.get<double>("timeout");
+  if (!std::isfinite(cfg.timeout) || cfg.timeout < 0) {
+    r.fail("timeout", float_text(static_cast<float>(cfg.timeout)),
+           "must be 0 (wait forever) or a positive number of seconds");
+  }
   if (vm.count("output_dump")) cfg.output_dump = r.get<std::string>("output_dump");
   if (!cfg.output_dump.empty() && !cfg.check) {
     r.fail("output_dump", cfg.output_dump, "needs check = on (it dumps the checked outputs)");
@@ -704,6 +713,7 @@ std::string to_ini(const RunConfig& cfg) {
   out << "iterations = " << cfg.iterations << "\n";
   out << "check = " << on_off(cfg.check) << "\n";
   out << "check_rounds = " << cfg.check_rounds << "\n";
+  out << "timeout = " << cfg.timeout << "\n";
   if (cfg.output_dump.empty()) {
     out << "# output_dump = (none)\n";
   } else {

@@ -43,6 +43,7 @@ struct RunConfig {
   BackendKind backend = BackendKind::kAuto;
   bool gpu_sharing = false;  // ranks of a host may share its GPUs (CUDA backend, copy engines)
   int check_rounds = 1;      // checked calls per GEMM, fresh inputs each, GEMMs in turn
+  double timeout = 300.0;    // seconds any wait may last before the job ends (<= 0: forever)
   std::string output_dump;   // file for the global outputs of the last check round; empty: none
   std::string report;        // JSON report path; empty: none
   std::string trace;         // trace path (Chrome JSON; FILE.svg beside it); empty: none

@@ -6,7 +6,8 @@
 #  2. the GPU matrix with ranks sharing the GPUs (tp 2, 4, 8, dp 2 x tp 2; every schedule,
 #     checked against the sequential path and against the CPU backend), and on 2+ GPUs the
 #     same over NVLink on both transports (copy engine, NCCL), one rank per GPU;
-#  3. the Quick-start demo (4 ranks, sharing where GPUs are fewer), and on 2+ GPUs the
+#  3. the watchdog: a peer stopped or skipping its exchange ends the job in time, with a line;
+#  4. the Quick-start demo (4 ranks, sharing where GPUs are fewer), and on 2+ GPUs the
 #     real-size configs on both transports;
 # then a summary, one line per step. Logs stay in /tmp/cgemm-device; the summary and the
 # matrix logs go to $OUT when it is set. Exit 1 when anything failed.
@@ -64,6 +65,22 @@ if [ "${SKIP_MATRIX:-0}" != 1 ]; then
     fi
     grep -E "^  [a-z0-9]+: " "$reports/matrix_$mode.log" | while read -r l; do echo "      $l"; done >>"$out/groups.txt"
     grep -E "^FAIL" -A12 "$reports/matrix_$mode.log" | head -n 60
+  done
+fi
+
+if [ "${SKIP_WATCHDOG:-0}" != 1 ]; then
+  # A stalled peer on the CUDA backend: 2 ranks sharing the GPUs (copy engines), and on 2+ GPUs
+  # one rank per GPU over NCCL; each must end within the timeout + 10 s with the watchdog's line.
+  small=(--seq_len 256 --hidden_in 256 --hidden_out 256 --timeout 5 --iterations 50)
+  for fault in stop:1:5 skip_exchange:1:3; do
+    for coll in all_gather reduce_scatter; do
+      step "watchdog_shared_${fault%%:*}_$coll" bash "$root/tests/mpi/fault_check.sh" 5 "$fault" \
+        $mpi -np 2 "$bin/cgemm-run" --backend cuda --gpu_sharing on --collective $coll "${small[@]}"
+      if [ "$gpus" -ge 2 ]; then
+        step "watchdog_nccl_${fault%%:*}_$coll" bash "$root/tests/mpi/fault_check.sh" 5 "$fault" \
+          $mpi -np 2 "$bin/cgemm-run" --backend cuda --use_ce off --collective $coll "${small[@]}"
+      fi
+    done
   done
 fi
 

@@ -1,5 +1,7 @@
 #include "cgemm/collective/mesh_comms.hpp"
 
+#include <unistd.h>
+
 #include <array>
 #include <string>
 
@@ -77,6 +79,17 @@ std::string MeshComms::host_name() const {
 void MeshComms::max_over_tp(double* v, int n) const {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, tp_comm_),
             "MPI_Allreduce(max over the TP group)");
+}
+
+void abort_world(int code) {
+  int initialized = 0, finalized = 0, level = MPI_THREAD_SINGLE;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && MPI_Query_thread(&level) == MPI_SUCCESS &&
+      level == MPI_THREAD_MULTIPLE) {
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
+  _exit(code);
 }
 
 }  // namespace cgemm

@@ -9,6 +9,7 @@
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/core/env.hpp"
+#include "cgemm/core/watchdog.hpp"
 
 namespace cgemm {
 namespace {
@@ -80,10 +81,13 @@ NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::
   check(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config),
         "ncclCommInitRankConfig(" + std::to_string(size_) + " ranks, rank " +
             std::to_string(rank_) + ", GPU " + std::to_string(device) + ")");
+  // A wait that times out aborts the communicator first, so NCCL's kernels let go of the GPU.
+  abort_hook_ = watchdog::add_abort_hook([comm = comm_] { ncclCommAbort(comm); });
 }
 
 NcclTransport::~NcclTransport() {
   if (comm_ == nullptr) return;
+  watchdog::remove_abort_hook(abort_hook_);
   // Destroying a healthy communicator lets NCCL flush cleanly; after an error, or while an
   // exception unwinds (a peer may be gone), abort so this rank cannot block here.
   if (healthy_ && std::uncaught_exceptions() == 0) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/backends.hpp"
 
 namespace cgemm {
@@ -162,6 +163,14 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   if (overlap_.num_max_streams < 1) {
     throw Error("num_max_streams must be >= 1, got " + std::to_string(overlap_.num_max_streams));
   }
+  int world_rank = 0;
+  check_mpi(MPI_Comm_rank(world, &world_rank), "MPI_Comm_rank");
+  // Every wait from here on has a deadline; the program name is the caller's if it started the
+  // watchdog already (cgemm-run does, to cover its own barriers too).
+  watchdog::start(backend.timeout_s, world_rank, "", [] { abort_world(watchdog::kExitTimeout); });
+  const watchdog::WaitScope bootstrap(
+      "the bootstrap of the mesh and the backend (MPI communicators, the backend rule, NCCL, "
+      "CUDA IPC) with the other ranks");
   mesh_.axes = {{mesh_config_.dp_axis, mesh_config_.dp}, {mesh_config_.tpsp_axis, mesh_config_.tp}};
   resource_.dp_resource = mesh_config_.dp_axis;
   resource_.tpsp_resource = mesh_config_.tpsp_axis;

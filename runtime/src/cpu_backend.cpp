@@ -15,6 +15,7 @@
 
 #include "cgemm/collective/mpi_transport.hpp"
 #include "cgemm/core/convert.hpp"
+#include "cgemm/core/watchdog.hpp"
 #include "cgemm/gemm/cpu_gemm.hpp"
 #include "cgemm/runtime/backends.hpp"
 
@@ -161,9 +162,18 @@ class CpuBackend final : public Backend {
     // The interface's transport is a FIFO: a group starts after the previous ones finished.
     while (!groups_.empty()) wait_exchange(groups_.begin()->first, 0);
     validate_exchange_group(group, comms_.tp_rank(), comms_.tp(), "cpu backend");
+    std::string what = "exchange '";
+    for (size_t i = 0; i < group.size(); ++i) {
+      what += (i ? " + " : "") + std::string(group[i].label ? group[i].label : "unnamed");
+    }
+    what += "'";
+    for (const Exchange& x : group) {
+      what += " (to tp rank " + std::to_string(x.send_peer) + ", from tp rank " +
+              std::to_string(x.recv_peer) + ")";
+    }
     groups_[next_token_] = {start_group(peer_transport_, group, nullptr, "cpu backend"),
                             group.empty() || !group[0].label ? "exchange" : group[0].label,
-                            now_ms()};
+                            std::move(what), now_ms()};
     return next_token_++;
   }
   void wait_exchange(ExchangeToken token, int) override {
@@ -172,7 +182,10 @@ class CpuBackend final : public Backend {
       if (token >= 0 && token < next_token_) return;  // already waited: complete
       throw Error("cpu backend: unknown exchange " + std::to_string(token));
     }
-    for (auto& [transport, handle] : it->second.started.parts) transport->wait(handle);
+    {
+      const watchdog::WaitScope wait(where(it->second.what));
+      for (auto& [transport, handle] : it->second.started.parts) transport->wait(handle);
+    }
     // On the CPU a transfer is known to be done only when waited: the span ends there.
     if (tracing_) {
       spans_.push_back({it->second.name, "transfer", num_streams(), it->second.start_ms, now_ms()});
@@ -181,6 +194,7 @@ class CpuBackend final : public Backend {
   }
 
   void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream) override {
+    const watchdog::WaitScope wait(where("the sequential path's all-gather over the TP group"));
     traced("collective", "all-gather", stream, [&] { all_gather_now(src, dst, bytes_per_rank); });
   }
   void all_gather_now(const void* src, void* dst, size_t bytes_per_rank) {
@@ -194,8 +208,11 @@ class CpuBackend final : public Backend {
   }
   void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
                       int stream) override {
-    traced("collective", "reduce-scatter", stream,
-           [&] { reduce_scatter_now(src, dst, dtype, count_per_rank); });
+    traced("collective", "reduce-scatter", stream, [&] {
+      const watchdog::WaitScope wait(
+          where("the sequential path's reduce-scatter over the TP group"));
+      reduce_scatter_now(src, dst, dtype, count_per_rank);
+    });
   }
   void reduce_scatter_now(const void* src, void* dst, DType dtype, int64_t count_per_rank) {
     // MPI has no bf16/fp16 sum, and MPI_Reduce_scatter's order of additions is the library's:
@@ -216,6 +233,7 @@ class CpuBackend final : public Backend {
     sum(parts, dtype, count_per_rank, nullptr, 0, dst, dtype);
   }
   void all_reduce(void* buf, DType dtype, int64_t count, int stream) override {
+    const watchdog::WaitScope wait(where("the all-reduce over the TP group"));
     traced("collective", "all-reduce", stream, [&] { all_reduce_now(buf, dtype, count); });
   }
   void all_reduce_now(void* buf, DType dtype, int64_t count) {
@@ -267,9 +285,15 @@ class CpuBackend final : public Backend {
     spans_.push_back({std::move(name), category, lane, start, now_ms()});
   }
 
+  // "<what> (cpu backend, tp rank r)" for timeout messages.
+  std::string where(const std::string& what) const {
+    return what + " (cpu backend, tp rank " + std::to_string(comms_.tp_rank()) + ")";
+  }
+
   struct PendingExchange {
     StartedGroup started;
     std::string name;
+    std::string what;
     double start_ms = 0.0;
   };
 

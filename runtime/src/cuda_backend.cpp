@@ -21,6 +21,7 @@
 #include "cgemm/collective/ce_transport.hpp"
 #include "cgemm/collective/nccl_transport.hpp"
 #include "cgemm/core/cuda_check.hpp"
+#include "cgemm/core/watchdog.hpp"
 #include "cgemm/gemm/cublaslt_gemm.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/sharding/reorder.hpp"
@@ -112,6 +113,9 @@ class CudaBackend final : public Backend {
   const SymmetricBuffer& staging(size_t bytes);
   void ce_collective(std::vector<Exchange>& group, int s);
   void copy_on(void* dst, const void* src, size_t bytes, cudaStream_t st, const char* what);
+  // What a host wait on this GPU is stuck behind, for the watchdog: the oldest exchange not yet
+  // complete (its event is queried from the watchdog's thread), else the GPU's own work.
+  watchdog::WaitScope gpu_wait(const char* call) const;
   void check_nccl_async() const {
     if (nccl_) nccl_->check_async_error();
   }
@@ -145,7 +149,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<NcclTransport> nccl_;
   std::unique_ptr<CeTransport> ce_;
   std::string ce_why_not_;
-  std::map<ExchangeToken, cudaEvent_t> exchanges_;  // not yet known to be complete
+  // Exchanges not yet known to be complete: their event and what they are (for timeouts).
+  struct PendingExchange {
+    cudaEvent_t event = nullptr;
+    std::string what;
+  };
+  std::map<ExchangeToken, PendingExchange> exchanges_;
   std::vector<cudaEvent_t> free_events_;
   ExchangeToken next_token_ = 0;
   // The transports on offer, in order of preference, and the one chosen for each TP rank.
@@ -250,7 +259,7 @@ CudaBackend::~CudaBackend() {
   ce_.reset();
   gemm_.reset();
   nccl_.reset();
-  for (auto& [token, e] : exchanges_) cudaEventDestroy(e);
+  for (auto& [token, x] : exchanges_) cudaEventDestroy(x.event);
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : stream_events_) cudaEventDestroy(e);
   for (const PendingSpan& p : trace_) {
@@ -376,6 +385,7 @@ void CudaBackend::release_symmetric(SymmetricBuffer& b) noexcept {
   if (it != symmetric_.end()) {
     // In-flight exchanges may still read or write it, here or (through this rank's pushes)
     // on a peer: wait for this device before closing the peers' mappings and freeing.
+    const auto wait = gpu_wait("releasing a symmetric buffer");
     cudaDeviceSynchronize();
     for (Transport* t : offered_) t->detach(it->second);
     cudaFree(it->second.local);
@@ -384,15 +394,34 @@ void CudaBackend::release_symmetric(SymmetricBuffer& b) noexcept {
   b = SymmetricBuffer{};
 }
 
+watchdog::WaitScope CudaBackend::gpu_wait(const char* call) const {
+  std::vector<std::pair<cudaEvent_t, std::string>> pending;
+  for (const auto& [token, x] : exchanges_) pending.emplace_back(x.event, x.what);
+  return watchdog::WaitScope([pending = std::move(pending), call, where = where_] {
+    for (const auto& [event, what] : pending) {
+      if (cudaEventQuery(event) == cudaErrorNotReady) {
+        return what + " on the communication stream, in " + call + " (" + where + ")";
+      }
+    }
+    return std::string("this GPU's work, in ") + call + " (" + where + ")";
+  });
+}
+
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   // Synchronous, like the CPU backend: the copy sees every result issued before it.
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy to host)");
+  {
+    const auto wait = gpu_wait("a copy to the host");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy to host)");
+  }
   check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDefault),
         "cudaMemcpy(device to host, " + bytes_str(bytes) + ")");
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, size_t bytes) {
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy from host)");
+  {
+    const auto wait = gpu_wait("a copy from the host");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy from host)");
+  }
   check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyDefault),
         "cudaMemcpy(host to device, " + bytes_str(bytes) + ")");
 }
@@ -529,13 +558,13 @@ void CudaBackend::recycle_completed_exchanges(bool all_done) {
   for (auto it = exchanges_.begin(); it != exchanges_.end();) {
     bool done = all_done;
     if (!done) {
-      const cudaError_t rc = cudaEventQuery(it->second);
+      const cudaError_t rc = cudaEventQuery(it->second.event);
       if (rc == cudaErrorNotReady) static_cast<void>(cudaGetLastError());  // not an error
       if (rc != cudaSuccess && rc != cudaErrorNotReady) check(rc, "cudaEventQuery(exchange)");
       done = rc == cudaSuccess;
     }
     if (done) {
-      free_events_.push_back(it->second);
+      free_events_.push_back(it->second.event);
       it = exchanges_.erase(it);
     } else {
       ++it;
@@ -570,7 +599,12 @@ ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int a
   if (exchanges_.size() >= kMaxPendingExchangeEvents) recycle_completed_exchanges(false);
   cudaEvent_t e = take_event();
   check(cudaEventRecord(e, comm_stream_), "cudaEventRecord(exchange)");
-  exchanges_[next_token_] = e;
+  std::string what = "exchange '" + name() + "'";
+  for (const Exchange& x : group) {
+    what += " (to tp rank " + std::to_string(x.send_peer) + ", from tp rank " +
+            std::to_string(x.recv_peer) + ")";
+  }
+  exchanges_[next_token_] = {e, std::move(what)};
   return next_token_++;
 }
 
@@ -582,7 +616,7 @@ void CudaBackend::wait_exchange(ExchangeToken token, int s) {
   }
   auto it = exchanges_.find(token);
   if (it == exchanges_.end()) return;  // recycled, so known to be complete
-  check(cudaStreamWaitEvent(st, it->second, 0), "cudaStreamWaitEvent(exchange)");
+  check(cudaStreamWaitEvent(st, it->second.event, 0), "cudaStreamWaitEvent(exchange)");
 }
 
 const SymmetricBuffer& CudaBackend::staging(size_t bytes) {
@@ -731,7 +765,10 @@ void CudaBackend::join_streams(int s) {
 }
 
 void CudaBackend::synchronize() {
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  {
+    const auto wait = gpu_wait("synchronize");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
   check_nccl_async();
   recycle_completed_exchanges(true);
 }
@@ -746,7 +783,10 @@ double CudaBackend::time_ms(const std::function<void()>& body) {
   body();
   gather_into_main();
   check(cudaEventRecord(timing_stop_, streams_[0]), "cudaEventRecord(timing stop)");
-  check(cudaEventSynchronize(timing_stop_), "cudaEventSynchronize(timing stop)");
+  {
+    const auto wait = gpu_wait("a timed run");
+    check(cudaEventSynchronize(timing_stop_), "cudaEventSynchronize(timing stop)");
+  }
   float ms = 0.0f;
   check(cudaEventElapsedTime(&ms, timing_start_, timing_stop_), "cudaEventElapsedTime");
   check_nccl_async();

@@ -1,5 +1,8 @@
 #include "engine.hpp"
 
+#include <csignal>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -23,7 +26,49 @@ void drop(Backend& be, void*& buf, size_t& have) {
   have = 0;
 }
 
+// Test-only fault switch, for the watchdog's tests: CGEMM_TEST_FAULT=KIND:RANK[:N] makes world
+// rank RANK, at its N-th exchange (default 1), either stop itself (KIND stop: SIGSTOP, a
+// stalled peer) or skip the exchange (KIND skip_exchange: a peer that never posts its half;
+// its own waits pass, its peers' never do). Unset: no fault.
+struct Fault {
+  enum Kind { kNone, kStop, kSkip } kind = kNone;
+  int rank = -1;
+  long at = 1;
+};
+
+Fault read_fault() {
+  const char* v = std::getenv("CGEMM_TEST_FAULT");
+  Fault f;
+  if (v == nullptr || *v == '\0') return f;
+  const std::string s(v);
+  const size_t c1 = s.find(':');
+  const std::string kind = s.substr(0, c1);
+  if (kind == "stop") {
+    f.kind = Fault::kStop;
+  } else if (kind == "skip_exchange") {
+    f.kind = Fault::kSkip;
+  }
+  try {
+    if (f.kind == Fault::kNone || c1 == std::string::npos) throw std::invalid_argument(s);
+    const size_t c2 = s.find(':', c1 + 1);
+    f.rank = std::stoi(s.substr(c1 + 1, c2 - c1 - 1));
+    if (c2 != std::string::npos) f.at = std::stol(s.substr(c2 + 1));
+  } catch (const std::exception&) {
+    throw Error("CGEMM_TEST_FAULT='" + s + "': expected stop:RANK[:N] or skip_exchange:RANK[:N]");
+  }
+  return f;
+}
+
+const Fault& fault() {
+  static const Fault f = read_fault();
+  return f;
+}
+
 }  // namespace
+
+Engine::Engine(Backend& be, int world_rank) : be_(be), world_rank_(world_rank) {
+  static_cast<void>(fault());  // a bad value fails at planning, not mid-run
+}
 
 Engine::~Engine() {
   if (ring_.local != nullptr) be_.release_symmetric(ring_);
@@ -94,8 +139,8 @@ const void* Engine::at(const Ref& r, const Operands& x) const {
 void Engine::run(const Program& p, const Operands& x) {
   ensure(p.workspace);
   tokens_.assign(static_cast<size_t>(p.tokens), -1);
-  const bool tracing = be_.tracing();
-  const auto label = [&](const std::string& s) { return tracing ? s.c_str() : nullptr; };
+  // Labels name the work in traces and in the watchdog's timeout messages.
+  const auto label = [](const std::string& s) { return s.c_str(); };
   for (const Op& op : p.ops) {
     std::visit(
         [&](const auto& o) {
@@ -124,6 +169,11 @@ void Engine::run(const Program& p, const Operands& x) {
                                .recv_offset = tr.recv_offset,
                                .dst = &ring_,
                                .label = label(tr.label)});
+            }
+            const Fault& f = fault();
+            if (f.kind != Fault::kNone && f.rank == world_rank_ && ++exchanges_run_ == f.at) {
+              if (f.kind == Fault::kStop) raise(SIGSTOP);
+              if (f.kind == Fault::kSkip) group.clear();
             }
             tokens_[static_cast<size_t>(o.token)] = be_.start_exchange(group, o.after_stream);
           } else if constexpr (std::is_same_v<T, WaitOp>) {

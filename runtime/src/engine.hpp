@@ -19,7 +19,8 @@ struct Operands {
 
 class Engine {
  public:
-  explicit Engine(Backend& be) : be_(be) {}
+  /// `world_rank` only selects the rank a test fault (CGEMM_TEST_FAULT, engine.cpp) hits.
+  Engine(Backend& be, int world_rank);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -43,6 +44,8 @@ class Engine {
   void* work_out_ = nullptr;
   WorkspaceBytes have_;
   std::vector<ExchangeToken> tokens_;
+  int world_rank_ = 0;
+  long exchanges_run_ = 0;
 };
 
 }  // namespace cgemm

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 
-#include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/shape.hpp"
+#include "cgemm/gemm/gemm_task.hpp"
 
 namespace cgemm {
 

@@ -180,7 +180,8 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
     g.reduce_over_tp = sharding_.reduce_spec->is_axis(ctx.mesh_config().tpsp_axis);
   }
   CollectiveGemm kind = collective_gemm_factory(desc_.collective)(g);
-  impl_ = std::make_unique<Impl>(ctx.backend(), std::move(g), std::move(kind));
+  impl_ = std::make_unique<Impl>(ctx.backend(), ctx.comms().world_rank(), std::move(g),
+                                 std::move(kind));
   impl_->policy = ctx.overlap().policy;
   impl_->use_overlap = impl_->policy != OverlapPolicy::kNever;
 }

@@ -9,8 +9,8 @@
 namespace cgemm {
 
 struct GemmPlan::Impl {
-  Impl(Backend& be, GemmGeometry g, CollectiveGemm k)
-      : geometry(std::move(g)), kind(std::move(k)), engine(be) {}
+  Impl(Backend& be, int world_rank, GemmGeometry g, CollectiveGemm k)
+      : geometry(std::move(g)), kind(std::move(k)), engine(be, world_rank) {}
 
   GemmGeometry geometry;
   CollectiveGemm kind;

@@ -127,3 +127,19 @@ set_tests_properties(mpi_error_cuda_without_gpu PROPERTIES LABELS mpi TIMEOUT 60
   SKIP_RETURN_CODE 77 ENVIRONMENT "${CGEMM_MPI_ENV}")
 cgemm_add_mpi_failure_test(output_dump_without_check 2 "output_dump.*check = on"
   --check off --output_dump ${CMAKE_CURRENT_BINARY_DIR}/never.dump)
+
+# The watchdog: a rank stopped mid-run (SIGSTOP) or one that never posts its half of an
+# exchange ends the job within the timeout + 10 s, exit 4, with a line naming the exchange.
+# Ranks inherit CGEMM_TEST_FAULT from mpirun (one host).
+foreach(fault "stop:2:5;all_gather" "skip_exchange:1:3;reduce_scatter")
+  list(GET fault 0 spec)
+  list(GET fault 1 coll)
+  string(REGEX REPLACE ":.*" "" kind ${spec})
+  add_test(NAME mpi_watchdog_${kind}_${coll}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault_check.sh 3 ${spec}
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:cgemm-run> --backend cpu --seq_len 64 --hidden_in 64 --hidden_out 64
+            --collective ${coll} --timeout 3 --iterations 50)
+  set_tests_properties(mpi_watchdog_${kind}_${coll} PROPERTIES LABELS mpi TIMEOUT 60
+    PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()

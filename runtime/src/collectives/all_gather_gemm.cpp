@@ -29,7 +29,9 @@ Program overlapped(const GemmGeometry& g) {
   p.ops.push_back(ForkOp{});
   int previous = -1;  // token slot of the exchange the next step's chunks arrive by
   int gemm_index = 0;
+  int step_index = 0;
   for (const AllGatherStep& step : all_gather_schedule(g.tp, g.me, g.aggregate)) {
+    const std::string step_name = g.name + " step " + std::to_string(step_index++) + ": ";
     const int stream = gemm_index % g.num_streams;
     if (previous >= 0) p.ops.push_back(WaitOp{previous, stream});
     const int arrived = previous;
@@ -42,7 +44,7 @@ Program overlapped(const GemmGeometry& g) {
                                static_cast<size_t>(tr.send_chunk) * g.chunk_lhs_bytes(),
                                tr.recv_peer,
                                static_cast<size_t>(tr.recv_chunk) * g.chunk_lhs_bytes(),
-                               g.name + " chunk " + std::to_string(tr.send_chunk) + " -> rank " +
+step_name + "chunk " + std::to_string(tr.send_chunk) + " -> rank " +
                                    std::to_string(tr.send_peer)});
       }
       x.token = previous = p.tokens++;

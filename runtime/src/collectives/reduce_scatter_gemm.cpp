@@ -39,7 +39,9 @@ Program overlapped(const GemmGeometry& g) {
   p.workspace.ring = g.chunk_out_bytes() * static_cast<size_t>(g.tp);
   p.workspace.send = p.workspace.ring;
   std::vector<int> tokens;
+  int step_index = 0;
   for (const ReduceScatterStep& step : reduce_scatter_schedule(g.tp, g.me)) {
+    const std::string step_name = g.name + " step " + std::to_string(step_index++) + ": ";
     // The partial from rank q lives at slot q of the destination's ring.
     const Ref partial = step.dest == g.me
                             ? ring_slot(g, g.me)
@@ -51,7 +53,7 @@ Program overlapped(const GemmGeometry& g) {
     x.transfers.push_back({partial, g.chunk_out_bytes(), step.dest,
                            static_cast<size_t>(g.me) * g.chunk_out_bytes(), step.recv_from,
                            static_cast<size_t>(step.recv_from) * g.chunk_out_bytes(),
-                           g.name + " partial -> rank " + std::to_string(step.dest)});
+                           step_name + "partial -> rank " + std::to_string(step.dest)});
     x.after_stream = 0;
     x.token = p.tokens++;
     tokens.push_back(x.token);

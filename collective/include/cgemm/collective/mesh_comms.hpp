@@ -53,6 +53,11 @@ class MeshComms {
            node_comm_ = MPI_COMM_NULL;
 };
 
+/// Ends the whole job from any thread (the watchdog's ender): MPI_Abort on MPI_COMM_WORLD
+/// when MPI runs with MPI_THREAD_MULTIPLE, else _exit(code), after which mpirun ends the
+/// other ranks. Never returns; runs no destructor.
+[[noreturn]] void abort_world(int code);
+
 /// Throws cgemm::Error("<call> failed on rank r: <MPI error string>") when rc != MPI_SUCCESS.
 void check_mpi(int rc, const char* call);
 

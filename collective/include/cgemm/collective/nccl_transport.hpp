@@ -72,6 +72,7 @@ class NcclTransport final : public Transport {
   void check(ncclResult_t rc, const std::string& call);
 
   ncclComm_t comm_ = nullptr;
+  int abort_hook_ = -1;  // the watchdog's (cgemm/core/watchdog.hpp)
   int rank_ = 0, size_ = 1;
   bool healthy_ = true;
   std::string where_;

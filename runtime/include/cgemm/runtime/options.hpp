@@ -20,6 +20,10 @@ struct BackendOptions {
   /// engines (use_ce must stay on), and times are not a speed measurement (kernels of
   /// different processes time-slice one GPU).
   bool gpu_sharing = false;
+  /// Seconds any wait of the job may last (a peer's data, a collective, a barrier, the GPU,
+  /// the bootstrap) before the watchdog (cgemm/core/watchdog.hpp) names it and ends the job;
+  /// <= 0: wait forever.
+  double timeout_s = 300.0;
 };
 
 /// Whether a collective GEMM overlaps its collective with chunked GEMMs.
