@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -340,8 +341,45 @@ std::string spelling_hint(std::string name, const Descriptions& d, bool dashes) 
 
 const char kHelpHint[] = "; run cgemm-run --help for the options";
 
+// Boost.Program_options 1.74 loops forever in error_with_option_name::what() when a text it
+// substitutes into its message template holds a placeholder ("batch = %value%": replacing
+// "%value%" by "%value%" never ends). So what() is never called on such an error: the message
+// is built here from the same parts, the way Boost words it.
+struct ErrorParts : po::error_with_option_name {
+  static const std::map<std::string, std::string>& of(const po::error_with_option_name& e) {
+    return e.*(&ErrorParts::m_substitutions);
+  }
+};
+
+std::string error_text(const po::error& e) {
+  const auto* named = dynamic_cast<const po::error_with_option_name*>(&e);
+  if (named == nullptr) return e.what();
+  const auto& parts = ErrorParts::of(*named);
+  const bool placeholder = std::any_of(parts.begin(), parts.end(), [](const auto& kv) {
+    return kv.second.find('%') != std::string::npos;
+  });
+  if (!placeholder) return e.what();
+  std::string name = named->get_option_name();
+  if (name.empty()) {
+    const auto token = parts.find("original_token");
+    if (token != parts.end()) name = token->second;
+  }
+  if (dynamic_cast<const po::unknown_option*>(&e)) return "unrecognised option '" + name + "'";
+  if (dynamic_cast<const po::multiple_occurrences*>(&e)) {
+    return "option '" + name + "' cannot be specified more than once";
+  }
+  if (dynamic_cast<const po::multiple_values*>(&e)) {
+    return "option '" + name + "' only takes a single argument";
+  }
+  const auto value = parts.find("value");
+  if (value != parts.end()) {
+    return "the argument ('" + value->second + "') for option '" + name + "' is invalid";
+  }
+  return "invalid option '" + name + "'";
+}
+
 [[noreturn]] void rethrow_command_line_error(const po::error& e, const Descriptions& d) {
-  std::string msg = std::string("command line: ") + e.what();
+  std::string msg = std::string("command line: ") + error_text(e);
   if (const auto* unknown = dynamic_cast<const po::unknown_option*>(&e)) {
     msg += spelling_hint(unknown->get_option_name(), d, true);
   }
@@ -371,7 +409,7 @@ const char kHelpHint[] = "; run cgemm-run --help for the options";
       }
     }
   }
-  throw OptionError(where + ": " + e.what() + hint + kHelpHint);
+  throw OptionError(where + ": " + error_text(e) + hint + kHelpHint);
 }
 
 // ---------------------------------------------------------------------------------------

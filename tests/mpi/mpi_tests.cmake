@@ -80,6 +80,10 @@ cgemm_add_mpi_failure_test(local_batch_not_divisible_by_dp 4 "_reorder_dp_leadin
   --dp 2 --batch 6 --collective all_gather)
 cgemm_add_mpi_failure_test(malformed_ini 2 "malformed.ini" --config ${CMAKE_CURRENT_LIST_DIR}/malformed.ini)
 cgemm_add_mpi_failure_test(missing_config 2 "no/such/file.ini" --config no/such/file.ini)
+# Boost.Program_options 1.74 loops forever formatting an error that holds its placeholders.
+cgemm_add_mpi_failure_test(boost_placeholder_cli 2 "%value%.*--batch" --batch %value%)
+cgemm_add_mpi_failure_test(boost_placeholder_ini 2 "hang-boost-placeholder-value.ini, line 1.*%value%"
+  --config ${CMAKE_SOURCE_DIR}/tests/fuzz/regressions/run_config/hang-boost-placeholder-value.ini)
 
 # --trace writes a Chrome trace and an SVG timeline with every rank's GEMMs and transfers.
 add_test(NAME mpi_tp2_trace
