@@ -22,6 +22,7 @@
 #include "check.hpp"
 #include "job.hpp"
 #include "output_dump.hpp"
+#include "output_files.hpp"
 #include "run_config.hpp"
 #include "trace_writer.hpp"
 
@@ -218,13 +219,14 @@ int run(int argc, char** argv) {
   if (any_rank_failed(error)) return kExitUsage;
 
   // Output files are checked before the run, not after it: a long run must not be lost.
+  // Nothing is created or truncated here.
   if (world_rank() == 0) {
-    for (const auto& [option, path] : {std::pair<const char*, std::string>{"--report", cfg.report},
-                                       {"--trace", cfg.trace},
-                                       {"--output_dump", cfg.output_dump}}) {
-      if (path.empty()) continue;
-      std::ofstream probe(path, std::ios::app);
-      if (!probe) error = std::string(option) + " " + path + ": cannot open the file for writing";
+    try {
+      for (const NamedPath& out : output_files(cfg)) {
+        if (!out.path.empty()) check_writable(out);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
     }
   }
   if (any_rank_failed(error)) return kExitUsage;
@@ -383,13 +385,12 @@ int run(int argc, char** argv) {
   if (!cfg.report.empty()) {
     std::string werr;
     if (world_rank() == 0) {
-      std::ofstream f(cfg.report);
-      f << report.dump(2) << "\n";
-      f.close();
-      if (!f)
-        werr = "cannot write the report to '" + cfg.report + "'";
-      else
+      try {
+        write_replacing("--report", cfg.report, report.dump(2) + "\n");
         say("report written to " + cfg.report);
+      } catch (const std::exception& e) {
+        werr = e.what();
+      }
     }
     if (any_rank_failed(werr)) return kExitUsage;
   }

@@ -431,6 +431,14 @@ class Reader {
     return v;
   }
 
+  // A file option: none when not given; given empty, a bad option (not "no file").
+  std::string path(const std::string& name) const {
+    if (vm_.count(name) == 0) return {};
+    const auto v = get<std::string>(name);
+    if (v.empty()) fail(name, v, "an empty path (leave the option out for no file)");
+    return v;
+  }
+
   [[noreturn]] void fail(const std::string& name, const std::string& value,
                          const std::string& what) const {
     throw OptionError(src_.describe(name, value) + ": " + what);
@@ -562,12 +570,12 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
   }
   cfg.gpu_sharing = r.get<bool>("gpu_sharing");
   cfg.check_rounds = r.at_least<int>("check_rounds", 1, "must be at least 1 [rounds]");
-  if (vm.count("output_dump")) cfg.output_dump = r.get<std::string>("output_dump");
+  cfg.output_dump = r.path("output_dump");
   if (!cfg.output_dump.empty() && !cfg.check) {
     r.fail("output_dump", cfg.output_dump, "needs check = on (it dumps the checked outputs)");
   }
-  if (vm.count("report")) cfg.report = r.get<std::string>("report");
-  if (vm.count("trace")) cfg.trace = r.get<std::string>("trace");
+  cfg.report = r.path("report");
+  cfg.trace = r.path("trace");
 
   // overlap
   OverlapOptions& ov = cfg.overlap;
@@ -588,6 +596,7 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
   ov.aggregate_all_gather = r.get<bool>("aggregate_all_gather");
 
   cfg.config_file = src.file();
+  check_distinct(output_files(cfg), {{"--config", cfg.config_file}});
   return cfg;
 }
 
@@ -662,6 +671,13 @@ ParseResult parse_run_config(int argc, const char* const* argv) {
   }
   result.config = read_config(vm, src);
   return result;
+}
+
+std::vector<NamedPath> output_files(const RunConfig& cfg) {
+  std::vector<NamedPath> out{{"--report", cfg.report}, {"--trace", cfg.trace}};
+  if (!cfg.trace.empty()) out.push_back({"--trace's SVG", cfg.trace + ".svg"});
+  out.push_back({"--output_dump", cfg.output_dump});
+  return out;
 }
 
 void resolve_mesh(RunConfig& cfg, int world_size) {

@@ -11,6 +11,7 @@
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/options.hpp"
+#include "output_files.hpp"
 
 namespace cgemm::launcher {
 
@@ -66,6 +67,10 @@ struct ParseResult {
 /// Parses argv (and the --config INI file it names). Validates everything that does not need
 /// the world size (sizes > 0, known enums, dp >= 1, ...). Throws OptionError.
 ParseResult parse_run_config(int argc, const char* const* argv);
+
+/// The files the run writes (report, trace and its SVG, output dump), named by their options;
+/// empty paths for those not given.
+std::vector<NamedPath> output_files(const RunConfig& cfg);
 
 /// Checks what needs the world size: world % dp == 0, tp * dp == world, seq_len % tp == 0,
 /// hidden sizes divisible by tp, batch % dp == 0. Resolves tp when 0. Throws OptionError.

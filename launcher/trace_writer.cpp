@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "output_files.hpp"
+
 namespace cgemm::launcher {
 
 namespace {
@@ -48,10 +50,7 @@ std::string escape_xml(const std::string& s) {
 }
 
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) throw Error("cannot write the trace to '" + path + "'");
+  write_replacing("trace", path, text);
 }
 
 }  // namespace

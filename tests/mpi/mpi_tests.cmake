@@ -131,3 +131,42 @@ set_tests_properties(mpi_error_cuda_without_gpu PROPERTIES LABELS mpi TIMEOUT 60
   SKIP_RETURN_CODE 77 ENVIRONMENT "${CGEMM_MPI_ENV}")
 cgemm_add_mpi_failure_test(output_dump_without_check 2 "output_dump.*check = on"
   --check off --output_dump ${CMAKE_CURRENT_BINARY_DIR}/never.dump)
+
+# Output files (launcher/output_files.hpp): no output may name the config or another output,
+# an explicitly empty path is a bad option, and every output is checked writable up front
+# without creating it.
+set(out ${CMAKE_CURRENT_BINARY_DIR}/outputs)
+file(MAKE_DIRECTORY ${out})
+file(WRITE ${out}/same_file.ini "seq_len = 16\nhidden_in = 32\nhidden_out = 48\n")
+cgemm_add_mpi_failure_test(report_names_config 2 "--report .*same_file.ini.*--config"
+  --config ${out}/same_file.ini --report ${out}/same_file.ini)
+cgemm_add_mpi_failure_test(trace_names_report 2 "--trace .*--report"
+  --report ${out}/both.json --trace ${out}/both.json)
+cgemm_add_mpi_failure_test(report_names_trace_svg 2 "--trace's SVG .*--report"
+  --report ${out}/t.json.svg --trace ${out}/t.json)
+cgemm_add_mpi_failure_test(output_dump_names_report 2 "--output_dump .*--report"
+  --report ${out}/d.out --output_dump ${out}/d.out)
+file(WRITE ${out}/empty_report.ini "report =\n")
+cgemm_add_mpi_failure_test(empty_report_path_ini 2 "report = .*empty_report.ini, line 1.*empty path"
+  --config ${out}/empty_report.ini)
+# An empty argument does not survive CMake's argument lists: sh appends it.
+add_test(NAME mpi_error_empty_report_path
+  COMMAND sh -c "exec \"$@\" --report ''" sh ${CMAKE_CURRENT_LIST_DIR}/expect_failure.sh
+          "--report \"\": an empty path"
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu)
+set_tests_properties(mpi_error_empty_report_path PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+cgemm_add_mpi_failure_test(report_in_missing_folder 2 "--report .*no such folder"
+  --report ${out}/no/such/folder/r.json)
+cgemm_add_mpi_failure_test(trace_is_a_folder 2 "--trace .*is a folder" --trace ${out})
+
+# A run that fails after the output checks (here: a planner error) leaves an old report
+# byte-identical and creates none of its other outputs.
+add_test(NAME mpi_failed_run_keeps_old_report
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/keeps_old_outputs.sh ${out}/failed_run
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --dp 2 --batch 6 --collective all_gather
+          --report ${out}/failed_run/report.json --trace ${out}/failed_run/trace.json)
+set_tests_properties(mpi_failed_run_keeps_old_report PROPERTIES LABELS mpi TIMEOUT 60
+  PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")

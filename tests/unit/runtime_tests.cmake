@@ -4,3 +4,8 @@ cgemm_add_unit_test(test_run_config
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_run_config.cpp
   LIBS cgemm_launcher_lib)
 target_compile_definitions(test_run_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
+# launcher/output_files: distinct outputs, the writable check, write-then-rename.
+cgemm_add_unit_test(test_output_files
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_output_files.cpp
+  LIBS cgemm_launcher_lib)

@@ -550,6 +550,31 @@ TEST_F(RunConfigTest, DuplicateGemmNames) {
   expect_contains(parse_error({"--config", ini}), {"duplicate gemm name 'a'", "line 2"});
 }
 
+TEST_F(RunConfigTest, OutputFiles) {
+  // An empty path given explicitly is a bad option, not "no file".
+  for (const char* opt : {"--report", "--trace", "--output_dump"}) {
+    expect_contains(parse_error({opt, ""}), {std::string(opt) + " \"\"", "empty path"});
+  }
+  const std::string e = write("e.ini", "report =\n");
+  expect_contains(parse_error({"--config", e}), {"report", e + ", line 1", "empty path"});
+  // An output naming the config or another output (its SVG too): both options are named.
+  const std::string ini = write("run.ini", "batch = 2\n");
+  expect_contains(parse_error({"--config", ini, "--report", ini}), {"--report", "--config"});
+  expect_contains(
+      parse_error({"--config", ini, "--output_dump", (dir_ / "." / "run.ini").string()}),
+      {"--output_dump", "--config"});
+  expect_contains(parse_error({"--report", "a.json", "--trace", "a.json"}),
+                  {"--report", "--trace"});
+  expect_contains(parse_error({"--report", "t.json.svg", "--trace", "t.json"}),
+                  {"--report", "--trace's SVG"});
+  expect_contains(parse_error({"--report", "d.bin", "--output_dump", "d.bin"}),
+                  {"--report", "--output_dump"});
+  const RunConfig c = parse_config({"--report", "r.json", "--trace", "t.json"});
+  std::vector<std::string> paths;
+  for (const auto& o : output_files(c)) paths.push_back(o.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"r.json", "t.json", "t.json.svg", ""}));
+}
+
 // ---------------------------------------------------------------------------------------
 // The shipped configs
 
