@@ -128,4 +128,23 @@ void write_replacing(const std::string& what, const std::string& path, const std
   write_replacing(what, path, [&](std::ostream& out) { out << text; });
 }
 
+void append_text(const std::string& what, const std::string& path, const std::string& text) {
+  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) throw Error(what + " " + path + ": cannot open to append (" + errno_text() + ")");
+  const ssize_t n = write(fd, text.data(), text.size());
+  const int write_errno = errno;
+  const bool closed = close(fd) == 0;
+  if (n != static_cast<ssize_t>(text.size()) || !closed) {
+    errno = write_errno;
+    throw Error(what + " " + path + ": append failed (" + errno_text() + ")");
+  }
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
 }  // namespace cgemm::launcher

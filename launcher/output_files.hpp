@@ -38,4 +38,10 @@ void write_replacing(const std::string& what, const std::string& path,
                      const std::function<void(std::ostream&)>& body);
 void write_replacing(const std::string& what, const std::string& path, const std::string& text);
 
+/// Appends `text` (whole lines) to `path` with one write(2) and closes it: a row is either
+/// there whole or absent. Creates the file. Throws cgemm::Error naming `what` and the path.
+void append_text(const std::string& what, const std::string& path, const std::string& text);
+/// The first line of `path` without its newline; empty when the file is missing or empty.
+std::string first_line(const std::string& path);
+
 }  // namespace cgemm::launcher

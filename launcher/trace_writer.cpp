@@ -92,6 +92,41 @@ std::vector<RankTrace> gather_traces(const std::vector<TraceSpan>& mine, MPI_Com
   return out;
 }
 
+std::vector<TraceSpan> trace_call(Backend& be, MPI_Comm comm, const std::function<void()>& body) {
+  be.synchronize();
+  MPI_Barrier(comm);
+  be.set_tracing(true);
+  body();
+  std::vector<TraceSpan> spans = be.take_trace();
+  be.set_tracing(false);
+  return spans;
+}
+
+void append_after(std::vector<TraceSpan>& timeline, std::vector<TraceSpan> spans) {
+  double shift = 0.0;
+  for (const TraceSpan& s : timeline) shift = std::max(shift, s.end_ms + 0.05);
+  for (TraceSpan& s : spans) {
+    s.start_ms += shift;
+    s.end_ms += shift;
+    timeline.push_back(std::move(s));
+  }
+}
+
+std::string write_trace(const std::string& path, const std::vector<TraceSpan>& mine,
+                        int transport_lane, const std::string& title, MPI_Comm comm) {
+  const auto traces = gather_traces(mine, comm);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank != 0) return {};
+  try {
+    write_chrome_trace(path, traces, transport_lane);
+    write_svg_timeline(path + ".svg", traces, transport_lane, title);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
 void write_chrome_trace(const std::string& path, const std::vector<RankTrace>& traces,
                         int transport_lane) {
   // Trace-event format: one "complete" (X) event per span, times in microseconds; the rank

@@ -170,3 +170,36 @@ add_test(NAME mpi_failed_run_keeps_old_report
           --report ${out}/failed_run/report.json --trace ${out}/failed_run/trace.json)
 set_tests_properties(mpi_failed_run_keeps_old_report PROPERTIES LABELS mpi TIMEOUT 60
   PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")
+
+# Sweeps: lists of values expand to their product, run one after another in this job; each
+# experiment appends a row to the CSV and JSON Lines files and to the printed table.
+file(WRITE ${out}/sweep.ini "seq_len = 16, 32\nhidden_in = 32\nhidden_out = 48\n"
+  "collective = all_gather, reduce_scatter\nwarmup = 0\niterations = 1\n")
+add_test(NAME mpi_sweep_2x2
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_sweep.sh ${out}/sweep_2x2 4
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --config ${out}/sweep.ini
+          --sweep_csv ${out}/sweep_2x2/sweep.csv --sweep_jsonl ${out}/sweep_2x2/sweep.jsonl)
+add_test(NAME mpi_sweep_knobs_cli
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_sweep.sh ${out}/sweep_knobs 4
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --warmup 0 --iterations 1 --seq_len 16
+          --hidden_in 32 --hidden_out 48 --dtype bf16,fp16 --num_max_streams 1,2
+          --sweep_csv ${out}/sweep_knobs/sweep.csv --sweep_jsonl ${out}/sweep_knobs/sweep.jsonl)
+# The 3rd value of a list is bad (seq_len 6 is not divisible by tp 4): nothing runs.
+add_test(NAME mpi_sweep_bad_third_value
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_sweep.sh ${out}/sweep_bad 0
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --seq_len 16,32,6 --hidden_in 32 --hidden_out 48
+          --sweep_csv ${out}/sweep_bad/sweep.csv --sweep_jsonl ${out}/sweep_bad/sweep.jsonl)
+set_tests_properties(mpi_sweep_2x2 mpi_sweep_knobs_cli PROPERTIES LABELS mpi TIMEOUT 120
+  PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV}")
+set_tests_properties(mpi_sweep_bad_third_value PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 4
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+cgemm_add_mpi_failure_test(sweep_bad_third_value 4 "experiment 3/3 \\(seq_len=6\\).*--seq_len 6"
+  --seq_len 16,32,6 --hidden_in 32 --hidden_out 48)
+cgemm_add_mpi_failure_test(sweep_bad_dtype 2 "experiment 3/3 \\(dtype=int7\\).*int7"
+  --dtype bf16,fp16,int7)
+cgemm_add_mpi_failure_test(sweep_mesh_option 2 "--dp 1,2: .*may not be swept" --dp 1,2)
+cgemm_add_mpi_failure_test(sweep_with_report 2 "--report .*a sweep" --seq_len 16,32
+  --report ${out}/never.json)

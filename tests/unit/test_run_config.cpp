@@ -572,7 +572,68 @@ TEST_F(RunConfigTest, OutputFiles) {
   const RunConfig c = parse_config({"--report", "r.json", "--trace", "t.json"});
   std::vector<std::string> paths;
   for (const auto& o : output_files(c)) paths.push_back(o.path);
-  EXPECT_EQ(paths, (std::vector<std::string>{"r.json", "t.json", "t.json.svg", ""}));
+  EXPECT_EQ(paths, (std::vector<std::string>{"r.json", "t.json", "t.json.svg", "", "", ""}));
+}
+
+// ---------------------------------------------------------------------------------------
+// Sweeps
+
+TEST_F(RunConfigTest, NoSweepIsOneExperiment) {
+  const ParseResult r = parse({"--batch", "4"});
+  ASSERT_EQ(r.experiments.size(), 1u);
+  EXPECT_EQ(r.experiments[0].batch, 4);
+  EXPECT_TRUE(r.swept.empty());
+  EXPECT_EQ(r.labels, (std::vector<std::string>{""}));
+}
+
+TEST_F(RunConfigTest, SweepIsTheProductInOrder) {
+  const std::string ini = write("s.ini",
+                                "seq_len = 1024, 2048,4096\n"
+                                "collective = all_gather, reduce_scatter\n"
+                                "dtype = bf16, fp16\n");
+  const ParseResult r = parse({"--config", ini, "--num_max_streams", "1,2"});
+  ASSERT_EQ(r.experiments.size(), 24u);
+  EXPECT_EQ(r.swept,
+            (std::vector<std::string>{"num_max_streams", "seq_len", "collective", "dtype"}));
+  EXPECT_EQ(r.labels[0], "num_max_streams=1 seq_len=1024 collective=all_gather dtype=bf16");
+  EXPECT_EQ(r.labels[1], "num_max_streams=1 seq_len=1024 collective=all_gather dtype=fp16");
+  EXPECT_EQ(r.labels[23], "num_max_streams=2 seq_len=4096 collective=reduce_scatter dtype=fp16");
+  EXPECT_EQ(r.experiments[1].dtype, DType::kFloat16);
+  EXPECT_EQ(r.experiments[2].gemms[0].collective, CollectiveOp::kReduceScatter);
+  EXPECT_EQ(r.experiments[4].seq_len, 2048);
+  EXPECT_EQ(r.experiments[12].overlap.num_max_streams, 2);
+  expect_same(r.config, r.experiments[0]);
+  // The command line's value (a list or not) replaces the file's list.
+  const ParseResult c = parse({"--config", ini, "--seq_len", "64", "--dtype", "fp32,bf16"});
+  EXPECT_EQ(c.experiments.size(), 4u);
+  EXPECT_EQ(c.experiments[3].seq_len, 64);
+  EXPECT_EQ(c.experiments[2].dtype, DType::kBFloat16);  // command-line lists come first
+}
+
+TEST_F(RunConfigTest, SweepErrorsNameTheExperiment) {
+  expect_contains(parse_error({"--seq_len", "16,32,0"}),
+                  {"experiment 3/3 (seq_len=0)", "--seq_len 0", "at least 1"});
+  expect_contains(parse_error({"--batch", "1,two"}), {"experiment 2/2", "'two'"});
+  const std::string ini = write("b.ini", "dtype = bf16, fp16, int7\n");
+  expect_contains(parse_error({"--config", ini}), {"experiment 3/3", "int7", ini + ", line 1"});
+  expect_contains(parse_error({"--seq_len", "16,,32"}), {"--seq_len", "empty value"});
+  expect_contains(parse_error({"--seq_len", "16,"}), {"empty value"});
+  for (const char* opt : {"--dp", "--tp", "--backend", "--gpu_sharing"}) {
+    expect_contains(parse_error({opt, "1,2"}), {std::string(opt) + " 1,2", "may not be swept"});
+  }
+  expect_contains(parse_error({"--seq_len", "16,32", "--report", "r.json"}),
+                  {"--report r.json", "sweep"});
+  expect_contains(parse_error({"--seq_len", "16,32", "--sweep_csv", ""}),
+                  {"--sweep_csv \"\"", "empty path"});
+  expect_contains(parse_error({"--sweep_csv", "a.csv", "--sweep_jsonl", "a.csv"}),
+                  {"--sweep_jsonl", "--sweep_csv"});
+  // Help wins over a list.
+  EXPECT_TRUE(parse({"--seq_len", "1,2", "--help"}).help);
+}
+
+TEST_F(RunConfigTest, HelpDescribesSweeps) {
+  expect_contains(parse({"--help"}).help_text, {"Sweep", "--sweep_csv FILE", "--sweep_jsonl FILE",
+                                                "comma-separated list", "may not be swept"});
 }
 
 // ---------------------------------------------------------------------------------------
