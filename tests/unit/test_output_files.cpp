@@ -13,6 +13,7 @@
 
 #include "output_files.hpp"
 #include "run_config.hpp"
+#include "table.hpp"
 
 namespace cgemm::launcher {
 namespace {
@@ -118,6 +119,28 @@ TEST_F(OutputFilesTest, AFailedWriteLeavesTheOldFile) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--report " + path("no/such/r.json")), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace cgemm::launcher
+
+namespace cgemm::launcher {
+namespace {
+
+// launcher/table: one column list, every format.
+TEST(Table, OneDefinitionEveryFormat) {
+  Table t({{"name", "", "", 0, -1, "", Column::kAll},
+           {"ms", "time", "(ms)", 4, 2, "", Column::kAll},
+           {"speedup", "speed-up", "", 3, 2, "x", Column::kAll},
+           {"n", "", "", 0, -1, "", Column::kCsv | Column::kJson},
+           {"note", "", "", 0, -1, "", Column::kText}});
+  t.add({std::string("a,b"), 1.23456, 2.0, int64_t{7}, std::string("x")});
+  EXPECT_THROW(t.add({std::string("short")}), Error);
+  EXPECT_EQ(t.csv(), "name,ms,speedup,n\n\"a,b\",1.2346,2.000,7\n");
+  EXPECT_EQ(t.json_line(0), "{\"ms\":1.23456,\"n\":7,\"name\":\"a,b\",\"speedup\":2.0}\n");
+  EXPECT_EQ(t.markdown(),
+            "| name | time | speed-up | note |\n|---|---|---|---|\n| a,b | 1.23 | 2.00x | x |\n");
+  EXPECT_EQ(t.text(), "# name time speed-up note\n#      (ms)\n   a,b 1.23    2.00x    x\n");
 }
 
 }  // namespace
