@@ -26,6 +26,9 @@
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "job.hpp"
+#include "output_files.hpp"
+#include "run_config.hpp"
+#include "table.hpp"
 #include "trace_writer.hpp"
 
 namespace cgemm::launcher {
@@ -156,21 +159,7 @@ Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const Knobs& knobs,
     t[2].push_back(time_iterations(be, 1, sequential)[0]);
     t[3].push_back(time_iterations(be, 1, overlapped)[0]);
   }
-  if (trace != nullptr) {
-    be.synchronize();
-    MPI_Barrier(MPI_COMM_WORLD);
-    be.set_tracing(true);
-    overlapped();
-    // Each traced call starts at 0 on its own clock: lay them one after the other.
-    double shift = 0.0;
-    for (const TraceSpan& s : *trace) shift = std::max(shift, s.end_ms + 0.05);
-    for (TraceSpan& s : be.take_trace()) {
-      s.start_ms += shift;
-      s.end_ms += shift;
-      trace->push_back(std::move(s));
-    }
-    be.set_tracing(false);
-  }
+  if (trace != nullptr) append_after(*trace, trace_call(be, MPI_COMM_WORLD, overlapped));
   Row r;
   r.shape = sh.name;
   r.collective = std::string(collective_name(op));
@@ -232,6 +221,39 @@ std::string now_utc() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
   return buf;
+}
+
+// cgemm-bench's results: one column list for cgemm_bench.csv, .json and .md (the Markdown
+// merges m, n, k into one column and says which path execute() picks; the JSON gives the
+// whole path summary).
+Table bench_table() {
+  constexpr unsigned kData = Column::kCsv | Column::kJson;
+  return Table({{"case", "", "", 0, -1, "", Column::kAll},
+                {"collective", "", "", 0, -1, "", Column::kAll},
+                {"knobs", "", "", 0, -1, "", Column::kAll},
+                {"m", "", "", 0, -1, "", kData},
+                {"n", "", "", 0, -1, "", kData},
+                {"k", "", "", 0, -1, "", kData},
+                {"mnk", "local GEMM m x n x k", "", 0, -1, "", Column::kText},
+                {"gemm_ms", "GEMM ms", "ms", 4, 3, "", Column::kAll},
+                {"collective_ms", "collective ms", "ms", 4, 3, "", Column::kAll},
+                {"sequential_ms", "sequential ms", "ms", 4, 3, "", Column::kAll},
+                {"overlapped_ms", "overlapped ms", "ms", 4, 3, "", Column::kAll},
+                {"tflops", "TFLOP/s", "TFLOP/s", 1, 1, "", Column::kAll},
+                {"efficiency", "", "", 3, 2, "", Column::kAll},
+                {"speedup", "speed-up", "", 3, 2, "x", Column::kAll},
+                {"execute_path", "execute() picks", "", 0, -1, "", Column::kCsv | Column::kText},
+                {"execute_path", "", "", 0, -1, "", Column::kJson}});
+}
+
+std::vector<NamedPath> bench_outputs(const std::string& outdir, const std::string& trace) {
+  std::vector<NamedPath> out;
+  for (const char* ext : {"csv", "json", "md"}) {
+    out.push_back({"--out's cgemm_bench." + std::string(ext), outdir + "/cgemm_bench." + ext});
+  }
+  out.push_back({"--trace", trace});
+  if (!trace.empty()) out.push_back({"--trace's SVG", trace + ".svg"});
+  return out;
 }
 
 int run(int argc, char** argv) {
@@ -296,12 +318,23 @@ int run(int argc, char** argv) {
   } catch (const std::exception& e) {
     error = e.what();
   }
+  if (error.empty() && !vm.count("help")) {
+    try {
+      if (vm.count("out") && outdir.empty()) throw Error("--out \"\": an empty path");
+      if (vm.count("trace") && trace_path.empty()) throw Error("--trace \"\": an empty path");
+      check_distinct(bench_outputs(outdir, trace_path), {{"--peers", peers_path}});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
   if (error.empty() && !vm.count("help") && world_rank() == 0) {
-    // Output files are checked before the run, not after it.
-    for (const std::string& path : {outdir + "/cgemm_bench.csv", trace_path}) {
-      if (path.empty()) continue;
-      std::ofstream probe(path, std::ios::app);
-      if (!probe) error = "cannot open '" + path + "' for writing (--out / --trace)";
+    // Output files are checked before the run, not after it; nothing is created here.
+    try {
+      for (const NamedPath& out : bench_outputs(outdir, trace_path)) {
+        if (!out.path.empty()) check_writable(out);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
     }
   }
   if (vm.count("help") && error.empty()) {
@@ -378,48 +411,25 @@ int run(int argc, char** argv) {
     abort_job(e.what());
   }
 
-  // Outputs, rank 0 only.
+  // Outputs, rank 0 only: one table, three files.
   std::string werr;
   if (world_rank() == 0) {
     try {
-      std::ostringstream csv, md;
-      csv << "case,collective,knobs,m,n,k,gemm_ms,collective_ms,sequential_ms,overlapped_ms,"
-             "tflops,efficiency,speedup,execute_path\n";
-      nlohmann::json js = nlohmann::json::array();
+      Table table = bench_table();
+      for (const Row& r : rows) {
+        const std::string picks = r.auto_overlaps ? "overlapped" : "sequential";
+        table.add({r.shape, r.collective, r.knobs, r.m, r.n, r.k,
+                   std::to_string(r.m) + " x " + std::to_string(r.n) + " x " + std::to_string(r.k),
+                   r.gemm_ms, r.coll_ms, r.seq_ms, r.over_ms, r.tflops, r.efficiency, r.speedup,
+                   picks, r.path});
+      }
+      std::ostringstream md;
       std::string cmd;
       for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
       md << "Run " << now_utc() << ", " << world << " ranks (dp " << dp << " x tp " << world / dp
          << "), command: `mpirun -np " << world << " " << cmd << "`\n\n```\n"
          << machine << "\n```\n\n"
-         << "| case | collective | knobs | local GEMM m x n x k | GEMM ms | collective ms | "
-            "sequential ms | overlapped ms | TFLOP/s | efficiency | speed-up | execute() picks |\n"
-         << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-      for (const Row& r : rows) {
-        csv << r.shape << "," << r.collective << "," << r.knobs << "," << r.m << "," << r.n << ","
-            << r.k << "," << fmt(r.gemm_ms, 4) << "," << fmt(r.coll_ms, 4) << ","
-            << fmt(r.seq_ms, 4) << "," << fmt(r.over_ms, 4) << "," << fmt(r.tflops, 1) << ","
-            << fmt(r.efficiency, 3) << "," << fmt(r.speedup, 3) << ","
-            << (r.auto_overlaps ? "overlapped" : "sequential") << "\n";
-        js.push_back({{"case", r.shape},
-                      {"collective", r.collective},
-                      {"knobs", r.knobs},
-                      {"m", r.m},
-                      {"n", r.n},
-                      {"k", r.k},
-                      {"gemm_ms", r.gemm_ms},
-                      {"collective_ms", r.coll_ms},
-                      {"sequential_ms", r.seq_ms},
-                      {"overlapped_ms", r.over_ms},
-                      {"tflops", r.tflops},
-                      {"efficiency", r.efficiency},
-                      {"speedup", r.speedup},
-                      {"execute_path", r.path}});
-        md << "| " << r.shape << " | " << r.collective << " | " << r.knobs << " | " << r.m << " x "
-           << r.n << " x " << r.k << " | " << fmt(r.gemm_ms) << " | " << fmt(r.coll_ms) << " | "
-           << fmt(r.seq_ms) << " | " << fmt(r.over_ms) << " | " << fmt(r.tflops, 1) << " | "
-           << fmt(r.efficiency, 2) << " | " << fmt(r.speedup, 2) << "x | "
-           << (r.auto_overlaps ? "overlapped" : "sequential") << " |\n";
-      }
+         << table.markdown();
       if (!peers.empty()) {
         md << "\nAgainst PyTorch (same shapes, `bench/peers/torch_async_tp.py`, same machine):\n\n"
            << "| case | collective | torch.mm / cgemm GEMM | torch sequential ms | torch async-TP "
@@ -436,15 +446,9 @@ int run(int argc, char** argv) {
              << " | " << fmt(p.async_ms / r.over_ms, 2) << "x |\n";
         }
       }
-      const auto write = [&](const std::string& name, const std::string& text) {
-        std::ofstream f(outdir + "/" + name);
-        f << text;
-        f.close();
-        if (!f) throw Error("cannot write '" + outdir + "/" + name + "'");
-      };
-      write("cgemm_bench.csv", csv.str());
-      write("cgemm_bench.json", js.dump(2) + "\n");
-      write("cgemm_bench.md", md.str());
+      write_replacing("--out", outdir + "/cgemm_bench.csv", table.csv());
+      write_replacing("--out", outdir + "/cgemm_bench.json", table.json(2));
+      write_replacing("--out", outdir + "/cgemm_bench.md", md.str());
       say("\n" + md.str());
       say("written: " + outdir + "/cgemm_bench.{csv,json,md}");
     } catch (const std::exception& e) {
@@ -453,17 +457,10 @@ int run(int argc, char** argv) {
   }
   if (any_rank_failed(werr)) return kExitUsage;
   if (!trace_path.empty()) {
-    const auto traces = gather_traces(trace, MPI_COMM_WORLD);
-    if (world_rank() == 0) {
-      try {
-        write_chrome_trace(trace_path, traces, base.num_max_streams);
-        write_svg_timeline(
-            trace_path + ".svg", traces, base.num_max_streams,
-            "cgemm-bench: " + names[0] + " shape, all-gather then reduce-scatter, overlapped");
-      } catch (const std::exception& e) {
-        werr = e.what();
-      }
-    }
+    werr = write_trace(
+        trace_path, trace, base.num_max_streams,
+        "cgemm-bench: " + names[0] + " shape, all-gather then reduce-scatter, overlapped",
+        MPI_COMM_WORLD);
     if (any_rank_failed(werr)) return kExitUsage;
   }
   return 0;

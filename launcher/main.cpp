@@ -10,7 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -23,7 +23,9 @@
 #include "check.hpp"
 #include "job.hpp"
 #include "output_dump.hpp"
+#include "output_files.hpp"
 #include "run_config.hpp"
+#include "table.hpp"
 #include "trace_writer.hpp"
 
 namespace cgemm::launcher {
@@ -179,21 +181,6 @@ bool report_check(GemmJob& job) {
   return pass;
 }
 
-/// One more overlapped call, traced; ranks start together so their timelines line up.
-std::vector<TraceSpan> trace_gemm(GemmJob& job, Backend& be) {
-  be.synchronize();
-  {
-    const watchdog::WaitScope wait("the barrier before tracing GEMM '" + job.plan.desc().name +
-                                   "'");
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-  be.set_tracing(true);
-  job.overlapped();
-  std::vector<TraceSpan> spans = be.take_trace();
-  be.set_tracing(false);
-  return spans;
-}
-
 std::string groups_str(const std::vector<std::vector<int>>& groups) {
   std::ostringstream s;
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -204,51 +191,318 @@ std::string groups_str(const std::vector<std::vector<int>>& groups) {
   return s.str();
 }
 
+/// What the job knows of its ranks: printed once, put in every report.
+struct JobInfo {
+  int world = 1;
+  std::vector<std::string> host_of_rank;
+  bool tp_local = true;
+};
+
+/// One experiment's result, for the sweep's row.
+struct Outcome {
+  int rc = kExitUsage;  // 0, kExitCheckFailed, or kExitUsage (already reported)
+  double overlapped_ms = 0, sequential_ms = 0, flops = 0;  // summed over the block
+  std::string check = "skipped";
+  int64_t failures = 0;
+};
+
+/// One experiment on `ctx`: plans, times and checks every GEMM of the block, then writes the
+/// output dump, the trace and the report.
+Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) {
+  Outcome out;
+  std::string error;
+  say("resolved config:\n" + to_ini(cfg));
+
+  // Plan every GEMM first: planner errors are the same on every rank.
+  std::vector<std::unique_ptr<GemmPlan>> plans;
+  try {
+    for (const GemmSpec& g : cfg.gemms) {
+      plans.push_back(std::make_unique<GemmPlan>(
+          ctx, tensor_sequence_parallel_gemm(ctx, g.name, g.collective, cfg.batch, cfg.seq_len,
+                                             g.hidden_in, g.hidden_out, cfg.dtype, cfg.bias,
+                                             cfg.transpose_batch_sequence)));
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (any_rank_failed(error)) return out;
+
+  nlohmann::json report;
+  report["config"] = to_ini(cfg);
+  report["world_size"] = info.world;
+  const MeshComms& comms = ctx.comms();
+  report["mesh"] = {{"dp", comms.dp()},
+                    {"tp", comms.tp()},
+                    {"tp_groups", comms.tp_groups()},
+                    {"dp_groups", comms.dp_groups()},
+                    {"hosts", info.host_of_rank},
+                    {"tp_groups_on_one_host", info.tp_local}};
+  report["backend"] = ctx.backend().name();
+  report["transport"] = ctx.backend().transport();
+  report["backend_details"] = ctx.backend().describe();
+  report["ranks_per_gpu"] = ctx.ranks_per_gpu();
+  report["timing_note"] =
+      ctx.ranks_per_gpu() > 1
+          ? nlohmann::json("GPU shared by " + std::to_string(ctx.ranks_per_gpu()) +
+                           " ranks: times are not a speed measurement")
+          : nlohmann::json(nullptr);
+  bool all_passed = true;
+  std::vector<TraceSpan> trace;
+  std::vector<DumpRecord> dump;
+  try {
+    Backend& be = ctx.backend();
+    std::vector<std::unique_ptr<GemmJob>> jobs;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
+      time_gemm(*jobs.back(), be);
+    }
+    if (cfg.check) {
+      for (int round = 0; round < cfg.check_rounds; ++round) {
+        for (auto& job : jobs) check_round(*job, be, round);
+      }
+      for (auto& job : jobs) all_passed = report_check(*job) && all_passed;
+      // The outputs of the last round, which every backend computes from the same inputs.
+      if (!cfg.output_dump.empty()) {
+        for (auto& job : jobs) {
+          dump.push_back(gather_output(be, job->plan, job->out.p, MPI_COMM_WORLD));
+        }
+      }
+    }
+    for (auto& job : jobs) {
+      report["gemms"].push_back(job->report);
+      out.overlapped_ms += job->report["overlapped_ms"].get<double>();
+      out.sequential_ms += job->report["sequential_ms"].get<double>();
+      out.flops += job->plan.local_flops();
+      if (cfg.trace.empty()) continue;
+      // GEMMs of the block follow one another on the timeline.
+      append_after(trace, trace_call(be, MPI_COMM_WORLD, [&] { job->overlapped(); }));
+    }
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+  if (!cfg.output_dump.empty() && cfg.check) {
+    std::string derr;
+    if (world_rank() == 0) {
+      try {
+        write_dump(cfg.output_dump, dump);
+        say("outputs written to " + cfg.output_dump + " (compare two with cgemm-compare)");
+      } catch (const std::exception& e) {
+        derr = e.what();
+      }
+    }
+    if (any_rank_failed(derr)) return out;
+  }
+  if (!cfg.trace.empty()) {
+    const int lane = std::min(cfg.overlap.num_max_streams, ctx.backend().num_streams());
+    const std::string terr = write_trace(
+        cfg.trace, trace, lane,
+        "cgemm overlapped collective GEMMs: " + std::to_string(info.world) + " ranks, dp " +
+            std::to_string(ctx.comms().dp()) + " x tp " + std::to_string(ctx.comms().tp()) + ", " +
+            ctx.backend().name() + " backend, transport " + ctx.backend().transport(),
+        MPI_COMM_WORLD);
+    if (terr.empty()) {
+      say("trace written to " + cfg.trace + " (Chrome trace JSON) and " + cfg.trace + ".svg");
+    }
+    if (any_rank_failed(terr)) return out;
+  }
+  report["checked"] = cfg.check;
+  report["passed"] = cfg.check ? nlohmann::json(all_passed) : nlohmann::json(nullptr);
+  plans.clear();
+  say(std::string("cgemm-run: ") +
+      (cfg.check ? (all_passed ? "all checks PASSED" : "a check FAILED") : "checks skipped"));
+  if (ctx.ranks_per_gpu() > 1) {
+    say("cgemm-run: GPU shared by " + std::to_string(ctx.ranks_per_gpu()) +
+        " ranks: times are not a speed measurement");
+  }
+
+  if (!cfg.report.empty()) {
+    std::string werr;
+    if (world_rank() == 0) {
+      try {
+        write_replacing("--report", cfg.report, report.dump(2) + "\n");
+        say("report written to " + cfg.report);
+      } catch (const std::exception& e) {
+        werr = e.what();
+      }
+    }
+    if (any_rank_failed(werr)) return out;
+  }
+  if (cfg.check) {
+    out.check = all_passed ? "PASSED" : "FAILED";
+    for (const auto& g : report["gemms"]) out.failures += g["check"]["failures"].get<int64_t>();
+  }
+  out.rc = all_passed ? 0 : kExitCheckFailed;
+  return out;
+}
+
+bool same_overlap(const OverlapOptions& a, const OverlapOptions& b) {
+  return a.policy == b.policy && a.num_max_streams == b.num_max_streams &&
+         a.compute_stream_priority == b.compute_stream_priority &&
+         a.communication_stream_priority == b.communication_stream_priority &&
+         a.num_sm_for_communication == b.num_sm_for_communication && a.use_ce == b.use_ce &&
+         a.aggregate_all_gather == b.aggregate_all_gather;
+}
+
+// A value of the experiment as its INI line says it ("on", "bf16", "1024").
+std::string ini_value(const std::string& ini, const std::string& name) {
+  std::istringstream in(ini);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + " = ", 0) == 0) {
+      std::string v = line.substr(name.size() + 3);
+      return v.substr(0, v.find("  #"));
+    }
+  }
+  return "";
+}
+
+std::string joined(const RunConfig& cfg, const std::function<std::string(const GemmSpec&)>& f) {
+  std::string out;
+  for (const GemmSpec& g : cfg.gemms) out += (out.empty() ? "" : "+") + f(g);
+  return out;
+}
+
+// The sweep's rows: every column in the CSV and JSON Lines files (a fixed header, so files
+// of several sweeps line up); the printed table shows the swept options, sizes and results.
+const std::vector<std::string> kSweepOptions = {"dtype",
+                                                "bias",
+                                                "transpose_batch_sequence",
+                                                "std",
+                                                "seed",
+                                                "warmup",
+                                                "iterations",
+                                                "check",
+                                                "check_rounds",
+                                                "overlap",
+                                                "num_max_streams",
+                                                "compute_stream_priority",
+                                                "communication_stream_priority",
+                                                "num_sm_for_communication",
+                                                "use_ce",
+                                                "aggregate_all_gather"};
+
+Table sweep_table(const std::vector<std::string>& swept) {
+  const auto shown = [&](const std::string& name, bool always = false) {
+    const bool on = always || std::find(swept.begin(), swept.end(), name) != swept.end();
+    return on ? Column::kAll : Column::kCsv | Column::kJson;
+  };
+  std::vector<Column> c{{"experiment", "#", "", 0, -1, "", Column::kAll},
+                        {"swept", "", "", 0, -1, "", Column::kCsv | Column::kJson},
+                        {"gemms", "", "", 0, -1, "", shown("gemm")},
+                        {"collective", "", "", 0, -1, "", shown("collective", true)},
+                        {"batch", "B", "", 0, -1, "", shown("batch", true)},
+                        {"seq_len", "S", "", 0, -1, "", shown("seq_len", true)},
+                        {"hidden_in", "K", "", 0, -1, "", shown("hidden_in", true)},
+                        {"hidden_out", "N", "", 0, -1, "", shown("hidden_out", true)}};
+  for (const std::string& name : kSweepOptions) c.push_back({name, "", "", 0, -1, "", shown(name)});
+  for (Column col :
+       std::vector<Column>{{"dp", "", "", 0, -1, "", Column::kCsv | Column::kJson},
+                           {"tp", "", "", 0, -1, "", Column::kCsv | Column::kJson},
+                           {"backend", "", "", 0, -1, "", Column::kCsv | Column::kJson},
+                           {"overlapped_ms", "overlapped", "(ms)", 4, 3, "", Column::kAll},
+                           {"sequential_ms", "sequential", "(ms)", 4, 3, "", Column::kAll},
+                           {"speedup", "speed-up", "", 3, 2, "", Column::kAll},
+                           {"tflops_per_rank", "TFLOP/s", "(rank)", 3, 2, "", Column::kAll},
+                           {"check_result", "check", "", 0, -1, "", Column::kAll},
+                           {"failures", "#wrong", "", 0, -1, "", Column::kAll}}) {
+    c.push_back(col);
+  }
+  return Table(std::move(c));
+}
+
+std::vector<Cell> sweep_row(size_t index, const std::string& label, const RunConfig& cfg,
+                            const Context& ctx, const Outcome& o) {
+  const std::string ini = to_ini(cfg);
+  std::vector<Cell> row{
+      static_cast<int64_t>(index + 1),
+      label,
+      joined(cfg, [](const GemmSpec& g) { return g.name; }),
+      joined(cfg, [](const GemmSpec& g) { return std::string(collective_name(g.collective)); }),
+      cfg.batch,
+      cfg.seq_len,
+      joined(cfg, [](const GemmSpec& g) { return std::to_string(g.hidden_in); }),
+      joined(cfg, [](const GemmSpec& g) { return std::to_string(g.hidden_out); })};
+  for (const std::string& name : kSweepOptions) row.emplace_back(ini_value(ini, name));
+  const double over = o.overlapped_ms, seq = o.sequential_ms;
+  for (Cell v :
+       std::vector<Cell>{int64_t{ctx.comms().dp()}, int64_t{ctx.comms().tp()},
+                         std::string(ctx.backend().name()), over, seq, over > 0 ? seq / over : 0.0,
+                         over > 0 ? o.flops / (over * 1e-3) / 1e12 : 0.0, o.check, o.failures}) {
+    row.push_back(std::move(v));
+  }
+  return row;
+}
+
 int run(int argc, char** argv) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
 
-  RunConfig cfg;
+  ParseResult parsed;
   std::string error;
   try {
-    ParseResult parsed = parse_run_config(argc, argv);
+    parsed = parse_run_config(argc, argv);
     if (parsed.help) {
       say(parsed.help_text);
       return 0;
     }
-    cfg = std::move(parsed.config);
-    resolve_mesh(cfg, world);
-    watchdog::start(cfg.timeout, world_rank(), "cgemm-run",
+    // Every experiment's mesh rules, before the first runs.
+    const size_t n = parsed.experiments.size();
+    for (size_t i = 0; i < n; ++i) {
+      try {
+        resolve_mesh(parsed.experiments[i], world);
+      } catch (const OptionError& e) {
+        if (n == 1) throw;
+        throw OptionError("experiment " + std::to_string(i + 1) + "/" + std::to_string(n) + " (" +
+                          parsed.labels[i] + "): " + e.what());
+      }
+    }
+    watchdog::start(parsed.experiments.front().timeout, world_rank(), "cgemm-run",
                     [] { abort_world(watchdog::kExitTimeout); });
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (any_rank_failed(error)) return kExitUsage;
+  const std::vector<RunConfig>& experiments = parsed.experiments;
+  const RunConfig& first = experiments.front();
+  const size_t count = experiments.size();
+  Table rows = sweep_table(parsed.swept);
 
   // Output files are checked before the run, not after it: a long run must not be lost.
+  // Nothing is created or truncated here.
   if (world_rank() == 0) {
-    for (const auto& [option, path] : {std::pair<const char*, std::string>{"--report", cfg.report},
-                                       {"--trace", cfg.trace},
-                                       {"--output_dump", cfg.output_dump}}) {
-      if (path.empty()) continue;
-      std::ofstream probe(path, std::ios::app);
-      if (!probe) error = std::string(option) + " " + path + ": cannot open the file for writing";
+    try {
+      for (const NamedPath& out : output_files(first)) {
+        if (!out.path.empty()) check_writable(out);
+      }
+      const std::string header = rows.csv_header();
+      const std::string old = first.sweep_csv.empty() ? "" : first_line(first.sweep_csv);
+      if (!old.empty() && old + "\n" != header) {
+        throw Error("--sweep_csv " + first.sweep_csv +
+                    ": the file has other columns than this sweep's; give another file");
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
     }
   }
   if (any_rank_failed(error)) return kExitUsage;
 
   // The backend rule (Context): decided alike on every rank, so a refusal is one message.
+  // Mesh and backend are the same for every experiment; a new Context only where the overlap
+  // options change.
+  const auto make_context = [&](const OverlapOptions& overlap, std::unique_ptr<Context>& ctx) {
+    ctx.reset();
+    try {
+      ctx = std::make_unique<Context>(
+          MPI_COMM_WORLD, MeshConfig{first.dp, first.tp, "dp", "tpsp"},
+          BackendOptions{first.backend, first.gpu_sharing, first.timeout}, overlap);
+    } catch (const BackendRuleError& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      abort_job(e.what());
+    }
+    return !any_rank_failed(error);
+  };
   std::unique_ptr<Context> ctx;
-  try {
-    ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{cfg.dp, cfg.tp, "dp", "tpsp"},
-                                    BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout},
-                                    cfg.overlap);
-  } catch (const BackendRuleError& e) {
-    error = e.what();
-  } catch (const std::exception& e) {
-    abort_job(e.what());
-  }
-  if (any_rank_failed(error)) return kExitUsage;
+  if (!make_context(first.overlap, ctx)) return kExitUsage;
   if (!ctx->backend_notice().empty()) say(ctx->backend_notice());
   const MeshComms& comms = ctx->comms();
   say("cgemm-run: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(comms.dp()) +
@@ -277,132 +531,86 @@ int run(int argc, char** argv) {
   }
   say(std::string("tensor-parallel groups on one host: ") + (tp_local ? "yes" : "no"));
   say(ctx->backend().describe());
-  say("resolved config:\n" + to_ini(cfg));
+  JobInfo info{world, host_of_rank, tp_local == 1};
 
-  // Plan every GEMM first: planner errors are the same on every rank.
-  std::vector<std::unique_ptr<GemmPlan>> plans;
-  try {
-    for (const GemmSpec& g : cfg.gemms) {
-      plans.push_back(std::make_unique<GemmPlan>(
-          *ctx, tensor_sequence_parallel_gemm(*ctx, g.name, g.collective, cfg.batch, cfg.seq_len,
-                                              g.hidden_in, g.hidden_out, cfg.dtype, cfg.bias,
-                                              cfg.transpose_batch_sequence)));
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (any_rank_failed(error)) return kExitUsage;
-
-  nlohmann::json report;
-  report["config"] = to_ini(cfg);
-  report["world_size"] = world;
-  report["mesh"] = {{"dp", comms.dp()},
-                    {"tp", comms.tp()},
-                    {"tp_groups", comms.tp_groups()},
-                    {"dp_groups", comms.dp_groups()},
-                    {"hosts", host_of_rank},
-                    {"tp_groups_on_one_host", tp_local == 1}};
-  report["backend"] = ctx->backend().name();
-  report["transport"] = ctx->backend().transport();
-  report["backend_details"] = ctx->backend().describe();
-  report["ranks_per_gpu"] = ctx->ranks_per_gpu();
-  report["timing_note"] =
-      ctx->ranks_per_gpu() > 1
-          ? nlohmann::json("GPU shared by " + std::to_string(ctx->ranks_per_gpu()) +
-                           " ranks: times are not a speed measurement")
-          : nlohmann::json(nullptr);
-  bool all_passed = true;
-  std::vector<TraceSpan> trace;
-  std::vector<DumpRecord> dump;
-  try {
-    Backend& be = ctx->backend();
-    std::vector<std::unique_ptr<GemmJob>> jobs;
-    for (size_t i = 0; i < plans.size(); ++i) {
-      jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
-      time_gemm(*jobs.back(), be);
-    }
-    if (cfg.check) {
-      for (int round = 0; round < cfg.check_rounds; ++round) {
-        for (auto& job : jobs) check_round(*job, be, round);
-      }
-      for (auto& job : jobs) all_passed = report_check(*job) && all_passed;
-      // The outputs of the last round, which every backend computes from the same inputs.
-      if (!cfg.output_dump.empty()) {
-        for (auto& job : jobs) {
-          dump.push_back(gather_output(be, job->plan, job->out.p, MPI_COMM_WORLD));
+  // A sweep plans every experiment first: planner errors are the same on every rank, and a bad
+  // value anywhere ends the job before the first run (the plans are dropped again; experiments
+  // of other overlap options plan on a CPU context of theirs).
+  if (count > 1) {
+    try {
+      std::unique_ptr<Context> probe;
+      for (size_t i = 0; i < count && error.empty(); ++i) {
+        const RunConfig& cfg = experiments[i];
+        Context* on = ctx.get();
+        if (!same_overlap(cfg.overlap, ctx->overlap())) {
+          if (!probe || !same_overlap(cfg.overlap, probe->overlap())) {
+            probe.reset();
+            probe =
+                std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{cfg.dp, cfg.tp, "dp", "tpsp"},
+                                          BackendKind::kCpu, cfg.overlap);
+          }
+          on = probe.get();
+        }
+        try {
+          for (const GemmSpec& g : cfg.gemms) {
+            GemmPlan plan(*on, tensor_sequence_parallel_gemm(*on, g.name, g.collective, cfg.batch,
+                                                             cfg.seq_len, g.hidden_in, g.hidden_out,
+                                                             cfg.dtype, cfg.bias,
+                                                             cfg.transpose_batch_sequence));
+          }
+        } catch (const std::exception& e) {
+          error = "experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + " (" +
+                  parsed.labels[i] + "): " + e.what();
         }
       }
+    } catch (const std::exception& e) {
+      abort_job(e.what());
     }
-    for (auto& job : jobs) {
-      report["gemms"].push_back(job->report);
-      if (cfg.trace.empty()) continue;
-      // GEMMs of the block follow one another on the timeline.
-      std::vector<TraceSpan> spans = trace_gemm(*job, be);
-      const double shift = trace.empty() ? 0.0 : trace.back().end_ms + 0.05;
-      for (TraceSpan& s : spans) {
-        s.start_ms += shift;
-        s.end_ms += shift;
-        trace.push_back(std::move(s));
-      }
-    }
-  } catch (const std::exception& e) {
-    abort_job(e.what());
-  }
-  if (!cfg.output_dump.empty() && cfg.check) {
-    std::string derr;
-    if (world_rank() == 0) {
-      try {
-        write_dump(cfg.output_dump, dump);
-        say("outputs written to " + cfg.output_dump + " (compare two with cgemm-compare)");
-      } catch (const std::exception& e) {
-        derr = e.what();
-      }
-    }
-    if (any_rank_failed(derr)) return kExitUsage;
-  }
-  if (!cfg.trace.empty()) {
-    std::string terr;
-    const auto traces = gather_traces(trace, MPI_COMM_WORLD);
-    if (world_rank() == 0) {
-      try {
-        const int lane = std::min(cfg.overlap.num_max_streams, ctx->backend().num_streams());
-        write_chrome_trace(cfg.trace, traces, lane);
-        write_svg_timeline(cfg.trace + ".svg", traces, lane,
-                           "cgemm overlapped collective GEMMs: " + std::to_string(world) +
-                               " ranks, dp " + std::to_string(comms.dp()) + " x tp " +
-                               std::to_string(comms.tp()) + ", " + ctx->backend().name() +
-                               " backend, transport " + ctx->backend().transport());
-        say("trace written to " + cfg.trace + " (Chrome trace JSON) and " + cfg.trace + ".svg");
-      } catch (const std::exception& e) {
-        terr = e.what();
-      }
-    }
-    if (any_rank_failed(terr)) return kExitUsage;
-  }
-  report["checked"] = cfg.check;
-  report["passed"] = cfg.check ? nlohmann::json(all_passed) : nlohmann::json(nullptr);
-  plans.clear();
-  say(std::string("cgemm-run: ") +
-      (cfg.check ? (all_passed ? "all checks PASSED" : "a check FAILED") : "checks skipped"));
-  if (ctx->ranks_per_gpu() > 1) {
-    say("cgemm-run: GPU shared by " + std::to_string(ctx->ranks_per_gpu()) +
-        " ranks: times are not a speed measurement");
+    if (any_rank_failed(error)) return kExitUsage;
   }
 
-  if (!cfg.report.empty()) {
+  int rc = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const RunConfig& cfg = experiments[i];
+    if (count > 1) {
+      say("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + ": " +
+          parsed.labels[i]);
+    }
+    if (!same_overlap(cfg.overlap, ctx->overlap()) && !make_context(cfg.overlap, ctx)) {
+      return kExitUsage;
+    }
+    const Outcome o = run_experiment(cfg, *ctx, info);
+    if (o.rc == kExitUsage) return kExitUsage;
+    if (o.rc != 0) rc = o.rc;
+    rows.add(sweep_row(i, parsed.labels[i], cfg, *ctx, o));
+    // The row goes out as the experiment ends: a row is either whole or absent.
     std::string werr;
     if (world_rank() == 0) {
-      std::ofstream f(cfg.report);
-      f << report.dump(2) << "\n";
-      f.close();
-      if (!f)
-        werr = "cannot write the report to '" + cfg.report + "'";
-      else
-        say("report written to " + cfg.report);
+      try {
+        const size_t last = rows.size() - 1;
+        if (!cfg.sweep_csv.empty()) {
+          const bool fresh = first_line(cfg.sweep_csv).empty();
+          append_text("--sweep_csv", cfg.sweep_csv,
+                      (fresh ? rows.csv_header() : "") + rows.csv_row(last));
+        }
+        if (!cfg.sweep_jsonl.empty()) {
+          append_text("--sweep_jsonl", cfg.sweep_jsonl, rows.json_line(last));
+        }
+      } catch (const std::exception& e) {
+        werr = e.what();
+      }
     }
     if (any_rank_failed(werr)) return kExitUsage;
   }
-  return all_passed ? 0 : kExitCheckFailed;
+  if (count > 1) {
+    say("\n# cgemm-run sweep: " + std::to_string(count) + " experiments on " +
+        std::to_string(world) + " ranks\n#\n" + rows.text() + "# " +
+        (rc == 0 ? "all checks PASSED" : "a check FAILED"));
+  }
+  for (const std::string& path : {first.sweep_csv, first.sweep_jsonl}) {
+    if (!path.empty()) say("sweep rows appended to " + path);
+  }
+  return rc;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cgemm/core/watchdog.hpp"
+#include "output_files.hpp"
 
 namespace cgemm::launcher {
 
@@ -74,19 +75,17 @@ DumpRecord gather_output(Backend& be, const GemmPlan& plan, const void* out, MPI
 }
 
 void write_dump(const std::string& path, const std::vector<DumpRecord>& records) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error("output_dump " + path + ": cannot open the file for writing");
-  f << kMagic << "\n";
-  for (const DumpRecord& r : records) {
-    const nlohmann::json h = {{"name", r.name},
-                              {"dtype", std::string(dtype_name(r.dtype))},
-                              {"shape", r.shape},
-                              {"bytes", r.data.size()}};
-    f << h.dump() << "\n";
-    f.write(r.data.data(), static_cast<std::streamsize>(r.data.size()));
-  }
-  f.close();
-  if (!f) throw Error("output_dump " + path + ": write failed");
+  write_replacing("output_dump", path, [&](std::ostream& f) {
+    f << kMagic << "\n";
+    for (const DumpRecord& r : records) {
+      const nlohmann::json h = {{"name", r.name},
+                                {"dtype", std::string(dtype_name(r.dtype))},
+                                {"shape", r.shape},
+                                {"bytes", r.data.size()}};
+      f << h.dump() << "\n";
+      f.write(r.data.data(), static_cast<std::streamsize>(r.data.size()));
+    }
+  });
 }
 
 std::vector<DumpRecord> read_dump(const std::string& path) {

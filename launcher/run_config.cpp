@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -83,6 +84,9 @@ struct Descriptions {
   po::options_description run{"Run", kWidth, kDescColumn};
   po::options_description overlap{"Overlap (the CPU backend ignores the knobs marked CUDA only)",
                                   kWidth, kDescColumn};
+  po::options_description sweep{
+      "Sweep (comma-separated lists of values: one experiment per combination)", kWidth,
+      kDescColumn};
   po::options_description command_line{kWidth, kDescColumn};  // everything
   po::options_description file{kWidth, kDescColumn};          // everything but General
 };
@@ -214,9 +218,18 @@ Descriptions make_descriptions() {
       ("aggregate_all_gather", bool_value(ov.aggregate_all_gather),
        "all-gather two chunks per step, opposite ways round the ring; shapes the schedule on "
        "both backends");
+
+  d.sweep.add_options()
+      ("sweep_csv", po::value<std::string>()->value_name("FILE"),
+       "append one CSV row per experiment (the options, sizes, times, TFLOP/s, speed-up, "
+       "check), flushed as each ends; the header is written when FILE is new or empty "
+       "[path; default: none]")
+      ("sweep_jsonl", po::value<std::string>()->value_name("FILE"),
+       "append one JSON object per line per experiment, the same fields as --sweep_csv "
+       "[path; default: none]");
   // clang-format on
 
-  for (auto* group : {&d.mesh, &d.problem, &d.run, &d.overlap}) d.file.add(*group);
+  for (auto* group : {&d.mesh, &d.problem, &d.run, &d.overlap, &d.sweep}) d.file.add(*group);
   d.command_line.add(d.general).add(d.file);
   return d;
 }
@@ -231,12 +244,20 @@ std::string help_text(const Descriptions& d) {
          "true|false, yes|no or 1|0. Units are in [brackets].\n";
   // One description holding the groups, so that every group lines up in the same columns.
   po::options_description all(Descriptions::kWidth, Descriptions::kDescColumn);
-  all.add(d.general).add(d.mesh).add(d.problem).add(d.run).add(d.overlap);
+  all.add(d.general).add(d.mesh).add(d.problem).add(d.run).add(d.overlap).add(d.sweep);
   out << all << "\n";
   out << "The overlap knobs mean what they mean in Transformer Engine's "
          "collective_gemm_bootstrap.\nThe CPU backend ignores compute_stream_priority, "
          "communication_stream_priority,\nnum_sm_for_communication and use_ce; num_max_streams "
-         "and aggregate_all_gather shape the\nschedule on both backends.\n";
+         "and aggregate_all_gather shape the\nschedule on both backends.\n\n"
+         "Sweeps: batch, seq_len, hidden_in, hidden_out, collective, dtype, bias,\n"
+         "transpose_batch_sequence, std, seed, warmup, iterations, check, check_rounds and the\n"
+         "overlap options take a comma-separated list ('seq_len = 1024, 2048', or\n"
+         "--collective all_gather,reduce_scatter). The lists expand to their product, one\n"
+         "experiment each, run one after another in this job (the last list varies fastest);\n"
+         "every experiment is checked before the first runs. dp, tp, backend and gpu_sharing\n"
+         "may not be swept. Rank 0 prints a table, one row per experiment; --sweep_csv and\n"
+         "--sweep_jsonl collect the rows. A sweep writes no --report, --trace or --output_dump.\n";
   return out.str();
 }
 
@@ -344,8 +365,45 @@ std::string spelling_hint(std::string name, const Descriptions& d, bool dashes) 
 
 const char kHelpHint[] = "; run cgemm-run --help for the options";
 
+// Boost.Program_options 1.74 loops forever in error_with_option_name::what() when a text it
+// substitutes into its message template holds a placeholder ("batch = %value%": replacing
+// "%value%" by "%value%" never ends). So what() is never called on such an error: the message
+// is built here from the same parts, the way Boost words it.
+struct ErrorParts : po::error_with_option_name {
+  static const std::map<std::string, std::string>& of(const po::error_with_option_name& e) {
+    return e.*(&ErrorParts::m_substitutions);
+  }
+};
+
+std::string error_text(const po::error& e) {
+  const auto* named = dynamic_cast<const po::error_with_option_name*>(&e);
+  if (named == nullptr) return e.what();
+  const auto& parts = ErrorParts::of(*named);
+  const bool placeholder = std::any_of(parts.begin(), parts.end(), [](const auto& kv) {
+    return kv.second.find('%') != std::string::npos;
+  });
+  if (!placeholder) return e.what();
+  std::string name = named->get_option_name();
+  if (name.empty()) {
+    const auto token = parts.find("original_token");
+    if (token != parts.end()) name = token->second;
+  }
+  if (dynamic_cast<const po::unknown_option*>(&e)) return "unrecognised option '" + name + "'";
+  if (dynamic_cast<const po::multiple_occurrences*>(&e)) {
+    return "option '" + name + "' cannot be specified more than once";
+  }
+  if (dynamic_cast<const po::multiple_values*>(&e)) {
+    return "option '" + name + "' only takes a single argument";
+  }
+  const auto value = parts.find("value");
+  if (value != parts.end()) {
+    return "the argument ('" + value->second + "') for option '" + name + "' is invalid";
+  }
+  return "invalid option '" + name + "'";
+}
+
 [[noreturn]] void rethrow_command_line_error(const po::error& e, const Descriptions& d) {
-  std::string msg = std::string("command line: ") + e.what();
+  std::string msg = std::string("command line: ") + error_text(e);
   if (const auto* unknown = dynamic_cast<const po::unknown_option*>(&e)) {
     msg += spelling_hint(unknown->get_option_name(), d, true);
   }
@@ -375,7 +433,7 @@ const char kHelpHint[] = "; run cgemm-run --help for the options";
       }
     }
   }
-  throw OptionError(where + ": " + e.what() + hint + kHelpHint);
+  throw OptionError(where + ": " + error_text(e) + hint + kHelpHint);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -394,6 +452,14 @@ class Reader {
   T at_least(const std::string& name, T min, const char* what) const {
     const T v = get<T>(name);
     if (v < min) fail(name, std::to_string(v), what);
+    return v;
+  }
+
+  // A file option: none when not given; given empty, a bad option (not "no file").
+  std::string path(const std::string& name) const {
+    if (vm_.count(name) == 0) return {};
+    const auto v = get<std::string>(name);
+    if (v.empty()) fail(name, v, "an empty path (leave the option out for no file)");
     return v;
   }
 
@@ -533,12 +599,12 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
     r.fail("timeout", float_text(static_cast<float>(cfg.timeout)),
            "must be 0 (wait forever) or a positive number of seconds");
   }
-  if (vm.count("output_dump")) cfg.output_dump = r.get<std::string>("output_dump");
+  cfg.output_dump = r.path("output_dump");
   if (!cfg.output_dump.empty() && !cfg.check) {
     r.fail("output_dump", cfg.output_dump, "needs check = on (it dumps the checked outputs)");
   }
-  if (vm.count("report")) cfg.report = r.get<std::string>("report");
-  if (vm.count("trace")) cfg.trace = r.get<std::string>("trace");
+  cfg.report = r.path("report");
+  cfg.trace = r.path("trace");
 
   // overlap
   OverlapOptions& ov = cfg.overlap;
@@ -558,8 +624,80 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
   ov.use_ce = r.get<bool>("use_ce");
   ov.aggregate_all_gather = r.get<bool>("aggregate_all_gather");
 
+  // sweep
+  cfg.sweep_csv = r.path("sweep_csv");
+  cfg.sweep_jsonl = r.path("sweep_jsonl");
+
   cfg.config_file = src.file();
+  check_distinct(output_files(cfg), {{"--config", cfg.config_file}});
   return cfg;
+}
+
+}  // namespace
+
+namespace {
+
+// Sweeps: these options may hold a comma-separated list (the experiments are the product).
+constexpr std::array<std::string_view, 21> kSweepable{"batch",
+                                                      "seq_len",
+                                                      "hidden_in",
+                                                      "hidden_out",
+                                                      "collective",
+                                                      "dtype",
+                                                      "bias",
+                                                      "transpose_batch_sequence",
+                                                      "std",
+                                                      "seed",
+                                                      "warmup",
+                                                      "iterations",
+                                                      "check",
+                                                      "check_rounds",
+                                                      "overlap",
+                                                      "num_max_streams",
+                                                      "compute_stream_priority",
+                                                      "communication_stream_priority",
+                                                      "num_sm_for_communication",
+                                                      "use_ce",
+                                                      "aggregate_all_gather"};
+// One job runs one mesh on one backend (one Context): these may not be swept.
+constexpr std::array<std::string_view, 4> kNotSweepable{"dp", "tp", "backend", "gpu_sharing"};
+
+bool in(std::string_view name, const auto& names) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+struct Axis {
+  po::parsed_options* where;  // the command line's options or the file's
+  size_t index;               // of the option in where->options
+  std::string name;
+  std::vector<std::string> values;
+};
+
+// The list options of `opts` (those the command line does not override, for the file's).
+void find_axes(po::parsed_options& opts, bool from_file, const Sources& src,
+               std::vector<Axis>& axes) {
+  for (size_t i = 0; i < opts.options.size(); ++i) {
+    const auto& o = opts.options[i];
+    if (o.value.size() != 1 || o.value[0].find(',') == std::string::npos) continue;
+    if (from_file && src.on_command_line(o.string_key)) continue;
+    if (in(o.string_key, kNotSweepable)) {
+      throw OptionError(src.describe(o.string_key, o.value[0]) +
+                        ": the mesh and backend options (dp, tp, backend, gpu_sharing) may not "
+                        "be swept: one job runs one mesh on one backend (start a job per mesh)");
+    }
+    if (!in(o.string_key, kSweepable)) continue;
+    Axis a{&opts, i, o.string_key, {}};
+    std::istringstream items(o.value[0]);
+    for (std::string item; std::getline(items, item, ',');) a.values.push_back(trim(item));
+    if (o.value[0].back() == ',') a.values.emplace_back();
+    for (const auto& v : a.values) {
+      if (v.empty()) {
+        throw OptionError(src.describe(o.string_key, o.value[0]) +
+                          ": an empty value in the list (sweep lists are 'A, B, C')");
+      }
+    }
+    axes.push_back(std::move(a));
+  }
 }
 
 }  // namespace
@@ -567,16 +705,15 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
 ParseResult parse_run_config(int argc, const char* const* argv) {
   const Descriptions d = make_descriptions();
   ParseResult result;
-  po::variables_map vm;
   Sources src;
-
+  po::parsed_options cli(&d.command_line);
   try {
     namespace style = po::command_line_style;
     // No guessing: "--bat" is not "--batch"; the names are a contract.
-    const po::parsed_options cli = po::command_line_parser(argc, argv)
-                                       .options(d.command_line)
-                                       .style(style::default_style & ~style::allow_guessing)
-                                       .run();
+    cli = po::command_line_parser(argc, argv)
+              .options(d.command_line)
+              .style(style::default_style & ~style::allow_guessing)
+              .run();
     for (const auto& o : cli.options) {
       if (o.string_key.empty()) {
         const std::string token = o.original_tokens.empty() ? "" : o.original_tokens.front();
@@ -586,25 +723,26 @@ ParseResult parse_run_config(int argc, const char* const* argv) {
                           kHelpHint);
       }
     }
-    po::store(cli, vm);
     src.set_command_line(cli);
   } catch (const po::error& e) {
     rethrow_command_line_error(e, d);
   }
 
-  if (vm.count("help")) {
+  if (src.on_command_line("help")) {
     result.help = true;
     result.help_text = help_text(d);
     return result;
   }
-  if (vm.count("version")) {
+  if (src.on_command_line("version")) {
     result.help = true;
     result.help_text = std::string("cgemm-run ") + CGEMM_VERSION + "\n";
     return result;
   }
 
-  if (vm.count("config")) {
-    const std::string path = vm["config"].as<std::string>();
+  std::optional<po::parsed_options> file;
+  for (const auto& o : cli.options) {
+    if (o.string_key != "config" || o.value.empty() || file) continue;
+    const std::string path = o.value.front();
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
       throw OptionError("--config " + path + ": is a directory, not an INI file");
@@ -620,19 +758,81 @@ ParseResult parse_run_config(int argc, const char* const* argv) {
     src.set_file(path, text.str());
     try {
       std::istringstream file_in(text.str());
-      po::store(po::parse_config_file(file_in, d.file), vm);
+      file = po::parse_config_file(file_in, d.file);
     } catch (const po::error& e) {
       rethrow_file_error(e, d, src);
     }
   }
 
-  try {
-    po::notify(vm);
-  } catch (const po::error& e) {
-    rethrow_command_line_error(e, d);
+  std::vector<Axis> axes;
+  find_axes(cli, false, src, axes);
+  if (file) find_axes(*file, true, src, axes);
+  size_t count = 1;
+  for (const auto& a : axes) count *= a.values.size();
+  for (const auto& a : axes) result.swept.push_back(a.name);
+
+  // Every experiment is read and checked now: a bad value anywhere stops the job before the
+  // first run. Experiment k takes value (k / stride) % size of each axis (the last is fastest).
+  for (size_t k = 0; k < count; ++k) {
+    std::string label;
+    size_t stride = count;
+    for (const auto& a : axes) {
+      stride /= a.values.size();
+      const std::string& v = a.values[(k / stride) % a.values.size()];
+      a.where->options[a.index].value = {v};
+      label += (label.empty() ? "" : " ") + a.name + "=" + v;
+    }
+    const std::string prefix = count == 1 ? ""
+                                          : "experiment " + std::to_string(k + 1) + "/" +
+                                                std::to_string(count) + " (" + label + "): ";
+    try {
+      po::variables_map vm;
+      try {
+        po::store(cli, vm);
+      } catch (const po::error& e) {
+        rethrow_command_line_error(e, d);
+      }
+      if (file) {
+        try {
+          po::store(*file, vm);
+        } catch (const po::error& e) {
+          rethrow_file_error(e, d, src);
+        }
+      }
+      try {
+        po::notify(vm);
+      } catch (const po::error& e) {
+        rethrow_command_line_error(e, d);
+      }
+      result.experiments.push_back(read_config(vm, src));
+      result.labels.push_back(label);
+    } catch (const OptionError& e) {
+      throw OptionError(prefix + e.what());
+    }
   }
-  result.config = read_config(vm, src);
+  result.config = result.experiments.front();
+  if (count > 1) {
+    for (const auto& [option, path] :
+         {std::pair<const char*, const std::string&>{"--report", result.config.report},
+          {"--trace", result.config.trace},
+          {"--output_dump", result.config.output_dump}}) {
+      if (!path.empty()) {
+        throw OptionError(std::string(option) + " " + path + ": a sweep (" + std::to_string(count) +
+                          " experiments) writes no report, trace or output dump; its rows go to "
+                          "--sweep_csv and --sweep_jsonl");
+      }
+    }
+  }
   return result;
+}
+
+std::vector<NamedPath> output_files(const RunConfig& cfg) {
+  std::vector<NamedPath> out{{"--report", cfg.report}, {"--trace", cfg.trace}};
+  if (!cfg.trace.empty()) out.push_back({"--trace's SVG", cfg.trace + ".svg"});
+  out.push_back({"--output_dump", cfg.output_dump});
+  out.push_back({"--sweep_csv", cfg.sweep_csv, true});
+  out.push_back({"--sweep_jsonl", cfg.sweep_jsonl, true});
+  return out;
 }
 
 void resolve_mesh(RunConfig& cfg, int world_size) {
@@ -741,6 +941,17 @@ std::string to_ini(const RunConfig& cfg) {
   out << "num_sm_for_communication = " << ov.num_sm_for_communication << "\n";
   out << "use_ce = " << on_off(ov.use_ce) << "\n";
   out << "aggregate_all_gather = " << on_off(ov.aggregate_all_gather) << "\n";
+
+  out << "\n# Sweep\n";
+  for (const auto& [name, path] :
+       {std::pair<const char*, const std::string&>{"sweep_csv", cfg.sweep_csv},
+        {"sweep_jsonl", cfg.sweep_jsonl}}) {
+    if (path.empty()) {
+      out << "# " << name << " = (none)\n";
+    } else {
+      out << name << " = " << path << "\n";
+    }
+  }
   return out.str();
 }
 

@@ -11,6 +11,7 @@
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/options.hpp"
+#include "output_files.hpp"
 
 namespace cgemm::launcher {
 
@@ -48,6 +49,9 @@ struct RunConfig {
   std::string report;        // JSON report path; empty: none
   std::string trace;         // trace path (Chrome JSON; FILE.svg beside it); empty: none
   OverlapOptions overlap;
+  // sweep
+  std::string sweep_csv;    // one CSV row per experiment, appended; empty: none
+  std::string sweep_jsonl;  // one JSON line per experiment, appended; empty: none
   std::string config_file;  // the --config given, for the report
 };
 
@@ -59,7 +63,12 @@ class OptionError : public Error {
 
 /// Result of parsing: a config, or a request to print help/version and exit 0.
 struct ParseResult {
-  RunConfig config;
+  RunConfig config;  // the first experiment (the only one without a sweep)
+  /// Sweeps: options given as comma-separated lists expand to their product, one experiment
+  /// each, in order (the last list varies fastest); every one is parsed and checked.
+  std::vector<RunConfig> experiments;
+  std::vector<std::string> labels;  // per experiment: "seq_len=1024 dtype=bf16" (swept values)
+  std::vector<std::string> swept;   // the swept options' names, in list order
   bool help = false;
   std::string help_text;  // filled when help
 };
@@ -67,6 +76,10 @@ struct ParseResult {
 /// Parses argv (and the --config INI file it names). Validates everything that does not need
 /// the world size (sizes > 0, known enums, dp >= 1, ...). Throws OptionError.
 ParseResult parse_run_config(int argc, const char* const* argv);
+
+/// The files the run writes (report, trace and its SVG, output dump, sweep rows), named by
+/// their options; empty paths for those not given.
+std::vector<NamedPath> output_files(const RunConfig& cfg);
 
 /// Checks what needs the world size: world % dp == 0, tp * dp == world, seq_len % tp == 0,
 /// hidden sizes divisible by tp, batch % dp == 0. Resolves tp when 0. Throws OptionError.

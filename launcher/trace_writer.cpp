@@ -1,12 +1,15 @@
 #include "trace_writer.hpp"
 
+#include "cgemm/core/watchdog.hpp"
+
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "output_files.hpp"
 
 namespace cgemm::launcher {
 
@@ -48,10 +51,7 @@ std::string escape_xml(const std::string& s) {
 }
 
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) throw Error("cannot write the trace to '" + path + "'");
+  write_replacing("trace", path, text);
 }
 
 }  // namespace
@@ -91,6 +91,44 @@ std::vector<RankTrace> gather_traces(const std::vector<TraceSpan>& mine, MPI_Com
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::vector<TraceSpan> trace_call(Backend& be, MPI_Comm comm, const std::function<void()>& body) {
+  be.synchronize();
+  {
+    const watchdog::WaitScope wait("the barrier before a traced call");
+    MPI_Barrier(comm);
+  }
+  be.set_tracing(true);
+  body();
+  std::vector<TraceSpan> spans = be.take_trace();
+  be.set_tracing(false);
+  return spans;
+}
+
+void append_after(std::vector<TraceSpan>& timeline, std::vector<TraceSpan> spans) {
+  double shift = 0.0;
+  for (const TraceSpan& s : timeline) shift = std::max(shift, s.end_ms + 0.05);
+  for (TraceSpan& s : spans) {
+    s.start_ms += shift;
+    s.end_ms += shift;
+    timeline.push_back(std::move(s));
+  }
+}
+
+std::string write_trace(const std::string& path, const std::vector<TraceSpan>& mine,
+                        int transport_lane, const std::string& title, MPI_Comm comm) {
+  const auto traces = gather_traces(mine, comm);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank != 0) return {};
+  try {
+    write_chrome_trace(path, traces, transport_lane);
+    write_svg_timeline(path + ".svg", traces, transport_lane, title);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
 }
 
 void write_chrome_trace(const std::string& path, const std::vector<RankTrace>& traces,

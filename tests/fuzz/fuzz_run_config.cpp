@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <string_view>
 
 #include "fuzz_checks.hpp"
 #include "run_config.hpp"
@@ -45,22 +44,7 @@ launcher::ParseResult parse_file(const std::string& path) {
 
 }  // namespace
 
-// Known bug, not ours to fix here (launcher/ and Boost): Boost.Program_options 1.74's
-// error_with_option_name::what() loops forever when an option name or value holds one of
-// its own placeholders (`batch = %value%`); tests/fuzz/known/run_config/ has the inputs.
-// Such inputs are skipped so the fuzzer looks for other bugs.
-bool has_boost_placeholder(std::string_view text) {
-  for (const char* p :
-       {"%value%", "%option%", "%canonical_option%", "%original_token%", "%prefix%"}) {
-    if (text.find(p) != std::string_view::npos) return true;
-  }
-  return false;
-}
-
 std::string check_run_config(const uint8_t* data, size_t size) {
-  if (has_boost_placeholder(std::string_view(reinterpret_cast<const char*>(data), size))) {
-    return "";
-  }
   const std::string& path = ini_path();
   if (!write_file(path, reinterpret_cast<const char*>(data), size)) return "";  // not ours
   std::string first;

@@ -29,7 +29,7 @@ if(CGEMM_FUZZ)
   target_link_libraries(fuzz_plan_line PRIVATE nlohmann_json::nlohmann_json cgemm_warnings)
 
   add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp
-                 ${CMAKE_SOURCE_DIR}/launcher/run_config.cpp
+                 ${CMAKE_SOURCE_DIR}/launcher/run_config.cpp ${CMAKE_SOURCE_DIR}/launcher/output_files.cpp
                  ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp ${sharding_sources})
   target_include_directories(fuzz_run_config PRIVATE ${CGEMM_FUZZ_DIR}
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include

@@ -80,6 +80,10 @@ cgemm_add_mpi_failure_test(local_batch_not_divisible_by_dp 4 "_reorder_dp_leadin
   --dp 2 --batch 6 --collective all_gather)
 cgemm_add_mpi_failure_test(malformed_ini 2 "malformed.ini" --config ${CMAKE_CURRENT_LIST_DIR}/malformed.ini)
 cgemm_add_mpi_failure_test(missing_config 2 "no/such/file.ini" --config no/such/file.ini)
+# Boost.Program_options 1.74 loops forever formatting an error that holds its placeholders.
+cgemm_add_mpi_failure_test(boost_placeholder_cli 2 "%value%.*--batch" --batch %value%)
+cgemm_add_mpi_failure_test(boost_placeholder_ini 2 "hang-boost-placeholder-value.ini, line 1.*%value%"
+  --config ${CMAKE_SOURCE_DIR}/tests/fuzz/regressions/run_config/hang-boost-placeholder-value.ini)
 
 # --trace writes a Chrome trace and an SVG timeline with every rank's GEMMs and transfers.
 add_test(NAME mpi_tp2_trace
@@ -143,3 +147,74 @@ foreach(fault "stop:2:5;all_gather" "skip_exchange:1:3;reduce_scatter")
   set_tests_properties(mpi_watchdog_${kind}_${coll} PROPERTIES LABELS mpi TIMEOUT 60
     PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+# Output files (launcher/output_files.hpp): no output may name the config or another output,
+# an explicitly empty path is a bad option, and every output is checked writable up front
+# without creating it.
+set(out ${CMAKE_CURRENT_BINARY_DIR}/outputs)
+file(MAKE_DIRECTORY ${out})
+file(WRITE ${out}/same_file.ini "seq_len = 16\nhidden_in = 32\nhidden_out = 48\n")
+cgemm_add_mpi_failure_test(report_names_config 2 "--report .*same_file.ini.*--config"
+  --config ${out}/same_file.ini --report ${out}/same_file.ini)
+cgemm_add_mpi_failure_test(trace_names_report 2 "--trace .*--report"
+  --report ${out}/both.json --trace ${out}/both.json)
+cgemm_add_mpi_failure_test(report_names_trace_svg 2 "--trace's SVG .*--report"
+  --report ${out}/t.json.svg --trace ${out}/t.json)
+cgemm_add_mpi_failure_test(output_dump_names_report 2 "--output_dump .*--report"
+  --report ${out}/d.out --output_dump ${out}/d.out)
+file(WRITE ${out}/empty_report.ini "report =\n")
+cgemm_add_mpi_failure_test(empty_report_path_ini 2 "report = .*empty_report.ini, line 1.*empty path"
+  --config ${out}/empty_report.ini)
+# An empty argument does not survive CMake's argument lists: sh appends it.
+add_test(NAME mpi_error_empty_report_path
+  COMMAND sh -c "exec \"$@\" --report ''" sh ${CMAKE_CURRENT_LIST_DIR}/expect_failure.sh
+          "--report \"\": an empty path"
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu)
+set_tests_properties(mpi_error_empty_report_path PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+cgemm_add_mpi_failure_test(report_in_missing_folder 2 "--report .*no such folder"
+  --report ${out}/no/such/folder/r.json)
+cgemm_add_mpi_failure_test(trace_is_a_folder 2 "--trace .*is a folder" --trace ${out})
+
+# A run that fails after the output checks (here: a planner error) leaves an old report
+# byte-identical and creates none of its other outputs.
+add_test(NAME mpi_failed_run_keeps_old_report
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/keeps_old_outputs.sh ${out}/failed_run
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --dp 2 --batch 6 --collective all_gather
+          --report ${out}/failed_run/report.json --trace ${out}/failed_run/trace.json)
+set_tests_properties(mpi_failed_run_keeps_old_report PROPERTIES LABELS mpi TIMEOUT 60
+  PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")
+
+# Sweeps: lists of values expand to their product, run one after another in this job; each
+# experiment appends a row to the CSV and JSON Lines files and to the printed table.
+file(WRITE ${out}/sweep.ini "seq_len = 16, 32\nhidden_in = 32\nhidden_out = 48\n"
+  "collective = all_gather, reduce_scatter\nwarmup = 0\niterations = 1\n")
+add_test(NAME mpi_sweep_2x2
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_sweep.sh ${out}/sweep_2x2 4
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --config ${out}/sweep.ini
+          --sweep_csv ${out}/sweep_2x2/sweep.csv --sweep_jsonl ${out}/sweep_2x2/sweep.jsonl)
+add_test(NAME mpi_sweep_knobs_cli
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_sweep.sh ${out}/sweep_knobs 4
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --warmup 0 --iterations 1 --seq_len 16
+          --hidden_in 32 --hidden_out 48 --dtype bf16,fp16 --num_max_streams 1,2
+          --sweep_csv ${out}/sweep_knobs/sweep.csv --sweep_jsonl ${out}/sweep_knobs/sweep.jsonl)
+# The 3rd value of a list is bad (seq_len 6 is not divisible by tp 4): nothing runs.
+add_test(NAME mpi_sweep_bad_third_value
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_sweep.sh ${out}/sweep_bad 0
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --seq_len 16,32,6 --hidden_in 32 --hidden_out 48
+          --sweep_csv ${out}/sweep_bad/sweep.csv --sweep_jsonl ${out}/sweep_bad/sweep.jsonl)
+set_tests_properties(mpi_sweep_2x2 mpi_sweep_knobs_cli PROPERTIES LABELS mpi TIMEOUT 120
+  PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV}")
+set_tests_properties(mpi_sweep_bad_third_value PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 4
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+cgemm_add_mpi_failure_test(sweep_bad_third_value 4 "experiment 3/3 \\(seq_len=6\\).*--seq_len 6"
+  --seq_len 16,32,6 --hidden_in 32 --hidden_out 48)
+cgemm_add_mpi_failure_test(sweep_bad_dtype 2 "experiment 3/3 \\(dtype=int7\\).*int7"
+  --dtype bf16,fp16,int7)
+cgemm_add_mpi_failure_test(sweep_mesh_option 2 "--dp 1,2: .*may not be swept" --dp 1,2)
+cgemm_add_mpi_failure_test(sweep_with_report 2 "--report .*a sweep" --seq_len 16,32
+  --report ${out}/never.json)

@@ -1,0 +1,47 @@
+#pragma once
+// Output files of cgemm-run and cgemm-bench (reports, traces and their SVG, output dumps, bench
+// tables, sweep rows): the rules they share.
+//
+// - No output may name an input (--config, --peers) or another output: a bad option.
+// - Every output is checked writable before the run, without creating or truncating it.
+// - Reports, traces, dumps and tables are written to a temporary file in the same folder and
+//   renamed into place: a failed run leaves the old file as it was, never an empty one.
+//   (Sweep rows are appended instead, one flushed line at a time; see sweep.hpp.)
+
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace cgemm::launcher {
+
+/// A file an option names. `option` is how messages name it ("--report", "--trace's SVG").
+struct NamedPath {
+  std::string option;
+  std::string path;
+  bool appended = false;  // written by appending (sweep rows), not replaced
+};
+
+/// Throws OptionError when an output names an input or another output (one message naming
+/// both options). Empty paths are skipped.
+void check_distinct(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
+
+/// Throws cgemm::Error unless `out.path` can be written: its folder exists, it is not a folder,
+/// an existing file is writable, and (for replaced files) a file can be made in the folder.
+/// Creates nothing that stays: the probe file is removed at once.
+void check_writable(const NamedPath& out);
+
+/// Writes `body`'s output to a temporary file beside `path`, then renames it onto `path`.
+/// On any failure the temporary file is removed, `path` is untouched, and cgemm::Error names
+/// `what` and the path.
+void write_replacing(const std::string& what, const std::string& path,
+                     const std::function<void(std::ostream&)>& body);
+void write_replacing(const std::string& what, const std::string& path, const std::string& text);
+
+/// Appends `text` (whole lines) to `path` with one write(2) and closes it: a row is either
+/// there whole or absent. Creates the file. Throws cgemm::Error naming `what` and the path.
+void append_text(const std::string& what, const std::string& path, const std::string& text);
+/// The first line of `path` without its newline; empty when the file is missing or empty.
+std::string first_line(const std::string& path);
+
+}  // namespace cgemm::launcher
