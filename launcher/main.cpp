@@ -20,6 +20,7 @@
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "check.hpp"
+#include "dry_run.hpp"
 #include "job.hpp"
 #include "output_dump.hpp"
 #include "run_config.hpp"
@@ -211,11 +212,22 @@ int run(int argc, char** argv) {
       return 0;
     }
     cfg = std::move(parsed.config);
-    resolve_mesh(cfg, world);
+    resolve_mesh(cfg, planned_world(cfg, world));
+    check_values(cfg);
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (any_rank_failed(error)) return kExitUsage;
+
+  // Every GEMM planned without a backend, before anything is created: sizes that overflow
+  // and plans that cannot run end the job here, alike on every rank (dry_run.hpp).
+  try {
+    plan_block(cfg, world_rank());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (any_rank_failed(error)) return kExitUsage;
+  if (cfg.dry_run) return dry_run(cfg, world);
 
   // Output files are checked before the run, not after it: a long run must not be lost.
   if (world_rank() == 0) {
@@ -240,6 +252,8 @@ int run(int argc, char** argv) {
     abort_job(e.what());
   }
   if (any_rank_failed(error)) return kExitUsage;
+  // The memory check, before any buffer: the ranks sharing a host (CPU) or a GPU (CUDA).
+  if (any_rank_failed(memory_refusal(cfg, *ctx))) return kExitUsage;
   if (!ctx->backend_notice().empty()) say(ctx->backend_notice());
   const MeshComms& comms = ctx->comms();
   say("cgemm-run: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(comms.dp()) +
