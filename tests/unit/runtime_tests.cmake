@@ -4,3 +4,9 @@ cgemm_add_unit_test(test_run_config
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_run_config.cpp
   LIBS cgemm_launcher_lib)
 target_compile_definitions(test_run_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
+# plan_gemm without a backend (runtime/src/plan_description.cpp), the memory check and the
+# checked size arithmetic.
+cgemm_add_unit_test(test_plan_description
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_plan_description.cpp
+  LIBS cgemm)
