@@ -21,6 +21,7 @@
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "check.hpp"
+#include "dry_run.hpp"
 #include "job.hpp"
 #include "output_dump.hpp"
 #include "output_files.hpp"
@@ -444,11 +445,12 @@ int run(int argc, char** argv) {
       say(parsed.help_text);
       return 0;
     }
-    // Every experiment's mesh rules, before the first runs.
+    // Every experiment's mesh rules and option values, before the first runs.
     const size_t n = parsed.experiments.size();
     for (size_t i = 0; i < n; ++i) {
       try {
-        resolve_mesh(parsed.experiments[i], world);
+        resolve_mesh(parsed.experiments[i], planned_world(parsed.experiments[i], world));
+        check_values(parsed.experiments[i]);
       } catch (const OptionError& e) {
         if (n == 1) throw;
         throw OptionError("experiment " + std::to_string(i + 1) + "/" + std::to_string(n) + " (" +
@@ -465,6 +467,29 @@ int run(int argc, char** argv) {
   const RunConfig& first = experiments.front();
   const size_t count = experiments.size();
   Table rows = sweep_table(parsed.swept);
+
+  // Every GEMM planned without a backend, before anything is created: sizes that overflow
+  // and plans that cannot run end the job here, alike on every rank (dry_run.hpp).
+  try {
+    for (size_t i = 0; i < count; ++i) {
+      try {
+        plan_block(experiments[i], world_rank());
+      } catch (const std::exception& e) {
+        if (count == 1) throw;
+        throw Error("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + " (" +
+                    parsed.labels[i] + "): " + e.what());
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (any_rank_failed(error)) return kExitUsage;
+  if (first.dry_run) {
+    for (const RunConfig& exp : experiments) {
+      if (const int rc = dry_run(exp, world); rc != 0) return rc;
+    }
+    return 0;
+  }
 
   // Output files are checked before the run, not after it: a long run must not be lost.
   // Nothing is created or truncated here.
@@ -503,6 +528,10 @@ int run(int argc, char** argv) {
   };
   std::unique_ptr<Context> ctx;
   if (!make_context(first.overlap, ctx)) return kExitUsage;
+  // The memory check, before any buffer: the ranks sharing a host (CPU) or a GPU (CUDA).
+  for (const RunConfig& exp : experiments) {
+    if (any_rank_failed(memory_refusal(exp, *ctx))) return kExitUsage;
+  }
   if (!ctx->backend_notice().empty()) say(ctx->backend_notice());
   const MeshComms& comms = ctx->comms();
   say("cgemm-run: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(comms.dp()) +

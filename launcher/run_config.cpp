@@ -192,7 +192,21 @@ Descriptions make_descriptions() {
       ("trace", po::value<std::string>()->value_name("FILE"),
        "record one extra overlapped call of each GEMM on every rank (every GEMM chunk, "
        "transfer, reorder and partial sum) and write it as Chrome trace-event JSON to FILE "
-       "(open in Perfetto) and as an SVG timeline to FILE.svg [path; default: none]");
+       "(open in Perfetto) and as an SVG timeline to FILE.svg [path; default: none]")
+      // Planning without a backend (launcher/dry_run.cpp).
+      ("dry_run", bool_value(defaults.dry_run)->implicit_value(true, "on"),
+       "plan only: print every rank's host, local rank, GPU (local rank modulo the GPUs it "
+       "sees), dp and tp coordinates and transports, each GEMM's plan and the bytes of its "
+       "buffers, then exit 0; creates no backend, allocates nothing, makes no CUDA call "
+       "(runs on a login node); --backend auto plans as cuda")
+      ("ranks_per_node", int_value<int>("N", defaults.ranks_per_node),
+       "with --dry_run from one process: describe a job of dp x tp ranks (--tp needed) placed "
+       "N per host; 0 = the placement of this MPI job [ranks]")
+      ("gpus_per_node", int_value<int>("N", defaults.gpus_per_node),
+       "GPUs a rank sees, for --dry_run's GPU numbers; 0 = CUDA_VISIBLE_DEVICES or the "
+       "driver's count (one per rank under --ranks_per_node) [GPUs]")
+      ("compute_capability", int_value<int>("CC", defaults.compute_capability),
+       "compute capability --dry_run plans the cuBLAS workspaces for, e.g. 90 = sm 90");
 
   d.overlap.add_options()
       ("overlap", po::value<std::string>()->value_name("P")
@@ -605,6 +619,11 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
   }
   cfg.report = r.path("report");
   cfg.trace = r.path("trace");
+  cfg.dry_run = r.get<bool>("dry_run");
+  cfg.ranks_per_node = r.at_least<int>("ranks_per_node", 0, "must be 0 or more [ranks]");
+  cfg.gpus_per_node = r.at_least<int>("gpus_per_node", 0, "must be 0 or more [GPUs]");
+  cfg.compute_capability =
+      r.at_least<int>("compute_capability", 10, "must be a compute capability such as 90");
 
   // overlap
   OverlapOptions& ov = cfg.overlap;
@@ -931,6 +950,10 @@ std::string to_ini(const RunConfig& cfg) {
   } else {
     out << "trace = " << cfg.trace << "\n";
   }
+  out << "dry_run = " << on_off(cfg.dry_run) << "\n";
+  out << "ranks_per_node = " << cfg.ranks_per_node << "\n";
+  out << "gpus_per_node = " << cfg.gpus_per_node << "\n";
+  out << "compute_capability = " << cfg.compute_capability << "\n";
 
   const OverlapOptions& ov = cfg.overlap;
   out << "\n# Overlap\n";

@@ -48,6 +48,13 @@ struct RunConfig {
   std::string output_dump;   // file for the global outputs of the last check round; empty: none
   std::string report;        // JSON report path; empty: none
   std::string trace;         // trace path (Chrome JSON; FILE.svg beside it); empty: none
+
+  // planning without a backend (launcher/dry_run.hpp)
+  bool dry_run = false;         // plan and print, no backend
+  int ranks_per_node = 0;       // dry run of a described job: dp x tp ranks, N per host
+  int gpus_per_node = 0;        // GPUs a rank sees in a dry run; 0: detected / one per rank
+  int compute_capability = 90;  // what a dry run plans the cuBLAS workspaces for
+
   OverlapOptions overlap;
   // sweep
   std::string sweep_csv;    // one CSV row per experiment, appended; empty: none

@@ -195,6 +195,8 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
     }
   }
   ranks_per_gpu_ = choice.kind == BackendKind::kCuda ? choice.ranks_per_gpu : 1;
+  ranks_sharing_memory_ =
+      choice.kind == BackendKind::kCuda ? choice.placement.ranks_per_gpu : comms_->local_size();
   backend_ = choice.kind == BackendKind::kCuda
                  ? make_cuda_backend(*comms_, overlap_, choice.placement)
                  : make_cpu_backend(*comms_, overlap_);

@@ -43,9 +43,19 @@ struct GemmGeometry {
 
   size_t in_size() const { return dtype_size(in); }
   size_t out_size() const { return dtype_size(out); }
-  size_t lhs_bytes() const { return static_cast<size_t>(lhs_rows * k) * in_size(); }
-  size_t chunk_lhs_bytes() const { return static_cast<size_t>(chunk_rows * k) * in_size(); }
-  size_t chunk_out_bytes() const { return static_cast<size_t>(chunk_rows * n) * out_size(); }
+  // Byte counts in checked 64-bit arithmetic (throw cgemm::Error naming the GEMM on overflow).
+  size_t bytes(int64_t rows, int64_t cols, size_t esize, const char* what) const {
+    const std::string where = "GEMM '" + name + "' " + what;
+    return static_cast<size_t>(checked_bytes(checked_mul(rows, cols, where), esize, where));
+  }
+  size_t lhs_bytes() const { return bytes(lhs_rows, k, in_size(), "lhs"); }
+  size_t chunk_lhs_bytes() const { return bytes(chunk_rows, k, in_size(), "lhs chunk"); }
+  size_t chunk_out_bytes() const { return bytes(chunk_rows, n, out_size(), "output chunk"); }
+  /// count x bytes, checked.
+  size_t times(size_t bytes_each, int64_t count, const char* what) const {
+    return static_cast<size_t>(
+        checked_mul(static_cast<int64_t>(bytes_each), count, "GEMM '" + name + "' " + what));
+  }
 
   /// The local GEMM's dtypes, k, n and dense leading dimensions; rows and pointers unset.
   GemmTask task() const {

@@ -14,6 +14,7 @@ struct GemmPlan::Impl {
 
   GemmGeometry geometry;
   CollectiveGemm kind;
+  PlanDescription description;  // what plan_gemm says of it (shapes, offsets, bytes)
   Engine engine;
 
   // OverlapOptions::policy and, under kAuto, what the first call measured.

@@ -177,7 +177,8 @@ GemmAbstract gemm_abstract(const GemmAbstractInput& in) {
                       shape_str(result.out_shape) + " has fewer than 2 dims");
     }
     if (in.collective_op == CollectiveOp::kAllGather) {
-      result.out_shape[1] *= in.tpsp_size;
+      result.out_shape[1] =
+          checked_mul(result.out_shape[1], in.tpsp_size, "all-gather overlap output dim 1");
     } else {
       if (in.tpsp_size == 0) {
         throw PlanError("reduce-scatter overlap divides output dim 1 by tpsp_size=0");
@@ -219,11 +220,16 @@ GemmAbstract gemm_abstract(const GemmAbstractInput& in) {
 
   int64_t workspace = cublas_workspace_bytes(in.compute_capability);
   // NVFP4 scales are swizzled by a kernel into the workspace rather than by JAX transposes.
-  if (is_nvfp4(in.scaling_mode)) workspace += lhs_scale_size + rhs_scale_size;
+  const std::string what = "cuBLAS workspace";
+  if (is_nvfp4(in.scaling_mode)) {
+    workspace = checked_add(workspace, checked_add(lhs_scale_size, rhs_scale_size, what), what);
+  }
   // Every stream of a collective GEMM gets its own cuBLAS workspace.
-  if (in.collective_op != CollectiveOp::kNone) workspace *= in.num_max_streams;
+  if (in.collective_op != CollectiveOp::kNone) {
+    workspace = checked_mul(workspace, in.num_max_streams, what);
+  }
   // cuBLAS wants a 256-byte aligned pointer and JAX buffers need not be.
-  workspace += 256;
+  workspace = checked_add(workspace, 256, what);
   result.workspace_bytes = workspace;
   return result;
 }

@@ -1,5 +1,6 @@
 #include "cgemm/sharding/partition_spec.hpp"
 
+#include <limits>
 #include <string>
 
 namespace cgemm {
@@ -53,9 +54,12 @@ bool Mesh::has_axis(const std::string& name) const {
 }
 
 int Mesh::size() const {
-  int n = 1;
-  for (const auto& [axis, size] : axes) n *= size;
-  return n;
+  int64_t n = 1;
+  for (const auto& [axis, size] : axes) n = checked_mul(n, size, "mesh size");
+  if (n > std::numeric_limits<int>::max()) {
+    throw Error("mesh size " + std::to_string(n) + " exceeds the largest int");
+  }
+  return static_cast<int>(n);
 }
 
 PartitionSpec pad_spec(const std::optional<PartitionSpec>& spec, size_t ndim,
@@ -86,7 +90,7 @@ Shape local_shape(const Shape& global, const PartitionSpec& spec, const Mesh& me
         throw Error(what + " dim " + std::to_string(d) + " of shape " + shape_str(global) +
                     " is sharded over '" + axis + "', which is not a mesh axis");
       }
-      shards *= mesh.axis_size(axis);
+      shards = checked_mul(shards, mesh.axis_size(axis), what + " shards");
     }
     if (shards <= 0 || global[d] % shards != 0) {
       throw Error(what + " dim " + std::to_string(d) + " of shape " + shape_str(global) +

@@ -45,10 +45,11 @@ ReorderGeometry geometry(ReorderKind kind, const Shape& shape, int dp_size, int 
   g.n = shape[0] / dp_size;
   const int64_t m = shape[1] / tpsp_size;
   int64_t rest = 1;
-  for (size_t d = 2; d < shape.size(); ++d) rest *= shape[d];
-  g.block = m * rest;
+  for (size_t d = 2; d < shape.size(); ++d) rest = checked_mul(rest, shape[d], where);
+  g.block = checked_mul(m, rest, where);
   g.total = num_elements(shape);
-  const int64_t reshaped = g.dp * g.n * g.tpsp * g.block;
+  const int64_t reshaped =
+      checked_mul(checked_mul(checked_mul(g.dp, g.n, where), g.tpsp, where), g.block, where);
   if (reshaped != g.total) {
     // Built with appends: GCC 12 at -O3 warns falsely (-Wrestrict) on "literal" + string&&.
     const int64_t first = kind == ReorderKind::kTpspLeading ? g.dp : g.tpsp;
@@ -112,8 +113,12 @@ void apply_reorder(ReorderKind kind, const Shape& shape, int dp_size, int tpsp_s
   if (src == nullptr || dst == nullptr) {
     throw Error(kind_name(kind) + " of shape " + shape_str(shape) + ": null tensor pointer");
   }
-  const size_t block_bytes = static_cast<size_t>(g.block) * element_bytes;
-  const size_t bytes = static_cast<size_t>(g.total) * element_bytes;
+  // Every block index times block is below total (checked in geometry()), so only the byte
+  // counts can overflow.
+  const size_t block_bytes =
+      static_cast<size_t>(checked_bytes(g.block, element_bytes, kind_name(kind) + " block"));
+  const size_t bytes =
+      static_cast<size_t>(checked_bytes(g.total, element_bytes, kind_name(kind) + " tensor"));
   const auto* s = static_cast<const unsigned char*>(src);
   auto* o = static_cast<unsigned char*>(dst);
   // Compared as integers: relational operators on pointers into different objects are

@@ -14,3 +14,8 @@ cgemm_add_unit_test(test_transport
 cgemm_add_unit_test(test_output_files
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_output_files.cpp
   LIBS cgemm_launcher_lib)
+# plan_gemm without a backend (runtime/src/plan_description.cpp), the memory check and the
+# checked size arithmetic.
+cgemm_add_unit_test(test_plan_description
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_plan_description.cpp
+  LIBS cgemm)

@@ -25,7 +25,7 @@ Ref chunk_out(const GemmGeometry& g, int c) {
 
 Program overlapped(const GemmGeometry& g) {
   Program p;
-  p.workspace.ring = g.tp > 1 ? g.chunk_lhs_bytes() * static_cast<size_t>(g.tp) : 0;
+  p.workspace.ring = g.tp > 1 ? g.times(g.chunk_lhs_bytes(), g.tp, "ring") : 0;
   p.ops.push_back(ForkOp{});
   int previous = -1;  // token slot of the exchange the next step's chunks arrive by
   int gemm_index = 0;
@@ -64,21 +64,26 @@ step_name + "chunk " + std::to_string(tr.send_chunk) + " -> rank " +
   return p;
 }
 
+// Rows of the gathered lhs (tp x this rank's), checked.
+int64_t c_rows(const GemmGeometry& g) {
+  return checked_mul(g.tp, g.lhs_rows, "GEMM '" + g.name + "' gathered rows");
+}
+
 // The whole gathered lhs [tp, B, S/tp, K] in one GEMM; rank-major rows, so batch-first
 // outputs of local batch > 1 need the dp-leading reorder after it.
 GemmTask whole(const GemmGeometry& g) {
   GemmTask t = g.task();
-  t.m = g.tp * g.lhs_rows;
+  t.m = c_rows(g);
   return t;
 }
 
 Program sequential(const GemmGeometry& g) {
   Program p;
-  p.workspace.work_in = g.lhs_bytes() * static_cast<size_t>(g.tp);
+  p.workspace.work_in = g.times(g.lhs_bytes(), g.tp, "gathered lhs");
   p.ops.push_back(AllGatherOp{{Buf::kLhs}, {Buf::kWorkIn}, g.lhs_bytes(), 0});
   const std::string label = g.name + " gemm";
   if (g.strided) {
-    p.workspace.work_out = static_cast<size_t>(g.tp * g.lhs_rows * g.n) * g.out_size();
+    p.workspace.work_out = g.bytes(c_rows(g), g.n, g.out_size(), "gathered output");
     p.ops.push_back(GemmOp{whole(g), {Buf::kWorkIn}, {Buf::kWorkOut}, g.fuse_bias, 0, label});
     p.ops.push_back(ReorderOp{
         ReorderKind::kDpLeading, g.out_local, g.dp, {Buf::kWorkOut}, {Buf::kOut}, g.out, 0});
@@ -101,10 +106,13 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
     g.seq_rows = g.seq_total / g.tp;
   }
   CollectiveGemm c;
-  c.gemm_rows = g.tp * g.lhs_rows;
+  // Every offset the programs compute is below these checked totals: they cannot overflow.
+  c.gemm_rows = c_rows(g);
+  g.bytes(c.gemm_rows, g.n, g.out_size(), "gathered output");
+  g.bytes(c.gemm_rows, g.k, g.in_size(), "gathered lhs");
   c.overlapped = overlapped(g);
   c.sequential = sequential(g);
-  c.gemm_only.workspace.work_in = g.lhs_bytes() * static_cast<size_t>(g.tp);
+  c.gemm_only.workspace.work_in = g.times(g.lhs_bytes(), g.tp, "gathered lhs");
   c.gemm_only.ops.push_back(
       GemmOp{whole(g), {Buf::kWorkIn}, {Buf::kOut}, false, 0, g.name + " gemm"});
   c.collective_only.workspace.work_in = c.gemm_only.workspace.work_in;

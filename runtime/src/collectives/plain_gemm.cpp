@@ -12,7 +12,8 @@ CollectiveGemm make_plain_gemm(GemmGeometry& g) {
                 "; the runtime all-reduces over the tensor-parallel axis only");
   }
   g.chunk_rows = g.lhs_rows;
-  const int64_t out_count = g.lhs_rows * g.n;
+  const int64_t out_count = checked_mul(g.lhs_rows, g.n, "GEMM '" + g.name + "' output");
+  g.bytes(g.lhs_rows, g.n, g.out_size(), "output");
 
   CollectiveGemm c;
   c.overlappable = false;

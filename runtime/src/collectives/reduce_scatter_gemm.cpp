@@ -36,7 +36,7 @@ Program overlapped(const GemmGeometry& g) {
     p.ops.push_back(JoinOp{0});
     return p;
   }
-  p.workspace.ring = g.chunk_out_bytes() * static_cast<size_t>(g.tp);
+  p.workspace.ring = g.times(g.chunk_out_bytes(), g.tp, "ring");
   p.workspace.send = p.workspace.ring;
   std::vector<int> tokens;
   int step_index = 0;
@@ -69,7 +69,14 @@ Program overlapped(const GemmGeometry& g) {
 
 // The whole local GEMM [lhs rows, n] into kWorkOut, the reduced chunk behind it.
 size_t partial_bytes(const GemmGeometry& g) {
-  return static_cast<size_t>(g.lhs_rows * g.n) * g.out_size();
+  return g.bytes(g.lhs_rows, g.n, g.out_size(), "partial products");
+}
+
+// The partials and the reduced chunk behind them, checked.
+size_t work_out_bytes(const GemmGeometry& g) {
+  return static_cast<size_t>(checked_add(static_cast<int64_t>(partial_bytes(g)),
+                                         static_cast<int64_t>(g.chunk_out_bytes()),
+                                         "GEMM '" + g.name + "' sequential workspace"));
 }
 
 GemmTask whole(const GemmGeometry& g) {
@@ -83,7 +90,7 @@ GemmTask whole(const GemmGeometry& g) {
 Program sequential(const GemmGeometry& g) {
   Program p;
   const int64_t count = g.chunk_rows * g.n;
-  p.workspace.work_out = partial_bytes(g) + g.chunk_out_bytes();
+  p.workspace.work_out = work_out_bytes(g);
   Ref a{Buf::kLhs};
   if (g.strided) {
     p.workspace.work_in = g.lhs_bytes();
@@ -116,9 +123,12 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
   }
   CollectiveGemm c;
   c.gemm_rows = g.lhs_rows;
+  // Every offset the programs compute is below these checked totals: they cannot overflow.
+  work_out_bytes(g);
+  g.lhs_bytes();
   c.overlapped = overlapped(g);
   c.sequential = sequential(g);
-  c.gemm_only.workspace.work_out = partial_bytes(g) + g.chunk_out_bytes();
+  c.gemm_only.workspace.work_out = work_out_bytes(g);
   c.gemm_only.ops.push_back(
       GemmOp{whole(g), {Buf::kLhs}, {Buf::kWorkOut}, false, 0, g.name + " gemm"});
   c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;

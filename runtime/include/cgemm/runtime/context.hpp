@@ -70,6 +70,10 @@ class Context {
   /// The most ranks that share one GPU anywhere in the job (1: no GPU is shared, or CPU).
   /// Above 1, times measure nothing: kernels of the sharing processes time-slice the GPU.
   int ranks_per_gpu() const { return ranks_per_gpu_; }
+  /// The ranks (this one included) whose buffers share this rank's memory: the ranks of its
+  /// host on the CPU backend, the ranks on its GPU (by UUID) on the CUDA backend. For the
+  /// memory check (memory_check.hpp).
+  int ranks_sharing_memory() const { return ranks_sharing_memory_; }
 
  private:
   MeshConfig mesh_config_;
@@ -78,6 +82,7 @@ class Context {
   MeshResource resource_;
   std::string notice_;
   int ranks_per_gpu_ = 1;
+  int ranks_sharing_memory_ = 1;
   std::unique_ptr<MeshComms> comms_;
   std::unique_ptr<Backend> backend_;
 };

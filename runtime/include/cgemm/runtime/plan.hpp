@@ -12,23 +12,13 @@
 #include <string>
 
 #include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/plan_description.hpp"
 #include "cgemm/sharding/gemm_abstract.hpp"
 #include "cgemm/sharding/gemm_sharding.hpp"
 
 namespace cgemm {
 
-struct GemmDesc {
-  std::string name = "gemm";
-  Shape lhs_shape;                     // global
-  Shape rhs_shape;                     // global
-  std::optional<Shape> bias_shape;     // global [N]; nullopt: no bias
-  DType dtype = DType::kBFloat16;      // lhs, rhs
-  DType out_dtype = DType::kBFloat16;  // output and bias
-  PartitionSpec lhs_spec, rhs_spec, bias_spec;
-  ContractingDims contracting_dims{{-1}, {0}};
-  CollectiveOp collective = CollectiveOp::kNone;
-  bool transpose_batch_sequence = false;
-};
+// GemmDesc: plan_description.hpp.
 
 /// The standard tensor-sequence-parallel layouts (as Megatron and TE's tests use them):
 ///  all_gather:     x (dp, tpsp, None) [B, S, K] @ w (None, tpsp) [K, N] + b (tpsp)
@@ -44,9 +34,11 @@ GemmDesc tensor_sequence_parallel_gemm(const Context& ctx, std::string name,
 
 class GemmPlan {
  public:
-  /// Plans `desc` on ctx's mesh: partition specs (infer_gemm_sharding), local shapes, the
-  /// output shape and workspace (gemm_abstract), the reorder checks. Throws PlanError when
-  /// gemm.py would raise, cgemm::Error for layouts the runtime does not run.
+  /// Plans `desc` on ctx's mesh with plan_gemm (plan_description.hpp), taking the backend
+  /// kind, compute capability and stream count from ctx's backend: partition specs
+  /// (infer_gemm_sharding), local shapes, the output shape and workspace (gemm_abstract), the
+  /// reorder checks. Throws PlanError when gemm.py would raise, cgemm::Error for layouts the
+  /// runtime does not run.
   GemmPlan(Context& ctx, GemmDesc desc);
   ~GemmPlan();
   GemmPlan(const GemmPlan&) = delete;
@@ -67,6 +59,9 @@ class GemmPlan {
   Shape bias_offset() const;
   /// Offset of this rank's output shard in the global output (replicated dims: 0).
   Shape out_offset() const;
+  /// Everything plan_gemm (plan_description.hpp) says of this plan: the same shapes,
+  /// offsets, schedule and bytes a dry run computes without a backend.
+  const PlanDescription& description() const;
   /// FLOPs of this rank's GEMM work in one call.
   double local_flops() const;
   /// One line: collective, chunking, streams, transport.

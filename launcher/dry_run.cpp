@@ -1,0 +1,411 @@
+#include "dry_run.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "cgemm/runtime/memory_check.hpp"
+#include "cgemm/runtime/plan_description.hpp"
+#include "job.hpp"
+
+namespace cgemm::launcher {
+
+namespace {
+
+// A dry run plans --backend auto as cuda (the default: cuda, sm 90).
+BackendKind planned_backend(const RunConfig& cfg) {
+  return cfg.backend == BackendKind::kCpu ? BackendKind::kCpu : BackendKind::kCuda;
+}
+
+PlanningMesh planning_mesh(const RunConfig& cfg, int rank) {
+  PlanningMesh m;
+  m.dp = cfg.dp;
+  m.tp = cfg.tp;
+  m.dp_rank = rank / cfg.tp;
+  m.tp_rank = rank % cfg.tp;
+  return m;
+}
+
+PlanningOptions planning_options(const RunConfig& cfg, BackendKind backend) {
+  PlanningOptions o;
+  o.overlap = cfg.overlap;
+  o.backend = backend;
+  o.compute_capability = cfg.compute_capability;
+  return o;
+}
+
+std::vector<PlanDescription> plans_of(const RunConfig& cfg, int rank, BackendKind backend) {
+  const PlanningMesh m = planning_mesh(cfg, rank);
+  const PlanningOptions o = planning_options(cfg, backend);
+  std::vector<PlanDescription> out;
+  for (const GemmSpec& g : cfg.gemms) {
+    out.push_back(plan_gemm(tensor_sequence_parallel_gemm(
+                                m, g.name, g.collective, cfg.batch, cfg.seq_len, g.hidden_in,
+                                g.hidden_out, cfg.dtype, cfg.bias, cfg.transpose_batch_sequence),
+                            m, o));
+  }
+  return out;
+}
+
+// What cgemm-run holds for a block on one rank (launcher/main.cpp's GemmJob): every GEMM's
+// operands, its reference output and both paths' workspaces for the whole run, and, once
+// per process, the largest per-call scratch of the backend (cuBLAS workspaces or the CPU's
+// fp64 copies and temporaries, with the check's host copies of an output on the CPU).
+int64_t job_bytes(const std::vector<PlanDescription>& plans, BackendKind backend) {
+  const std::string what = "bytes of the block";
+  int64_t sum = 0, once = 0;
+  for (const PlanDescription& p : plans) {
+    const PlanBytes& b = p.bytes;
+    sum = checked_add(sum, checked_add(checked_add(b.operands(), b.out, what), b.workspace, what),
+                      what);
+    int64_t scratch = b.cublas_workspace;
+    if (backend == BackendKind::kCpu) {
+      const int64_t nan_fill = checked_bytes(num_elements(p.out_local), sizeof(float), what);
+      const int64_t check = checked_add(checked_mul(b.out, 2, what), nan_fill, what);
+      scratch = checked_add(b.cpu_fp64_copies, std::max(b.cpu_scratch, check), what);
+    }
+    once = std::max(once, scratch);
+  }
+  return checked_add(sum, once, what);
+}
+
+std::string bytes_str(int64_t b) {
+  static constexpr std::array<const char*, 6> kUnits{"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(b);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < kUnits.size()) {
+    v /= 1024.0;
+    ++u;
+  }
+  std::ostringstream s;
+  s << b << " bytes";
+  if (u > 0) {
+    s.precision(3);
+    s << " (" << v << " " << kUnits[u] << ")";
+  }
+  return s.str();
+}
+
+// GPUs this process would see, found without a CUDA call: CUDA_VISIBLE_DEVICES when set,
+// else the driver's entries in /proc; 0 on a machine without a GPU (a login node).
+int visible_gpus_without_cuda() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v != nullptr) {
+    std::string s(v);
+    if (s.empty() || s == "-1" || s == "NoDevFiles") return 0;
+    return static_cast<int>(std::count(s.begin(), s.end(), ',')) + 1;
+  }
+  std::error_code ec;
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    (void)e;
+    ++n;
+  }
+  return ec ? 0 : n;
+}
+
+std::string processor_name() {
+  std::array<char, MPI_MAX_PROCESSOR_NAME> name{};
+  int len = 0;
+  MPI_Get_processor_name(name.data(), &len);
+  return std::string(name.data(), static_cast<size_t>(len));
+}
+
+struct Place {
+  std::string host;
+  int local_rank = 0;
+  int gpus = 0;  // GPUs the rank sees
+  int gpu = -1;  // the backend rule's GPU: local rank modulo gpus; -1: none
+};
+
+// The job's placement: from MPI (host names and visible GPUs of every rank), or, under
+// --ranks_per_node, dp x tp ranks placed N per host "node0", "node1", ...
+std::vector<Place> placement(const RunConfig& cfg, int world, int mpi_world) {
+  std::vector<Place> places(static_cast<size_t>(world));
+  if (cfg.ranks_per_node > 0) {
+    const int gpus = cfg.gpus_per_node > 0 ? cfg.gpus_per_node : cfg.ranks_per_node;
+    for (int r = 0; r < world; ++r) {
+      places[static_cast<size_t>(r)] = {"node" + std::to_string(r / cfg.ranks_per_node),
+                                        r % cfg.ranks_per_node, gpus, -1};
+    }
+  } else {
+    std::string mine = processor_name();
+    mine.resize(MPI_MAX_PROCESSOR_NAME, '\0');
+    std::vector<char> hosts(static_cast<size_t>(mpi_world) * MPI_MAX_PROCESSOR_NAME);
+    MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(), MPI_MAX_PROCESSOR_NAME,
+               MPI_CHAR, 0, MPI_COMM_WORLD);
+    int my_gpus = cfg.gpus_per_node > 0 ? cfg.gpus_per_node : visible_gpus_without_cuda();
+    std::vector<int> gpus(static_cast<size_t>(mpi_world));
+    MPI_Gather(&my_gpus, 1, MPI_INT, gpus.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    std::map<std::string, int> seen;
+    for (int r = 0; r < world; ++r) {
+      Place& p = places[static_cast<size_t>(r)];
+      p.host = hosts.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+      p.local_rank = seen[p.host]++;
+      p.gpus = gpus[static_cast<size_t>(r)];
+    }
+  }
+  for (Place& p : places) p.gpu = p.gpus > 0 ? p.local_rank % p.gpus : -1;
+  return places;
+}
+
+std::string shapes_line(const char* what, const Shape& global, const PartitionSpec& spec,
+                        const Shape& local) {
+  return std::string(what) + " " + shape_str(global) + " " + spec_str(spec) + " -> local " +
+         shape_str(local);
+}
+
+}  // namespace
+
+int planned_world(const RunConfig& cfg, int mpi_world) {
+  if (cfg.ranks_per_node == 0) return mpi_world;
+  if (!cfg.dry_run) {
+    throw OptionError("--ranks_per_node " + std::to_string(cfg.ranks_per_node) +
+                      ": describes a job without running it; it needs --dry_run on");
+  }
+  if (mpi_world != 1) {
+    throw OptionError("--ranks_per_node " + std::to_string(cfg.ranks_per_node) +
+                      ": a dry run of a described job runs as one process (mpirun -np 1 or no "
+                      "mpirun); inside a job of " +
+                      std::to_string(mpi_world) + " ranks the hosts come from MPI");
+  }
+  if (cfg.tp < 1) {
+    throw OptionError("--ranks_per_node " + std::to_string(cfg.ranks_per_node) +
+                      ": needs --tp (the described world is dp x tp)");
+  }
+  const int64_t world = static_cast<int64_t>(cfg.dp) * cfg.tp;
+  if (world > std::numeric_limits<int>::max()) {
+    throw OptionError("--dp " + std::to_string(cfg.dp) + " x --tp " + std::to_string(cfg.tp) +
+                      ": too many ranks");
+  }
+  return static_cast<int>(world);
+}
+
+void check_values(const RunConfig& cfg) {
+  // Inputs are normal(0, std) with |x| <= 5.8 std (core/convert.hpp's normal_value); an
+  // output element sums K products of about std^2 each, so its scale is std^2 sqrt(K).
+  double max = 0.0, tiny = 0.0;  // largest finite and smallest positive (subnormal) value
+  switch (cfg.dtype) {
+    case DType::kFloat16:
+      max = 65504.0;
+      tiny = std::ldexp(1.0, -24);
+      break;
+    case DType::kBFloat16:
+      max = 3.3895313892515355e38;
+      tiny = std::ldexp(1.0, -133);
+      break;
+    default:
+      max = std::numeric_limits<float>::max();
+      tiny = std::numeric_limits<float>::denorm_min();
+      break;
+  }
+  const double s = cfg.std;
+  const std::string value = "--std " + [&] {
+    std::ostringstream o;
+    o << cfg.std;
+    return o.str();
+  }();
+  const std::string dt(dtype_name(cfg.dtype));
+  if (!std::isfinite(s) || !(s > 0.0)) {
+    throw OptionError(value + ": must be a positive, finite standard deviation");
+  }
+  int64_t k = 1;
+  for (const GemmSpec& g : cfg.gemms) k = std::max(k, g.hidden_in);
+  const double out_scale = s * s * std::sqrt(static_cast<double>(k));
+  if (5.8 * s > max || 5.8 * out_scale > max) {
+    std::ostringstream o;
+    o << value << ": the ";
+    if (5.8 * s > max) {
+      o << "inputs (up to 5.8 std)";
+    } else {
+      o << "outputs (about std^2 x sqrt(hidden_in) = " << out_scale << ")";
+    }
+    o << " overflow " << dt << ", whose largest value is " << max;
+    throw OptionError(o.str());
+  }
+  // Values below half the smallest subnormal round to zero: ask for inputs and outputs of
+  // at least a few of them.
+  if (s < 4.0 * tiny || out_scale < 4.0 * tiny) {
+    std::ostringstream o;
+    o << value << ": the "
+      << (s < 4.0 * tiny ? "inputs" : "outputs (about std^2 x sqrt(hidden_in))")
+      << " underflow to zero in " << dt << ", whose smallest positive value is " << tiny;
+    throw OptionError(o.str());
+  }
+}
+
+void plan_block(const RunConfig& cfg, int rank) { plans_of(cfg, rank, planned_backend(cfg)); }
+
+static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places,
+                          BackendKind backend);
+
+int dry_run(const RunConfig& cfg, int mpi_world) {
+  const int world = cfg.dp * cfg.tp;
+  const BackendKind backend = planned_backend(cfg);
+  const std::vector<Place> places = placement(cfg, world, mpi_world);
+  if (world_rank() != 0) return 0;
+  // Rank 0 alone from here: an error is printed here, not agreed with ranks that are done.
+  try {
+    print_dry_run(cfg, places, backend);
+  } catch (const std::exception& e) {
+    std::cerr << "cgemm-run: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  return 0;
+}
+
+static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places,
+                          BackendKind backend) {
+  const int world = cfg.dp * cfg.tp;
+
+  std::ostringstream out;
+  std::map<std::string, int> per_host;
+  for (const Place& p : places) ++per_host[p.host];
+  out << "cgemm-run --dry_run: " << world << " ranks (dp " << cfg.dp << " x tp " << cfg.tp
+      << ") on " << per_host.size() << " host(s)"
+      << (cfg.ranks_per_node > 0
+              ? ", described as " + std::to_string(cfg.ranks_per_node) + " ranks per host"
+              : std::string(", placed by MPI"))
+      << "; backend " << backend_name(backend)
+      << (cfg.backend == BackendKind::kAuto ? " (auto planned as cuda)" : "");
+  if (backend == BackendKind::kCuda) out << ", planned for sm " << cfg.compute_capability;
+  out << "\nnothing created: no backend, no allocation, no CUDA call\n";
+
+  // Every rank: place, coordinates, transports to its TP peers, bytes.
+  std::vector<int64_t> need(static_cast<size_t>(world));
+  std::vector<std::vector<PlanDescription>> plans;
+  for (int r = 0; r < world; ++r) {
+    plans.push_back(plans_of(cfg, r, backend));
+    need[static_cast<size_t>(r)] = job_bytes(plans.back(), backend);
+  }
+  std::map<std::pair<std::string, int>, int> per_gpu;
+  for (const Place& p : places) ++per_gpu[{p.host, p.gpu}];
+  for (int r = 0; r < world; ++r) {
+    const Place& p = places[static_cast<size_t>(r)];
+    const int group = r / cfg.tp;
+    bool one_host = true;
+    for (int q = group * cfg.tp; q < (group + 1) * cfg.tp; ++q) {
+      one_host = one_host && places[static_cast<size_t>(q)].host == p.host;
+    }
+    const std::string transport =
+        predict_transport(backend, cfg.tp, one_host, cfg.overlap.use_ce || cfg.gpu_sharing);
+    out << "rank " << r << ": host " << p.host << ", local rank " << p.local_rank;
+    if (backend == BackendKind::kCuda) {
+      if (p.gpu < 0) {
+        out << ", GPU none (no GPU visible here)";
+      } else {
+        out << ", GPU " << p.gpu << " of " << p.gpus;
+        const int sharing = per_gpu[{p.host, p.gpu}];
+        if (sharing > 1) out << " (shared by " << sharing << " ranks)";
+      }
+    }
+    out << ", dp " << r / cfg.tp << ", tp " << r % cfg.tp << ", to TP peers:";
+    if (cfg.tp == 1) out << " none";
+    for (int t = 0; t < cfg.tp; ++t) {
+      if (t == r % cfg.tp) continue;
+      out << (t == (r % cfg.tp == 0 ? 1 : 0) ? " " : ", ") << "rank " << group * cfg.tp + t << " "
+          << transport;
+    }
+    out << "; needs " << bytes_str(need[static_cast<size_t>(r)]) << "\n";
+  }
+
+  // Every GEMM: specs and shapes, schedule, bytes (rank 0's; the mesh splits evenly, so
+  // every rank's shards have the same shapes).
+  for (size_t i = 0; i < cfg.gemms.size(); ++i) {
+    const PlanDescription& d = plans[0][i];
+    const PlanBytes& b = d.bytes;
+    out << "[" << i + 1 << "/" << cfg.gemms.size() << " " << d.desc.name << "] "
+        << shapes_line("lhs", d.desc.lhs_shape, d.sharding.lhs, d.lhs_local) << ", "
+        << shapes_line("rhs", d.desc.rhs_shape, d.sharding.rhs, d.rhs_local);
+    if (d.desc.bias_shape) {
+      out << ", " << shapes_line("bias", *d.desc.bias_shape, d.sharding.bias, d.bias_local);
+    }
+    out << ", " << shapes_line("out", d.out_global, d.sharding.out, d.out_local) << "\n";
+    out << "  schedule: " << d.schedule_summary << "; " << d.chunks << " chunk(s) of "
+        << d.chunk_rows << " rows\n";
+    out << "  bytes per rank: lhs " << b.lhs << ", rhs " << b.rhs << ", bias " << b.bias << ", out "
+        << b.out << "; overlapped workspace " << b.overlapped.total() << " (ring "
+        << b.overlapped.ring << ", send " << b.overlapped.send << "), sequential workspace "
+        << b.sequential.total() << " (work_in " << b.sequential.work_in << ", work_out "
+        << b.sequential.work_out << ")";
+    if (backend == BackendKind::kCuda) {
+      out << "; cuBLAS workspace " << b.cublas_workspace << " (" << b.cublas_workspace_per_stream
+          << " per stream)";
+    } else {
+      out << "; fp64 copies " << b.cpu_fp64_copies << ", scratch " << b.cpu_scratch;
+    }
+    out << "\n";
+  }
+  // What shares one memory, as the memory check before a run sums it.
+  std::map<std::string, int64_t> host_need;
+  std::map<std::pair<std::string, int>, int64_t> gpu_need;
+  for (int r = 0; r < world; ++r) {
+    const Place& p = places[static_cast<size_t>(r)];
+    host_need[p.host] = checked_add(host_need[p.host], need[static_cast<size_t>(r)], "need");
+    gpu_need[{p.host, p.gpu}] =
+        checked_add(gpu_need[{p.host, p.gpu}], need[static_cast<size_t>(r)], "need");
+  }
+  if (backend == BackendKind::kCpu) {
+    for (const auto& [host, n] : host_need) {
+      out << "host " << host << ": " << per_host[host] << " rank(s) need " << bytes_str(n)
+          << " of host memory\n";
+    }
+  } else {
+    for (const auto& [key, n] : gpu_need) {
+      out << "host " << key.first << ", GPU "
+          << (key.second < 0 ? std::string("none") : std::to_string(key.second)) << ": "
+          << per_gpu[key] << " rank(s) need " << bytes_str(n) << " of GPU memory\n";
+    }
+  }
+  out << "cgemm-run --dry_run: done (nothing was run)";
+  say(out.str());
+}
+
+std::string memory_refusal(const RunConfig& cfg, const Context& ctx) {
+  const BackendKind backend =
+      ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  int64_t mine = 0;
+  std::string error;
+  try {
+    mine = job_bytes(plans_of(cfg, ctx.comms().world_rank(), backend), backend);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  // Planned already before the backend: an error here is one every rank sees alike.
+  if (!error.empty()) return error;
+  int64_t together = 0;
+  const int sharing = ctx.ranks_sharing_memory();
+  if (backend == BackendKind::kCpu) {
+    // Exact: the sum over the ranks of this host.
+    check_mpi(MPI_Allreduce(&mine, &together, 1, MPI_INT64_T, MPI_SUM, ctx.comms().node_comm()),
+              "MPI_Allreduce(memory need)");
+  } else {
+    // The ranks on one GPU: each needs at most the largest need of its host.
+    int64_t most = 0;
+    check_mpi(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, ctx.comms().node_comm()),
+              "MPI_Allreduce(memory need)");
+    together = checked_mul(most, sharing, "memory need");
+  }
+  const MemoryCheck c = check_memory(backend, together, sharing);
+  if (c.ok) return {};
+  std::ostringstream s;
+  s << c.message << " (batch " << cfg.batch << ", seq_len " << cfg.seq_len << ", dtype "
+    << dtype_name(cfg.dtype) << ", dp " << cfg.dp << " x tp " << cfg.tp << ", each rank needs "
+    << bytes_str(mine) << " for the GEMMs:";
+  for (const GemmSpec& g : cfg.gemms) {
+    s << " " << g.name << " (" << collective_name(g.collective) << ", " << g.hidden_in << " -> "
+      << g.hidden_out << ")";
+  }
+  s << " nothing was allocated; --dry_run prints the bytes of every buffer)";
+  return s.str();
+}
+
+}  // namespace cgemm::launcher

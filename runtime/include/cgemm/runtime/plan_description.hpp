@@ -1,0 +1,126 @@
+#pragma once
+// Planning without a backend: the planner and the mesh alone produce a GEMM's plan and the
+// bytes it needs on one rank. No Context, no backend, no MPI, no CUDA call: it runs where no
+// GPU exists (cgemm-run --dry-run, the size and memory checks before any allocation).
+// GemmPlan (plan.hpp) plans through the same function, so both always agree.
+//
+// Shapes are in elements, outermost dim first ([B, S, K], or [S, B, K] sequence-first);
+// offsets are element offsets of this rank's shard in the global tensor, per dim; every byte
+// count is in bytes (int64_t, computed in checked 64-bit arithmetic).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "cgemm/runtime/options.hpp"
+#include "cgemm/sharding/gemm_abstract.hpp"
+#include "cgemm/sharding/gemm_sharding.hpp"
+
+namespace cgemm {
+
+struct GemmDesc {
+  std::string name = "gemm";
+  Shape lhs_shape;                     // global
+  Shape rhs_shape;                     // global
+  std::optional<Shape> bias_shape;     // global [N]; nullopt: no bias
+  DType dtype = DType::kBFloat16;      // lhs, rhs
+  DType out_dtype = DType::kBFloat16;  // output and bias
+  PartitionSpec lhs_spec, rhs_spec, bias_spec;
+  ContractingDims contracting_dims{{-1}, {0}};
+  CollectiveOp collective = CollectiveOp::kNone;
+  bool transpose_batch_sequence = false;
+};
+
+/// The dp x tp mesh (tp resolved, >= 1), its axis names, and the rank being planned: world
+/// rank dp_rank * tp + tp_rank (a TP group is tp consecutive ranks).
+struct PlanningMesh {
+  int dp = 1;
+  int tp = 1;
+  std::string dp_axis = "dp";
+  std::string tpsp_axis = "tpsp";
+  int dp_rank = 0;
+  int tp_rank = 0;
+};
+
+/// What planning takes from the backend, given as options instead.
+struct PlanningOptions {
+  OverlapOptions overlap;
+  BackendKind backend = BackendKind::kCuda;  // kAuto plans as kCuda
+  int compute_capability = 90;               // e.g. 90 (Hopper); <= 0 plans for 90
+  int backend_streams = 0;  // compute streams the backend has; 0: num_max_streams (both do)
+};
+
+/// Bytes of the workspaces of one path (the engine's buffers, runtime/src/program.hpp).
+struct WorkspaceSizes {
+  int64_t ring = 0;      // symmetric over the TP group
+  int64_t send = 0;      // partials read by the transport
+  int64_t work_in = 0;   // the sequential path's gathered or reordered lhs
+  int64_t work_out = 0;  // the sequential path's GEMM results before a collective or reorder
+  int64_t total() const;
+};
+
+/// The bytes one rank needs for one GEMM, on the planned backend.
+struct PlanBytes {
+  // This rank's operand shards (the caller's buffers); bias 0 without a bias.
+  int64_t lhs = 0, rhs = 0, bias = 0, out = 0;
+  WorkspaceSizes overlapped, sequential;
+  // Both paths' workspaces held at once (a plan keeps each buffer at the larger of the two
+  // paths' sizes once both have run).
+  int64_t workspace = 0;
+  // CUDA: the cuBLAS workspace of one stream, and gemm_abstract's workspace (one per stream
+  // of a collective GEMM, plus 256 bytes of alignment). 0 on the CPU backend.
+  int64_t cublas_workspace_per_stream = 0;
+  int64_t cublas_workspace = 0;
+  // CPU: the fp64 copies of the operands cpu_gemm makes of the largest GEMM call (kept
+  // between calls), and the largest fp32 temporary of a sum or collective. 0 on CUDA.
+  int64_t cpu_fp64_copies = 0;
+  int64_t cpu_scratch = 0;
+
+  int64_t operands() const;  // lhs + rhs + bias + out
+  /// operands + workspace + (CUDA) cublas_workspace or (CPU) cpu_fp64_copies + cpu_scratch.
+  int64_t total() const;
+};
+
+/// A GEMM planned for one rank.
+struct PlanDescription {
+  GemmDesc desc;
+  GemmSharding sharding;  // the planner's specs (lhs, rhs, bias, out, reduce axis)
+  GemmAbstract abstract;  // gemm_abstract on the local shapes
+  Shape lhs_local, rhs_local, bias_local, out_local;  // bias_local {0} without a bias
+  Shape out_global;
+  Shape lhs_offset, rhs_offset, bias_offset, out_offset;  // bias_offset {0} without a bias
+  /// The collective GEMM's schedule: "all_gather: 4 chunks of 128 rows in 4 steps on 3
+  /// stream(s), ..." (no transport: that is the backend's, see predict_transport).
+  std::string schedule_summary;
+  bool overlappable = false;  // false: a plain GEMM, nothing to overlap
+  int chunks = 1;             // GEMM chunks of the overlapped path (tp for a collective)
+  int64_t chunk_rows = 0;     // rows of one chunk (per batch block when strided)
+  int num_streams = 1;        // compute streams the schedule uses
+  int64_t gemm_rows = 0;      // rows of all the GEMM work of one call
+  double local_flops = 0.0;   // FLOPs of this rank's GEMM work in one call
+  PlanBytes bytes;
+};
+
+/// Plans `desc` for rank (mesh.dp_rank, mesh.tp_rank) of `mesh`: partition specs
+/// (infer_gemm_sharding), local shapes and offsets, the output (gemm_abstract), the reorder
+/// checks, the collective GEMM's programs and the bytes they need.
+/// Throws PlanError when gemm.py would raise, or when the split leaves chunks of 0 rows;
+/// cgemm::Error for layouts the runtime does not run, a bad mesh, or a size, element count
+/// or byte count that overflows int64.
+PlanDescription plan_gemm(const GemmDesc& desc, const PlanningMesh& mesh,
+                          const PlanningOptions& options = {});
+
+/// The standard tensor-sequence-parallel layouts on `mesh`'s axis names (plan.hpp's
+/// tensor_sequence_parallel_gemm, without a Context).
+GemmDesc tensor_sequence_parallel_gemm(const PlanningMesh& mesh, std::string name,
+                                       CollectiveOp collective, int64_t batch, int64_t seq_len,
+                                       int64_t hidden_in, int64_t hidden_out, DType dtype,
+                                       bool bias, bool transpose_batch_sequence);
+
+/// The transport a rank's ring would use, by the backends' rule: "mpi" on the CPU backend;
+/// on CUDA "none (tp = 1)" for tp 1, "copy-engine (CUDA IPC)" when the whole TP group is on
+/// one host and use_ce (always, with gpu_sharing), else "nccl". The names are
+/// Backend::transport()'s.
+std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_host, bool use_ce);
+
+}  // namespace cgemm

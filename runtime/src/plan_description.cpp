@@ -1,0 +1,357 @@
+// Planning without a backend: from a GemmDesc on global shapes and a mesh coordinate to the
+// shard geometry, the collective GEMM's programs and the bytes they need, using the sharding
+// planner (gemm.py's rules) for every spec, shape and reorder decision.
+
+#include <algorithm>
+#include <type_traits>
+#include <variant>
+
+#include "cgemm/sharding/reorder.hpp"
+#include "planning.hpp"
+
+namespace cgemm {
+
+namespace {
+
+// gemm.py's workspace rule needs a compute capability; without one, size for Hopper.
+constexpr int kDefaultComputeCapability = 90;
+
+SpecEntry entry(const std::string& axis) { return SpecEntry::axis(axis); }
+
+int sanitize(int d, size_t ndim) { return d < 0 ? d + static_cast<int>(ndim) : d; }
+
+// This rank's coordinate along a spec entry's axes (a tuple is major-to-minor, as JAX).
+int64_t coordinate(const SpecEntry& e, const PlanningMesh& m) {
+  int64_t idx = 0;
+  for (const auto& axis : e.axes) {
+    int size = 1, coord = 0;
+    if (axis == m.dp_axis) {
+      size = m.dp;
+      coord = m.dp_rank;
+    } else if (axis == m.tpsp_axis) {
+      size = m.tp;
+      coord = m.tp_rank;
+    }
+    idx = idx * size + coord;
+  }
+  return idx;
+}
+
+Shape shard_offset(const Shape& local, const PartitionSpec& spec, const PlanningMesh& m) {
+  Shape off(local.size(), 0);
+  for (size_t d = 0; d < local.size() && d < spec.size(); ++d) {
+    off[d] = checked_mul(coordinate(spec[d], m), local[d], "shard offset");
+  }
+  return off;
+}
+
+void require_same_spec(const PartitionSpec& given, const PartitionSpec& planned,
+                       const std::string& what) {
+  if (given != planned) {
+    throw PlanError(what + ": the planner shards it as " + spec_str(planned) + ", not as given " +
+                    spec_str(given) + "; cgemm does not reshard, pass the operand sharded as " +
+                    spec_str(planned));
+  }
+}
+
+void require_mesh(const PlanningMesh& m) {
+  if (m.dp < 1 || m.tp < 1) {
+    throw Error("mesh: dp=" + std::to_string(m.dp) + " and tp=" + std::to_string(m.tp) +
+                " must both be at least 1");
+  }
+  if (m.dp_rank < 0 || m.dp_rank >= m.dp || m.tp_rank < 0 || m.tp_rank >= m.tp) {
+    throw Error("mesh: rank (dp " + std::to_string(m.dp_rank) + ", tp " +
+                std::to_string(m.tp_rank) + ") is outside the dp=" + std::to_string(m.dp) +
+                " x tp=" + std::to_string(m.tp) + " mesh");
+  }
+  if (m.dp_axis == m.tpsp_axis || m.dp_axis.empty() || m.tpsp_axis.empty()) {
+    throw Error("mesh: the dp and tpsp axes need two different, non-empty names");
+  }
+}
+
+int64_t sz(size_t v) { return static_cast<int64_t>(v); }
+
+// What the CPU backend allocates around the programs' ops (runtime/src/cpu_backend.cpp and
+// gemm/src/cpu_gemm.cpp): fp64 copies of a GEMM's lhs block, rhs and output, kept between
+// calls at their largest (thread_local vectors), and fp32 temporaries of sums and
+// collectives, freed after each op.
+struct CpuScratch {
+  int64_t a = 0, b = 0, c = 0;  // fp64 elements of the largest lhs block, rhs, output block
+  int64_t scratch = 0;          // bytes of the largest temporary
+  void add(const Program& p) {
+    const std::string what = "CPU backend scratch";
+    for (const Op& op : p.ops) {
+      std::visit(
+          [&](const auto& o) {
+            using T = std::decay_t<decltype(o)>;
+            if constexpr (std::is_same_v<T, GemmOp>) {
+              const GemmTask& t = o.task;
+              a = std::max(a, checked_mul(t.m, t.k, what));
+              b = std::max(b, checked_mul(t.k, t.n, what));
+              c = std::max(c, checked_mul(t.m, t.n, what));
+            } else if constexpr (std::is_same_v<T, SumOp>) {
+              // acc and tmp of count floats, the bias in fp32.
+              const int64_t n = checked_add(checked_mul(o.count, 2, what), o.bias_len, what);
+              scratch = std::max(scratch, checked_bytes(n, sizeof(float), what));
+            } else if constexpr (std::is_same_v<T, ReduceScatterOp>) {
+              // The exchanged blocks (tp x count), then a sum of them.
+              const int64_t blocks = checked_bytes(o.count_per_rank, dtype_size(o.dtype), what);
+              const int64_t sum =
+                  checked_bytes(checked_mul(o.count_per_rank, 2, what), sizeof(float), what);
+              scratch = std::max(scratch, checked_add(blocks, sum, what));
+            } else if constexpr (std::is_same_v<T, AllReduceOp>) {
+              scratch = std::max(scratch, checked_bytes(o.count, sizeof(float), what));
+            }
+          },
+          op);
+    }
+  }
+};
+
+WorkspaceSizes sizes(const WorkspaceBytes& w) {
+  return {sz(w.ring), sz(w.send), sz(w.work_in), sz(w.work_out)};
+}
+
+PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
+  const PlanDescription& d = p.description;
+  const std::string what = "GEMM '" + d.desc.name + "' bytes";
+  PlanBytes b;
+  b.lhs = checked_bytes(num_elements(d.lhs_local), dtype_size(d.desc.dtype), what + " lhs");
+  b.rhs = checked_bytes(num_elements(d.rhs_local), dtype_size(d.desc.dtype), what + " rhs");
+  b.bias = p.geometry.has_bias ? checked_bytes(num_elements(d.bias_local),
+                                               dtype_size(d.desc.out_dtype), what + " bias")
+                               : 0;
+  b.out = checked_bytes(num_elements(d.out_local), dtype_size(d.desc.out_dtype), what + " out");
+  b.overlapped = sizes(p.kind.overlapped.workspace);
+  b.sequential = sizes(p.kind.sequential.workspace);
+  const WorkspaceSizes& o = b.overlapped;
+  const WorkspaceSizes& s = b.sequential;
+  WorkspaceSizes held{std::max(o.ring, s.ring), std::max(o.send, s.send),
+                      std::max(o.work_in, s.work_in), std::max(o.work_out, s.work_out)};
+  b.workspace = held.total();
+  if (opt.backend == BackendKind::kCpu) {
+    CpuScratch cpu;
+    cpu.add(p.kind.overlapped);
+    cpu.add(p.kind.sequential);
+    const int64_t doubles = checked_add(checked_add(cpu.a, cpu.b, what), cpu.c, what);
+    b.cpu_fp64_copies = checked_bytes(doubles, sizeof(double), what + " fp64 copies");
+    b.cpu_scratch = cpu.scratch;
+  } else {
+    const int cc = opt.compute_capability > 0 ? opt.compute_capability : kDefaultComputeCapability;
+    b.cublas_workspace_per_stream = cublas_workspace_bytes(cc);
+    b.cublas_workspace = d.abstract.workspace_bytes;
+  }
+  return b;
+}
+
+}  // namespace
+
+int64_t WorkspaceSizes::total() const {
+  const std::string what = "workspace bytes";
+  return checked_add(checked_add(ring, send, what), checked_add(work_in, work_out, what), what);
+}
+
+int64_t PlanBytes::operands() const {
+  const std::string what = "operand bytes";
+  return checked_add(checked_add(lhs, rhs, what), checked_add(bias, out, what), what);
+}
+
+int64_t PlanBytes::total() const {
+  const std::string what = "plan bytes";
+  int64_t t = checked_add(operands(), workspace, what);
+  t = checked_add(t, cublas_workspace, what);
+  t = checked_add(t, cpu_fp64_copies, what);
+  return checked_add(t, cpu_scratch, what);
+}
+
+GemmDesc tensor_sequence_parallel_gemm(const PlanningMesh& mesh, std::string name,
+                                       CollectiveOp collective, int64_t batch, int64_t seq_len,
+                                       int64_t hidden_in, int64_t hidden_out, DType dtype,
+                                       bool bias, bool transpose_batch_sequence) {
+  const std::string& dp = mesh.dp_axis;
+  const std::string& tpsp = mesh.tpsp_axis;
+  const SpecEntry none = SpecEntry::none();
+  GemmDesc d;
+  d.name = std::move(name);
+  d.collective = collective;
+  d.dtype = dtype;
+  d.out_dtype = dtype;
+  d.transpose_batch_sequence = transpose_batch_sequence;
+  d.lhs_shape = transpose_batch_sequence ? Shape{seq_len, batch, hidden_in}
+                                         : Shape{batch, seq_len, hidden_in};
+  d.rhs_shape = {hidden_in, hidden_out};
+  d.contracting_dims = {{2}, {0}};
+  // Activation specs are written batch-first, then swapped for sequence-first layouts.
+  PartitionSpec x;
+  if (collective == CollectiveOp::kAllGather) {
+    x = {entry(dp), entry(tpsp), none};
+    d.rhs_spec = {none, entry(tpsp)};
+    d.bias_spec = {entry(tpsp)};
+  } else {
+    x = {entry(dp), none, entry(tpsp)};
+    d.rhs_spec = {entry(tpsp), none};
+    d.bias_spec = {none};
+  }
+  if (transpose_batch_sequence) std::swap(x[0], x[1]);
+  d.lhs_spec = x;
+  if (bias) d.bias_shape = Shape{hidden_out};
+  return d;
+}
+
+PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
+                               const PlanningOptions& opt) {
+  require_mesh(m);
+  if (opt.overlap.num_max_streams < 1) {
+    throw Error("num_max_streams must be >= 1, got " + std::to_string(opt.overlap.num_max_streams));
+  }
+  PlannedGemm out;
+  PlanDescription& r = out.description;
+  r.desc = desc;
+  Mesh mesh;
+  mesh.axes = {{m.dp_axis, m.dp}, {m.tpsp_axis, m.tp}};
+  MeshResource resource;
+  resource.dp_resource = m.dp_axis;
+  resource.tpsp_resource = m.tpsp_axis;
+
+  const std::string where = "GEMM '" + desc.name + "'";
+  const size_t lhs_nd = desc.lhs_shape.size(), rhs_nd = desc.rhs_shape.size();
+  // Element counts first: a global shape whose count overflows int64 is refused here.
+  num_elements(desc.lhs_shape);
+  num_elements(desc.rhs_shape);
+
+  GemmShardingInput si;
+  si.mesh_resource = resource;
+  si.lhs = {lhs_nd, desc.lhs_spec};
+  si.rhs = {rhs_nd, desc.rhs_spec};
+  if (desc.bias_shape && num_elements(*desc.bias_shape) > 0) {
+    si.bias = OperandSpec{desc.bias_shape->size(), desc.bias_spec};
+  }
+  si.contracting_dims = desc.contracting_dims;
+  si.collective_op = desc.collective;
+  si.transpose_batch_sequence = desc.transpose_batch_sequence;
+  r.sharding = infer_gemm_sharding(si);
+  const GemmSharding& sharding = r.sharding;
+  require_same_spec(pad_spec(desc.lhs_spec, lhs_nd, "lhs"), sharding.lhs, where + " lhs");
+  require_same_spec(pad_spec(desc.rhs_spec, rhs_nd, "rhs"), sharding.rhs, where + " rhs");
+
+  // Only the layouts the schedule runs: lhs contracts its last dim, rhs is 2-D.
+  const auto& [lc, rc] = desc.contracting_dims;
+  if (lhs_nd < 2 || rhs_nd != 2 || lc.size() != 1 || rc.size() != 1 ||
+      sanitize(lc[0], lhs_nd) != static_cast<int>(lhs_nd) - 1) {
+    throw Error(where + ": the runtime runs lhs [..., K] contracting its last dim with a 2-D rhs;" +
+                " got lhs " + shape_str(desc.lhs_shape) + ", rhs " + shape_str(desc.rhs_shape));
+  }
+  GemmGeometry& g = out.geometry;
+  g.name = desc.name;
+  g.rhs_transposed = sanitize(rc[0], rhs_nd) == 1;
+
+  r.lhs_local = local_shape(desc.lhs_shape, sharding.lhs, mesh, where + " lhs");
+  r.rhs_local = local_shape(desc.rhs_shape, sharding.rhs, mesh, where + " rhs");
+  g.has_bias = si.bias.has_value();
+  r.bias_local =
+      g.has_bias ? local_shape(*desc.bias_shape, sharding.bias, mesh, where + " bias") : Shape{0};
+  r.out_global.assign(desc.lhs_shape.begin(), desc.lhs_shape.end() - 1);
+  r.out_global.push_back(desc.rhs_shape[g.rhs_transposed ? 0 : 1]);
+  num_elements(r.out_global);
+  r.out_local = local_shape(r.out_global, sharding.out, mesh, where + " output");
+
+  // Operand validation as gemm.py's outer abstract (is_outer: shapes, dtypes, contracting
+  // sizes, bias, workspace). The inner abstract's extra rules (sequence_dim == 1 and a
+  // bfloat16 output) are limits of Transformer Engine's collective kernels, not of the
+  // collective: cgemm's schedule also runs sequence-first activations and fp16/fp32, so
+  // they are not applied here (cgemm-plan still reproduces them exactly).
+  GemmAbstractInput ai;
+  ai.lhs = {r.lhs_local, desc.dtype};
+  ai.rhs = {r.rhs_local, desc.dtype};
+  if (g.has_bias) ai.bias = TensorDesc{r.bias_local, desc.out_dtype};
+  ai.out_dtype = desc.out_dtype;
+  ai.contracting_dims = desc.contracting_dims;
+  ai.collective_op = desc.collective;
+  ai.is_outer = true;
+  ai.sequence_dim = sharding.sequence_dim.value_or(1);
+  ai.tpsp_size = m.tp;
+  // The CPU backend has no compute capability; gemm.py's workspace rule then sizes for the
+  // GPU generation cgemm is built for (sm 90), which only the report shows.
+  ai.compute_capability =
+      opt.compute_capability > 0 ? opt.compute_capability : kDefaultComputeCapability;
+  ai.num_max_streams = opt.overlap.num_max_streams;
+  r.abstract = gemm_abstract(ai);
+  // The local GEMM's output grows tp-fold by the all-gather and shrinks by the
+  // reduce-scatter: it must hold exactly this rank's shard of the output.
+  int64_t produced = num_elements(r.abstract.out_shape);
+  if (desc.collective == CollectiveOp::kAllGather) {
+    produced = checked_mul(produced, m.tp, where + " gathered output");
+  }
+  if (desc.collective == CollectiveOp::kReduceScatter) produced /= m.tp;
+  if (produced != num_elements(r.out_local)) {
+    throw PlanError(where + ": the local GEMM output " + shape_str(r.abstract.out_shape) +
+                    " after the " + std::string(collective_name(desc.collective)) +
+                    " does not hold the sharded output " + shape_str(r.out_local));
+  }
+
+  const int backend_streams =
+      opt.backend_streams > 0 ? opt.backend_streams : opt.overlap.num_max_streams;
+  g.tp = m.tp;
+  g.me = m.tp_rank;
+  g.dp = m.dp;
+  g.num_streams = std::max(1, std::min(opt.overlap.num_max_streams, backend_streams));
+  g.aggregate = opt.overlap.aggregate_all_gather;
+  g.in = desc.dtype;
+  g.out = desc.out_dtype;
+  g.k = r.lhs_local.back();
+  g.n = r.out_local.back();
+  g.ldb = r.rhs_local[1];
+  g.lhs_rows = num_elements(r.lhs_local) / std::max<int64_t>(g.k, 1);
+  // gemm.py fuses the bias only when the output is not reduced (_sharded_impl's fuse_bias).
+  g.fuse_bias = g.has_bias && !sharding.reduce_spec.has_value();
+  g.lhs_local = r.lhs_local;
+  g.out_local = r.out_local;
+  g.need_reorder = !desc.transpose_batch_sequence;
+  g.sequence_dim = sharding.sequence_dim.value_or(-1);
+  if (sharding.reduce_spec) {
+    g.reduce_axis = spec_str({*sharding.reduce_spec});
+    g.reduce_over_tp = sharding.reduce_spec->is_axis(m.tpsp_axis);
+  }
+  out.kind = collective_gemm_factory(desc.collective)(g);
+  const CollectiveGemm& c = out.kind;
+  // A split that leaves a chunk without rows plans a schedule with nothing to move: refuse
+  // it here rather than let a later check fail for a reason that is not the real one.
+  if (c.overlappable && (g.chunk_rows <= 0 || (g.strided && g.seq_rows <= 0))) {
+    const int64_t rows = g.strided ? g.seq_total : g.lhs_rows;
+    throw PlanError(where + ": the " + std::string(collective_name(desc.collective)) + " splits " +
+                    std::to_string(rows) + " " +
+                    (g.strided ? "sequence rows per batch block" : "rows") +
+                    " into tp=" + std::to_string(m.tp) +
+                    " chunks of 0 rows; the sequence must hold at least tp rows per chunk "
+                    "(lhs " +
+                    shape_str(desc.lhs_shape) + ", local " + shape_str(r.lhs_local) + ")");
+  }
+
+  r.lhs_offset = shard_offset(r.lhs_local, sharding.lhs, m);
+  r.rhs_offset = shard_offset(r.rhs_local, sharding.rhs, m);
+  r.out_offset = shard_offset(r.out_local, sharding.out, m);
+  r.bias_offset = g.has_bias ? shard_offset(r.bias_local, sharding.bias, m) : Shape{0};
+  r.schedule_summary = std::string(collective_name(desc.collective)) + ": " + c.summary;
+  r.overlappable = c.overlappable;
+  r.chunks = c.overlappable ? m.tp : 1;
+  r.chunk_rows = g.strided ? g.seq_rows : g.chunk_rows;
+  r.num_streams = g.num_streams;
+  r.gemm_rows = c.gemm_rows;
+  r.local_flops =
+      2.0 * static_cast<double>(c.gemm_rows) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  r.bytes = plan_bytes(out, opt);
+  return out;
+}
+
+PlanDescription plan_gemm(const GemmDesc& desc, const PlanningMesh& mesh,
+                          const PlanningOptions& options) {
+  return plan_gemm_programs(desc, mesh, options).description;
+}
+
+std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_host, bool use_ce) {
+  if (backend == BackendKind::kCpu) return "mpi";
+  if (tp <= 1) return "none (tp = 1)";
+  return tp_group_on_one_host && use_ce ? "copy-engine (CUDA IPC)" : "nccl";
+}
+
+}  // namespace cgemm

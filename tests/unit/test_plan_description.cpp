@@ -1,0 +1,128 @@
+// plan_gemm (cgemm/runtime/plan_description.hpp): planning with no Context, backend or MPI,
+// its bytes, its refusals; the memory check; checked size arithmetic.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cgemm/runtime/memory_check.hpp"
+#include "cgemm/runtime/plan_description.hpp"
+
+namespace cgemm {
+namespace {
+
+PlanningMesh mesh(int dp, int tp, int dp_rank, int tp_rank) {
+  PlanningMesh m;
+  m.dp = dp;
+  m.tp = tp;
+  m.dp_rank = dp_rank;
+  m.tp_rank = tp_rank;
+  return m;
+}
+
+GemmDesc tpsp(const PlanningMesh& m, CollectiveOp op, int64_t batch, int64_t seq, int64_t k,
+              int64_t n, bool bias = true) {
+  return tensor_sequence_parallel_gemm(m, "g", op, batch, seq, k, n, DType::kBFloat16, bias, false);
+}
+
+TEST(PlanDescription, AllGatherShapesOffsetsAndBytes) {
+  const PlanningMesh m = mesh(2, 4, 1, 2);
+  const PlanDescription d = plan_gemm(tpsp(m, CollectiveOp::kAllGather, 4, 64, 32, 48), m);
+  EXPECT_EQ(d.lhs_local, (Shape{2, 16, 32}));
+  EXPECT_EQ(d.rhs_local, (Shape{32, 12}));
+  EXPECT_EQ(d.out_global, (Shape{4, 64, 48}));
+  EXPECT_EQ(d.out_local, (Shape{2, 64, 12}));
+  EXPECT_EQ(d.lhs_offset, (Shape{2, 32, 0}));
+  EXPECT_EQ(d.rhs_offset, (Shape{0, 24}));
+  EXPECT_EQ(d.out_offset, (Shape{2, 0, 24}));
+  EXPECT_EQ(d.chunks, 4);
+  EXPECT_EQ(d.chunk_rows, 16);  // strided: 16 rows of each of the 2 batch blocks
+  EXPECT_TRUE(d.overlappable);
+  const PlanBytes& b = d.bytes;
+  EXPECT_EQ(b.lhs, 2 * 16 * 32 * 2);
+  EXPECT_EQ(b.rhs, 32 * 12 * 2);
+  EXPECT_EQ(b.bias, 12 * 2);
+  EXPECT_EQ(b.out, 2 * 64 * 12 * 2);
+  EXPECT_EQ(b.overlapped.ring, 4 * b.lhs);     // every rank's chunk
+  EXPECT_EQ(b.sequential.work_in, 4 * b.lhs);  // the gathered lhs
+  EXPECT_EQ(b.sequential.work_out, b.out);     // before the dp-leading reorder
+  EXPECT_EQ(b.workspace, b.overlapped.ring + b.sequential.work_in + b.sequential.work_out);
+  // Default: the CUDA backend on sm 90, one 32 MiB cuBLAS workspace per stream.
+  EXPECT_EQ(b.cublas_workspace_per_stream, int64_t{32} << 20);
+  EXPECT_EQ(b.cublas_workspace, 3 * (int64_t{32} << 20) + 256);
+  EXPECT_EQ(b.cpu_fp64_copies, 0);
+  EXPECT_EQ(b.total(), b.operands() + b.workspace + b.cublas_workspace);
+}
+
+TEST(PlanDescription, CpuBackendCountsItsFp64Copies) {
+  const PlanningMesh m = mesh(1, 2, 0, 1);
+  PlanningOptions o;
+  o.backend = BackendKind::kCpu;
+  const PlanDescription d = plan_gemm(tpsp(m, CollectiveOp::kReduceScatter, 1, 32, 64, 16), m, o);
+  // The sequential path's whole GEMM: lhs [32, 32], rhs [32, 16], out [32, 16] in fp64.
+  EXPECT_EQ(d.bytes.cpu_fp64_copies, (32 * 32 + 32 * 16 + 32 * 16) * 8);
+  EXPECT_GT(d.bytes.cpu_scratch, 0);
+  EXPECT_EQ(d.bytes.cublas_workspace, 0);
+  EXPECT_EQ(d.bytes.overlapped.ring, 2 * 16 * 16 * 2);
+  EXPECT_EQ(d.bytes.overlapped.send, d.bytes.overlapped.ring);
+}
+
+TEST(PlanDescription, RefusesChunksOfZeroRows) {
+  // A sequence shorter than tp where the schedule must split it: planning refuses it (here
+  // the output's sequence shard already does not divide).
+  const PlanningMesh m = mesh(1, 2, 0, 0);
+  EXPECT_THROW(plan_gemm(tpsp(m, CollectiveOp::kReduceScatter, 2, 1, 64, 16), m), Error);
+  // No rows at all (an empty batch): every chunk would hold 0 rows.
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    try {
+      plan_gemm(tpsp(m, op, 0, 16, 64, 16), m);
+      ADD_FAILURE() << "planned chunks of 0 rows";
+    } catch (const PlanError& e) {
+      EXPECT_NE(std::string(e.what()).find("chunks of 0 rows"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PlanDescription, RefusesSizesThatOverflow) {
+  const PlanningMesh m = mesh(1, 2, 0, 0);
+  EXPECT_THROW(
+      plan_gemm(tpsp(m, CollectiveOp::kAllGather, 2, int64_t{1} << 40, int64_t{1} << 30, 512), m),
+      Error);
+  // The element count fits, the bytes do not (2^62 bf16 elements).
+  EXPECT_THROW(
+      plan_gemm(
+          tpsp(m, CollectiveOp::kAllGather, 4, int64_t{1} << 30, int64_t{1} << 30, 512, false), m),
+      Error);
+}
+
+TEST(PlanDescription, RefusesBadMesh) {
+  const PlanningMesh m = mesh(1, 2, 0, 2);
+  EXPECT_THROW(plan_gemm(tpsp(m, CollectiveOp::kAllGather, 2, 16, 32, 48), m), Error);
+}
+
+TEST(PlanDescription, PredictsTransports) {
+  EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, true, true), "mpi");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true), "copy-engine (CUDA IPC)");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, false, true), "nccl");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, false), "nccl");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 1, true, true), "none (tp = 1)");
+}
+
+TEST(MemoryCheck, HostMemory) {
+  ASSERT_GT(host_available_bytes(), 0);
+  EXPECT_TRUE(check_memory(BackendKind::kCpu, 1, 1).ok);
+  const MemoryCheck c = check_memory(BackendKind::kCpu, int64_t{1} << 60, 3);
+  EXPECT_FALSE(c.ok);
+  EXPECT_NE(c.message.find("3 rank(s)"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find(std::to_string(int64_t{1} << 60)), std::string::npos) << c.message;
+}
+
+TEST(CheckedArithmetic, Throws) {
+  EXPECT_EQ(checked_mul(int64_t{1} << 31, int64_t{1} << 31, "x"), int64_t{1} << 62);
+  EXPECT_THROW(checked_mul(int64_t{1} << 32, int64_t{1} << 31, "x"), Error);
+  EXPECT_THROW(checked_add(INT64_MAX, 1, "x"), Error);
+  EXPECT_THROW(checked_bytes(int64_t{1} << 62, 2, "x"), Error);
+}
+
+}  // namespace
+}  // namespace cgemm
