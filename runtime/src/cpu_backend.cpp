@@ -193,9 +193,11 @@ class CpuBackend final : public Backend {
     groups_.erase(it);
   }
 
-  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream) override {
-    const watchdog::WaitScope wait(where("the sequential path's all-gather over the TP group"));
-    traced("collective", "all-gather", stream, [&] { all_gather_now(src, dst, bytes_per_rank); });
+  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
+                  const char* label) override {
+    const watchdog::WaitScope wait(where(named(label, "all-gather over the TP group")));
+    traced("collective", named(label, "all-gather"), stream,
+           [&] { all_gather_now(src, dst, bytes_per_rank); });
   }
   void all_gather_now(const void* src, void* dst, size_t bytes_per_rank) {
     if (bytes_per_rank > static_cast<size_t>(std::numeric_limits<int>::max())) {
@@ -206,11 +208,10 @@ class CpuBackend final : public Backend {
                             static_cast<int>(bytes_per_rank), MPI_BYTE, comms_.tp_comm()),
               "MPI_Allgather");
   }
-  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
-                      int stream) override {
-    traced("collective", "reduce-scatter", stream, [&] {
-      const watchdog::WaitScope wait(
-          where("the sequential path's reduce-scatter over the TP group"));
+  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank, int stream,
+                      const char* label) override {
+    traced("collective", named(label, "reduce-scatter"), stream, [&] {
+      const watchdog::WaitScope wait(where(named(label, "reduce-scatter over the TP group")));
       reduce_scatter_now(src, dst, dtype, count_per_rank);
     });
   }
@@ -232,9 +233,10 @@ class CpuBackend final : public Backend {
     for (int p = 0; p < tp; ++p) parts.push_back(blocks.data() + static_cast<size_t>(p) * block);
     sum(parts, dtype, count_per_rank, nullptr, 0, dst, dtype);
   }
-  void all_reduce(void* buf, DType dtype, int64_t count, int stream) override {
-    const watchdog::WaitScope wait(where("the all-reduce over the TP group"));
-    traced("collective", "all-reduce", stream, [&] { all_reduce_now(buf, dtype, count); });
+  void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) override {
+    const watchdog::WaitScope wait(where(named(label, "all-reduce over the TP group")));
+    traced("collective", named(label, "all-reduce"), stream,
+           [&] { all_reduce_now(buf, dtype, count); });
   }
   void all_reduce_now(void* buf, DType dtype, int64_t count) {
     if (count > std::numeric_limits<int>::max()) {
@@ -285,6 +287,9 @@ class CpuBackend final : public Backend {
     spans_.push_back({std::move(name), category, lane, start, now_ms()});
   }
 
+  static std::string named(const char* label, const char* what) {
+    return label != nullptr ? std::string(label) : std::string(what);
+  }
   // "<what> (cpu backend, tp rank r)" for timeout messages.
   std::string where(const std::string& what) const {
     return what + " (cpu backend, tp rank " + std::to_string(comms_.tp_rank()) + ")";

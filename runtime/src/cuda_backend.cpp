@@ -84,10 +84,11 @@ class CudaBackend final : public Backend {
   ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override;
   void wait_exchange(ExchangeToken token, int stream) override;
 
-  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream) override;
-  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
-                      int stream) override;
-  void all_reduce(void* buf, DType dtype, int64_t count, int stream) override;
+  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
+                  const char* label) override;
+  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank, int stream,
+                      const char* label) override;
+  void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) override;
 
   void fork_streams() override { fork_from_main(); }
   void join_streams(int stream) override;
@@ -111,7 +112,10 @@ class CudaBackend final : public Backend {
   // The sequential path's collectives without NCCL (shared GPUs): every rank pushes blocks
   // into the peers' copies of `staging_` at its own slot. `group` holds one Exchange per peer.
   const SymmetricBuffer& staging(size_t bytes);
-  void ce_collective(std::vector<Exchange>& group, int s);
+  void ce_collective(std::vector<Exchange>& group, int s, const std::string& label);
+  static std::string named(const char* label, const char* what) {
+    return label != nullptr ? std::string(label) : std::string(what);
+  }
   void copy_on(void* dst, const void* src, size_t bytes, cudaStream_t st, const char* what);
   // What a host wait on this GPU is stuck behind, for the watchdog: the oldest exchange not yet
   // complete (its event is queried from the watchdog's thread), else the GPU's own work.
@@ -636,8 +640,9 @@ void CudaBackend::copy_on(void* dst, const void* src, size_t bytes, cudaStream_t
         std::string("cudaMemcpyAsync(") + what + ", " + bytes_str(bytes) + ")");
 }
 
-void CudaBackend::ce_collective(std::vector<Exchange>& group, int s) {
+void CudaBackend::ce_collective(std::vector<Exchange>& group, int s, const std::string& label) {
   if (group.empty()) return;
+  for (Exchange& x : group) x.label = label.c_str();
   // The staging buffer is read on any stream by the previous collective: the peers may write
   // into it again only after all of that.
   for (size_t i = 0; i < streams_.size(); ++i) {
@@ -648,11 +653,12 @@ void CudaBackend::ce_collective(std::vector<Exchange>& group, int s) {
   wait_exchange(start_exchange(group, -1), s);
 }
 
-void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, int s) {
+void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, int s,
+                             const char* label) {
   cudaStream_t st = stream(s, "all_gather");
   if (nccl_) {
     traced(
-        "collective", [] { return std::string("all-gather (NCCL)"); }, s, st,
+        "collective", [&] { return named(label, "all-gather") + " (NCCL)"; }, s, st,
         [&] { nccl_->all_gather(src, dst, bytes_per_rank, st); });
     return;
   }
@@ -671,9 +677,9 @@ void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, 
                        .recv_peer = from,
                        .recv_offset = static_cast<size_t>(from) * bytes_per_rank,
                        .dst = &buf,
-                       .label = "all-gather (copy engines)"});
+                       .label = nullptr});
     }
-    ce_collective(group, s);
+    ce_collective(group, s, named(label, "all-gather") + " (copy engines)");
     copy_on(out, buf.local, bytes_per_rank * static_cast<size_t>(tp), st, "all-gather staging");
   }
   copy_on(out + static_cast<size_t>(me) * bytes_per_rank, src, bytes_per_rank, st,
@@ -681,11 +687,11 @@ void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, 
 }
 
 void CudaBackend::reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
-                                 int s) {
+                                 int s, const char* label) {
   cudaStream_t st = stream(s, "reduce_scatter");
   if (nccl_) {
     traced(
-        "collective", [] { return std::string("reduce-scatter (NCCL)"); }, s, st,
+        "collective", [&] { return named(label, "reduce-scatter") + " (NCCL)"; }, s, st,
         [&] { nccl_->reduce_scatter(src, dst, dtype, count_per_rank, st); });
     return;
   }
@@ -708,9 +714,9 @@ void CudaBackend::reduce_scatter(const void* src, void* dst, DType dtype, int64_
                        .recv_peer = from,
                        .recv_offset = static_cast<size_t>(from) * block,
                        .dst = &buf,
-                       .label = "reduce-scatter (copy engines)"});
+                       .label = nullptr});
     }
-    ce_collective(group, s);
+    ce_collective(group, s, named(label, "reduce-scatter") + " (copy engines)");
     for (int p = 0; p < tp; ++p) {
       if (p != me) parts[static_cast<size_t>(p)] = static_cast<char*>(buf.local) + p * block;
     }
@@ -718,11 +724,11 @@ void CudaBackend::reduce_scatter(const void* src, void* dst, DType dtype, int64_
   sum_partials(parts, dtype, count_per_rank, nullptr, 0, dst, dtype, s);
 }
 
-void CudaBackend::all_reduce(void* buf, DType dtype, int64_t count, int s) {
+void CudaBackend::all_reduce(void* buf, DType dtype, int64_t count, int s, const char* label) {
   cudaStream_t st = stream(s, "all_reduce");
   if (nccl_) {
     traced(
-        "collective", [] { return std::string("all-reduce (NCCL)"); }, s, st,
+        "collective", [&] { return named(label, "all-reduce") + " (NCCL)"; }, s, st,
         [&] { nccl_->all_reduce(buf, dtype, count, st); });
     return;
   }
@@ -742,9 +748,9 @@ void CudaBackend::all_reduce(void* buf, DType dtype, int64_t count, int s) {
                      .recv_peer = from,
                      .recv_offset = static_cast<size_t>(from) * bytes,
                      .dst = &stage,
-                     .label = "all-reduce (copy engines)"});
+                     .label = nullptr});
   }
-  ce_collective(group, s);
+  ce_collective(group, s, named(label, "all-reduce") + " (copy engines)");
   std::vector<const void*> parts(static_cast<size_t>(tp));
   for (int p = 0; p < tp; ++p) {
     parts[static_cast<size_t>(p)] =

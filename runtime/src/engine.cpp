@@ -187,11 +187,13 @@ void Engine::run(const Program& p, const Operands& x) {
           } else if constexpr (std::is_same_v<T, ReorderOp>) {
             be_.reorder(o.kind, o.shape, o.dp, at(o.src, x), at_mut(o.dst, x), o.dtype, o.stream);
           } else if constexpr (std::is_same_v<T, AllGatherOp>) {
-            be_.all_gather(at(o.src, x), at_mut(o.dst, x), o.bytes_per_rank, o.stream);
+            be_.all_gather(at(o.src, x), at_mut(o.dst, x), o.bytes_per_rank, o.stream,
+                           label(o.label));
           } else if constexpr (std::is_same_v<T, ReduceScatterOp>) {
-            be_.reduce_scatter(at(o.src, x), at_mut(o.dst, x), o.dtype, o.count_per_rank, o.stream);
+            be_.reduce_scatter(at(o.src, x), at_mut(o.dst, x), o.dtype, o.count_per_rank, o.stream,
+                               label(o.label));
           } else if constexpr (std::is_same_v<T, AllReduceOp>) {
-            be_.all_reduce(at_mut(o.buf, x), o.dtype, o.count, o.stream);
+            be_.all_reduce(at_mut(o.buf, x), o.dtype, o.count, o.stream, label(o.label));
           }
         },
         op);

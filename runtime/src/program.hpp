@@ -109,18 +109,21 @@ struct AllGatherOp {
   Ref src, dst;
   size_t bytes_per_rank = 0;
   int stream = 0;
+  std::string label;
 };
 struct ReduceScatterOp {
   Ref src, dst;
   DType dtype = DType::kBFloat16;
   int64_t count_per_rank = 0;
   int stream = 0;
+  std::string label;
 };
 struct AllReduceOp {
   Ref buf;
   DType dtype = DType::kBFloat16;
   int64_t count = 0;
   int stream = 0;
+  std::string label;
 };
 
 using Op = std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, AllGatherOp,

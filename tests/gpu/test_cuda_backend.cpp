@@ -359,7 +359,7 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
   Buf src(be, mine.size() * 4), dst(be, mine.size() * 4 * static_cast<size_t>(tp));
   be.copy_from_host(src.p, mine.data(), mine.size() * 4);
 
-  be.all_gather(src.p, dst.p, static_cast<size_t>(n) * 4, 0);
+  be.all_gather(src.p, dst.p, static_cast<size_t>(n) * 4, 0, "test all-gather");
   auto got = to_host<float>(be, dst.p, static_cast<size_t>(n * tp));
   for (int r = 0; r < tp; ++r) {
     for (int64_t i = 0; i < n; ++i) {
@@ -367,7 +367,7 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
                 static_cast<float>(r + 1) * 0.25f + static_cast<float>(i % 7));
     }
   }
-  be.reduce_scatter(src.p, dst.p, DType::kFloat32, n, 0);
+  be.reduce_scatter(src.p, dst.p, DType::kFloat32, n, 0, "test reduce-scatter");
   got = to_host<float>(be, dst.p, static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     float want = 0.0f;
@@ -376,7 +376,7 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
     }
     ASSERT_FLOAT_EQ(got[static_cast<size_t>(i)], want);
   }
-  be.all_reduce(src.p, DType::kFloat32, n, 0);
+  be.all_reduce(src.p, DType::kFloat32, n, 0, nullptr);
   got = to_host<float>(be, src.p, static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     float want = 0.0f;
@@ -384,7 +384,7 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
       want += static_cast<float>(r + 1) * 0.25f + static_cast<float>(i % 7);
     ASSERT_FLOAT_EQ(got[static_cast<size_t>(i)], want);
   }
-  const double ms = be.time_ms([&] { be.all_reduce(src.p, DType::kFloat32, n, 0); });
+  const double ms = be.time_ms([&] { be.all_reduce(src.p, DType::kFloat32, n, 0, nullptr); });
   EXPECT_GT(ms, 0.0);
 }
 

@@ -44,7 +44,7 @@ Program overlapped(const GemmGeometry& g) {
                                static_cast<size_t>(tr.send_chunk) * g.chunk_lhs_bytes(),
                                tr.recv_peer,
                                static_cast<size_t>(tr.recv_chunk) * g.chunk_lhs_bytes(),
-step_name + "chunk " + std::to_string(tr.send_chunk) + " -> rank " +
+                               step_name + "chunk " + std::to_string(tr.send_chunk) + " -> rank " +
                                    std::to_string(tr.send_peer)});
       }
       x.token = previous = p.tokens++;
@@ -80,7 +80,8 @@ GemmTask whole(const GemmGeometry& g) {
 Program sequential(const GemmGeometry& g) {
   Program p;
   p.workspace.work_in = g.times(g.lhs_bytes(), g.tp, "gathered lhs");
-  p.ops.push_back(AllGatherOp{{Buf::kLhs}, {Buf::kWorkIn}, g.lhs_bytes(), 0});
+  p.ops.push_back(AllGatherOp{
+      {Buf::kLhs}, {Buf::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"});
   const std::string label = g.name + " gemm";
   if (g.strided) {
     p.workspace.work_out = g.bytes(c_rows(g), g.n, g.out_size(), "gathered output");
@@ -116,7 +117,8 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   c.gemm_only.ops.push_back(
       GemmOp{whole(g), {Buf::kWorkIn}, {Buf::kOut}, false, 0, g.name + " gemm"});
   c.collective_only.workspace.work_in = c.gemm_only.workspace.work_in;
-  c.collective_only.ops.push_back(AllGatherOp{{Buf::kLhs}, {Buf::kWorkIn}, g.lhs_bytes(), 0});
+  c.collective_only.ops.push_back(AllGatherOp{
+      {Buf::kLhs}, {Buf::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"});
   const auto steps = all_gather_schedule(g.tp, g.me, g.aggregate).size();
   c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows in " +
               std::to_string(steps) + " steps on " + std::to_string(g.num_streams) +

@@ -23,11 +23,12 @@ CollectiveGemm make_plain_gemm(GemmGeometry& g) {
   Program& p = c.overlapped;
   p.ops.push_back(GemmOp{t, {Buf::kLhs}, {Buf::kOut}, g.fuse_bias, 0, g.name + " gemm"});
   if (!g.reduce_axis.empty()) {
-    p.ops.push_back(AllReduceOp{{Buf::kOut}, g.out, out_count, 0});
+    p.ops.push_back(AllReduceOp{{Buf::kOut}, g.out, out_count, 0, g.name + " all-reduce"});
     if (g.has_bias) {
       p.ops.push_back(SumOp{{{Buf::kOut}}, g.out, out_count, true, g.n, {Buf::kOut}, g.out, 0});
     }
-    c.collective_only.ops.push_back(AllReduceOp{{Buf::kOut}, g.out, out_count, 0});
+    c.collective_only.ops.push_back(
+        AllReduceOp{{Buf::kOut}, g.out, out_count, 0, g.name + " all-reduce"});
   }
   c.sequential = p;
   c.gemm_only.ops.push_back(GemmOp{t, {Buf::kLhs}, {Buf::kOut}, false, 0, g.name + " gemm"});

@@ -100,7 +100,8 @@ Program sequential(const GemmGeometry& g) {
   }
   p.ops.push_back(GemmOp{whole(g), a, {Buf::kWorkOut}, false, 0, g.name + " gemm"});
   const Ref reduced{Buf::kWorkOut, partial_bytes(g)};
-  p.ops.push_back(ReduceScatterOp{{Buf::kWorkOut}, reduced, g.out, count, 0});
+  p.ops.push_back(ReduceScatterOp{
+      {Buf::kWorkOut}, reduced, g.out, count, 0, g.name + " sequential reduce-scatter"});
   p.ops.push_back(SumOp{{reduced}, g.out, count, g.has_bias, g.n, {Buf::kOut}, g.out, 0});
   return p;
 }
@@ -132,8 +133,8 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
   c.gemm_only.ops.push_back(
       GemmOp{whole(g), {Buf::kLhs}, {Buf::kWorkOut}, false, 0, g.name + " gemm"});
   c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;
-  c.collective_only.ops.push_back(
-      ReduceScatterOp{{Buf::kWorkOut}, {Buf::kOut}, g.out, g.chunk_rows * g.n, 0});
+  c.collective_only.ops.push_back(ReduceScatterOp{
+      {Buf::kWorkOut}, {Buf::kOut}, g.out, g.chunk_rows * g.n, 0, g.name + " reduce-scatter"});
   c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows in " +
               std::to_string(g.tp) + " steps on 1 stream(s), k=" + std::to_string(g.k) +
               ", n=" + std::to_string(g.n) +

@@ -101,14 +101,16 @@ class Backend {
   /// A token may be waited on more than once.
   virtual void wait_exchange(ExchangeToken token, int stream) = 0;
 
-  // --- collectives over the TP group for the sequential path, on `stream` ---
+  // --- collectives over the TP group for the sequential path, on `stream`; `label` names
+  // the call (e.g. "up_proj sequential all-gather") in traces and timeout messages, may be null ---
   /// dst [tp, bytes_per_rank] rank-major = every rank's src.
-  virtual void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream) = 0;
+  virtual void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
+                          const char* label) = 0;
   /// dst [count_per_rank] = sum over ranks of src[tp_rank * count_per_rank + i].
   virtual void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
-                              int stream) = 0;
+                              int stream, const char* label) = 0;
   /// In-place sum over the TP group.
-  virtual void all_reduce(void* buf, DType dtype, int64_t count, int stream) = 0;
+  virtual void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) = 0;
 
   // --- ordering and timing ---
   /// Later work on every compute stream and on the transport waits for all work issued so
