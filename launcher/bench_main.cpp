@@ -10,7 +10,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -23,6 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_config.hpp"
+#include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "job.hpp"
@@ -34,23 +36,7 @@
 namespace cgemm::launcher {
 namespace {
 
-namespace po = boost::program_options;
-
-// The shapes of the sweep (docs/PERFORMANCE.md reports them). hidden sizes are the
-// global K -> N of each projection; batch and seq are global.
-struct Shape2 {
-  std::string name;
-  int64_t batch, seq;
-  int64_t ag_in, ag_out;  // all-gather GEMM (column-parallel up projection)
-  int64_t rs_in, rs_out;  // reduce-scatter GEMM (row-parallel down projection)
-};
-const std::vector<Shape2> kShapes = {
-    {"standard", 4, 8192, 4096, 8192, 8192, 4096},
-    {"llama70b", 1, 8192, 8192, 28672, 28672, 8192},
-    {"gpt3_175b", 1, 4096, 12288, 49152, 49152, 12288},
-    {"small", 1, 2048, 4096, 4096, 4096, 4096},
-    {"tiny", 2, 64, 64, 128, 128, 64},  // for tests on CPUs
-};
+using Shape2 = BenchShape;
 
 struct Knobs {
   std::string label = "default";
@@ -64,16 +50,6 @@ struct Row {
   double efficiency = 0, speedup = 0;
   bool auto_overlaps = true;
 };
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 std::string fmt(double v, int prec = 3) {
   std::ostringstream s;
@@ -246,88 +222,36 @@ Table bench_table() {
                 {"execute_path", "", "", 0, -1, "", Column::kJson}});
 }
 
-std::vector<NamedPath> bench_outputs(const std::string& outdir, const std::string& trace) {
-  std::vector<NamedPath> out;
-  for (const char* ext : {"csv", "json", "md"}) {
-    out.push_back({"--out's cgemm_bench." + std::string(ext), outdir + "/cgemm_bench." + ext});
-  }
-  out.push_back({"--trace", trace});
-  if (!trace.empty()) out.push_back({"--trace's SVG", trace + ".svg"});
-  return out;
-}
-
 int run(int argc, char** argv) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  std::string cases_text, outdir, peers_path, trace_path, backend_text;
-  int dp = 1, warmup = 5, iterations = 20;
-  bool knobs = true;
-  double l2_mib = 60;
-  OverlapOptions base;
-  po::options_description desc(
-      "Usage: mpirun -np N cgemm-bench [options]\n"
-      "Benchmarks the overlapped collective GEMMs of cgemm against GEMM alone, collective alone\n"
-      "and the sequential path (bf16, tp = world / dp). Times in ms are medians over ranks'\n"
-      "slowest of the timed iterations; TFLOP/s per GPU; efficiency = max(GEMM, collective) /\n"
-      "overlapped; speed-up = sequential / overlapped.\nOptions");
-  std::string knobs_text = "on";
-  desc.add_options()("help,h", "print this help and exit")(
-      "cases", po::value(&cases_text)->default_value("standard,llama70b,gpt3_175b,small"),
-      "comma-separated shapes: standard (batch 4, seq 8192, AG 4096->8192, RS 8192->4096), "
-      "llama70b (seq 8192, AG 8192->28672, RS 28672->8192), gpt3_175b (seq 4096, "
-      "AG 12288->49152, RS 49152->12288), small (seq 2048, 4096->4096), tiny (for CPUs)")(
-      "knobs", po::value(&knobs_text)->default_value("on"),
-      "on|off: also sweep the overlap knobs (use_ce, aggregate_all_gather, "
-      "num_sm_for_communication 1/2/4/8, num_max_streams 1/2/3) on the first case")(
-      "dp", po::value(&dp)->default_value(1), "data-parallel size; tp = world / dp [ranks]")(
-      "warmup", po::value(&warmup)->default_value(5), "untimed runs of each path [iterations]")(
-      "iterations", po::value(&iterations)->default_value(20),
-      "timed runs of each path (at least 20 for reported figures) [iterations]")(
-      "l2_mib", po::value(&l2_mib)->default_value(60),
-      "L2 size: inputs rotate over enough copies to exceed twice this [MiB]")(
-      "backend", po::value(&backend_text)->default_value("auto"), "auto | cpu | cuda")(
-      "use_ce", po::value(&base.use_ce)->default_value(true),
-      "default transport: copy engines (1) or NCCL (0)")(
-      "num_max_streams", po::value(&base.num_max_streams)->default_value(3),
-      "default compute streams")(
-      "out", po::value(&outdir)->default_value("."),
-      "folder for cgemm_bench.csv, cgemm_bench.json and cgemm_bench.md [path]")(
-      "peers", po::value(&peers_path),
-      "CSV of bench/peers/torch_async_tp.py to compare against, joined by case [path]")(
-      "trace", po::value(&trace_path),
-      "trace one overlapped call of each first-case collective (Chrome JSON; FILE.svg too) [path]");
+  // The options: cgemm-run's shared table plus the benchmark's own (bench_config.hpp).
+  BenchParseResult parsed;
   std::string error;
-  po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-    if (knobs_text != "on" && knobs_text != "off") throw Error("--knobs must be on or off");
-    knobs = knobs_text == "on";
-    if (iterations < 1 || warmup < 0 || dp < 1)
-      throw Error("--iterations >= 1, --warmup >= 0, --dp >= 1");
-    if (world % dp != 0)
-      throw Error("--dp " + std::to_string(dp) + " does not divide the world size " +
-                  std::to_string(world));
-    for (const auto& c : split(cases_text)) {
-      if (std::none_of(kShapes.begin(), kShapes.end(),
-                       [&](const Shape2& s) { return s.name == c; })) {
-        throw Error("--cases: unknown case '" + c +
-                    "' (known: standard, llama70b, gpt3_175b, small, tiny)");
-      }
+    parsed = parse_bench_config(argc, argv);
+    const BenchConfig& c = parsed.config;
+    if (!parsed.help && world % c.dp != 0) {
+      throw OptionError("--dp " + std::to_string(c.dp) + " does not divide the world size " +
+                        std::to_string(world));
     }
   } catch (const std::exception& e) {
     error = e.what();
   }
-  if (error.empty() && !vm.count("help")) {
-    try {
-      if (vm.count("out") && outdir.empty()) throw Error("--out \"\": an empty path");
-      if (vm.count("trace") && trace_path.empty()) throw Error("--trace \"\": an empty path");
-      check_distinct(bench_outputs(outdir, trace_path), {{"--peers", peers_path}});
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+  if (error.empty() && parsed.help) {
+    say(parsed.help_text);
+    return 0;
   }
-  if (error.empty() && !vm.count("help") && world_rank() == 0) {
+  const BenchConfig& cfg = parsed.config;
+  const std::string& outdir = cfg.out;
+  const std::string& trace_path = cfg.trace;
+  const std::string& peers_path = cfg.peers;
+  const int dp = cfg.dp, warmup = cfg.warmup, iterations = cfg.iterations;
+  const bool knobs = cfg.knobs;
+  const double l2_mib = cfg.l2_mib;
+  const OverlapOptions& base = cfg.overlap;
+  const BackendOptions backend{cfg.backend, cfg.gpu_sharing, cfg.timeout};
+  if (error.empty() && world_rank() == 0) {
     // Output files are checked before the run, not after it; nothing is created here.
     try {
       for (const NamedPath& out : bench_outputs(outdir, trace_path)) {
@@ -337,13 +261,9 @@ int run(int argc, char** argv) {
       error = e.what();
     }
   }
-  if (vm.count("help") && error.empty()) {
-    std::ostringstream s;
-    s << desc;
-    say(s.str());
-    return 0;
-  }
   if (any_rank_failed(error)) return kExitUsage;
+  watchdog::start(cfg.timeout, world_rank(), "cgemm-bench",
+                  [] { abort_world(watchdog::kExitTimeout); });
 
   std::map<std::string, Peer> peers;
   try {
@@ -356,22 +276,14 @@ int run(int argc, char** argv) {
   std::vector<Row> rows;
   std::vector<TraceSpan> trace;
   std::string machine;
-  const auto names = split(cases_text);
-  BackendKind backend = BackendKind::kAuto;
-  try {
-    backend = parse_backend(backend_text);
-  } catch (const std::exception& e) {
-    error = "--backend " + backend_text + ": " + e.what();
-  }
-  if (any_rank_failed(error)) return kExitUsage;
+  const std::vector<std::string>& names = cfg.cases;
   // Plan every case first on a CPU context: the planner's errors are the same on every rank,
   // so they end the job with one message instead of an abort on each rank.
   try {
     Context probe(MPI_COMM_WORLD, MeshConfig{dp, world / dp, "dp", "tpsp"}, BackendKind::kCpu,
                   base);
     for (const auto& name : names) {
-      const Shape2& sh = *std::find_if(kShapes.begin(), kShapes.end(),
-                                       [&](const Shape2& s) { return s.name == name; });
+      const Shape2& sh = bench_shape(name);
       for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
         const bool ag = op == CollectiveOp::kAllGather;
         GemmPlan check(probe, tensor_sequence_parallel_gemm(
@@ -385,8 +297,7 @@ int run(int argc, char** argv) {
   if (any_rank_failed(error)) return kExitUsage;
   try {
     for (size_t ci = 0; ci < names.size(); ++ci) {
-      const Shape2& sh = *std::find_if(kShapes.begin(), kShapes.end(),
-                                       [&](const Shape2& s) { return s.name == names[ci]; });
+      const Shape2& sh = bench_shape(names[ci]);
       const std::vector<Knobs> sweep =
           ci == 0 && knobs ? knob_sweep(base) : std::vector<Knobs>{{"default", base}};
       for (const Knobs& kn : sweep) {
@@ -470,7 +381,9 @@ int run(int argc, char** argv) {
 }  // namespace cgemm::launcher
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // Threads: the watchdog (--timeout) ends the job with MPI_Abort from its own thread.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   cgemm::launcher::set_program_name("cgemm-bench");
   const int rc = cgemm::launcher::run(argc, argv);
   MPI_Finalize();

@@ -1,6 +1,9 @@
-// cgemm-run's options: the command line and the INI file named by --config, parsed with
-// Boost.Program_options. The command line is stored first, so its values win; the file fills
-// in the rest; the defaults below fill in what neither gives.
+// The option table of the cgemm job programs and cgemm-run's options: the command line and the
+// INI file named by --config, parsed with Boost.Program_options. The command line is stored
+// first, so its values win; the file fills in the rest; the defaults below fill in what
+// neither gives. The shared options (add_shared_options, read_shared_options) are described
+// and checked once, here; cgemm-run (run_program_spec) and cgemm-bench (bench_config.cpp) add
+// their own on top through a ProgramSpec.
 //
 // Every error is an OptionError whose message names the option and the value, and says where
 // the value came from: "--batch 0" for the command line, "batch = 0 (run.ini, line 7)" for the
@@ -73,42 +76,16 @@ std::optional<T> parse_integer(std::string_view text) {
 // ---------------------------------------------------------------------------------------
 // The option descriptions. The names are the contract (INI keys and --flags alike).
 
-struct Descriptions {
-  static constexpr unsigned kWidth = 100;  // help text columns
-  static constexpr unsigned kDescColumn = 50;
-  po::options_description general{"General", kWidth, kDescColumn};
-  po::options_description mesh{"Mesh (world size = dp x tp; a TP group is tp consecutive ranks)",
-                               kWidth, kDescColumn};
-  po::options_description problem{
-      "Problem (x [batch, seq_len, hidden_in] @ w [hidden_in, hidden_out])", kWidth, kDescColumn};
-  po::options_description run{"Run", kWidth, kDescColumn};
-  po::options_description overlap{"Overlap (the CPU backend ignores the knobs marked CUDA only)",
-                                  kWidth, kDescColumn};
-  po::options_description sweep{
-      "Sweep (comma-separated lists of values: one experiment per combination)", kWidth,
-      kDescColumn};
-  po::options_description command_line{kWidth, kDescColumn};  // everything
-  po::options_description file{kWidth, kDescColumn};          // everything but General
-};
-
-// Bool options take a value (on|off, true|false, yes|no, 1|0) on the command line as in the
-// file, so "--bias off" reads the same as "bias = off".
-po::typed_value<bool>* bool_value(bool def) {
-  return po::value<bool>()->value_name("on|off")->default_value(def, on_off(def));
-}
-
 template <typename T>
 po::typed_value<T>* int_value(const char* name, T def) {
   return po::value<T>()->value_name(name)->default_value(def);
 }
 
-Descriptions make_descriptions() {
-  Descriptions d;
-  const RunConfig defaults;
+// The shared table: the options of every program, with the program's defaults.
+void add_shared_options(OptionGroups& g, const SharedOptions& defaults) {
   const OverlapOptions& ov = defaults.overlap;
-
   // clang-format off
-  d.general.add_options()
+  g.general.add_options()
       ("help,h", "print this help and exit")
       ("version", "print the version and exit")
       ("config", po::value<std::string>()->value_name("FILE"),
@@ -116,15 +93,106 @@ Descriptions make_descriptions() {
        "dashes), '#' starts a comment, no [sections]; the command line overrides the file "
        "[path; default: none]");
 
-  d.mesh.add_options()
+  g.mesh.add_options()
       ("dp", int_value<int>("N", defaults.dp),
        "data-parallel size: groups of tp ranks, each running its own batch / dp sequences "
-       "[ranks]")
+       "[ranks]");
+
+  g.run.add_options()
+      ("warmup", int_value<int>("N", defaults.warmup),
+       "untimed iterations before the timed ones [iterations]")
+      ("iterations", int_value<int>("N", defaults.iterations),
+       "timed iterations; times are reported in ms, bandwidths in GB/s [iterations]")
+      ("timeout", po::value<double>()->value_name("S")
+                      ->default_value(defaults.timeout, float_text(static_cast<float>(defaults.timeout))),
+       "seconds any wait may last (a peer's data, a collective, a barrier, the GPU, the "
+       "bootstrap) before the rank names what it waited for and ends the job (exit 4); 0: wait "
+       "forever [s]")
+      ("backend", po::value<std::string>()->value_name("B")
+                      ->default_value(backend_name(defaults.backend)),
+       "auto | cpu | cuda. auto: cuda when this cgemm has CUDA and every rank has a GPU of its "
+       "own, else cpu (said so when GPUs are short). cuda: ends with one message when a GPU is "
+       "missing or shared, unless gpu_sharing is on")
+      ("gpu_sharing", bool_value(defaults.gpu_sharing),
+       "let ranks of a host share its GPUs on the CUDA backend (rank -> GPU by local rank "
+       "modulo the GPU count). For correctness runs of any tp on few GPUs: no NCCL (it refuses "
+       "two ranks of a communicator on one GPU), every collective over the copy engines, "
+       "use_ce must stay on, and times are not a speed measurement")
+      ("trace", po::value<std::string>()->value_name("FILE"),
+       "record one extra overlapped call of each GEMM on every rank (every GEMM chunk, "
+       "transfer, reorder and partial sum) and write it as Chrome trace-event JSON to FILE "
+       "(open in Perfetto) and as an SVG timeline to FILE.svg [path; default: none]");
+
+  g.overlap.add_options()
+      ("overlap", po::value<std::string>()->value_name("P")
+                      ->default_value(overlap_policy_name(ov.policy)),
+       "auto | on | off: whether execute() overlaps; auto times both paths on a plan's first "
+       "call and keeps the faster (the sequential path where chunks are too small to pay). "
+       "cgemm-run checks and times the overlapped schedule whatever this says (cgemm-bench "
+       "times both paths and reports which one execute() keeps)")
+      ("num_max_streams", int_value<int>("N", ov.num_max_streams),
+       "GEMM (compute) streams the all-gather's chunk GEMMs may use (aggregate mode computes "
+       "two chunks at once); the reduce-scatter's partials run in order on one stream so each "
+       "is sent as soon as it is done; shapes the schedule on both backends [streams]")
+      ("compute_stream_priority", int_value<int>("P", ov.compute_stream_priority),
+       "priority of the compute streams, 0 = highest [priority level]; CUDA only, the CPU "
+       "backend ignores it")
+      ("communication_stream_priority", int_value<int>("P", ov.communication_stream_priority),
+       "priority of the communication streams, 0 = highest [priority level]; CUDA only, the "
+       "CPU backend ignores it")
+      ("num_sm_for_communication", int_value<int>("N", ov.num_sm_for_communication),
+       "bound on the SMs the transport may take [SMs]; CUDA only, the CPU backend ignores it")
+      ("use_ce", bool_value(ov.use_ce),
+       "move chunks with copy engines over CUDA IPC where the TP group shares a node; CUDA "
+       "only, the CPU backend ignores it")
+      ("aggregate_all_gather", bool_value(ov.aggregate_all_gather),
+       "all-gather two chunks per step, opposite ways round the ring; shapes the schedule on "
+       "both backends");
+  // clang-format on
+}
+
+// A program's descriptions: its groups, and the descriptions the parsers take.
+struct Descriptions {
+  explicit Descriptions(const ProgramSpec& spec) : groups(spec.mesh_caption) {
+    add_shared_options(groups, spec.defaults);
+    if (spec.add_options) spec.add_options(groups);
+    file.add(groups.mesh);
+    for (const auto& b : groups.before_run) file.add(b);
+    file.add(groups.run).add(groups.overlap);
+    for (const auto& a : groups.after) file.add(a);
+    command_line.add(groups.general).add(file);
+  }
+  OptionGroups groups;
+  po::options_description command_line{OptionGroups::kWidth, OptionGroups::kDescColumn};
+  po::options_description file{OptionGroups::kWidth, OptionGroups::kDescColumn};  // no General
+};
+
+std::string help_text(const ProgramSpec& spec, const Descriptions& d) {
+  std::ostringstream out;
+  out << spec.usage;
+  // One description holding the groups, so that every group lines up in the same columns.
+  po::options_description all(OptionGroups::kWidth, OptionGroups::kDescColumn);
+  all.add(d.groups.general).add(d.groups.mesh);
+  for (const auto& b : d.groups.before_run) all.add(b);
+  all.add(d.groups.run).add(d.groups.overlap);
+  for (const auto& a : d.groups.after) all.add(a);
+  out << all << "\n";
+  out << spec.notes;
+  return out.str();
+}
+
+// cgemm-run's own options, on top of the shared table.
+void add_run_options(OptionGroups& g) {
+  const RunConfig defaults;
+  // clang-format off
+  g.mesh.add_options()
       ("tp", int_value<int>("N", defaults.tp),
        "tensor-parallel size: ranks of one TP group, over which the collectives run; "
        "0 = world size / dp [ranks]");
 
-  d.problem.add_options()
+  auto& problem = g.before_run.emplace_back(option_group(
+      "Problem (x [batch, seq_len, hidden_in] @ w [hidden_in, hidden_out])"));
+  problem.add_options()
       ("batch", int_value<int64_t>("N", kDefaultBatch),
        "global batch size B, split over dp [sequences]")
       ("seq_len", int_value<int64_t>("N", kDefaultSeqLen),
@@ -158,18 +226,10 @@ Descriptions make_descriptions() {
                    ->default_value(std::to_string(defaults.seed)),
        "seed of the random inputs; every rank derives its shard from it [unsigned integer]");
 
-  d.run.add_options()
-      ("warmup", int_value<int>("N", defaults.warmup),
-       "untimed iterations before the timed ones [iterations]")
-      ("iterations", int_value<int>("N", defaults.iterations),
-       "timed iterations; times are reported in ms, bandwidths in GB/s [iterations]")
+  g.run.add_options()
       ("check", bool_value(defaults.check),
        "compare each result with the sequential path (the collective, then the GEMM, or the "
        "GEMM, then the collective) within the dtype's tolerance")
-      ("timeout", po::value<double>()->value_name("S")->default_value(defaults.timeout, "300"),
-       "seconds any wait may last (a peer's data, a collective, a barrier, the GPU, the "
-       "bootstrap) before the rank names what it waited for and ends the job (exit 4); 0: wait "
-       "forever [s]")
       ("check_rounds", int_value<int>("N", defaults.check_rounds),
        "checked calls of every GEMM, each on fresh inputs; round r runs the GEMMs of the block "
        "in turn on the same buffers, so plans alternate and buffers are reused [rounds]")
@@ -177,22 +237,8 @@ Descriptions make_descriptions() {
        "write the global output of every GEMM of the last check round (gathered on rank 0) to "
        "FILE; cgemm-compare A B compares two such files element by element, e.g. a CUDA run "
        "with a CPU run of the same config and seed [path; default: none]")
-      ("backend", po::value<std::string>()->value_name("B")
-                      ->default_value(backend_name(defaults.backend)),
-       "auto | cpu | cuda. auto: cuda when this cgemm has CUDA and every rank has a GPU of its "
-       "own, else cpu (said so when GPUs are short). cuda: ends with one message when a GPU is "
-       "missing or shared, unless gpu_sharing is on")
-      ("gpu_sharing", bool_value(defaults.gpu_sharing),
-       "let ranks of a host share its GPUs on the CUDA backend (rank -> GPU by local rank "
-       "modulo the GPU count). For correctness runs of any tp on few GPUs: no NCCL (it refuses "
-       "two ranks of a communicator on one GPU), every collective over the copy engines, "
-       "use_ce must stay on, and times are not a speed measurement")
       ("report", po::value<std::string>()->value_name("FILE"),
        "write the results and the resolved options as JSON to this file [path; default: none]")
-      ("trace", po::value<std::string>()->value_name("FILE"),
-       "record one extra overlapped call of each GEMM on every rank (every GEMM chunk, "
-       "transfer, reorder and partial sum) and write it as Chrome trace-event JSON to FILE "
-       "(open in Perfetto) and as an SVG timeline to FILE.svg [path; default: none]")
       // Planning without a backend (launcher/dry_run.cpp).
       ("dry_run", bool_value(defaults.dry_run)->implicit_value(true, "on"),
        "plan only: print every rank's host, local rank, GPU (local rank modulo the GPUs it "
@@ -208,32 +254,9 @@ Descriptions make_descriptions() {
       ("compute_capability", int_value<int>("CC", defaults.compute_capability),
        "compute capability --dry_run plans the cuBLAS workspaces for, e.g. 90 = sm 90");
 
-  d.overlap.add_options()
-      ("overlap", po::value<std::string>()->value_name("P")
-                      ->default_value(overlap_policy_name(ov.policy)),
-       "auto | on | off: whether execute() overlaps; auto times both paths on a plan's first "
-       "call and keeps the faster (the sequential path where chunks are too small to pay). "
-       "cgemm-run checks and times the overlapped schedule whatever this says")
-      ("num_max_streams", int_value<int>("N", ov.num_max_streams),
-       "GEMM (compute) streams the all-gather's chunk GEMMs may use (aggregate mode computes "
-       "two chunks at once); the reduce-scatter's partials run in order on one stream so each "
-       "is sent as soon as it is done; shapes the schedule on both backends [streams]")
-      ("compute_stream_priority", int_value<int>("P", ov.compute_stream_priority),
-       "priority of the compute streams, 0 = highest [priority level]; CUDA only, the CPU "
-       "backend ignores it")
-      ("communication_stream_priority", int_value<int>("P", ov.communication_stream_priority),
-       "priority of the communication streams, 0 = highest [priority level]; CUDA only, the "
-       "CPU backend ignores it")
-      ("num_sm_for_communication", int_value<int>("N", ov.num_sm_for_communication),
-       "bound on the SMs the transport may take [SMs]; CUDA only, the CPU backend ignores it")
-      ("use_ce", bool_value(ov.use_ce),
-       "move chunks with copy engines over CUDA IPC where the TP group shares a node; CUDA "
-       "only, the CPU backend ignores it")
-      ("aggregate_all_gather", bool_value(ov.aggregate_all_gather),
-       "all-gather two chunks per step, opposite ways round the ring; shapes the schedule on "
-       "both backends");
-
-  d.sweep.add_options()
+  auto& sweep = g.after.emplace_back(option_group(
+      "Sweep (comma-separated lists of values: one experiment per combination)"));
+  sweep.add_options()
       ("sweep_csv", po::value<std::string>()->value_name("FILE"),
        "append one CSV row per experiment (the options, sizes, times, TFLOP/s, speed-up, "
        "check), flushed as each ends; the header is written when FILE is new or empty "
@@ -242,43 +265,14 @@ Descriptions make_descriptions() {
        "append one JSON object per line per experiment, the same fields as --sweep_csv "
        "[path; default: none]");
   // clang-format on
-
-  for (auto* group : {&d.mesh, &d.problem, &d.run, &d.overlap, &d.sweep}) d.file.add(*group);
-  d.command_line.add(d.general).add(d.file);
-  return d;
-}
-
-std::string help_text(const Descriptions& d) {
-  std::ostringstream out;
-  out << "Usage: cgemm-run [--config FILE] [--NAME VALUE]...\n"
-         "Runs a block of overlapped collective GEMMs (all-gather + GEMM, GEMM + reduce-scatter)\n"
-         "on every rank of an MPI job, checks them and times them.\n"
-         "Options come from the command line, then from the INI file of --config (same names,\n"
-         "'NAME = VALUE'), then from the defaults shown as (=...). Booleans take on|off,\n"
-         "true|false, yes|no or 1|0. Units are in [brackets].\n";
-  // One description holding the groups, so that every group lines up in the same columns.
-  po::options_description all(Descriptions::kWidth, Descriptions::kDescColumn);
-  all.add(d.general).add(d.mesh).add(d.problem).add(d.run).add(d.overlap).add(d.sweep);
-  out << all << "\n";
-  out << "The overlap knobs mean what they mean in Transformer Engine's "
-         "collective_gemm_bootstrap.\nThe CPU backend ignores compute_stream_priority, "
-         "communication_stream_priority,\nnum_sm_for_communication and use_ce; num_max_streams "
-         "and aggregate_all_gather shape the\nschedule on both backends.\n\n"
-         "Sweeps: batch, seq_len, hidden_in, hidden_out, collective, dtype, bias,\n"
-         "transpose_batch_sequence, std, seed, warmup, iterations, check, check_rounds and the\n"
-         "overlap options take a comma-separated list ('seq_len = 1024, 2048', or\n"
-         "--collective all_gather,reduce_scatter). The lists expand to their product, one\n"
-         "experiment each, run one after another in this job (the last list varies fastest);\n"
-         "every experiment is checked before the first runs. dp, tp, backend and gpu_sharing\n"
-         "may not be swept. Rank 0 prints a table, one row per experiment; --sweep_csv and\n"
-         "--sweep_jsonl collect the rows. A sweep writes no --report, --trace or --output_dump.\n";
-  return out.str();
 }
 
 // ---------------------------------------------------------------------------------------
 // Where a value came from, for the error messages.
 
-class Sources {
+}  // namespace
+
+class OptionSources {
  public:
   void set_command_line(const po::parsed_options& parsed) {
     for (const auto& o : parsed.options) cli_.insert(o.string_key);
@@ -360,6 +354,9 @@ class Sources {
   std::vector<std::string> lines_;
 };
 
+namespace {
+
+using Sources = OptionSources;
 // ---------------------------------------------------------------------------------------
 // Boost's errors, with a hint.
 
@@ -377,7 +374,10 @@ std::string spelling_hint(std::string name, const Descriptions& d, bool dashes) 
   return std::string(" (did you mean ") + (dashes ? "--" : "") + candidates.front() + "?)";
 }
 
-const char kHelpHint[] = "; run cgemm-run --help for the options";
+// "; run cgemm-run --help for the options".
+std::string help_hint(const std::string& program) {
+  return "; run " + program + " --help for the options";
+}
 
 // Boost.Program_options 1.74 loops forever in error_with_option_name::what() when a text it
 // substitutes into its message template holds a placeholder ("batch = %value%": replacing
@@ -416,16 +416,17 @@ std::string error_text(const po::error& e) {
   return "invalid option '" + name + "'";
 }
 
-[[noreturn]] void rethrow_command_line_error(const po::error& e, const Descriptions& d) {
+[[noreturn]] void rethrow_command_line_error(const po::error& e, const Descriptions& d,
+                                             const std::string& program) {
   std::string msg = std::string("command line: ") + error_text(e);
   if (const auto* unknown = dynamic_cast<const po::unknown_option*>(&e)) {
     msg += spelling_hint(unknown->get_option_name(), d, true);
   }
-  throw OptionError(msg + kHelpHint);
+  throw OptionError(msg + help_hint(program));
 }
 
-[[noreturn]] void rethrow_file_error(const po::error& e, const Descriptions& d,
-                                     const Sources& src) {
+[[noreturn]] void rethrow_file_error(const po::error& e, const Descriptions& d, const Sources& src,
+                                     const std::string& program) {
   std::string where = src.file();
   std::string hint;
   if (const auto* syntax = dynamic_cast<const po::invalid_config_file_syntax*>(&e)) {
@@ -439,7 +440,7 @@ std::string error_text(const po::error& e) {
     where = src.file_place(src.file_lines(name));
     if (dynamic_cast<const po::unknown_option*>(&e)) {
       if (name.find('.') != std::string::npos) {
-        hint = " (cgemm-run's INI files have no [sections]: write 'NAME = VALUE' lines only)";
+        hint = " (" + program + "'s INI files have no [sections]: write 'NAME = VALUE' lines only)";
       } else if (name == "config" || name == "help" || name == "version") {
         hint = " ('" + name + "' is a command-line option only)";
       } else {
@@ -447,45 +448,91 @@ std::string error_text(const po::error& e) {
       }
     }
   }
-  throw OptionError(where + ": " + error_text(e) + hint + kHelpHint);
+  throw OptionError(where + ": " + error_text(e) + hint + help_hint(program));
 }
+}  // namespace
 
 // ---------------------------------------------------------------------------------------
 // Reading the values, each checked with a message that names it.
 
-class Reader {
- public:
-  Reader(const po::variables_map& vm, const Sources& src) : vm_(vm), src_(src) {}
+std::string OptionReader::path(const std::string& name) const {
+  if (vm_.count(name) == 0) return {};
+  const auto v = get<std::string>(name);
+  if (v.empty()) fail(name, v, "an empty path (leave the option out for no file)");
+  return v;
+}
 
-  template <typename T>
-  T get(const std::string& name) const {
-    return vm_[name].as<T>();
+bool OptionReader::on_command_line(const std::string& name) const {
+  return src_.on_command_line(name);
+}
+
+const std::string& OptionReader::file() const { return src_.file(); }
+
+void OptionReader::fail(const std::string& name, const std::string& value,
+                        const std::string& what) const {
+  throw OptionError(src_.describe(name, value) + ": " + what);
+}
+
+OptionGroups::OptionGroups(const std::string& mesh_caption)
+    : general(option_group("General")),
+      mesh(option_group(mesh_caption)),
+      run(option_group("Run")),
+      overlap(option_group("Overlap (the CPU backend ignores the knobs marked CUDA only)")) {}
+
+po::options_description option_group(const std::string& caption) {
+  return po::options_description(caption, OptionGroups::kWidth, OptionGroups::kDescColumn);
+}
+
+// Bool options take a value (on|off, true|false, yes|no, 1|0) on the command line as in the
+// file, so "--bias off" reads the same as "bias = off".
+po::typed_value<bool>* bool_value(bool def) {
+  return po::value<bool>()->value_name("on|off")->default_value(def, on_off(def));
+}
+
+SharedOptions read_shared_options(const OptionReader& r) {
+  SharedOptions s;
+  // mesh
+  s.dp = r.at_least<int>("dp", 1, "must be at least 1 [ranks]");
+  // run
+  s.warmup = r.at_least<int>("warmup", 0, "must be 0 or more [iterations]");
+  s.iterations = r.at_least<int>("iterations", 1, "must be at least 1 [iterations]");
+  const auto backend_text = r.get<std::string>("backend");
+  try {
+    s.backend = parse_backend(backend_text);
+  } catch (const Error& e) {
+    r.fail("backend", backend_text, e.what());
   }
-
-  template <typename T>
-  T at_least(const std::string& name, T min, const char* what) const {
-    const T v = get<T>(name);
-    if (v < min) fail(name, std::to_string(v), what);
-    return v;
+  s.gpu_sharing = r.get<bool>("gpu_sharing");
+  s.timeout = r.get<double>("timeout");
+  if (!std::isfinite(s.timeout) || s.timeout < 0) {
+    r.fail("timeout", float_text(static_cast<float>(s.timeout)),
+           "must be 0 (wait forever) or a positive number of seconds");
   }
-
-  // A file option: none when not given; given empty, a bad option (not "no file").
-  std::string path(const std::string& name) const {
-    if (vm_.count(name) == 0) return {};
-    const auto v = get<std::string>(name);
-    if (v.empty()) fail(name, v, "an empty path (leave the option out for no file)");
-    return v;
+  s.trace = r.path("trace");
+  // overlap
+  OverlapOptions& ov = s.overlap;
+  const auto policy_text = r.get<std::string>("overlap");
+  try {
+    ov.policy = parse_overlap_policy(policy_text);
+  } catch (const Error& e) {
+    r.fail("overlap", policy_text, e.what());
   }
+  ov.num_max_streams = r.at_least<int>("num_max_streams", 1, "must be at least 1 [streams]");
+  ov.compute_stream_priority =
+      r.at_least<int>("compute_stream_priority", 0, "must be 0 (highest) or more");
+  ov.communication_stream_priority =
+      r.at_least<int>("communication_stream_priority", 0, "must be 0 (highest) or more");
+  ov.num_sm_for_communication =
+      r.at_least<int>("num_sm_for_communication", 1, "must be at least 1 [SMs]");
+  ov.use_ce = r.get<bool>("use_ce");
+  ov.aggregate_all_gather = r.get<bool>("aggregate_all_gather");
+  s.config_file = r.file();
+  return s;
+}
 
-  [[noreturn]] void fail(const std::string& name, const std::string& value,
-                         const std::string& what) const {
-    throw OptionError(src_.describe(name, value) + ": " + what);
-  }
+namespace {
 
- private:
-  const po::variables_map& vm_;
-  const Sources& src_;
-};
+using Reader = OptionReader;
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -528,12 +575,11 @@ GemmSpec parse_gemm_entry(const std::string& entry, const Reader& r) {
   return g;
 }
 
-RunConfig read_config(const po::variables_map& vm, const Sources& src) {
-  const Reader r(vm, src);
+RunConfig read_config(const Reader& r) {
   RunConfig cfg;
+  static_cast<SharedOptions&>(cfg) = read_shared_options(r);
 
   // mesh
-  cfg.dp = r.at_least<int>("dp", 1, "must be at least 1 [ranks]");
   cfg.tp = r.at_least<int>("tp", 0, "must be 0 (world size / dp) or a positive number of ranks");
 
   // problem
@@ -549,14 +595,14 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
     r.fail("collective", collective_text, e.what());
   }
 
-  const bool single_on_cli = src.on_command_line("collective") ||
-                             src.on_command_line("hidden_in") || src.on_command_line("hidden_out");
-  if (single_on_cli && src.on_command_line("gemm")) {
+  const bool single_on_cli = r.on_command_line("collective") || r.on_command_line("hidden_in") ||
+                             r.on_command_line("hidden_out");
+  if (single_on_cli && r.on_command_line("gemm")) {
     throw OptionError(
         "--gemm and --collective/--hidden_in/--hidden_out were all given on the command line: "
         "give either --gemm entries (a block) or the single GEMM's options, not both");
   }
-  if (single_on_cli || vm.count("gemm") == 0) {
+  if (single_on_cli || !r.has("gemm")) {
     cfg.gemms.push_back(
         GemmSpec{std::string(collective_name(collective)), collective, hidden_in, hidden_out});
   } else {
@@ -597,57 +643,23 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
   cfg.seed = *seed;
 
   // run
-  cfg.warmup = r.at_least<int>("warmup", 0, "must be 0 or more [iterations]");
-  cfg.iterations = r.at_least<int>("iterations", 1, "must be at least 1 [iterations]");
   cfg.check = r.get<bool>("check");
-  const auto backend_text = r.get<std::string>("backend");
-  try {
-    cfg.backend = parse_backend(backend_text);
-  } catch (const Error& e) {
-    r.fail("backend", backend_text, e.what());
-  }
-  cfg.gpu_sharing = r.get<bool>("gpu_sharing");
   cfg.check_rounds = r.at_least<int>("check_rounds", 1, "must be at least 1 [rounds]");
-  cfg.timeout = r.get<double>("timeout");
-  if (!std::isfinite(cfg.timeout) || cfg.timeout < 0) {
-    r.fail("timeout", float_text(static_cast<float>(cfg.timeout)),
-           "must be 0 (wait forever) or a positive number of seconds");
-  }
   cfg.output_dump = r.path("output_dump");
   if (!cfg.output_dump.empty() && !cfg.check) {
     r.fail("output_dump", cfg.output_dump, "needs check = on (it dumps the checked outputs)");
   }
   cfg.report = r.path("report");
-  cfg.trace = r.path("trace");
   cfg.dry_run = r.get<bool>("dry_run");
   cfg.ranks_per_node = r.at_least<int>("ranks_per_node", 0, "must be 0 or more [ranks]");
   cfg.gpus_per_node = r.at_least<int>("gpus_per_node", 0, "must be 0 or more [GPUs]");
   cfg.compute_capability =
       r.at_least<int>("compute_capability", 10, "must be a compute capability such as 90");
 
-  // overlap
-  OverlapOptions& ov = cfg.overlap;
-  const auto policy_text = r.get<std::string>("overlap");
-  try {
-    ov.policy = parse_overlap_policy(policy_text);
-  } catch (const Error& e) {
-    r.fail("overlap", policy_text, e.what());
-  }
-  ov.num_max_streams = r.at_least<int>("num_max_streams", 1, "must be at least 1 [streams]");
-  ov.compute_stream_priority =
-      r.at_least<int>("compute_stream_priority", 0, "must be 0 (highest) or more");
-  ov.communication_stream_priority =
-      r.at_least<int>("communication_stream_priority", 0, "must be 0 (highest) or more");
-  ov.num_sm_for_communication =
-      r.at_least<int>("num_sm_for_communication", 1, "must be at least 1 [SMs]");
-  ov.use_ce = r.get<bool>("use_ce");
-  ov.aggregate_all_gather = r.get<bool>("aggregate_all_gather");
-
   // sweep
   cfg.sweep_csv = r.path("sweep_csv");
   cfg.sweep_jsonl = r.path("sweep_jsonl");
 
-  cfg.config_file = src.file();
   check_distinct(output_files(cfg), {{"--config", cfg.config_file}});
   return cfg;
 }
@@ -657,29 +669,29 @@ RunConfig read_config(const po::variables_map& vm, const Sources& src) {
 namespace {
 
 // Sweeps: these options may hold a comma-separated list (the experiments are the product).
-constexpr std::array<std::string_view, 21> kSweepable{"batch",
-                                                      "seq_len",
-                                                      "hidden_in",
-                                                      "hidden_out",
-                                                      "collective",
-                                                      "dtype",
-                                                      "bias",
-                                                      "transpose_batch_sequence",
-                                                      "std",
-                                                      "seed",
-                                                      "warmup",
-                                                      "iterations",
-                                                      "check",
-                                                      "check_rounds",
-                                                      "overlap",
-                                                      "num_max_streams",
-                                                      "compute_stream_priority",
-                                                      "communication_stream_priority",
-                                                      "num_sm_for_communication",
-                                                      "use_ce",
-                                                      "aggregate_all_gather"};
+const std::vector<std::string_view> kRunSweepable{"batch",
+                                                  "seq_len",
+                                                  "hidden_in",
+                                                  "hidden_out",
+                                                  "collective",
+                                                  "dtype",
+                                                  "bias",
+                                                  "transpose_batch_sequence",
+                                                  "std",
+                                                  "seed",
+                                                  "warmup",
+                                                  "iterations",
+                                                  "check",
+                                                  "check_rounds",
+                                                  "overlap",
+                                                  "num_max_streams",
+                                                  "compute_stream_priority",
+                                                  "communication_stream_priority",
+                                                  "num_sm_for_communication",
+                                                  "use_ce",
+                                                  "aggregate_all_gather"};
 // One job runs one mesh on one backend (one Context): these may not be swept.
-constexpr std::array<std::string_view, 4> kNotSweepable{"dp", "tp", "backend", "gpu_sharing"};
+const std::vector<std::string_view> kRunNotSweepable{"dp", "tp", "backend", "gpu_sharing"};
 
 bool in(std::string_view name, const auto& names) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -693,18 +705,18 @@ struct Axis {
 };
 
 // The list options of `opts` (those the command line does not override, for the file's).
-void find_axes(po::parsed_options& opts, bool from_file, const Sources& src,
-               std::vector<Axis>& axes) {
+void find_axes(const ProgramSpec& spec, po::parsed_options& opts, bool from_file,
+               const Sources& src, std::vector<Axis>& axes) {
   for (size_t i = 0; i < opts.options.size(); ++i) {
     const auto& o = opts.options[i];
     if (o.value.size() != 1 || o.value[0].find(',') == std::string::npos) continue;
     if (from_file && src.on_command_line(o.string_key)) continue;
-    if (in(o.string_key, kNotSweepable)) {
+    if (in(o.string_key, spec.not_sweepable)) {
       throw OptionError(src.describe(o.string_key, o.value[0]) +
                         ": the mesh and backend options (dp, tp, backend, gpu_sharing) may not "
                         "be swept: one job runs one mesh on one backend (start a job per mesh)");
     }
-    if (!in(o.string_key, kSweepable)) continue;
+    if (!in(o.string_key, spec.sweepable)) continue;
     Axis a{&opts, i, o.string_key, {}};
     std::istringstream items(o.value[0]);
     for (std::string item; std::getline(items, item, ',');) a.values.push_back(trim(item));
@@ -721,9 +733,10 @@ void find_axes(po::parsed_options& opts, bool from_file, const Sources& src,
 
 }  // namespace
 
-ParseResult parse_run_config(int argc, const char* const* argv) {
-  const Descriptions d = make_descriptions();
-  ParseResult result;
+ParsedOptions parse_options(const ProgramSpec& spec, int argc, const char* const* argv,
+                            const std::function<void(const OptionReader&)>& read) {
+  const Descriptions d(spec);
+  ParsedOptions result;
   Sources src;
   po::parsed_options cli(&d.command_line);
   try {
@@ -737,24 +750,23 @@ ParseResult parse_run_config(int argc, const char* const* argv) {
       if (o.string_key.empty()) {
         const std::string token = o.original_tokens.empty() ? "" : o.original_tokens.front();
         throw OptionError("command line: unexpected argument '" + token +
-                          "' (options are '--NAME VALUE'; quote a gemm entry: --gemm \"up_proj "
-                          "all_gather 768 3072\")" +
-                          kHelpHint);
+                          "' (options are '--NAME VALUE'" + spec.positional_hint + ")" +
+                          help_hint(spec.name));
       }
     }
     src.set_command_line(cli);
   } catch (const po::error& e) {
-    rethrow_command_line_error(e, d);
+    rethrow_command_line_error(e, d, spec.name);
   }
 
   if (src.on_command_line("help")) {
     result.help = true;
-    result.help_text = help_text(d);
+    result.help_text = help_text(spec, d);
     return result;
   }
   if (src.on_command_line("version")) {
     result.help = true;
-    result.help_text = std::string("cgemm-run ") + CGEMM_VERSION + "\n";
+    result.help_text = spec.name + " " + CGEMM_VERSION + "\n";
     return result;
   }
 
@@ -779,13 +791,13 @@ ParseResult parse_run_config(int argc, const char* const* argv) {
       std::istringstream file_in(text.str());
       file = po::parse_config_file(file_in, d.file);
     } catch (const po::error& e) {
-      rethrow_file_error(e, d, src);
+      rethrow_file_error(e, d, src, spec.name);
     }
   }
 
   std::vector<Axis> axes;
-  find_axes(cli, false, src, axes);
-  if (file) find_axes(*file, true, src, axes);
+  find_axes(spec, cli, false, src, axes);
+  if (file) find_axes(spec, *file, true, src, axes);
   size_t count = 1;
   for (const auto& a : axes) count *= a.values.size();
   for (const auto& a : axes) result.swept.push_back(a.name);
@@ -809,26 +821,76 @@ ParseResult parse_run_config(int argc, const char* const* argv) {
       try {
         po::store(cli, vm);
       } catch (const po::error& e) {
-        rethrow_command_line_error(e, d);
+        rethrow_command_line_error(e, d, spec.name);
       }
       if (file) {
         try {
           po::store(*file, vm);
         } catch (const po::error& e) {
-          rethrow_file_error(e, d, src);
+          rethrow_file_error(e, d, src, spec.name);
         }
       }
       try {
         po::notify(vm);
       } catch (const po::error& e) {
-        rethrow_command_line_error(e, d);
+        rethrow_command_line_error(e, d, spec.name);
       }
-      result.experiments.push_back(read_config(vm, src));
+      read(OptionReader(vm, src));
       result.labels.push_back(label);
     } catch (const OptionError& e) {
       throw OptionError(prefix + e.what());
     }
   }
+  return result;
+}
+
+namespace {
+
+ProgramSpec run_program_spec() {
+  ProgramSpec spec;
+  spec.name = "cgemm-run";
+  spec.usage =
+      "Usage: cgemm-run [--config FILE] [--NAME VALUE]...\n"
+      "Runs a block of overlapped collective GEMMs (all-gather + GEMM, GEMM + reduce-scatter)\n"
+      "on every rank of an MPI job, checks them and times them.\n"
+      "Options come from the command line, then from the INI file of --config (same names,\n"
+      "'NAME = VALUE'), then from the defaults shown as (=...). Booleans take on|off,\n"
+      "true|false, yes|no or 1|0. Units are in [brackets].\n";
+  spec.notes =
+      "The overlap knobs mean what they mean in Transformer Engine's "
+      "collective_gemm_bootstrap.\nThe CPU backend ignores compute_stream_priority, "
+      "communication_stream_priority,\nnum_sm_for_communication and use_ce; num_max_streams "
+      "and aggregate_all_gather shape the\nschedule on both backends.\n\n"
+      "Sweeps: batch, seq_len, hidden_in, hidden_out, collective, dtype, bias,\n"
+      "transpose_batch_sequence, std, seed, warmup, iterations, check, check_rounds and the\n"
+      "overlap options take a comma-separated list ('seq_len = 1024, 2048', or\n"
+      "--collective all_gather,reduce_scatter). The lists expand to their product, one\n"
+      "experiment each, run one after another in this job (the last list varies fastest);\n"
+      "every experiment is checked before the first runs. dp, tp, backend and gpu_sharing\n"
+      "may not be swept. Rank 0 prints a table, one row per experiment; --sweep_csv and\n"
+      "--sweep_jsonl collect the rows. A sweep writes no --report, --trace or --output_dump.\n";
+  spec.mesh_caption = "Mesh (world size = dp x tp; a TP group is tp consecutive ranks)";
+  spec.positional_hint = "; quote a gemm entry: --gemm \"up_proj all_gather 768 3072\"";
+  spec.defaults = RunConfig();
+  spec.add_options = add_run_options;
+  spec.sweepable = kRunSweepable;
+  spec.not_sweepable = kRunNotSweepable;
+  return spec;
+}
+
+}  // namespace
+
+ParseResult parse_run_config(int argc, const char* const* argv) {
+  ParseResult result;
+  const ParsedOptions parsed =
+      parse_options(run_program_spec(), argc, argv,
+                    [&](const OptionReader& r) { result.experiments.push_back(read_config(r)); });
+  result.help = parsed.help;
+  result.help_text = parsed.help_text;
+  if (result.help) return result;
+  result.labels = parsed.labels;
+  result.swept = parsed.swept;
+  const size_t count = result.experiments.size();
   result.config = result.experiments.front();
   if (count > 1) {
     for (const auto& [option, path] :

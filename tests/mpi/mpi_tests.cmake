@@ -102,6 +102,42 @@ add_test(NAME mpi_tp2_bench_tiny
 set_tests_properties(mpi_tp2_bench_tiny PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "written: .*cgemm_bench")
 
+# cgemm-bench from an INI file (cgemm-run's --config rules; the command line wins).
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bench_tiny.ini
+  "# cgemm-bench, tiny shapes on CPUs\ncases = tiny\nknobs = off\nwarmup = 1\n"
+  "iterations = 2\nbackend = cpu\n")
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench_config_out)
+add_test(NAME mpi_tp2_bench_config
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-bench> --config ${CMAKE_CURRENT_BINARY_DIR}/bench_tiny.ini
+          --iterations 1 --out ${CMAKE_CURRENT_BINARY_DIR}/bench_config_out)
+set_tests_properties(mpi_tp2_bench_config PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "tiny all_gather .*written: .*cgemm_bench")
+
+# cgemm-bench's bad options: one "cgemm-bench: error:" line naming the option and the value
+# (the shared options in cgemm-run's words), exit status 2, before any run.
+function(cgemm_add_bench_failure_test name regex)
+  add_test(NAME mpi_bench_error_${name}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_usage_error.sh --program cgemm-bench "${regex}"
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:cgemm-bench> --backend cpu --knobs off ${ARGN})
+  set_tests_properties(mpi_bench_error_${name} PROPERTIES LABELS mpi TIMEOUT 90 PROCESSORS 2
+    ENVIRONMENT "${CGEMM_MPI_ENV}")
+endfunction()
+cgemm_add_bench_failure_test(shared_option
+  "cgemm-bench: error: --num_max_streams 0: must be at least 1 \\[streams\\]"
+  --cases tiny --num_max_streams 0)
+cgemm_add_bench_failure_test(shared_bool
+  "cgemm-bench: error: command line: .*'maybe'.*use_ce.*run cgemm-bench --help"
+  --cases tiny --use_ce maybe)
+cgemm_add_bench_failure_test(own_option "cgemm-bench: error: --cases bogus: unknown case 'bogus'"
+  --cases bogus)
+cgemm_add_bench_failure_test(mesh "cgemm-bench: error: --dp 3 does not divide the world size 2"
+  --cases tiny --dp 3)
+cgemm_add_bench_failure_test(config_file
+  "cgemm-bench: error: --config .*no_such.ini: cannot open the config file"
+  --cases tiny --config ${CMAKE_CURRENT_BINARY_DIR}/no_such.ini)
+
 # tp = 1: the collectives reduce to a GEMM (the reduce-scatter writes its output directly).
 cgemm_add_mpi_test(tp1_reduce_scatter_bias 1 ${small} --collective reduce_scatter --bias on)
 cgemm_add_mpi_test(tp1_all_gather_bias 1 ${small} --collective all_gather --bias on)

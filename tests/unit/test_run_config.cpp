@@ -1,9 +1,11 @@
 // cgemm-run's options: defaults, command line over --config file, the GEMM block rule, every
 // class of option error (each message must name the option and the value), the shipped
-// configs, resolve_mesh and the to_ini round trip.
+// configs, resolve_mesh and the to_ini round trip. And cgemm-bench's options, which share
+// cgemm-run's table: the same messages for the shared options, its own on top, --config.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_config.hpp"
 #include "run_config.hpp"
 
 namespace cgemm::launcher {
@@ -801,6 +804,272 @@ TEST_F(RunConfigTest, ToIniRoundTripsShippedConfigs) {
     const RunConfig c = parse_config({"--config", (kConfigsDir / file).string()});
     expect_same(round_trip(c), c);
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// cgemm-bench: the shared table plus the benchmark's own options
+
+BenchParseResult parse_bench(std::vector<std::string> args) {
+  args.insert(args.begin(), "cgemm-bench");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_bench_config(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string bench_error(std::vector<std::string> args) {
+  try {
+    parse_bench(std::move(args));
+  } catch (const OptionError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an OptionError";
+  return {};
+}
+
+// cgemm-run's message for the same arguments, as cgemm-bench words it (the program's name in
+// the "--help" hint).
+std::string run_error_as_bench(std::vector<std::string> args) {
+  std::string msg = parse_error(std::move(args));
+  for (size_t at; (at = msg.find("cgemm-run")) != std::string::npos;) {
+    msg.replace(at, 9, "cgemm-bench");
+  }
+  return msg;
+}
+
+// The help entry of --NAME (its option column and its text), whitespace collapsed: the
+// programs' help columns may differ in width, so the text wraps at other words.
+std::string help_entry(const std::string& help, const std::string& name) {
+  const auto at = help.find("  --" + name + " ");
+  if (at == std::string::npos) return {};
+  auto end = help.find("\n  -", at + 1);
+  end = std::min(end, help.find("\n\n", at));
+  std::string out;
+  for (char c : help.substr(at, end == std::string::npos ? std::string::npos : end - at)) {
+    const bool space = c == ' ' || c == '\n';
+    if (space && (out.empty() || out.back() == ' ')) continue;
+    out += space ? ' ' : c;
+  }
+  return out;
+}
+
+using BenchConfigTest = RunConfigTest;
+
+TEST_F(BenchConfigTest, Defaults) {
+  const BenchParseResult r = parse_bench({});
+  ASSERT_FALSE(r.help);
+  const BenchConfig& c = r.config;
+  EXPECT_EQ(c.cases, (std::vector<std::string>{"standard", "llama70b", "gpt3_175b", "small"}));
+  EXPECT_TRUE(c.knobs);
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.warmup, 5);
+  EXPECT_EQ(c.iterations, 20);
+  EXPECT_EQ(c.l2_mib, 60.0);
+  EXPECT_EQ(c.out, ".");
+  EXPECT_TRUE(c.peers.empty());
+  EXPECT_TRUE(c.trace.empty());
+  EXPECT_EQ(c.backend, BackendKind::kAuto);
+  EXPECT_FALSE(c.gpu_sharing);
+  EXPECT_EQ(c.timeout, 300.0);
+  // The overlap knobs' defaults are cgemm-run's.
+  const RunConfig run = parse_config({});
+  EXPECT_EQ(c.overlap.policy, run.overlap.policy);
+  EXPECT_EQ(c.overlap.num_max_streams, run.overlap.num_max_streams);
+  EXPECT_EQ(c.overlap.compute_stream_priority, run.overlap.compute_stream_priority);
+  EXPECT_EQ(c.overlap.communication_stream_priority, run.overlap.communication_stream_priority);
+  EXPECT_EQ(c.overlap.num_sm_for_communication, run.overlap.num_sm_for_communication);
+  EXPECT_EQ(c.overlap.use_ce, run.overlap.use_ce);
+  EXPECT_EQ(c.overlap.aggregate_all_gather, run.overlap.aggregate_all_gather);
+}
+
+TEST_F(BenchConfigTest, SharedOptionsAreRead) {
+  const BenchConfig c = parse_bench({"--dp",
+                                     "2",
+                                     "--warmup",
+                                     "0",
+                                     "--iterations",
+                                     "3",
+                                     "--backend",
+                                     "cpu",
+                                     "--gpu_sharing",
+                                     "on",
+                                     "--timeout",
+                                     "12",
+                                     "--trace",
+                                     dir_ / "t.json",
+                                     "--overlap",
+                                     "on",
+                                     "--num_max_streams",
+                                     "2",
+                                     "--compute_stream_priority",
+                                     "1",
+                                     "--communication_stream_priority",
+                                     "2",
+                                     "--num_sm_for_communication",
+                                     "4",
+                                     "--use_ce",
+                                     "off",
+                                     "--aggregate_all_gather",
+                                     "yes"})
+                            .config;
+  EXPECT_EQ(c.dp, 2);
+  EXPECT_EQ(c.warmup, 0);
+  EXPECT_EQ(c.iterations, 3);
+  EXPECT_EQ(c.backend, BackendKind::kCpu);
+  EXPECT_TRUE(c.gpu_sharing);
+  EXPECT_EQ(c.timeout, 12.0);
+  EXPECT_EQ(c.trace, (dir_ / "t.json").string());
+  EXPECT_EQ(c.overlap.policy, parse_overlap_policy("on"));
+  EXPECT_EQ(c.overlap.num_max_streams, 2);
+  EXPECT_EQ(c.overlap.compute_stream_priority, 1);
+  EXPECT_EQ(c.overlap.communication_stream_priority, 2);
+  EXPECT_EQ(c.overlap.num_sm_for_communication, 4);
+  EXPECT_FALSE(c.overlap.use_ce);
+  EXPECT_TRUE(c.overlap.aggregate_all_gather);
+}
+
+TEST_F(BenchConfigTest, BadSharedOptionGivesCgemmRunsMessage) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--dp", "0"},
+           {"--warmup", "-1"},
+           {"--iterations", "0"},
+           {"--backend", "gpu"},
+           {"--timeout", "-1"},
+           {"--gpu_sharing", "maybe"},
+           {"--trace", ""},
+           {"--overlap", "sometimes"},
+           {"--num_max_streams", "0"},
+           {"--compute_stream_priority", "-1"},
+           {"--communication_stream_priority", "-2"},
+           {"--num_sm_for_communication", "0"},
+           {"--use_ce", "2"},
+           {"--aggregate_all_gather", "x"},
+           {"--dp", "two"},
+           {"--iterations"},
+           {"--config", "/nonexistent/b.ini"},
+       }) {
+    const std::string bench = bench_error(args);
+    EXPECT_EQ(bench, run_error_as_bench(args)) << args.front();
+    if (args.size() > 1 && !args[1].empty()) expect_contains(bench, {args[0], args[1]});
+  }
+  expect_contains(bench_error({"--dp", "0"}), {"--dp 0: must be at least 1 [ranks]"});
+  expect_contains(bench_error({"--use_ce", "2"}), {"use_ce", "cgemm-bench --help"});
+}
+
+TEST_F(BenchConfigTest, OwnOptions) {
+  const BenchConfig c = parse_bench({"--cases", "tiny,small", "--knobs", "off", "--l2_mib", "40",
+                                     "--out", dir_.string(), "--peers", dir_ / "peers.csv"})
+                            .config;
+  EXPECT_EQ(c.cases, (std::vector<std::string>{"tiny", "small"}));
+  EXPECT_FALSE(c.knobs);
+  EXPECT_EQ(c.l2_mib, 40.0);
+  EXPECT_EQ(c.out, dir_.string());
+  EXPECT_EQ(c.peers, (dir_ / "peers.csv").string());
+  // Errors name the option and the value.
+  expect_contains(bench_error({"--cases", "tiny,bogus"}),
+                  {"--cases tiny,bogus", "unknown case 'bogus'", "tiny"});
+  expect_contains(bench_error({"--cases", ","}), {"--cases ,", "no case"});
+  expect_contains(bench_error({"--knobs", "sometimes"}), {"knobs", "sometimes", "--help"});
+  expect_contains(bench_error({"--l2_mib", "0"}), {"--l2_mib 0", "positive"});
+  expect_contains(bench_error({"--out", ""}), {"--out \"\"", "an empty path"});
+  expect_contains(bench_error({"--peers", ""}), {"--peers \"\"", "an empty path"});
+  // Outputs may not name one another or an input.
+  expect_contains(bench_error({"--out", dir_.string(), "--peers", dir_ / "cgemm_bench.csv"}),
+                  {"--peers"});
+  expect_contains(bench_error({"--out", dir_.string(), "--trace", dir_ / "cgemm_bench.md"}),
+                  {"--trace"});
+}
+
+TEST_F(BenchConfigTest, CgemmRunOnlyOptionsAreUnknown) {
+  expect_contains(bench_error({"--batch", "2"}),
+                  {"unrecognised option '--batch'", "run cgemm-bench --help"});
+  expect_contains(bench_error({"--tp", "2"}), {"--tp"});
+  expect_contains(bench_error({"--case", "tiny"}), {"did you mean --cases?"});
+  expect_contains(bench_error({"stray"}), {"unexpected argument 'stray'", "cgemm-bench --help"});
+  // No sweeps: a list of a shared option is a bad value, not a set of experiments.
+  expect_contains(bench_error({"--warmup", "1,2"}), {"warmup", "1,2"});
+}
+
+TEST_F(BenchConfigTest, ConfigFile) {
+  const std::string ini = write("bench.ini",
+                                "# cgemm-bench\n"
+                                "cases = tiny\n"
+                                "knobs = off\n"
+                                "warmup = 1\n"
+                                "iterations = 2\n"
+                                "backend = cpu\n"
+                                "num_max_streams = 2\n");
+  const BenchConfig c = parse_bench({"--config", ini, "--warmup", "3"}).config;
+  EXPECT_EQ(c.cases, std::vector<std::string>{"tiny"});
+  EXPECT_FALSE(c.knobs);
+  EXPECT_EQ(c.warmup, 3);  // the command line wins
+  EXPECT_EQ(c.iterations, 2);
+  EXPECT_EQ(c.backend, BackendKind::kCpu);
+  EXPECT_EQ(c.overlap.num_max_streams, 2);
+  EXPECT_EQ(c.config_file, ini);
+
+  // A bad shared value in the file: cgemm-run's message, with the file's line.
+  const std::string bad = write("bad.ini", "cases = tiny\n\niterations = 0\n");
+  expect_contains(bench_error({"--config", bad}),
+                  {"iterations = 0 (" + bad + ", line 3): must be at least 1 [iterations]"});
+  const std::string shared_bad = write("shared_bad.ini", "num_sm_for_communication = 0\n");
+  EXPECT_EQ(bench_error({"--config", shared_bad}), run_error_as_bench({"--config", shared_bad}));
+  // A bad bench-only value, an unknown name and a section, as cgemm-run says them.
+  const std::string bad_case = write("bad_case.ini", "cases = huge\n");
+  expect_contains(bench_error({"--config", bad_case}),
+                  {"cases = huge (" + bad_case + ", line 1)", "unknown case 'huge'"});
+  const std::string unknown = write("unknown.ini", "batch = 2\n");
+  expect_contains(bench_error({"--config", unknown}),
+                  {unknown + ", line 1", "batch", "cgemm-bench --help"});
+  const std::string section = write("section.ini", "[bench]\ncases = tiny\n");
+  EXPECT_EQ(bench_error({"--config", section}), run_error_as_bench({"--config", section}));
+  expect_contains(bench_error({"--config", section}), {"cgemm-bench's INI files have no"});
+  // The file may not be an output.
+  expect_contains(bench_error({"--config", ini, "--trace", ini}), {"--config", "--trace"});
+}
+
+TEST_F(BenchConfigTest, HelpListsEveryOptionWithDefaultAndUnit) {
+  for (const char* flag : {"--help", "-h"}) {
+    const BenchParseResult r = parse_bench({flag, "--dp", "0"});  // help wins
+    ASSERT_TRUE(r.help);
+    const std::string& h = r.help_text;
+    expect_contains(h, {"cgemm-bench", "General", "Mesh", "Run:", "Overlap", "Benchmark"});
+    expect_contains(h, {"--help",
+                        "--version",
+                        "--config FILE",
+                        "--dp N (=1)",
+                        "--warmup N (=5)",
+                        "--iterations N (=20)",
+                        "--timeout S (=300)",
+                        "--backend B (=auto)",
+                        "--gpu_sharing on|off (=off)",
+                        "--trace FILE",
+                        "--overlap P (=auto)",
+                        "--num_max_streams N (=3)",
+                        "--compute_stream_priority P (=0)",
+                        "--communication_stream_priority P (=0)",
+                        "--num_sm_for_communication N (=2)",
+                        "--use_ce on|off (=on)",
+                        "--aggregate_all_gather on|off (=off)",
+                        "--cases LIST (=standard,llama70b,gpt3_175b,small)",
+                        "--knobs on|off (=on)",
+                        "--l2_mib X (=60)",
+                        "--out DIR (=.)",
+                        "--peers FILE"});
+    expect_contains(h, {"[ranks]", "[iterations]", "[s]", "[streams]", "[SMs]", "[MiB]", "[path"});
+    // The shared options read as cgemm-run's (warmup and iterations: other defaults).
+    const std::string run = parse({"--help"}).help_text;
+    for (const char* name :
+         {"config", "dp", "timeout", "backend", "gpu_sharing", "trace", "overlap",
+          "num_max_streams", "compute_stream_priority", "communication_stream_priority",
+          "num_sm_for_communication", "use_ce", "aggregate_all_gather"}) {
+      EXPECT_FALSE(help_entry(h, name).empty()) << name;
+      EXPECT_EQ(help_entry(h, name), help_entry(run, name)) << name;
+    }
+    // cgemm-run's own options are not cgemm-bench's.
+    EXPECT_EQ(h.find("--batch"), std::string::npos);
+    EXPECT_EQ(h.find("--sweep_csv"), std::string::npos);
+  }
+  expect_contains(parse_bench({"--version"}).help_text, {"cgemm-bench"});
 }
 
 }  // namespace

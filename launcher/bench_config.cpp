@@ -1,0 +1,142 @@
+// cgemm-bench's options: cgemm-run's shared table (run_config.cpp) plus the benchmark's own.
+
+#include "bench_config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+namespace cgemm::launcher {
+
+namespace po = boost::program_options;
+
+namespace {
+
+const std::vector<BenchShape> kShapes = {
+    {"standard", 4, 8192, 4096, 8192, 8192, 4096},
+    {"llama70b", 1, 8192, 8192, 28672, 28672, 8192},
+    {"gpt3_175b", 1, 4096, 12288, 49152, 49152, 12288},
+    {"small", 1, 2048, 4096, 4096, 4096, 4096},
+    {"tiny", 2, 64, 64, 128, 128, 64},  // for tests on CPUs
+};
+
+constexpr const char* kDefaultCases = "standard,llama70b,gpt3_175b,small";
+
+void add_bench_options(OptionGroups& g) {
+  const BenchConfig defaults;
+  auto& bench = g.after.emplace_back(option_group("Benchmark"));
+  // clang-format off
+  bench.add_options()
+      ("cases", po::value<std::string>()->value_name("LIST")->default_value(kDefaultCases),
+       "comma-separated shapes: standard (batch 4, seq 8192, AG 4096->8192, RS 8192->4096), "
+       "llama70b (seq 8192, AG 8192->28672, RS 28672->8192), gpt3_175b (seq 4096, "
+       "AG 12288->49152, RS 49152->12288), small (seq 2048, 4096->4096), tiny (for CPUs)")
+      ("knobs", bool_value(defaults.knobs),
+       "also sweep the overlap knobs (use_ce, aggregate_all_gather, "
+       "num_sm_for_communication 1/2/4/8, num_max_streams 1/2/3) on the first case")
+      ("l2_mib", po::value<double>()->value_name("X")->default_value(defaults.l2_mib, "60"),
+       "L2 size: inputs rotate over enough copies to exceed twice this [MiB]")
+      ("out", po::value<std::string>()->value_name("DIR")->default_value(defaults.out),
+       "folder for cgemm_bench.csv, cgemm_bench.json and cgemm_bench.md [path]")
+      ("peers", po::value<std::string>()->value_name("FILE"),
+       "CSV of bench/peers/torch_async_tp.py to compare against, joined by case "
+       "[path; default: none]");
+  // clang-format on
+}
+
+std::string known_cases() {
+  std::string out;
+  for (const auto& s : kShapes) out += (out.empty() ? "" : ", ") + s.name;
+  return out;
+}
+
+BenchConfig read_bench_config(const OptionReader& r) {
+  BenchConfig cfg;
+  static_cast<SharedOptions&>(cfg) = read_shared_options(r);
+  const auto cases_text = r.get<std::string>("cases");
+  std::stringstream in(cases_text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    if (std::none_of(kShapes.begin(), kShapes.end(),
+                     [&](const BenchShape& s) { return s.name == item; })) {
+      r.fail("cases", cases_text, "unknown case '" + item + "' (known: " + known_cases() + ")");
+    }
+    cfg.cases.push_back(item);
+  }
+  if (cfg.cases.empty()) r.fail("cases", cases_text, "no case (known: " + known_cases() + ")");
+  cfg.knobs = r.get<bool>("knobs");
+  cfg.l2_mib = r.get<double>("l2_mib");
+  if (!std::isfinite(cfg.l2_mib) || !(cfg.l2_mib > 0)) {
+    r.fail("l2_mib", std::to_string(cfg.l2_mib), "must be a positive size [MiB]");
+  }
+  cfg.out = r.get<std::string>("out");
+  if (cfg.out.empty()) r.fail("out", cfg.out, "an empty path (a folder; '.' is the default)");
+  cfg.peers = r.path("peers");
+  check_distinct(bench_outputs(cfg.out, cfg.trace),
+                 {{"--peers", cfg.peers}, {"--config", cfg.config_file}});
+  return cfg;
+}
+
+ProgramSpec bench_program_spec() {
+  ProgramSpec spec;
+  spec.name = "cgemm-bench";
+  spec.usage =
+      "Usage: mpirun -np N cgemm-bench [--config FILE] [--NAME VALUE]...\n"
+      "Benchmarks the overlapped collective GEMMs of cgemm against GEMM alone, collective alone\n"
+      "and the sequential path (bf16, tp = world / dp). Times in ms are medians over ranks'\n"
+      "slowest of the timed iterations; TFLOP/s per GPU; efficiency = max(GEMM, collective) /\n"
+      "overlapped; speed-up = sequential / overlapped.\n"
+      "Options come from the command line, then from the INI file of --config (same names,\n"
+      "'NAME = VALUE'), then from the defaults shown as (=...). Booleans take on|off,\n"
+      "true|false, yes|no or 1|0. Units are in [brackets]. The options of the General, Mesh,\n"
+      "Run and Overlap groups are cgemm-run's.\n";
+  spec.notes =
+      "warmup and iterations count runs of each path (GEMM, collective, sequential,\n"
+      "overlapped); at least 20 timed iterations for reported figures. --trace records the\n"
+      "first case's all-gather and reduce-scatter GEMMs with the default knobs. The overlap\n"
+      "knobs are the defaults the knob sweep moves one at a time.\n";
+  spec.mesh_caption = "Mesh (tp = world size / dp; a TP group is tp consecutive ranks)";
+  spec.defaults = BenchConfig();
+  spec.add_options = add_bench_options;
+  return spec;  // no sweeps: --cases and --knobs are the benchmark's sweep
+}
+
+}  // namespace
+
+BenchConfig::BenchConfig() {
+  warmup = 5;
+  iterations = 20;
+}
+
+const std::vector<BenchShape>& bench_shapes() { return kShapes; }
+
+const BenchShape& bench_shape(const std::string& name) {
+  for (const auto& s : kShapes) {
+    if (s.name == name) return s;
+  }
+  throw Error("unknown case '" + name + "' (known: " + known_cases() + ")");
+}
+
+BenchParseResult parse_bench_config(int argc, const char* const* argv) {
+  BenchParseResult result;
+  const ParsedOptions parsed =
+      parse_options(bench_program_spec(), argc, argv,
+                    [&](const OptionReader& r) { result.config = read_bench_config(r); });
+  result.help = parsed.help;
+  result.help_text = parsed.help_text;
+  return result;
+}
+
+std::vector<NamedPath> bench_outputs(const std::string& outdir, const std::string& trace) {
+  std::vector<NamedPath> out;
+  for (const char* ext : {"csv", "json", "md"}) {
+    out.push_back({"--out's cgemm_bench." + std::string(ext), outdir + "/cgemm_bench." + ext});
+  }
+  out.push_back({"--trace", trace});
+  if (!trace.empty()) out.push_back({"--trace's SVG", trace + ".svg"});
+  return out;
+}
+
+}  // namespace cgemm::launcher

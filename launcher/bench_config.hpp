@@ -1,0 +1,51 @@
+#pragma once
+// cgemm-bench's configuration: the shared options of cgemm-run's table (SharedOptions: mesh
+// dp, backend, gpu_sharing, timeout, warmup, iterations, the overlap knobs, trace, --config)
+// plus the benchmark's own (cases, knobs, l2_mib, out, peers), parsed by the same machinery
+// (run_config.hpp): the same names, checks, messages and --help text for what they share.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "output_files.hpp"
+#include "run_config.hpp"
+
+namespace cgemm::launcher {
+
+/// A shape of the sweep (docs/PERFORMANCE.md reports them). hidden sizes are the global
+/// K -> N of each projection; batch and seq are global.
+struct BenchShape {
+  std::string name;
+  int64_t batch, seq;
+  int64_t ag_in, ag_out;  // all-gather GEMM (column-parallel up projection)
+  int64_t rs_in, rs_out;  // reduce-scatter GEMM (row-parallel down projection)
+};
+
+/// The known shapes, in --help order.
+const std::vector<BenchShape>& bench_shapes();
+const BenchShape& bench_shape(const std::string& name);  // throws Error when unknown
+
+struct BenchConfig : SharedOptions {
+  BenchConfig();                   // cgemm-bench's defaults: warmup 5, iterations 20
+  std::vector<std::string> cases;  // names of bench_shapes(), in order
+  bool knobs = true;               // also sweep the overlap knobs on the first case
+  double l2_mib = 60;              // inputs rotate over enough copies to exceed twice this
+  std::string out = ".";           // folder of cgemm_bench.{csv,json,md}
+  std::string peers;               // CSV of bench/peers/torch_async_tp.py; empty: none
+};
+
+struct BenchParseResult {
+  BenchConfig config;
+  bool help = false;      // --help or --version: print help_text and exit 0
+  std::string help_text;  // filled when help
+};
+
+/// Parses argv and the --config INI file it names. Throws OptionError (the message names the
+/// option and the value, as cgemm-run's do).
+BenchParseResult parse_bench_config(int argc, const char* const* argv);
+
+/// The files cgemm-bench writes: cgemm_bench.{csv,json,md} in outdir, the trace and its SVG.
+std::vector<NamedPath> bench_outputs(const std::string& outdir, const std::string& trace);
+
+}  // namespace cgemm::launcher
