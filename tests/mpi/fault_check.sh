@@ -3,7 +3,7 @@
 # TIMEOUT_S) with CGEMM_TEST_FAULT=FAULT (stop:RANK[:N] stops a rank with SIGSTOP mid-run;
 # skip_exchange:RANK[:N] makes it skip its half of an exchange). Passes when the job ends
 # within TIMEOUT_S + 10 s with exit status 4 (the watchdog's) and a survivor printed the
-# watchdog's line naming the collective GEMM's step and the peers.
+# watchdog's line naming the collective GEMM, its step (or its sequential collective) and the peers.
 set -u
 timeout_s=$1 fault=$2
 shift 2
@@ -22,6 +22,6 @@ echo "--- exit status $rc after $took s (fault $fault, timeout $timeout_s s)"
 awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' ||
   { echo "FAIL: the job took $took s, more than the timeout + 10 s ($limit s)"; exit 1; }
 [ "$rc" -eq 4 ] || { echo "FAIL: exit status $rc, expected 4 (the watchdog's)"; exit 1; }
-grep -E -q "error: rank [0-9]+: timed out after [0-9.]+ s waiting for exchange '[a-z_]+ step [0-9]+: .*tp rank" "$errfile" ||
+grep -E -q "error: rank [0-9]+: timed out after [0-9.]+ s waiting for exchange '[a-z_]+ (step [0-9]+: |sequential )[^']*'.*tp rank" "$errfile" ||
   { echo "FAIL: no watchdog line naming the exchange, its step and its peers"; exit 1; }
 echo "PASS"
