@@ -29,6 +29,23 @@ void CheckStats::merge(const CheckStats& o) {
   max_rel = std::max(max_rel, o.max_rel);
 }
 
+uint64_t checksum(const void* data, size_t bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = kHex[v & 15];
+  return s;
+}
+
 CheckStats compare(const void* out, const void* ref, DType dtype, int64_t count, Tolerance tol) {
   std::vector<float> a(static_cast<size_t>(count)), b(static_cast<size_t>(count));
   convert_to_float(out, dtype, a.data(), count);

@@ -3,7 +3,9 @@
 // Rule (as Transformer Engine's tests): an element fails only if
 // |out - ref| > atol AND |out - ref| > rtol * |ref|; a NaN or inf on either side fails.
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "cgemm/core/dtype.hpp"
 
@@ -25,6 +27,12 @@ struct CheckStats {
   /// Folds another rank's stats in.
   void merge(const CheckStats& o);
 };
+
+/// FNV-1a 64 of `bytes` bytes: the report's checksum of an output shard, so two runs can be
+/// compared bit for bit.
+uint64_t checksum(const void* data, size_t bytes);
+/// 16 lowercase hex digits.
+std::string hex64(uint64_t v);
 
 /// Compares `count` elements of dtype `dtype` (host memory).
 CheckStats compare(const void* out, const void* ref, DType dtype, int64_t count, Tolerance tol);

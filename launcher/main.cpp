@@ -44,7 +44,10 @@ struct GemmJob {
   int64_t out_n, bias_n;
   Buffer lhs, rhs, bias, out, ref;
   nlohmann::json report;
-  CheckStats checked;  // this rank's, summed over the check rounds
+  CheckStats checked;
+  uint64_t out_checksum = 0,
+           sequential_checksum =
+               0;  // this rank's shards, last round  // this rank's, summed over the check rounds
 
   static size_t bytes(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
   GemmJob(Backend& be, GemmPlan& p, const RunConfig& c, size_t i)
@@ -93,7 +96,7 @@ void time_gemm(GemmJob& job, Backend& be) {
   say(tag + "schedule: " + plan.schedule_summary());
   say(tag + "warm-up " + std::to_string(cfg.warmup) + ", then " + std::to_string(cfg.iterations) +
       (cfg.iterations == 1 ? " timed iteration" : " timed iterations") + " of each path");
-  // execute() makes the overlap policy's choice on its first call (auto: times both paths).
+  // execute() runs the path the overlap policy picked at planning (auto: a rule, not a timing).
   plan.execute(job.lhs.p, job.rhs.p, job.bias_p(), job.out.p);
   for (int i = 0; i < cfg.warmup; ++i) {
     job.overlapped();
@@ -150,6 +153,8 @@ void check_round(GemmJob& job, Backend& be, int round) {
   std::vector<char> h_out(bytes), h_ref(bytes);
   be.copy_to_host(h_out.data(), job.out.p, bytes);
   be.copy_to_host(h_ref.data(), job.ref.p, bytes);
+  job.out_checksum = checksum(h_out.data(), bytes);  // the last round's are reported
+  job.sequential_checksum = checksum(h_ref.data(), bytes);
   job.checked.merge(
       compare(h_out.data(), h_ref.data(), d.out_dtype, job.out_n, tolerance_for(d.out_dtype)));
 }
@@ -158,6 +163,26 @@ void check_round(GemmJob& job, Backend& be, int round) {
 bool report_check(GemmJob& job) {
   const DType out_dtype = job.plan.desc().out_dtype;
   const CheckStats& s = job.checked;
+  {
+    // Every rank's shard checksums, in world-rank order: two runs agree bit for bit exactly
+    // when these do.
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    uint64_t mine[2] = {job.out_checksum, job.sequential_checksum};
+    std::vector<uint64_t> all(2 * static_cast<size_t>(world));
+    const watchdog::WaitScope wait("the other ranks' checksums of GEMM '" + job.plan.desc().name +
+                                   "'");
+    MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
+    std::vector<std::string> out, seq;
+    for (int r = 0; r < world; ++r) {
+      out.push_back(hex64(all[2 * static_cast<size_t>(r)]));
+      seq.push_back(hex64(all[2 * static_cast<size_t>(r) + 1]));
+    }
+    job.report["output_checksums"] = out;
+    job.report["sequential_checksums"] = seq;
+    say(job.tag + "output checksum " + hex64(checksum(all.data(), all.size() * 8)) +
+        " (FNV-1a over every rank's overlapped and sequential shards; per rank in the report)");
+  }
   int64_t counts[2] = {s.compared, s.failures};
   double errs[2] = {s.max_abs, s.max_rel};
   const watchdog::WaitScope wait("the other ranks' check of GEMM '" + job.plan.desc().name + "'");

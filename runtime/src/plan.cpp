@@ -55,8 +55,14 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
   impl_ = std::make_unique<Impl>(ctx.backend(), ctx.comms().world_rank(), std::move(p.geometry),
                                  std::move(p.kind));
   impl_->description = std::move(p.description);
-  impl_->policy = ctx.overlap().policy;
-  impl_->use_overlap = impl_->policy != OverlapPolicy::kNever;
+  Impl& im = *impl_;
+  im.policy = ctx.overlap().policy;
+  const GemmGeometry& g = im.geometry;
+  im.chunk_flop =
+      2.0 * static_cast<double>(g.chunk_rows) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  im.use_overlap = im.policy == OverlapPolicy::kAlways ||
+                   (im.policy == OverlapPolicy::kAuto && im.kind.overlappable && g.tp > 1 &&
+                    im.chunk_flop >= kAutoOverlapMinChunkFlop);
 }
 
 GemmPlan::~GemmPlan() = default;

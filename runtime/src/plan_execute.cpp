@@ -1,9 +1,7 @@
 // GemmPlan's calls: each runs one of its collective GEMM's programs on the engine. The path
 // choice of the overlap policy lives here; what the paths do lives in runtime/src/collectives/.
 
-#include <algorithm>
 #include <cstdio>
-#include <vector>
 
 #include "plan_impl.hpp"
 
@@ -24,42 +22,11 @@ void GemmPlan::execute_sequential(const void* lhs, const void* rhs, const void* 
 }
 
 void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void* out) {
-  Impl& p = *impl_;
-  if (p.kind.overlappable && p.policy == OverlapPolicy::kAuto && !p.path_decided) {
-    decide_path(lhs, rhs, bias, out);
-  }
-  if (p.use_overlap) {
+  if (impl_->use_overlap) {
     execute_overlapped(lhs, rhs, bias, out);
   } else {
     execute_sequential(lhs, rhs, bias, out);
   }
-}
-
-void GemmPlan::decide_path(const void* lhs, const void* rhs, const void* bias, void* out) {
-  // Both paths write the same result, so timing them on the caller's buffers is harmless;
-  // the call that follows writes the final output. Medians of a few runs, the slowest rank
-  // of the TP group deciding for all (the two paths run different collectives).
-  Impl& p = *impl_;
-  Backend& be = p.engine.backend();
-  constexpr int kRuns = 5;
-  std::vector<double> over, seq;
-  for (int i = 0; i < kRuns + 1; ++i) {
-    const double a = be.time_ms([&] { execute_overlapped(lhs, rhs, bias, out); });
-    const double b = be.time_ms([&] { execute_sequential(lhs, rhs, bias, out); });
-    if (i == 0) continue;  // warm-up: first use allocates and tunes
-    over.push_back(a);
-    seq.push_back(b);
-  }
-  std::sort(over.begin(), over.end());
-  std::sort(seq.begin(), seq.end());
-  double t[2] = {over[kRuns / 2], seq[kRuns / 2]};
-  ctx_.comms().max_over_tp(t, 2);
-  p.auto_overlapped_ms = t[0];
-  p.auto_sequential_ms = t[1];
-  p.use_overlap = t[0] <= t[1];
-  p.path_decided = true;
-  // The path not taken keeps no workspace of its own.
-  p.engine.trim(p.use_overlap ? p.kind.overlapped.workspace : p.kind.sequential.workspace);
 }
 
 std::string GemmPlan::path_summary() const {
@@ -67,11 +34,10 @@ std::string GemmPlan::path_summary() const {
   if (!p.kind.overlappable) return "plain GEMM (no collective to overlap)";
   if (p.policy == OverlapPolicy::kAlways) return "overlapped (overlap = on)";
   if (p.policy == OverlapPolicy::kNever) return "sequential (overlap = off)";
-  if (!p.path_decided) return "auto (decided on the first call)";
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "%s (auto: overlapped %.3f ms vs sequential %.3f ms)",
-                p.use_overlap ? "overlapped" : "sequential", p.auto_overlapped_ms,
-                p.auto_sequential_ms);
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "%s (auto: tp %d, chunk GEMM %.3g GFLOP %s %.3g GFLOP)",
+                p.use_overlap ? "overlapped" : "sequential", p.geometry.tp, p.chunk_flop / 1e9,
+                p.use_overlap ? ">=" : "<", kAutoOverlapMinChunkFlop / 1e9);
   return buf;
 }
 

@@ -17,11 +17,10 @@ struct GemmPlan::Impl {
   PlanDescription description;  // what plan_gemm says of it (shapes, offsets, bytes)
   Engine engine;
 
-  // OverlapOptions::policy and, under kAuto, what the first call measured.
+  // OverlapOptions::policy and the path it picks (kAuto: by its rule, at planning).
   OverlapPolicy policy = OverlapPolicy::kAuto;
-  bool path_decided = false;
   bool use_overlap = true;
-  double auto_overlapped_ms = 0.0, auto_sequential_ms = 0.0;
+  double chunk_flop = 0.0;  // one chunk's GEMM, for kAuto's rule
 };
 
 }  // namespace cgemm

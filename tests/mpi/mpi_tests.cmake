@@ -254,3 +254,13 @@ cgemm_add_mpi_failure_test(sweep_bad_dtype 2 "experiment 3/3 \\(dtype=int7\\).*i
 cgemm_add_mpi_failure_test(sweep_mesh_option 2 "--dp 1,2: .*may not be swept" --dp 1,2)
 cgemm_add_mpi_failure_test(sweep_with_report 2 "--report .*a sweep" --seq_len 16,32
   --report ${out}/never.json)
+
+# Repeatable bits: the same job twice gives the same checksum of every output shard on every
+# rank (both paths; reduce-scatter sums in a fixed order), overlap = auto included.
+add_test(NAME mpi_repeatable_bits
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/repeat_check.sh ${CMAKE_CURRENT_BINARY_DIR}/repeat
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --config ${CMAKE_SOURCE_DIR}/configs/demo.ini
+          --dp 1 --seq_len 64 --batch 2 --warmup 0 --iterations 1 --check_rounds 2)
+set_tests_properties(mpi_repeatable_bits PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 4
+  ENVIRONMENT "${CGEMM_MPI_ENV}")

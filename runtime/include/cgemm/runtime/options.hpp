@@ -27,9 +27,14 @@ struct BackendOptions {
 };
 
 /// Whether a collective GEMM overlaps its collective with chunked GEMMs.
-/// kAuto: each plan times both paths on its first call and keeps the faster (where chunks
-/// are too small to pay, the sequential path wins); kAlways / kNever force one.
+/// kAuto: a rule from the shape and the mesh, the same on every run and every rank, so the
+/// path (and with it the order of the sums, and so the bits) never depends on a timing:
+/// overlapped when tp > 1 and one chunk's GEMM is at least kAutoOverlapMinChunkFlop, else
+/// sequential (chunks too small to hide a transfer behind). kAlways / kNever force one.
 enum class OverlapPolicy { kAuto, kAlways, kNever };
+/// 2^34 FLOP (about 23 us of bf16 GEMM on an H200): provisional, until the 2-GPU sweep of
+/// docs/PERFORMANCE.md measures where overlap starts to pay.
+constexpr double kAutoOverlapMinChunkFlop = 17179869184.0;
 std::string overlap_policy_name(OverlapPolicy p);  // "auto", "on", "off"
 OverlapPolicy parse_overlap_policy(const std::string& name);
 

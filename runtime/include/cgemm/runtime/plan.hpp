@@ -68,8 +68,8 @@ class GemmPlan {
   std::string schedule_summary() const;
 
   /// The collective GEMM on this rank's shards (backend memory), on the path the overlap
-  /// policy picks (OverlapOptions::policy; with kAuto the first call times both paths,
-  /// synchronizing, and the TP group keeps the faster). Asynchronous on the CUDA backend
+  /// policy picks (OverlapOptions::policy; kAuto's rule is decided at planning, from the
+  /// shape and the mesh, the same on every run). Asynchronous on the CUDA backend
   /// (stream 0, Backend::native_stream(): order your producers and consumers against it)
   /// after that. bias may be nullptr only when the plan has no bias.
   void execute(const void* lhs, const void* rhs, const void* bias, void* out);
@@ -92,8 +92,6 @@ class GemmPlan {
   struct Impl;
 
  private:
-  void decide_path(const void* lhs, const void* rhs, const void* bias, void* out);
-
   Context& ctx_;
   GemmDesc desc_;
   GemmSharding sharding_;
