@@ -7,7 +7,8 @@
 #     checked against the sequential path and against the CPU backend), and on 2+ GPUs the
 #     same over NVLink on both transports (copy engine, NCCL), one rank per GPU;
 #  3. the watchdog: a peer stopped or skipping its exchange ends the job in time, with a line;
-#  4. the Quick-start demo (4 ranks, sharing where GPUs are fewer), and on 2+ GPUs the
+#  4. repeatable bits: a job twice gives the same output checksums on every rank;
+#  5. the Quick-start demo (4 ranks, sharing where GPUs are fewer), and on 2+ GPUs the
 #     real-size configs on both transports;
 # then a summary, one line per step. Logs stay in /tmp/cgemm-device; the summary and the
 # matrix logs go to $OUT when it is set. Exit 1 when anything failed.
@@ -81,6 +82,17 @@ if [ "${SKIP_WATCHDOG:-0}" != 1 ]; then
           $mpi -np 2 "$bin/cgemm-run" --backend cuda --use_ce off --collective $coll "${small[@]}"
       fi
     done
+  done
+fi
+
+if [ "${SKIP_REPEAT:-0}" != 1 ]; then
+  # Repeatable bits on the copy-engine transport: the same job twice, the same checksum of every
+  # output shard; with cuBLASLt's algorithm chosen by timing (default) and by the heuristic.
+  for tune in 1 0; do
+    step "repeatable_bits_shared_autotune$tune" env CGEMM_GEMM_AUTOTUNE=$tune \
+      bash "$root/tests/mpi/repeat_check.sh" "$out/repeat$tune" $mpi -x CGEMM_GEMM_AUTOTUNE -np 4 \
+      "$bin/cgemm-run" --backend cuda --gpu_sharing on --config "$root/configs/demo.ini" \
+      --warmup 0 --iterations 1 --check_rounds 2
   done
 fi
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <map>
 #include <set>
+#include <vector>
 
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/backends.hpp"
@@ -145,6 +147,48 @@ BackendChoice choose_backend(const MeshComms& comms, const BackendOptions& opts)
   return c;
 }
 
+// Facts of the launch every rank checks alike: uneven ranks per host (a known cause of NCCL
+// hangs) refuse the CUDA backend; tensor-parallel groups that span hosts although every host
+// could hold one are worth a warning with the fix. Returns the warning ("" when none).
+std::string check_placement(const MeshComms& comms, BackendKind kind) {
+  const int world = comms.world_size();
+  std::vector<int> local(static_cast<size_t>(world));
+  int mine = comms.local_size();
+  check_mpi(MPI_Allgather(&mine, 1, MPI_INT, local.data(), 1, MPI_INT, comms.world()),
+            "MPI_Allgather(ranks per host)");
+  std::vector<char> names(static_cast<size_t>(world) * MPI_MAX_PROCESSOR_NAME, '\0');
+  std::string me = comms.host_name();
+  me.resize(MPI_MAX_PROCESSOR_NAME - 1, '\0');
+  check_mpi(MPI_Allgather(me.c_str(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
+                          MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comms.world()),
+            "MPI_Allgather(host names)");
+  std::map<std::string, int> per_host;
+  for (int r = 0; r < world; ++r) {
+    per_host[std::string(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME)] =
+        local[static_cast<size_t>(r)];
+  }
+  const auto [lo, hi] = std::minmax_element(local.begin(), local.end());
+  if (*lo != *hi && kind == BackendKind::kCuda) {
+    std::string counts;
+    for (const auto& [host, n] : per_host) {
+      counts += (counts.empty() ? "" : ", ") + host + " " + std::to_string(n);
+    }
+    throw BackendRuleError("uneven ranks per host (" + counts +
+                           "): NCCL communicators over uneven hosts are a known cause of hangs; "
+                           "start the same number of ranks on every host");
+  }
+  int spans = comms.tp_group_on_one_node() ? 0 : 1;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, comms.world()),
+            "MPI_Allreduce(TP groups on one host)");
+  if (spans != 0 && *lo >= comms.tp() && *lo % comms.tp() == 0) {
+    return "warning: tensor-parallel groups span hosts although every host holds " +
+           std::to_string(*lo) + " ranks, a multiple of tp = " + std::to_string(comms.tp()) +
+           ": a TP group is tp consecutive world ranks, so place ranks by host in blocks (mpirun "
+           "--map-by slot, srun --distribution=block) and the TP traffic stays inside a host";
+  }
+  return "";
+}
+
 }  // namespace
 
 Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& backend,
@@ -178,6 +222,9 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
 
   const BackendChoice choice = choose_backend(*comms_, backend);
   notice_ = choice.notice;
+  if (const std::string w = check_placement(*comms_, choice.kind); !w.empty()) {
+    notice_ += (notice_.empty() ? "" : "\n") + w;
+  }
   if (choice.placement.gpu_sharing && comms_->tp() > 1) {
     // Decided alike everywhere: a shared GPU has no transport but the copy engines.
     if (!overlap_.use_ce) {

@@ -3,7 +3,8 @@
 # veth pair, each with its own host name), 2 ranks on each, and
 # cgemm-run on the CPU backend over them:
 #   dp 2 x tp 2: every TP group inside one node;
-#   tp 4: the TP group spans both nodes (no shared memory between its halves).
+#   tp 4: the TP group spans both nodes (no shared memory between its halves);
+#   dp 2 x tp 2 placed round-robin: TP groups span the nodes needlessly, which is warned about.
 # Both must pass their check, and the report must say where the TP groups live.
 # Exits 77 (CTest: skipped) where namespaces cannot be made (not root, no iproute2).
 set -u
@@ -51,5 +52,14 @@ for mesh in "--dp 2" "--dp 1"; do
     status=1
   }
 done
+# Ranks placed round-robin over the hosts (--map-by node): each TP group of dp 2 x tp 2 spans
+# both hosts although each host holds 2 ranks, which the job warns about, with the fix.
+out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" --map-by node "$run" --backend cpu --dp 2 \
+  --batch 4 --seq_len 32 --config "$config" --warmup 0 --iterations 1 2>&1) || status=1
+echo "$out" | grep -E "warning|hosts of"
+echo "$out" | grep -q "warning: tensor-parallel groups span hosts although every host holds 2" || {
+  echo "FAIL (--map-by node): no warning that the TP groups span hosts"
+  status=1
+}
 rm -f "$hostfile" "$config"
 exit $status
