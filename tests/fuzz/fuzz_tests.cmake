@@ -21,20 +21,26 @@ if(CGEMM_FUZZ)
   # The code under test is compiled into each target, so it is instrumented too.
   get_target_property(sharding_sources cgemm_sharding SOURCES)
   list(TRANSFORM sharding_sources PREPEND ${CMAKE_SOURCE_DIR}/sharding/)
+  get_target_property(core_sources cgemm_core SOURCES)
+  list(TRANSFORM core_sources PREPEND ${CMAKE_SOURCE_DIR}/core/)
+  list(APPEND sharding_sources ${core_sources})
 
   add_executable(fuzz_plan_line ${CGEMM_FUZZ_DIR}/fuzz_plan_line.cpp
                  ${CMAKE_SOURCE_DIR}/sharding/tools/plan_json.cpp ${sharding_sources})
   target_include_directories(fuzz_plan_line PRIVATE ${CGEMM_FUZZ_DIR}
-                             ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/sharding/tools)
-  target_link_libraries(fuzz_plan_line PRIVATE nlohmann_json::nlohmann_json cgemm_warnings)
+                             ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/sharding/tools
+                             ${CMAKE_SOURCE_DIR}/core/include)
+  target_link_libraries(fuzz_plan_line PRIVATE nlohmann_json::nlohmann_json Threads::Threads
+                        cgemm_warnings)
 
   add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp
                  ${CMAKE_SOURCE_DIR}/launcher/run_config.cpp ${CMAKE_SOURCE_DIR}/launcher/output_files.cpp
                  ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp ${sharding_sources})
   target_include_directories(fuzz_run_config PRIVATE ${CGEMM_FUZZ_DIR}
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include
-                             ${CMAKE_SOURCE_DIR}/launcher)
-  target_link_libraries(fuzz_run_config PRIVATE Boost::program_options cgemm_warnings)
+                             ${CMAKE_SOURCE_DIR}/launcher ${CMAKE_SOURCE_DIR}/core/include)
+  target_link_libraries(fuzz_run_config PRIVATE Boost::program_options Threads::Threads
+                        cgemm_warnings)
 
   foreach(t fuzz_plan_line fuzz_run_config)
     target_compile_definitions(${t} PRIVATE CGEMM_FUZZ_MAIN)
