@@ -44,10 +44,9 @@ struct GemmJob {
   int64_t out_n, bias_n;
   Buffer lhs, rhs, bias, out, ref;
   nlohmann::json report;
-  CheckStats checked;
-  uint64_t out_checksum = 0,
-           sequential_checksum =
-               0;  // this rank's shards, last round  // this rank's, summed over the check rounds
+  CheckStats checked;  // this rank's, summed over the check rounds
+  // FNV-1a of this rank's output shards (overlapped, sequential) in the last check round.
+  uint64_t out_checksum = 0, sequential_checksum = 0;
 
   static size_t bytes(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
   GemmJob(Backend& be, GemmPlan& p, const RunConfig& c, size_t i)

@@ -102,7 +102,7 @@ void add_shared_options(OptionGroups& g, const SharedOptions& defaults) {
       ("warmup", int_value<int>("N", defaults.warmup),
        "untimed iterations before the timed ones [iterations]")
       ("iterations", int_value<int>("N", defaults.iterations),
-       "timed iterations; times are reported in ms, bandwidths in GB/s [iterations]")
+       "timed iterations; times are reported in ms (cgemm-bench adds GB/s) [iterations]")
       ("timeout", po::value<double>()->value_name("S")
                       ->default_value(defaults.timeout, float_text(static_cast<float>(defaults.timeout))),
        "seconds any wait may last (a peer's data, a collective, a barrier, the GPU, the "
@@ -799,6 +799,25 @@ ParsedOptions parse_options(const ProgramSpec& spec, int argc, const char* const
   std::vector<Axis> axes;
   find_axes(spec, cli, false, src, axes);
   if (file) find_axes(spec, *file, true, src, axes);
+  // A block of gemm entries ignores the single GEMM's options unless the command line gives
+  // them: a list on one of those would sweep nothing and label its rows falsely.
+  const auto has_gemm = [](const po::parsed_options& o) {
+    for (const auto& x : o.options) {
+      if (x.string_key == "gemm") return true;
+    }
+    return false;
+  };
+  if (has_gemm(cli) || (file && has_gemm(*file))) {
+    for (const auto& a : axes) {
+      const bool single = a.name == "collective" || a.name == "hidden_in" || a.name == "hidden_out";
+      if (single && !src.on_command_line(a.name)) {
+        throw OptionError(src.describe(a.name, a.where->options[a.index].value[0]) +
+                          ": the block of gemm entries defines the GEMMs, so a list here sweeps "
+                          "nothing; sweep it on the command line (which replaces the block) or "
+                          "drop the gemm entries");
+      }
+    }
+  }
   size_t count = 1;
   for (const auto& a : axes) count *= a.values.size();
   for (const auto& a : axes) result.swept.push_back(a.name);

@@ -76,11 +76,6 @@ std::string MeshComms::host_name() const {
   return std::string(name.data(), static_cast<size_t>(len));
 }
 
-void MeshComms::max_over_tp(double* v, int n) const {
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, tp_comm_),
-            "MPI_Allreduce(max over the TP group)");
-}
-
 void abort_world(int code) {
   int initialized = 0, finalized = 0, level = MPI_THREAD_SINGLE;
   MPI_Initialized(&initialized);

@@ -27,6 +27,7 @@ struct State {
   std::string program = "cgemm";
   std::function<void()> end;
   bool running = false;
+  bool firing = false;
   int next_id = 0;
   std::map<int, Scope> scopes;  // open scopes by id; the highest id is the innermost
   std::map<int, std::function<void()>> hooks;
@@ -39,6 +40,23 @@ State& state() {
 
 [[noreturn]] void fire(const Scope& scope, double waited) {
   State& s = state();
+  // Describing the wait, the hooks and the ender may block on a broken peer or GPU
+  // themselves: a last resort ends the process in any case.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    _exit(kExitTimeout);
+  }).detach();
+  std::string program;
+  int rank = -1;
+  double limit = 0.0;
+  std::function<void()> end;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    program = s.program;
+    rank = s.rank;
+    limit = s.timeout_s;
+    end = s.end;
+  }
   std::string what;
   try {
     what = scope.what ? scope.what() : "an unnamed wait";
@@ -46,26 +64,20 @@ State& state() {
     what = "a wait that could not be described";
   }
   std::fprintf(stderr, "%s: error: rank %d: timed out after %.1f s waiting for %s (timeout %g s)\n",
-               s.program.c_str(), s.rank, waited, what.c_str(), s.timeout_s);
+               program.c_str(), rank, waited, what.c_str(), limit);
   std::fflush(stderr);
   std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     for (auto& [id, h] : s.hooks) hooks.push_back(h);
   }
-  // The hooks and the ender may block on a broken peer themselves: a last resort ends the
-  // process in any case.
-  std::thread([] {
-    std::this_thread::sleep_for(std::chrono::seconds(10));
-    _exit(kExitTimeout);
-  }).detach();
   for (auto& h : hooks) {
     try {
       h();
     } catch (...) {
     }
   }
-  if (s.end) s.end();
+  if (end) end();
   _exit(kExitTimeout);
 }
 
@@ -74,15 +86,18 @@ void watch() {
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     Scope open;
-    double waited = 0.0, limit = 0.0;
+    double waited = 0.0;
     {
       std::lock_guard<std::mutex> lock(s.mu);
-      limit = s.timeout_s;
+      const double limit = s.timeout_s;
       if (limit <= 0.0 || s.scopes.empty()) continue;
+      // Decided under the lock: a wait that ended a moment ago is not a timeout.
       open = s.scopes.rbegin()->second;
       waited = std::chrono::duration<double>(Clock::now() - open.since).count();
+      if (waited <= limit) continue;
+      s.firing = true;  // from here on no scope closes: its captures stay alive
     }
-    if (waited > limit) fire(open, waited);
+    fire(open, waited);
   }
 }
 
@@ -99,6 +114,12 @@ void start(double timeout_s, int rank, std::string program, std::function<void()
     s.running = true;
     std::thread(watch).detach();
   }
+}
+
+bool running() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.running;
 }
 
 double timeout_s() {
@@ -119,7 +140,12 @@ WaitScope::WaitScope(std::string what)
 
 WaitScope::~WaitScope() {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
+  // While the watchdog fires, the process is about to end: keep what it describes alive.
+  if (s.firing) {
+    lock.unlock();
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   s.scopes.erase(id_);
 }
 
@@ -133,7 +159,12 @@ int add_abort_hook(std::function<void()> hook) {
 
 void remove_abort_hook(int id) noexcept {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
+  // While the watchdog fires it may be running this hook: the process is about to end.
+  if (s.firing) {
+    lock.unlock();
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   s.hooks.erase(id);
 }
 

@@ -150,7 +150,8 @@ BackendChoice choose_backend(const MeshComms& comms, const BackendOptions& opts)
 // Facts of the launch every rank checks alike: uneven ranks per host (a known cause of NCCL
 // hangs) refuse the CUDA backend; tensor-parallel groups that span hosts although every host
 // could hold one are worth a warning with the fix. Returns the warning ("" when none).
-std::string check_placement(const MeshComms& comms, BackendKind kind) {
+std::string check_placement(const MeshComms& comms, BackendChoice& choice, BackendKind asked) {
+  const BackendKind kind = choice.kind;
   const int world = comms.world_size();
   std::vector<int> local(static_cast<size_t>(world));
   int mine = comms.local_size();
@@ -173,9 +174,13 @@ std::string check_placement(const MeshComms& comms, BackendKind kind) {
     for (const auto& [host, n] : per_host) {
       counts += (counts.empty() ? "" : ", ") + host + " " + std::to_string(n);
     }
-    throw BackendRuleError("uneven ranks per host (" + counts +
-                           "): NCCL communicators over uneven hosts are a known cause of hangs; "
-                           "start the same number of ranks on every host");
+    const std::string why = "uneven ranks per host (" + counts +
+                            "): NCCL communicators over uneven hosts are a known cause of hangs";
+    if (asked == BackendKind::kCuda) {
+      throw BackendRuleError(why + "; start the same number of ranks on every host");
+    }
+    choice = BackendChoice{};  // auto: the CPU backend, said so
+    choice.notice = "backend auto: " + why + "; using the CPU backend";
   }
   int spans = comms.tp_group_on_one_node() ? 0 : 1;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, comms.world()),
@@ -220,10 +225,13 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   resource_.tpsp_resource = mesh_config_.tpsp_axis;
   comms_ = std::make_unique<MeshComms>(world, mesh_config_.dp, mesh_config_.tp);
 
-  const BackendChoice choice = choose_backend(*comms_, backend);
+  BackendChoice choice = choose_backend(*comms_, backend);
   notice_ = choice.notice;
-  if (const std::string w = check_placement(*comms_, choice.kind); !w.empty()) {
+  if (const std::string w = check_placement(*comms_, choice, backend.kind); !w.empty()) {
+    notice_ = choice.notice;
     notice_ += (notice_.empty() ? "" : "\n") + w;
+  } else {
+    notice_ = choice.notice;
   }
   if (choice.placement.gpu_sharing && comms_->tp() > 1) {
     // Decided alike everywhere: a shared GPU has no transport but the copy engines.

@@ -680,7 +680,14 @@ void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, 
                        .label = nullptr});
     }
     ce_collective(group, s, named(label, "all-gather") + " (copy engines)");
-    copy_on(out, buf.local, bytes_per_rank * static_cast<size_t>(tp), st, "all-gather staging");
+    // The peers' blocks only: this rank's slot of the staging buffer was never written, and
+    // src may already be dst's own block (an in-place all-gather).
+    for (int p = 0; p < tp; ++p) {
+      if (p == me) continue;
+      const size_t at = static_cast<size_t>(p) * bytes_per_rank;
+      copy_on(out + at, static_cast<const char*>(buf.local) + at, bytes_per_rank, st,
+              "all-gather staging");
+    }
   }
   copy_on(out + static_cast<size_t>(me) * bytes_per_rank, src, bytes_per_rank, st,
           "all-gather own block");

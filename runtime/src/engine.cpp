@@ -93,12 +93,6 @@ void Engine::ensure(const WorkspaceBytes& need) {
   grow(be_, work_out_, have_.work_out, need.work_out);
 }
 
-void Engine::trim(const WorkspaceBytes& keep) {
-  if (keep.work_in == 0) drop(be_, work_in_, have_.work_in);
-  if (keep.work_out == 0) drop(be_, work_out_, have_.work_out);
-  if (keep.send == 0) drop(be_, send_, have_.send);
-}
-
 void* Engine::at_mut(const Ref& r, const Operands& x) const {
   void* base = nullptr;
   switch (r.buf) {
@@ -171,7 +165,8 @@ void Engine::run(const Program& p, const Operands& x) {
                                .label = label(tr.label)});
             }
             const Fault& f = fault();
-            if (f.kind != Fault::kNone && f.rank == world_rank_ && ++exchanges_run_ == f.at) {
+            static long exchanges_run = 0;  // this process's, over all plans
+            if (f.kind != Fault::kNone && f.rank == world_rank_ && ++exchanges_run == f.at) {
               if (f.kind == Fault::kStop) raise(SIGSTOP);
               if (f.kind == Fault::kSkip) group.clear();
             }

@@ -27,9 +27,6 @@ class Engine {
 
   /// Issues every op of `p` in order (asynchronous on the CUDA backend).
   void run(const Program& p, const Operands& x);
-  /// Frees the workspaces `keep` does not need (e.g. the sequential path's, once execute()
-  /// chose the overlapped one).
-  void trim(const WorkspaceBytes& keep);
   Backend& backend() { return be_; }
 
  private:
@@ -45,7 +42,6 @@ class Engine {
   WorkspaceBytes have_;
   std::vector<ExchangeToken> tokens_;
   int world_rank_ = 0;
-  long exchanges_run_ = 0;
 };
 
 }  // namespace cgemm

@@ -264,3 +264,8 @@ add_test(NAME mpi_repeatable_bits
           --dp 1 --seq_len 64 --batch 2 --warmup 0 --iterations 1 --check_rounds 2)
 set_tests_properties(mpi_repeatable_bits PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 4
   ENVIRONMENT "${CGEMM_MPI_ENV}")
+# A sweep list on the single GEMM's options in a file whose gemm entries define the block
+# would sweep nothing: refused.
+file(WRITE ${out}/sweep_with_block.ini "gemm = up all_gather 32 48\ncollective = all_gather, reduce_scatter\n")
+cgemm_add_mpi_failure_test(sweep_list_ignored_by_block 2 "collective = .*sweeps nothing"
+  --config ${out}/sweep_with_block.ini --seq_len 16)

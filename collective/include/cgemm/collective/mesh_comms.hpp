@@ -41,8 +41,6 @@ class MeshComms {
   std::vector<std::vector<int>> tp_groups() const;
   std::vector<std::vector<int>> dp_groups() const;
   std::string host_name() const;
-  /// In place: each of v[0..n) becomes its maximum over the TP group (collective over it).
-  void max_over_tp(double* v, int n) const;
 
  private:
   int dp_ = 1, tp_ = 1;

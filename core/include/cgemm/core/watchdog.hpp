@@ -26,6 +26,8 @@ constexpr int kExitTimeout = 4;
 void start(double timeout_s, int rank, std::string program, std::function<void()> end);
 /// The timeout in force (0 before start()).
 double timeout_s();
+/// Whether start() was called in this process.
+bool running();
 
 /// Marks a blocking wait while it lives; `what` is called (from the watchdog's thread, only on
 /// a timeout) to say what was waited for. Scopes nest: the innermost open one is watched.

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/backend.hpp"
 #include "cgemm/runtime/options.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
@@ -51,7 +52,9 @@ class Context {
           const OverlapOptions& overlap);
   Context(MPI_Comm world, const MeshConfig& mesh, BackendKind backend,
           const OverlapOptions& overlap)
-      : Context(world, mesh, BackendOptions{backend, false}, overlap) {}
+      : Context(world, mesh,
+                BackendOptions{backend, false, watchdog::running() ? watchdog::timeout_s() : 300.0},
+                overlap) {}
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
