@@ -388,22 +388,18 @@ std::string joined(const RunConfig& cfg, const std::function<std::string(const G
 
 // The sweep's rows: every column in the CSV and JSON Lines files (a fixed header, so files
 // of several sweeps line up); the printed table shows the swept options, sizes and results.
-const std::vector<std::string> kSweepOptions = {"dtype",
-                                                "bias",
-                                                "transpose_batch_sequence",
-                                                "std",
-                                                "seed",
-                                                "warmup",
-                                                "iterations",
-                                                "check",
-                                                "check_rounds",
-                                                "overlap",
-                                                "num_max_streams",
-                                                "compute_stream_priority",
-                                                "communication_stream_priority",
-                                                "num_sm_for_communication",
-                                                "use_ce",
-                                                "aggregate_all_gather"};
+// The sweepable options that have no column of their own below (the GEMM's sizes do).
+std::vector<std::string> option_columns() {
+  std::vector<std::string> out;
+  for (std::string_view name : run_sweepable_options()) {
+    if (name != "batch" && name != "seq_len" && name != "hidden_in" && name != "hidden_out" &&
+        name != "collective") {
+      out.emplace_back(name);
+    }
+  }
+  return out;
+}
+const std::vector<std::string> kSweepOptions = option_columns();
 
 Table sweep_table(const std::vector<std::string>& swept) {
   const auto shown = [&](const std::string& name, bool always = false) {

@@ -900,6 +900,8 @@ ProgramSpec run_program_spec() {
 
 }  // namespace
 
+const std::vector<std::string_view>& run_sweepable_options() { return kRunSweepable; }
+
 ParseResult parse_run_config(int argc, const char* const* argv) {
   ParseResult result;
   const ParsedOptions parsed =

@@ -187,6 +187,9 @@ struct ParseResult {
 /// the world size (sizes > 0, known enums, dp >= 1, ...). Throws OptionError.
 ParseResult parse_run_config(int argc, const char* const* argv);
 
+/// The options of cgemm-run that may hold a sweep list, in --help order.
+const std::vector<std::string_view>& run_sweepable_options();
+
 /// The files the run writes (report, trace and its SVG, output dump, sweep rows), named by
 /// their options; empty paths for those not given.
 std::vector<NamedPath> output_files(const RunConfig& cfg);

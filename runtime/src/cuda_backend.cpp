@@ -110,9 +110,11 @@ class CudaBackend final : public Backend {
   cudaEvent_t take_event();
   void recycle_completed_exchanges(bool all_done);
   // The sequential path's collectives without NCCL (shared GPUs): every rank pushes blocks
-  // into the peers' copies of `staging_` at its own slot. `group` holds one Exchange per peer.
+  // into the peers' copies of `staging_` at its own slot, then waits on stream s.
   const SymmetricBuffer& staging(size_t bytes);
-  void ce_collective(std::vector<Exchange>& group, int s, const std::string& label);
+  void ce_collective(const SymmetricBuffer& dst, size_t bytes,
+                     const std::function<const void*(int)>& block_for, int s,
+                     const std::string& label);
   static std::string named(const char* label, const char* what) {
     return label != nullptr ? std::string(label) : std::string(what);
   }
@@ -640,9 +642,25 @@ void CudaBackend::copy_on(void* dst, const void* src, size_t bytes, cudaStream_t
         std::string("cudaMemcpyAsync(") + what + ", " + bytes_str(bytes) + ")");
 }
 
-void CudaBackend::ce_collective(std::vector<Exchange>& group, int s, const std::string& label) {
+void CudaBackend::ce_collective(const SymmetricBuffer& dst, size_t bytes,
+                                const std::function<const void*(int)>& block_for, int s,
+                                const std::string& label) {
+  // One exchange per peer: block_for(to) to slot `me` of peer `to`'s copy of dst, and from
+  // peer `from` into slot `from` of this rank's copy.
+  const int tp = comms_.tp(), me = comms_.tp_rank();
+  std::vector<Exchange> group;
+  for (int i = 1; i < tp; ++i) {
+    const int to = (me + i) % tp, from = (me - i + tp) % tp;
+    group.push_back({.src = block_for(to),
+                     .bytes = bytes,
+                     .send_peer = to,
+                     .send_offset = static_cast<size_t>(me) * bytes,
+                     .recv_peer = from,
+                     .recv_offset = static_cast<size_t>(from) * bytes,
+                     .dst = &dst,
+                     .label = label.c_str()});
+  }
   if (group.empty()) return;
-  for (Exchange& x : group) x.label = label.c_str();
   // The staging buffer is read on any stream by the previous collective: the peers may write
   // into it again only after all of that.
   for (size_t i = 0; i < streams_.size(); ++i) {
@@ -665,21 +683,11 @@ void CudaBackend::all_gather(const void* src, void* dst, size_t bytes_per_rank, 
   // Shared GPU: push this rank's block to slot `me` of every peer's staging copy.
   const int tp = comms_.tp(), me = comms_.tp_rank();
   char* out = static_cast<char*>(dst);
-  std::vector<Exchange> group;
   if (tp > 1) {
     const SymmetricBuffer& buf = staging(bytes_per_rank * static_cast<size_t>(tp));
-    for (int i = 1; i < tp; ++i) {
-      const int to = (me + i) % tp, from = (me - i + tp) % tp;
-      group.push_back({.src = src,
-                       .bytes = bytes_per_rank,
-                       .send_peer = to,
-                       .send_offset = static_cast<size_t>(me) * bytes_per_rank,
-                       .recv_peer = from,
-                       .recv_offset = static_cast<size_t>(from) * bytes_per_rank,
-                       .dst = &buf,
-                       .label = nullptr});
-    }
-    ce_collective(group, s, named(label, "all-gather") + " (copy engines)");
+    ce_collective(
+        buf, bytes_per_rank, [&](int) { return src; }, s,
+        named(label, "all-gather") + " (copy engines)");
     // The peers' blocks only: this rank's slot of the staging buffer was never written, and
     // src may already be dst's own block (an in-place all-gather).
     for (int p = 0; p < tp; ++p) {
@@ -711,19 +719,9 @@ void CudaBackend::reduce_scatter(const void* src, void* dst, DType dtype, int64_
   parts[static_cast<size_t>(me)] = in + static_cast<size_t>(me) * block;
   if (tp > 1) {
     const SymmetricBuffer& buf = staging(block * static_cast<size_t>(tp));
-    std::vector<Exchange> group;
-    for (int i = 1; i < tp; ++i) {
-      const int to = (me + i) % tp, from = (me - i + tp) % tp;
-      group.push_back({.src = in + static_cast<size_t>(to) * block,
-                       .bytes = block,
-                       .send_peer = to,
-                       .send_offset = static_cast<size_t>(me) * block,
-                       .recv_peer = from,
-                       .recv_offset = static_cast<size_t>(from) * block,
-                       .dst = &buf,
-                       .label = nullptr});
-    }
-    ce_collective(group, s, named(label, "reduce-scatter") + " (copy engines)");
+    ce_collective(
+        buf, block, [&](int to) { return in + static_cast<size_t>(to) * block; }, s,
+        named(label, "reduce-scatter") + " (copy engines)");
     for (int p = 0; p < tp; ++p) {
       if (p != me) parts[static_cast<size_t>(p)] = static_cast<char*>(buf.local) + p * block;
     }
@@ -745,19 +743,9 @@ void CudaBackend::all_reduce(void* buf, DType dtype, int64_t count, int s, const
   if (tp == 1) return;
   const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
   const SymmetricBuffer& stage = staging(bytes * static_cast<size_t>(tp));
-  std::vector<Exchange> group;
-  for (int i = 1; i < tp; ++i) {
-    const int to = (me + i) % tp, from = (me - i + tp) % tp;
-    group.push_back({.src = buf,
-                     .bytes = bytes,
-                     .send_peer = to,
-                     .send_offset = static_cast<size_t>(me) * bytes,
-                     .recv_peer = from,
-                     .recv_offset = static_cast<size_t>(from) * bytes,
-                     .dst = &stage,
-                     .label = nullptr});
-  }
-  ce_collective(group, s, named(label, "all-reduce") + " (copy engines)");
+  ce_collective(
+      stage, bytes, [&](int) { return static_cast<const void*>(buf); }, s,
+      named(label, "all-reduce") + " (copy engines)");
   std::vector<const void*> parts(static_cast<size_t>(tp));
   for (int p = 0; p < tp; ++p) {
     parts[static_cast<size_t>(p)] =
