@@ -69,11 +69,7 @@ std::vector<Knobs> knob_sweep(const OverlapOptions& base) {
   };
   add(base.use_ce ? "use_ce=off" : "use_ce=on", [](OverlapOptions& o) { o.use_ce = !o.use_ce; });
   add("aggregate=on", [](OverlapOptions& o) { o.aggregate_all_gather = true; });
-  for (int sms : {1, 2, 4, 8}) {
-    if (sms == base.num_sm_for_communication) continue;
-    add("num_sm=" + std::to_string(sms),
-        [sms](OverlapOptions& o) { o.num_sm_for_communication = sms; });
-  }
+  // num_sm_for_communication has no effect (run_config.cpp's --help): not swept.
   for (int st : {1, 2, 3}) {
     if (st == base.num_max_streams) continue;
     add("streams=" + std::to_string(st), [st](OverlapOptions& o) { o.num_max_streams = st; });

@@ -142,7 +142,10 @@ void add_shared_options(OptionGroups& g, const SharedOptions& defaults) {
        "priority of the communication streams, 0 = highest [priority level]; CUDA only, the "
        "CPU backend ignores it")
       ("num_sm_for_communication", int_value<int>("N", ov.num_sm_for_communication),
-       "bound on the SMs the transport may take [SMs]; CUDA only, the CPU backend ignores it")
+       "Transformer Engine's bound on the SMs the transport may take [SMs]: accepted for its "
+       "configs but without effect in cgemm: the copy engines take no SMs, and capping NCCL's "
+       "CTAs starves it (2 CTAs: 43 against about 300 GB/s); NCCL's bounds come from "
+       "CGEMM_NCCL_MIN_CTAS / CGEMM_NCCL_MAX_CTAS")
       ("use_ce", bool_value(ov.use_ce),
        "move chunks with copy engines over CUDA IPC where the TP group shares a node; CUDA "
        "only, the CPU backend ignores it")

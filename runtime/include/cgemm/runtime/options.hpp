@@ -43,7 +43,7 @@ struct OverlapOptions {
   int num_max_streams = 3;                // GEMM (compute) streams a collective GEMM may use
   int compute_stream_priority = 0;        // 0 = highest; CUDA only
   int communication_stream_priority = 0;  // 0 = highest; CUDA only
-  int num_sm_for_communication = 2;       // bound on SMs the transport may take; CUDA only
+  int num_sm_for_communication = 2;       // TE's SM bound for the transport: accepted, no effect
   bool use_ce = true;                     // copy engines over CUDA IPC inside a node; CUDA only
   bool aggregate_all_gather = false;      // all-gather both ways round the ring at once
 };
