@@ -29,6 +29,15 @@ void require_sequence_layout(const GemmGeometry& g) {
   }
 }
 
+void place_strided_if_reordered(GemmGeometry& g, ReorderKind kind, const Shape& shape) {
+  if (!g.need_reorder || shape[0] == 1) return;
+  check_reorder(kind, shape, g.dp, g.tp);
+  g.strided = true;
+  g.batch = g.lhs_local[0];
+  g.seq_total = shape[1];
+  g.seq_rows = g.seq_total / g.tp;
+}
+
 CollectiveGemmFactory collective_gemm_factory(CollectiveOp op) {
   for (const auto& [kind, factory] : kKinds) {
     if (kind == op) return factory;

@@ -35,6 +35,12 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g);
 /// batch-first, the sequence in dim 1 (gemm.py asserts sequence_dim == 1). Throws naming g.name.
 void require_sequence_layout(const GemmGeometry& g);
 
+/// Batch-first activations with a local batch above 1 (gemm.py's need_reorder and B != 1): the
+/// chunks are placed strided instead of reordered in a pass. Checks the reorder `kind` on
+/// `shape` as gemm.py asserts it, then sets g.strided, batch, seq_total (the sequence rows of
+/// `shape`) and seq_rows. Nothing happens otherwise.
+void place_strided_if_reordered(GemmGeometry& g, ReorderKind kind, const Shape& shape);
+
 /// The factory for a collective (the table in collective_gemm.cpp).
 CollectiveGemmFactory collective_gemm_factory(CollectiveOp op);
 

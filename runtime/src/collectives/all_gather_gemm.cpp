@@ -99,13 +99,7 @@ Program sequential(const GemmGeometry& g) {
 CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   require_sequence_layout(g);
   g.chunk_rows = g.lhs_rows;
-  if (g.need_reorder && g.out_local[0] != 1) {
-    check_reorder(ReorderKind::kDpLeading, g.out_local, g.dp, g.tp);
-    g.strided = true;
-    g.batch = g.lhs_local[0];
-    g.seq_total = g.out_local[1];
-    g.seq_rows = g.seq_total / g.tp;
-  }
+  place_strided_if_reordered(g, ReorderKind::kDpLeading, g.out_local);
   CollectiveGemm c;
   // Every offset the programs compute is below these checked totals: they cannot overflow.
   c.gemm_rows = c_rows(g);

@@ -115,13 +115,7 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
                     " do not split into tp=" + std::to_string(g.tp) + " chunks");
   }
   g.chunk_rows = g.lhs_rows / g.tp;
-  if (g.need_reorder && g.lhs_local[0] != 1) {
-    check_reorder(ReorderKind::kTpspLeading, g.lhs_local, g.dp, g.tp);
-    g.strided = true;
-    g.batch = g.lhs_local[0];
-    g.seq_total = g.lhs_local[1];
-    g.seq_rows = g.seq_total / g.tp;
-  }
+  place_strided_if_reordered(g, ReorderKind::kTpspLeading, g.lhs_local);
   CollectiveGemm c;
   c.gemm_rows = g.lhs_rows;
   // Every offset the programs compute is below these checked totals: they cannot overflow.
