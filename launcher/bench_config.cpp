@@ -2,6 +2,8 @@
 
 #include "bench_config.hpp"
 
+#include "parts/parts.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -43,7 +45,74 @@ void add_bench_options(OptionGroups& g) {
       ("peers", po::value<std::string>()->value_name("FILE"),
        "CSV of bench/peers/torch_async_tp.py to compare against, joined by case "
        "[path; default: none]");
+  auto& parts = g.after.emplace_back(option_group("Parts (one rank; instead of the sweep)"));
+  parts.add_options()
+      ("parts", po::value<std::string>()->value_name("LIST")->default_value(""),
+       "measure the parts of the schedules alone, on one GPU, for --cases, and write "
+       "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
+       "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
+       "one step's bytes on another stream), copy_bandwidth (device-to-device "
+       "cudaMemcpyAsync against size), or all [default: none: the sweep]")
+      ("parts_tp", po::value<std::string>()->value_name("LIST")->default_value("2,4,8"),
+       "tp of the local GEMMs chunking and interference study (one rank plays one rank of "
+       "each)")
+      ("parts_chunks_per_rank", po::value<std::string>()->value_name("LIST")
+           ->default_value("1,4"),
+       "chunking: chunks per rank (the runtime's schedules use 1: tp chunks)")
+      ("parts_max_copy_mib", po::value<int64_t>()->value_name("N")
+           ->default_value(defaults.parts_max_copy_mib),
+       "copy_bandwidth: transfers of 1, 2, 4, ... MiB up to N [MiB]")
+      ("torch_chunks", po::value<std::string>()->value_name("FILE"),
+       "chunking: CSV of bench/peers/torch_chunking.py (torch.mm on the same chunks), joined "
+       "by case, collective, tp and chunks [path; default: none]");
   // clang-format on
+}
+
+// "2,4,8" -> {2, 4, 8}: each at least `min`, no repeats.
+std::vector<int> int_list(const OptionReader& r, const std::string& name, int min) {
+  const auto text = r.get<std::string>(name);
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size()) r.fail(name, text, "'" + item + "' is not an integer");
+    if (v < min) r.fail(name, text, "each value must be >= " + std::to_string(min));
+    if (std::find(out.begin(), out.end(), v) != out.end()) {
+      r.fail(name, text, std::to_string(v) + " is given twice");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) r.fail(name, text, "no value");
+  return out;
+}
+
+std::vector<std::string> study_list(const OptionReader& r) {
+  const auto text = r.get<std::string>("parts");
+  const std::vector<std::string>& known = parts::study_names();
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item == "all") return known;
+    if (std::find(known.begin(), known.end(), item) == known.end()) {
+      r.fail("parts", text,
+             "unknown study '" + item +
+                 "' (known: chunking, interference, "
+                 "copy_bandwidth, all)");
+    }
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+  }
+  // In run order, whatever the order given.
+  std::vector<std::string> ordered;
+  for (const std::string& k : known) {
+    if (std::find(out.begin(), out.end(), k) != out.end()) ordered.push_back(k);
+  }
+  return ordered;
 }
 
 std::string known_cases() {
@@ -74,8 +143,20 @@ BenchConfig read_bench_config(const OptionReader& r) {
   cfg.out = r.get<std::string>("out");
   if (cfg.out.empty()) r.fail("out", cfg.out, "an empty path (a folder; '.' is the default)");
   cfg.peers = r.path("peers");
-  check_distinct(bench_outputs(cfg.out, cfg.trace),
-                 {{"--peers", cfg.peers}, {"--config", cfg.config_file}});
+  cfg.parts = study_list(r);
+  cfg.parts_tp = int_list(r, "parts_tp", 1);
+  cfg.parts_chunks_per_rank = int_list(r, "parts_chunks_per_rank", 1);
+  cfg.parts_max_copy_mib = r.at_least<int64_t>("parts_max_copy_mib", 1, "must be >= 1 [MiB]");
+  if (cfg.parts_max_copy_mib > (int64_t{1} << 20)) {
+    r.fail("parts_max_copy_mib", std::to_string(cfg.parts_max_copy_mib),
+           "must be <= 1048576 [MiB]");
+  }
+  cfg.torch_chunks = r.path("torch_chunks");
+  std::vector<NamedPath> outputs = bench_outputs(cfg.out, cfg.trace);
+  for (NamedPath& p : parts_outputs(cfg.out, cfg.parts)) outputs.push_back(std::move(p));
+  check_distinct(outputs, {{"--peers", cfg.peers},
+                           {"--torch_chunks", cfg.torch_chunks},
+                           {"--config", cfg.config_file}});
   return cfg;
 }
 
@@ -136,6 +217,17 @@ std::vector<NamedPath> bench_outputs(const std::string& outdir, const std::strin
   }
   out.push_back({"--trace", trace});
   if (!trace.empty()) out.push_back({"--trace's SVG", trace + ".svg"});
+  return out;
+}
+
+std::vector<NamedPath> parts_outputs(const std::string& outdir,
+                                     const std::vector<std::string>& studies) {
+  std::vector<NamedPath> out;
+  if (studies.empty()) return out;
+  out.push_back({"--out's cgemm_parts.md", outdir + "/cgemm_parts.md"});
+  for (const std::string& s : studies) {
+    out.push_back({"--out's cgemm_parts_" + s + ".csv", outdir + "/cgemm_parts_" + s + ".csv"});
+  }
   return out;
 }
 

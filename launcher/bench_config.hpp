@@ -33,6 +33,12 @@ struct BenchConfig : SharedOptions {
   double l2_mib = 60;              // inputs rotate over enough copies to exceed twice this
   std::string out = ".";           // folder of cgemm_bench.{csv,json,md}
   std::string peers;               // CSV of bench/peers/torch_async_tp.py; empty: none
+  // --parts (launcher/parts/parts.hpp): the studies to run instead of the sweep, one rank.
+  std::vector<std::string> parts;      // empty: none (the sweep)
+  std::vector<int> parts_tp{2, 4, 8};  // tp of the local GEMMs studied
+  std::vector<int> parts_chunks_per_rank{1, 4};
+  int64_t parts_max_copy_mib = 512;  // copy_bandwidth: 1 MiB up to this
+  std::string torch_chunks;          // CSV of bench/peers/torch_chunking.py; empty: none
 };
 
 struct BenchParseResult {
@@ -47,5 +53,8 @@ BenchParseResult parse_bench_config(int argc, const char* const* argv);
 
 /// The files cgemm-bench writes: cgemm_bench.{csv,json,md} in outdir, the trace and its SVG.
 std::vector<NamedPath> bench_outputs(const std::string& outdir, const std::string& trace);
+/// The files --parts writes in outdir: cgemm_parts.md and cgemm_parts_STUDY.csv per study.
+std::vector<NamedPath> parts_outputs(const std::string& outdir,
+                                     const std::vector<std::string>& studies);
 
 }  // namespace cgemm::launcher

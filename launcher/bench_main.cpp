@@ -29,6 +29,7 @@
 #include "cgemm/runtime/plan.hpp"
 #include "job.hpp"
 #include "output_files.hpp"
+#include "parts/parts.hpp"
 #include "run_config.hpp"
 #include "table.hpp"
 #include "trace_writer.hpp"
@@ -260,6 +261,11 @@ int run(int argc, char** argv) {
   if (any_rank_failed(error)) return kExitUsage;
   watchdog::start(cfg.timeout, world_rank(), "cgemm-bench",
                   [] { abort_world(watchdog::kExitTimeout); });
+  if (!cfg.parts.empty()) {
+    std::string cmd;
+    for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+    return parts::run_parts(cfg, cmd, now_utc());
+  }
 
   std::map<std::string, Peer> peers;
   try {

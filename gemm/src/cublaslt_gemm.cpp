@@ -60,6 +60,15 @@ bool log_choices() {
 
 bool autotune_from_env() { return env_flag("CGEMM_GEMM_AUTOTUNE").value_or(true); }
 
+int candidates_from_env(const std::string& where) {
+  const long long n = env_int("CGEMM_GEMM_CANDIDATES").value_or(CublasLtGemm::kDefaultCandidates);
+  if (n < 1 || n > CublasLtGemm::kMaxCandidates) {
+    throw Error((where.empty() ? "" : where + ": ") + "CGEMM_GEMM_CANDIDATES=" + std::to_string(n) +
+                ": must be 1.." + std::to_string(CublasLtGemm::kMaxCandidates));
+  }
+  return static_cast<int>(n);
+}
+
 std::string problem_str(const GemmTask& t) {
   std::string s =
       "GEMM m=" + std::to_string(t.m) + " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k) +
@@ -149,6 +158,7 @@ struct CublasLtGemm::Impl {
   size_t workspace = 0;
   bool fast_accum = true;
   bool autotune = true;
+  int candidates = CublasLtGemm::kDefaultCandidates;
   cublasLtHandle_t handle = nullptr;
   mutable std::mutex mu;  // guards `workspaces` and `plans` (the map, not the plans' contents)
   std::unordered_map<cudaStream_t, void*> workspaces;
@@ -219,12 +229,12 @@ struct CublasLtGemm::Impl {
     p.fused_bias = fuse_bias;
   }
 
-  // Asks the heuristic for up to kCandidates algorithms; returns how many it gave.
+  // Asks the heuristic for up to `candidates` algorithms; returns how many it gave.
   int query(Plan& p, const GemmTask& t, const Key& key) const {
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", &t);
     int returned = 0;
-    std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
+    std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(candidates));
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     try {
       const uint64_t ws = workspace;
@@ -241,7 +251,7 @@ struct CublasLtGemm::Impl {
         check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)),
               "cublasLtMatmulPreferenceSetAttribute", &t);
       }
-      st = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, kCandidates,
+      st = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, candidates,
                                           results.data(), &returned);
     } catch (...) {
       cublasLtMatmulPreferenceDestroy(pref);
@@ -375,50 +385,52 @@ struct CublasLtGemm::Impl {
       out = s;
     }
 
-    constexpr size_t kMarks = CublasLtGemm::kTimedRuns + 1;
-    Events ev;
-    ev.e.reserve(n * kMarks);
-    for (size_t i = 0; i < n * kMarks; ++i) {
-      cudaEvent_t e = nullptr;
-      check_cuda(cudaEventCreate(&e), "cudaEventCreate(GEMM tuning)", where);
-      ev.e.push_back(e);
-    }
-    std::vector<bool> ok(n, false);
+    // One warm-up per candidate (a failing one is left out), then kTimedRuns rounds, each
+    // timing every candidate once in turn: a drift of the clocks during the tuning hits all
+    // candidates alike instead of whichever was timed last. The events form one chain: a run
+    // lasts from its mark to the next.
     cublasStatus_t last_failure = CUBLAS_STATUS_SUCCESS;
-    cudaEvent_t last_mark = nullptr;
+    std::vector<size_t> live;
     for (size_t i = 0; i < n; ++i) {
-      cublasStatus_t st = matmul(p, i, t, out, ws, stream);  // warm-up
-      for (size_t r = 0; st == CUBLAS_STATUS_SUCCESS && r < kMarks; ++r) {
-        cudaEvent_t e = ev.e[i * kMarks + r];
-        check_cuda(cudaEventRecord(e, stream), "cudaEventRecord(GEMM tuning)", where);
-        last_mark = e;
-        if (r + 1 < kMarks) st = matmul(p, i, t, out, ws, stream);
-      }
+      const cublasStatus_t st = matmul(p, i, t, out, ws, stream);
       if (st == CUBLAS_STATUS_SUCCESS) {
-        ok[i] = true;
+        live.push_back(i);
       } else {
         last_failure = st;
         static_cast<void>(cudaGetLastError());  // a failed launch's non-sticky error: handled
       }
     }
-    if (last_mark != nullptr) {
-      check_cuda(cudaEventSynchronize(last_mark),
-                 "cudaEventSynchronize(GEMM tuning) after " + problem_str(t), where);
-    }
-    if (std::none_of(ok.begin(), ok.end(), [](bool b) { return b; })) {
+    if (live.empty()) {
       check(last_failure, "cublasLtMatmul (every one of " + std::to_string(n) + " candidates)", &t);
     }
-    int timed_ok = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (!ok[i]) continue;
-      std::array<float, CublasLtGemm::kTimedRuns> ms{};
-      for (size_t r = 0; r < ms.size(); ++r) {
-        check_cuda(cudaEventElapsedTime(&ms[r], ev.e[i * kMarks + r], ev.e[i * kMarks + r + 1]),
-                   "cudaEventElapsedTime(GEMM tuning)", where);
-      }
-      std::sort(ms.begin(), ms.end());
-      c.candidate_ms[i] = ms[ms.size() / 2];
-      ++timed_ok;
+    const size_t runs = live.size() * CublasLtGemm::kTimedRuns;
+    Events ev;
+    ev.e.reserve(runs + 1);
+    for (size_t i = 0; i <= runs; ++i) {
+      cudaEvent_t e = nullptr;
+      check_cuda(cudaEventCreate(&e), "cudaEventCreate(GEMM tuning)", where);
+      ev.e.push_back(e);
+    }
+    std::vector<std::vector<float>> ms(n);
+    check_cuda(cudaEventRecord(ev.e[0], stream), "cudaEventRecord(GEMM tuning)", where);
+    for (size_t run = 0; run < runs; ++run) {
+      const size_t i = live[run % live.size()];
+      // A candidate that ran at warm-up and fails now is an error like any other.
+      check(matmul(p, i, t, out, ws, stream), "cublasLtMatmul (tuning)", &t);
+      check_cuda(cudaEventRecord(ev.e[run + 1], stream), "cudaEventRecord(GEMM tuning)", where);
+    }
+    check_cuda(cudaEventSynchronize(ev.e[runs]),
+               "cudaEventSynchronize(GEMM tuning) after " + problem_str(t), where);
+    for (size_t run = 0; run < runs; ++run) {
+      float x = 0;
+      check_cuda(cudaEventElapsedTime(&x, ev.e[run], ev.e[run + 1]),
+                 "cudaEventElapsedTime(GEMM tuning)", where);
+      ms[live[run % live.size()]].push_back(x);
+    }
+    const int timed_ok = static_cast<int>(live.size());
+    for (size_t i : live) {
+      std::sort(ms[i].begin(), ms[i].end());
+      c.candidate_ms[i] = ms[i][ms[i].size() / 2];
       if (c.chosen_ms < 0 || c.candidate_ms[i] < c.chosen_ms) {
         c.chosen_ms = c.candidate_ms[i];
         p.chosen = i;
@@ -562,6 +574,7 @@ CublasLtGemm::CublasLtGemm(std::string where) : impl_(std::make_unique<Impl>()) 
   // Transformer Engine's switch: high-precision (split) accumulation means no fast accumulation.
   s.fast_accum = !env_flag("NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION").value_or(false);
   s.autotune = autotune_from_env();
+  s.candidates = candidates_from_env(s.where);
   s.check(cublasLtCreate(&s.handle), "cublasLtCreate", nullptr);
 }
 
@@ -593,6 +606,8 @@ size_t CublasLtGemm::cached_problems() const {
 }
 
 bool CublasLtGemm::autotune() const { return impl_->autotune; }
+
+int CublasLtGemm::candidates() const { return impl_->candidates; }
 
 int CublasLtGemm::tunings() const { return impl_->tunings.load(); }
 

@@ -119,6 +119,16 @@ class CpuBackend final : public Backend {
     convert_from_float(nan.data(), dst, dtype, count);
   }
 
+  void copy(void* dst, const void* src, size_t bytes, int stream, const char* label) override {
+    const auto* d = static_cast<const char*>(dst);
+    const auto* c = static_cast<const char*>(src);
+    if (bytes != 0 && d < c + bytes && c < d + bytes) {
+      throw Error(named(label, "copy") + ": source and destination overlap");
+    }
+    traced("transfer", named(label, "copy"), stream, [&] {
+      if (bytes != 0) std::memcpy(dst, src, bytes);
+    });
+  }
   void gemm(const GemmTask& task, int stream) override {
     traced("gemm", task.label ? task.label : "gemm", stream, [&] { cpu_gemm(task); });
     transport_.progress();  // let in-flight ring transfers move between chunks

@@ -74,6 +74,7 @@ class CudaBackend final : public Backend {
                    const Shape& offset, uint64_t seed, float std) override;
   void fill_nan(void* dst, DType dtype, int64_t count) override;
 
+  void copy(void* dst, const void* src, size_t bytes, int stream, const char* label) override;
   void gemm(const GemmTask& task, int stream) override;
   void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
                DType dtype, int stream) override;
@@ -318,7 +319,9 @@ std::string CudaBackend::describe() const {
     << "cuBLASLt workspace: " << gemm_->workspace_bytes() / (size_t{1} << 20)
     << " MiB per stream; FP8 fast accumulation "
     << (gemm_->fp8_fast_accumulation() ? "on" : "off (NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION)")
-    << "\n"
+    << "; algorithms: "
+    << (gemm_->autotune() ? "timed, best of the heuristic's first " : "heuristic's first of ")
+    << gemm_->candidates() << " (CGEMM_GEMM_AUTOTUNE, CGEMM_GEMM_CANDIDATES)\n"
     << "use_ce=" << (opts_.use_ce ? "true" : "false")
     << ", aggregate_all_gather=" << (opts_.aggregate_all_gather ? "true" : "false");
   return s.str();
@@ -487,6 +490,19 @@ void CudaBackend::fill_nan(void* dst, DType dtype, int64_t count) {
 }
 
 // --- compute ---
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes, int s, const char* label) {
+  cudaStream_t st = stream(s, "copy");
+  const char* what = label != nullptr ? label : "copy";
+  const auto* d = static_cast<const char*>(dst);
+  const auto* c = static_cast<const char*>(src);
+  if (bytes != 0 && d < c + bytes && c < d + bytes) {
+    fail(std::string(what) + ": source and destination overlap");
+  }
+  traced(
+      "transfer", [&] { return std::string(what); }, s, st,
+      [&] { copy_on(dst, src, bytes, st, what); });
+}
 
 void CudaBackend::gemm(const GemmTask& task, int s) {
   cudaStream_t st = stream(s, "gemm");

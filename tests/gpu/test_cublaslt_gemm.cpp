@@ -419,7 +419,7 @@ bool check_choice(const CublasLtGemm& gemm) {
   const GemmChoice& ch = choices[0];
   std::cout << "  " << gemm.describe_choices();
   EXPECT_GE(ch.candidates, 1);
-  EXPECT_LE(ch.candidates, CublasLtGemm::kCandidates);
+  EXPECT_LE(ch.candidates, gemm.candidates());
   EXPECT_GE(ch.chosen, 0);
   EXPECT_LT(ch.chosen, ch.candidates);
   EXPECT_EQ(ch.candidate_ms.size(), static_cast<size_t>(ch.candidates));

@@ -151,6 +151,24 @@ TEST_P(CudaBackendTest, FillNan) {
   for (float x : f) ASSERT_TRUE(std::isnan(x));
 }
 
+// copy on a second stream, after work on stream 0 (fork), is seen on stream 0 after a join;
+// overlapping buffers are refused.
+TEST_P(CudaBackendTest, CopyOnAStream) {
+  Backend& be = backend(GetParam());
+  constexpr int64_t kCount = (int64_t{1} << 20) + 3;  // odd: not a multiple of any vector width
+  Buf src(be, kCount * 2), dst(be, kCount * 2);
+  be.fill_normal(src.p, DType::kBFloat16, {kCount}, {kCount}, {0}, 99 + be.tp_rank(), 1.0f);
+  be.fill_nan(dst.p, DType::kBFloat16, kCount);
+  const int s = be.num_streams() > 1 ? 1 : 0;
+  be.fork_streams();
+  be.copy(dst.p, src.p, kCount * 2, s, "test copy");
+  be.join_streams(0);
+  const auto a = to_host<uint16_t>(be, src.p, kCount);
+  const auto b = to_host<uint16_t>(be, dst.p, kCount);
+  EXPECT_EQ(a, b);
+  EXPECT_THROW(be.copy(static_cast<char*>(src.p) + 2, src.p, 64, 0, "overlap"), Error);
+}
+
 TEST_P(CudaBackendTest, ReorderMatchesApplyReorder) {
   Backend& be = backend(GetParam());
   const int tp = be.tp_size();

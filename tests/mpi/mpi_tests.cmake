@@ -114,6 +114,13 @@ add_test(NAME mpi_tp2_bench_config
 set_tests_properties(mpi_tp2_bench_config PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 2
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "tiny all_gather .*written: .*cgemm_bench")
 
+# cgemm-bench --parts: the one-GPU studies (launcher/parts/) on the CPU backend, tiny case.
+add_test(NAME mpi_bench_parts
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_parts.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_parts_out)
+set_tests_properties(mpi_bench_parts PROPERTIES LABELS mpi TIMEOUT 90
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "^PASS")
+
 # cgemm-bench's bad options: one "cgemm-bench: error:" line naming the option and the value
 # (the shared options in cgemm-run's words), exit status 2, before any run.
 function(cgemm_add_bench_failure_test name regex)
@@ -134,6 +141,16 @@ cgemm_add_bench_failure_test(own_option "cgemm-bench: error: --cases bogus: unkn
   --cases bogus)
 cgemm_add_bench_failure_test(mesh "cgemm-bench: error: --dp 3 does not divide the world size 2"
   --cases tiny --dp 3)
+cgemm_add_bench_failure_test(parts_two_ranks
+  "cgemm-bench: error: --parts measures one GPU alone: run it with one rank \\(mpirun -np 1\\), not 2"
+  --cases tiny --parts chunking)
+cgemm_add_bench_failure_test(parts_unknown
+  "cgemm-bench: error: --parts chunks: unknown study 'chunks'" --cases tiny --parts chunks)
+cgemm_add_bench_failure_test(parts_tp
+  "cgemm-bench: error: --parts_tp 2,0: each value must be >= 1" --cases tiny --parts all --parts_tp 2,0)
+cgemm_add_bench_failure_test(parts_chunks
+  "cgemm-bench: error: --parts_chunks_per_rank 1,x: 'x' is not an integer"
+  --cases tiny --parts all --parts_chunks_per_rank 1,x)
 cgemm_add_bench_failure_test(config_file
   "cgemm-bench: error: --config .*no_such.ini: cannot open the config file"
   --cases tiny --config ${CMAKE_CURRENT_BINARY_DIR}/no_such.ini)

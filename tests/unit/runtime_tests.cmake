@@ -19,3 +19,7 @@ cgemm_add_unit_test(test_output_files
 cgemm_add_unit_test(test_plan_description
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_plan_description.cpp
   LIBS cgemm)
+# cgemm-bench --parts' chunk geometry (launcher/parts/chunked_gemm.cpp) against the whole GEMM.
+cgemm_add_unit_test(test_bench_parts
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_bench_parts.cpp
+  LIBS cgemm_launcher_lib cgemm_gemm)

@@ -14,10 +14,12 @@
 // Engine: set to 1 to use the split accumulator, i.e. no CUBLASLT_MATMUL_DESC_FAST_ACCUM).
 //
 // Algorithms: per problem key (shapes, dtypes, layouts, strides, batch, epilogue, beta != 0,
-// pointer alignments) the cuBLASLt heuristic is asked once for up to kCandidates algorithms.
+// pointer alignments) the cuBLASLt heuristic is asked once for up to candidates() algorithms
+// (CGEMM_GEMM_CANDIDATES, 1..kMaxCandidates, default kDefaultCandidates).
 // With autotuning on (the default), the first call for a key then TIMES every candidate on the
-// real problem, on the call's stream, with CUDA events: 1 warm-up and kTimedRuns timed runs
-// each, median of the timed runs; the fastest candidate (ties: the heuristic's order) is cached
+// real problem, on the call's stream, with CUDA events: 1 warm-up each, then kTimedRuns rounds
+// that time every candidate once in turn (so a clock drift during the tuning hits all alike),
+// median of each candidate's runs; the fastest candidate (ties: the heuristic's order) is cached
 // and every later call with that key uses it without timing again. Candidates whose
 // cublasLtMatmul returns an error are skipped; if every one fails, the call throws as before.
 // Timing writes into the real output when beta == 0 (its old contents are not read, and the
@@ -62,7 +64,7 @@ namespace cgemm {
 /// How one problem key's algorithm was chosen (for reports).
 struct GemmChoice {
   std::string problem;    // the (batch-folded) problem, as error messages name it
-  int candidates = 0;     // algorithms the heuristic offered (at most kCandidates)
+  int candidates = 0;     // algorithms the heuristic offered (at most candidates())
   int chosen = 0;         // the one in use, by heuristic rank: 0 = heuristic #1
   int algo_id = -1;       // its cuBLASLt algorithm id (CUBLASLT_ALGO_CONFIG_ID), -1 if unknown
   bool timed = false;     // chosen by timing; false: heuristic #1, see `note`
@@ -73,8 +75,9 @@ struct GemmChoice {
 
 class CublasLtGemm {
  public:
-  static constexpr int kCandidates = 8;  // heuristic results asked for and timed per key
-  static constexpr int kTimedRuns = 5;   // timed runs per candidate (after 1 warm-up)
+  static constexpr int kDefaultCandidates = 8;  // heuristic results asked for and timed per key
+  static constexpr int kMaxCandidates = 64;     // the most CGEMM_GEMM_CANDIDATES may ask for
+  static constexpr int kTimedRuns = 5;          // timed runs per candidate (after 1 warm-up)
 
   /// Uses the current CUDA device. `where` prefixes every error message (e.g. "rank 3").
   explicit CublasLtGemm(std::string where = {});
@@ -96,6 +99,9 @@ class CublasLtGemm {
   /// Whether the first call of a key times the candidates (CGEMM_GEMM_AUTOTUNE, read at
   /// construction: unset or anything but "0"/"false"/"off"/"no" means on).
   bool autotune() const;
+  /// Heuristic results asked for per key (CGEMM_GEMM_CANDIDATES, read at construction; unset:
+  /// kDefaultCandidates; outside 1..kMaxCandidates: cgemm::Error naming the variable).
+  int candidates() const;
   /// Keys that were tuned by timing so far (each key at most once).
   int tunings() const;
   /// One entry per cached key (in key order): the chosen algorithm and its measured time.

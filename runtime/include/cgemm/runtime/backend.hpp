@@ -82,6 +82,12 @@ class Backend {
   /// Fills `count` elements with NaN (poison before a run).
   virtual void fill_nan(void* dst, DType dtype, int64_t count) = 0;
 
+  /// dst = src, `bytes` bytes between two buffers of this backend, on compute stream `stream`
+  /// (CUDA: cudaMemcpyAsync device to device, the call the copy-engine transport makes, so
+  /// benchmarks can time a transfer against a GEMM on another stream). The buffers must not
+  /// overlap. `label` names it in traces; may be null.
+  virtual void copy(void* dst, const void* src, size_t bytes, int stream, const char* label) = 0;
+
   // --- compute ---
   virtual void gemm(const GemmTask& task, int stream) = 0;
   /// dst = the reorder of src (planner's apply_reorder semantics), row-major `shape`.

@@ -1,0 +1,83 @@
+// cgemm-bench --parts: runs the chosen studies on one rank's backend and writes their tables.
+
+#include <mpi.h>
+
+#include <sstream>
+
+#include "cgemm/core/error.hpp"
+#include "cgemm/runtime/context.hpp"
+#include "job.hpp"
+#include "output_files.hpp"
+#include "parts.hpp"
+
+namespace cgemm::launcher::parts {
+
+int run_parts(const BenchConfig& cfg, const std::string& command, const std::string& when) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::string error;
+  if (world != 1) {
+    error = "--parts measures one GPU alone: run it with one rank (mpirun -np 1), not " +
+            std::to_string(world);
+  }
+  if (error.empty()) {
+    try {
+      for (const NamedPath& out : parts_outputs(cfg.out, cfg.parts)) check_writable(out);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  TorchChunkTable torch;
+  if (error.empty() && !cfg.torch_chunks.empty()) {
+    try {
+      torch = read_torch_chunks(cfg.torch_chunks);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (any_rank_failed(error)) return kExitUsage;
+
+  Settings s;
+  s.warmup = cfg.warmup;
+  s.iterations = cfg.iterations;
+  s.l2_bytes = static_cast<size_t>(cfg.l2_mib * 1048576.0);
+  s.tps = cfg.parts_tp;
+  s.chunks_per_rank = cfg.parts_chunks_per_rank;
+  s.max_copy_mib = cfg.parts_max_copy_mib;
+  std::vector<BenchShape> shapes;
+  for (const std::string& name : cfg.cases) shapes.push_back(bench_shape(name));
+
+  std::ostringstream md;
+  std::vector<std::pair<std::string, std::string>> csvs;  // study, CSV text
+  try {
+    Context ctx(MPI_COMM_WORLD, MeshConfig{1, 1, "dp", "tpsp"},
+                BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout}, cfg.overlap);
+    Backend& be = ctx.backend();
+    md << "Run " << when << ", one rank, command: `" << command << "`\n\n```\n"
+       << be.describe() << "\n```\n";
+    for (const std::string& study : cfg.parts) {
+      say("== " + study);
+      Table t = study == "chunking"       ? chunking(be, shapes, s, torch)
+                : study == "interference" ? interference(be, shapes, s)
+                                          : copy_bandwidth(be, s);
+      md << "\n### " << study << "\n\n" << t.markdown();
+      csvs.emplace_back(study, t.csv());
+    }
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+  std::string werr;
+  try {
+    for (const auto& [study, csv] : csvs) {
+      write_replacing("--out", cfg.out + "/cgemm_parts_" + study + ".csv", csv);
+    }
+    write_replacing("--out", cfg.out + "/cgemm_parts.md", md.str());
+    say("\n" + md.str());
+    say("written: " + cfg.out + "/cgemm_parts.md and cgemm_parts_STUDY.csv");
+  } catch (const std::exception& e) {
+    werr = e.what();
+  }
+  return any_rank_failed(werr) ? kExitUsage : 0;
+}
+
+}  // namespace cgemm::launcher::parts
