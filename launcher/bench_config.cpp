@@ -36,7 +36,8 @@ void add_bench_options(OptionGroups& g) {
        "llama70b (seq 8192, AG 8192->28672, RS 28672->8192), gpt3_175b (seq 4096, "
        "AG 12288->49152, RS 49152->12288), small (seq 2048, 4096->4096), tiny (for CPUs)")
       ("knobs", bool_value(defaults.knobs),
-       "also sweep the overlap knobs (use_ce, aggregate_all_gather, num_max_streams 1/2/3) on "
+       "also sweep the overlap knobs (use_ce, aggregate_all_gather, num_max_streams 1/2/3, "
+       "chunks_per_rank 2/4) on "
        "the first case (num_sm_for_communication has no effect, so it is not swept)")
       ("l2_mib", po::value<double>()->value_name("X")->default_value(defaults.l2_mib, "60"),
        "L2 size: inputs rotate over enough copies to exceed twice this [MiB]")

@@ -71,6 +71,10 @@ std::vector<Knobs> knob_sweep(const OverlapOptions& base) {
   add(base.use_ce ? "use_ce=off" : "use_ce=on", [](OverlapOptions& o) { o.use_ce = !o.use_ce; });
   add("aggregate=on", [](OverlapOptions& o) { o.aggregate_all_gather = true; });
   // num_sm_for_communication has no effect (run_config.cpp's --help): not swept.
+  for (int c : {2, 4}) {
+    if (c == base.chunks_per_rank) continue;
+    add("chunks_per_rank=" + std::to_string(c), [c](OverlapOptions& o) { o.chunks_per_rank = c; });
+  }
   for (int st : {1, 2, 3}) {
     if (st == base.num_max_streams) continue;
     add("streams=" + std::to_string(st), [st](OverlapOptions& o) { o.num_max_streams = st; });

@@ -365,7 +365,7 @@ bool same_overlap(const OverlapOptions& a, const OverlapOptions& b) {
          a.compute_stream_priority == b.compute_stream_priority &&
          a.communication_stream_priority == b.communication_stream_priority &&
          a.num_sm_for_communication == b.num_sm_for_communication && a.use_ce == b.use_ce &&
-         a.aggregate_all_gather == b.aggregate_all_gather;
+         a.aggregate_all_gather == b.aggregate_all_gather && a.chunks_per_rank == b.chunks_per_rank;
 }
 
 // A value of the experiment as its INI line says it ("on", "bf16", "1024").

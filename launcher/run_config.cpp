@@ -151,7 +151,13 @@ void add_shared_options(OptionGroups& g, const SharedOptions& defaults) {
        "only, the CPU backend ignores it")
       ("aggregate_all_gather", bool_value(ov.aggregate_all_gather),
        "all-gather two chunks per step, opposite ways round the ring; shapes the schedule on "
-       "both backends");
+       "both backends")
+      ("chunks_per_rank", int_value<int>("N", ov.chunks_per_rank),
+       "pieces each ring chunk moves and multiplies in (tp x N transfers and GEMMs per call): "
+       "a step's first GEMM waits for one piece instead of the whole chunk, but smaller GEMMs "
+       "cost more (docs/PERFORMANCE.md's chunking table); N must divide a chunk's rows, or "
+       "the local batch for batch-first activations; shapes the schedule on both backends "
+       "[pieces]");
   // clang-format on
 }
 
@@ -530,6 +536,7 @@ SharedOptions read_shared_options(const OptionReader& r) {
       r.at_least<int>("num_sm_for_communication", 1, "must be at least 1 [SMs]");
   ov.use_ce = r.get<bool>("use_ce");
   ov.aggregate_all_gather = r.get<bool>("aggregate_all_gather");
+  ov.chunks_per_rank = r.at_least<int>("chunks_per_rank", 1, "must be at least 1 [pieces]");
   s.config_file = r.file();
   return s;
 }
@@ -693,7 +700,8 @@ const std::vector<std::string_view> kRunSweepable{"batch",
                                                   "communication_stream_priority",
                                                   "num_sm_for_communication",
                                                   "use_ce",
-                                                  "aggregate_all_gather"};
+                                                  "aggregate_all_gather",
+                                                  "chunks_per_rank"};
 // One job runs one mesh on one backend (one Context): these may not be swept.
 const std::vector<std::string_view> kRunNotSweepable{"dp", "tp", "backend", "gpu_sharing"};
 
@@ -882,8 +890,8 @@ ProgramSpec run_program_spec() {
   spec.notes =
       "The overlap knobs mean what they mean in Transformer Engine's "
       "collective_gemm_bootstrap.\nThe CPU backend ignores compute_stream_priority, "
-      "communication_stream_priority,\nnum_sm_for_communication and use_ce; num_max_streams "
-      "and aggregate_all_gather shape the\nschedule on both backends.\n\n"
+      "communication_stream_priority,\nnum_sm_for_communication and use_ce; num_max_streams, "
+      "aggregate_all_gather and\nchunks_per_rank shape the schedule on both backends.\n\n"
       "Sweeps: batch, seq_len, hidden_in, hidden_out, collective, dtype, bias,\n"
       "transpose_batch_sequence, std, seed, warmup, iterations, check, check_rounds and the\n"
       "overlap options take a comma-separated list ('seq_len = 1024, 2048', or\n"
@@ -1051,6 +1059,7 @@ std::string to_ini(const RunConfig& cfg) {
   out << "num_sm_for_communication = " << ov.num_sm_for_communication << "\n";
   out << "use_ce = " << on_off(ov.use_ce) << "\n";
   out << "aggregate_all_gather = " << on_off(ov.aggregate_all_gather) << "\n";
+  out << "chunks_per_rank = " << ov.chunks_per_rank << "\n";
 
   out << "\n# Sweep\n";
   for (const auto& [name, path] :

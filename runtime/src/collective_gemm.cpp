@@ -38,6 +38,19 @@ void place_strided_if_reordered(GemmGeometry& g, ReorderKind kind, const Shape& 
   g.seq_rows = g.seq_total / g.tp;
 }
 
+void split_into_pieces(const GemmGeometry& g) {
+  if (g.pieces == 1) return;
+  const std::string where = "GEMM '" + g.name + "': chunks_per_rank " + std::to_string(g.pieces);
+  if (g.pieces < 1) throw Error(where + " must be at least 1");
+  if (g.strided && g.batch % g.pieces != 0) {
+    throw PlanError(where + " does not divide the local batch " + std::to_string(g.batch) +
+                    " (batch-first activations split a chunk by batch blocks)");
+  }
+  if (!g.strided && g.chunk_rows % g.pieces != 0) {
+    throw PlanError(where + " does not divide a chunk's " + std::to_string(g.chunk_rows) + " rows");
+  }
+}
+
 CollectiveGemmFactory collective_gemm_factory(CollectiveOp op) {
   for (const auto& [kind, factory] : kKinds) {
     if (kind == op) return factory;

@@ -41,6 +41,11 @@ void require_sequence_layout(const GemmGeometry& g);
 /// `shape`) and seq_rows. Nothing happens otherwise.
 void place_strided_if_reordered(GemmGeometry& g, ReorderKind kind, const Shape& shape);
 
+/// chunks_per_rank (g.pieces) splits each chunk into pieces that are contiguous in its slot:
+/// rows, or whole batch blocks when strided. Throws PlanError naming g.name when they do not
+/// divide. Call after the chunk geometry is set.
+void split_into_pieces(const GemmGeometry& g);
+
 /// The factory for a collective (the table in collective_gemm.cpp).
 CollectiveGemmFactory collective_gemm_factory(CollectiveOp op);
 

@@ -323,7 +323,8 @@ std::string CudaBackend::describe() const {
     << (gemm_->autotune() ? "timed, best of the heuristic's first " : "heuristic's first of ")
     << gemm_->candidates() << " (CGEMM_GEMM_AUTOTUNE, CGEMM_GEMM_CANDIDATES)\n"
     << "use_ce=" << (opts_.use_ce ? "true" : "false")
-    << ", aggregate_all_gather=" << (opts_.aggregate_all_gather ? "true" : "false");
+    << ", aggregate_all_gather=" << (opts_.aggregate_all_gather ? "true" : "false")
+    << ", chunks_per_rank=" << opts_.chunks_per_rank;
   return s.str();
 }
 

@@ -19,6 +19,7 @@ struct GemmGeometry {
   int tp = 1, me = 0, dp = 1;
   int num_streams = 1;     // compute streams a collective GEMM may use
   bool aggregate = false;  // all-gather both ways round the ring
+  int pieces = 1;          // chunks_per_rank: each ring chunk moves and multiplies in pieces
 
   DType in = DType::kBFloat16, out = DType::kBFloat16;
   int64_t k = 0, n = 0;         // contracting size and output columns of the local GEMM
@@ -70,6 +71,33 @@ struct GemmGeometry {
     t.ldc = n;
     return t;
   }
+  // Pieces (chunks_per_rank): a chunk splits into `pieces` parts that are contiguous where the
+  // chunk lies in a ring or send slot: rows of the chunk, or (strided) whole batch blocks, so
+  // each piece is one transfer and one GEMM (split_into_pieces checks that they divide).
+  size_t piece_lhs_bytes() const { return chunk_lhs_bytes() / static_cast<size_t>(pieces); }
+  size_t piece_out_bytes() const { return chunk_out_bytes() / static_cast<size_t>(pieces); }
+  /// Elements from one piece to the next along `cols`-wide rows: in a slot (one chunk, packed)
+  /// or in the whole local tensor (strided chunks' batch blocks lie seq_total rows apart).
+  int64_t piece_step(bool in_slot, int64_t cols) const {
+    if (strided) return batch / pieces * (in_slot ? seq_rows : seq_total) * cols;
+    return chunk_rows / pieces * cols;
+  }
+  /// FLOP of one piece's GEMM (the overlap = auto rule's measure).
+  double piece_flop() const {
+    return 2.0 * static_cast<double>(chunk_rows / pieces) * static_cast<double>(n) *
+           static_cast<double>(k);
+  }
+  /// The GEMM of one piece: chunk_task with 1/pieces of its rows or batch blocks.
+  GemmTask piece_task(int64_t lhs_stride, int64_t out_stride) const {
+    GemmTask t = chunk_task(lhs_stride, out_stride);
+    if (strided) {
+      t.batch = batch / pieces;
+    } else {
+      t.m = chunk_rows / pieces;
+    }
+    return t;
+  }
+
   /// The GEMM of one chunk: chunk_rows rows, or `batch` blocks of seq_rows rows whose lhs and
   /// out blocks lie lhs_stride / out_stride elements apart when strided.
   GemmTask chunk_task(int64_t lhs_stride, int64_t out_stride) const {

@@ -58,8 +58,7 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
   Impl& im = *impl_;
   im.policy = ctx.overlap().policy;
   const GemmGeometry& g = im.geometry;
-  im.chunk_flop =
-      2.0 * static_cast<double>(g.chunk_rows) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  im.chunk_flop = g.piece_flop();
   im.use_overlap = im.policy == OverlapPolicy::kAlways ||
                    (im.policy == OverlapPolicy::kAuto && im.kind.overlappable && g.tp > 1 &&
                     im.chunk_flop >= kAutoOverlapMinChunkFlop);

@@ -296,6 +296,7 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   g.dp = m.dp;
   g.num_streams = std::max(1, std::min(opt.overlap.num_max_streams, backend_streams));
   g.aggregate = opt.overlap.aggregate_all_gather;
+  g.pieces = opt.overlap.chunks_per_rank;
   g.in = desc.dtype;
   g.out = desc.out_dtype;
   g.k = r.lhs_local.back();
@@ -333,7 +334,7 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   r.bias_offset = g.has_bias ? shard_offset(r.bias_local, sharding.bias, m) : Shape{0};
   r.schedule_summary = std::string(collective_name(desc.collective)) + ": " + c.summary;
   r.overlappable = c.overlappable;
-  r.chunks = c.overlappable ? m.tp : 1;
+  r.chunks = c.overlappable && m.tp > 1 ? m.tp * g.pieces : 1;
   r.chunk_rows = g.strided ? g.seq_rows : g.chunk_rows;
   r.num_streams = g.num_streams;
   r.gemm_rows = c.gemm_rows;

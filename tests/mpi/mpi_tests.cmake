@@ -55,6 +55,13 @@ cgemm_add_mpi_test(tp3_all_gather_aggregate 3 --seq_len 12 --hidden_in 24 --hidd
   --collective all_gather --aggregate_all_gather on)
 cgemm_add_mpi_test(tp4_reduce_scatter_1stream 4 ${small} --collective reduce_scatter --num_max_streams 1)
 cgemm_add_mpi_test(tp2_all_gather_fp16 2 ${small} --collective all_gather --dtype fp16)
+# chunks_per_rank: chunks moved and multiplied in pieces (rows, or batch blocks batch-first),
+# each collective and layout, with plain and aggregate all-gather rings, 2 check rounds each.
+cgemm_add_mpi_test(tp2_chunks_per_rank 2 --seq_len 16 --hidden_in 32 --hidden_out 48 --batch 2
+  --collective all_gather,reduce_scatter --transpose_batch_sequence off,on --chunks_per_rank 2
+  --check_rounds 2)
+cgemm_add_mpi_test(tp4_chunks_per_rank 4 --seq_len 16 --hidden_in 32 --hidden_out 48 --batch 4
+  --collective all_gather,reduce_scatter --chunks_per_rank 4 --aggregate_all_gather on,off)
 cgemm_add_mpi_test(tp2_reduce_scatter_fp32 2 ${small} --collective reduce_scatter --dtype fp32)
 # The bias after the reduction in the output dtype (gemm.py: output += bias), in fp16 where a
 # second rounding shows; and fp32 sums of three and four partials in a fixed order.
@@ -78,6 +85,9 @@ cgemm_add_mpi_failure_test(negative_size 2 "batch" --batch -2)
 cgemm_add_mpi_failure_test(unknown_dtype 2 "dtype.*int7|int7" --dtype int7)
 cgemm_add_mpi_failure_test(local_batch_not_divisible_by_dp 4 "_reorder_dp_leading.*divisible"
   --dp 2 --batch 6 --collective all_gather)
+cgemm_add_mpi_failure_test(chunks_per_rank_batch 2
+  "chunks_per_rank 2 does not divide the local batch 3" --batch 3 --chunks_per_rank 2
+  --collective reduce_scatter)
 cgemm_add_mpi_failure_test(malformed_ini 2 "malformed.ini" --config ${CMAKE_CURRENT_LIST_DIR}/malformed.ini)
 cgemm_add_mpi_failure_test(missing_config 2 "no/such/file.ini" --config no/such/file.ini)
 # Boost.Program_options 1.74 loops forever formatting an error that holds its placeholders.

@@ -4,6 +4,9 @@
 // the next compute stream, and writes each chunk's rows straight to its place in the output
 // (strided over the batch for batch-first activations: no reorder pass).
 
+#include <algorithm>
+#include <vector>
+
 #include "../collective_gemm.hpp"
 #include "cgemm/runtime/schedule.hpp"
 
@@ -23,41 +26,57 @@ Ref chunk_out(const GemmGeometry& g, int c) {
   return {Buf::kOut, static_cast<size_t>(row * g.n) * g.out_size()};
 }
 
+Ref plus(Ref r, size_t bytes) {
+  r.offset += bytes;
+  return r;
+}
+
+// With chunks_per_rank > 1 every chunk moves and multiplies in pieces: piece j of a chunk goes
+// on in its own exchange, and its GEMM waits only for that exchange, so the next step's first
+// GEMM starts after a piece has arrived rather than the whole chunk.
 Program overlapped(const GemmGeometry& g) {
   Program p;
   p.workspace.ring = g.tp > 1 ? g.times(g.chunk_lhs_bytes(), g.tp, "ring") : 0;
   p.ops.push_back(ForkOp{});
-  int previous = -1;  // token slot of the exchange the next step's chunks arrive by
+  const size_t piece_bytes = g.piece_lhs_bytes();
+  const size_t piece_lhs = static_cast<size_t>(g.piece_step(true, g.k)) * g.in_size();
+  const size_t piece_out = static_cast<size_t>(g.piece_step(false, g.n)) * g.out_size();
+  // Token slots of the exchanges (one per piece) the next step's chunks arrive by; -1: none.
+  std::vector<int> previous(static_cast<size_t>(g.pieces), -1);
   int gemm_index = 0;
   int step_index = 0;
   for (const AllGatherStep& step : all_gather_schedule(g.tp, g.me, g.aggregate)) {
     const std::string step_name = g.name + " step " + std::to_string(step_index++) + ": ";
-    const int stream = gemm_index % g.num_streams;
-    if (previous >= 0) p.ops.push_back(WaitOp{previous, stream});
-    const int arrived = previous;
-    previous = -1;
-    if (!step.transfers.empty()) {
+    const std::vector<int> arrived = previous;
+    std::fill(previous.begin(), previous.end(), -1);
+    for (int j = 0; j < g.pieces && !step.transfers.empty(); ++j) {
       ExchangeOp x;
+      const size_t at = static_cast<size_t>(j) * piece_bytes;
+      const std::string piece = g.pieces > 1 ? " piece " + std::to_string(j) : "";
       for (const ChunkTransfer& tr : step.transfers) {
         // Chunk c lives at slot c of every rank's ring.
-        x.transfers.push_back({chunk_lhs(g, tr.send_chunk), g.chunk_lhs_bytes(), tr.send_peer,
-                               static_cast<size_t>(tr.send_chunk) * g.chunk_lhs_bytes(),
+        x.transfers.push_back({plus(chunk_lhs(g, tr.send_chunk), at), piece_bytes, tr.send_peer,
+                               static_cast<size_t>(tr.send_chunk) * g.chunk_lhs_bytes() + at,
                                tr.recv_peer,
-                               static_cast<size_t>(tr.recv_chunk) * g.chunk_lhs_bytes(),
-                               step_name + "chunk " + std::to_string(tr.send_chunk) + " -> rank " +
-                                   std::to_string(tr.send_peer)});
+                               static_cast<size_t>(tr.recv_chunk) * g.chunk_lhs_bytes() + at,
+                               step_name + "chunk " + std::to_string(tr.send_chunk) + piece +
+                                   " -> rank " + std::to_string(tr.send_peer)});
       }
-      x.token = previous = p.tokens++;
+      x.token = previous[static_cast<size_t>(j)] = p.tokens++;
       p.ops.push_back(std::move(x));
     }
     for (int c : step.compute) {
-      const int s = gemm_index++ % g.num_streams;
-      // A second chunk of the step (aggregate mode) may land on another stream: it waits
-      // for the exchange too.
-      if (s != stream && c != g.me && arrived >= 0) p.ops.push_back(WaitOp{arrived, s});
-      p.ops.push_back(GemmOp{g.chunk_task(g.seq_rows * g.k, g.seq_total * g.n), chunk_lhs(g, c),
-                             chunk_out(g, c), g.fuse_bias, s,
-                             g.name + " gemm chunk " + std::to_string(c)});
+      for (int j = 0; j < g.pieces; ++j) {
+        const int s = gemm_index++ % g.num_streams;
+        const int token = arrived[static_cast<size_t>(j)];
+        if (c != g.me && token >= 0) p.ops.push_back(WaitOp{token, s});
+        p.ops.push_back(GemmOp{g.piece_task(g.seq_rows * g.k, g.seq_total * g.n),
+                               plus(chunk_lhs(g, c), static_cast<size_t>(j) * piece_lhs),
+                               plus(chunk_out(g, c), static_cast<size_t>(j) * piece_out),
+                               g.fuse_bias, s,
+                               g.name + " gemm chunk " + std::to_string(c) +
+                                   (g.pieces > 1 ? " piece " + std::to_string(j) : "")});
+      }
     }
   }
   p.ops.push_back(JoinOp{0});
@@ -100,6 +119,7 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   require_sequence_layout(g);
   g.chunk_rows = g.lhs_rows;
   place_strided_if_reordered(g, ReorderKind::kDpLeading, g.out_local);
+  split_into_pieces(g);
   CollectiveGemm c;
   // Every offset the programs compute is below these checked totals: they cannot overflow.
   c.gemm_rows = c_rows(g);
@@ -114,7 +134,8 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   c.collective_only.ops.push_back(AllGatherOp{
       {Buf::kLhs}, {Buf::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"});
   const auto steps = all_gather_schedule(g.tp, g.me, g.aggregate).size();
-  c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows in " +
+  c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows" +
+              (g.pieces > 1 ? " in " + std::to_string(g.pieces) + " pieces each" : "") + " in " +
               std::to_string(steps) + " steps on " + std::to_string(g.num_streams) +
               " stream(s), k=" + std::to_string(g.k) + ", n=" + std::to_string(g.n) +
               (g.strided ? ", strided placement for batch " + std::to_string(g.batch) : "") +

@@ -38,6 +38,12 @@ Program overlapped(const GemmGeometry& g) {
   }
   p.workspace.ring = g.times(g.chunk_out_bytes(), g.tp, "ring");
   p.workspace.send = p.workspace.ring;
+  // With chunks_per_rank > 1 each partial is computed and sent in pieces: the first transfer
+  // starts after a piece's GEMM instead of the whole partial's.
+  const size_t piece_bytes = g.piece_out_bytes();
+  const size_t piece_lhs = static_cast<size_t>(g.piece_step(false, g.k)) * g.in_size();
+  const size_t piece_out = static_cast<size_t>(g.piece_step(true, g.n)) * g.out_size();
+  const GemmTask piece = g.piece_task(g.seq_total * g.k, g.seq_rows * g.n);
   std::vector<int> tokens;
   int step_index = 0;
   for (const ReduceScatterStep& step : reduce_scatter_schedule(g.tp, g.me)) {
@@ -46,18 +52,26 @@ Program overlapped(const GemmGeometry& g) {
     const Ref partial = step.dest == g.me
                             ? ring_slot(g, g.me)
                             : Ref{Buf::kSend, static_cast<size_t>(step.dest) * g.chunk_out_bytes()};
-    p.ops.push_back(GemmOp{chunk, dest_rows(g, step.dest), partial, false, 0,
-                           g.name + " gemm partial for rank " + std::to_string(step.dest)});
-    if (step.dest == g.me) continue;
-    ExchangeOp x;
-    x.transfers.push_back({partial, g.chunk_out_bytes(), step.dest,
-                           static_cast<size_t>(g.me) * g.chunk_out_bytes(), step.recv_from,
-                           static_cast<size_t>(step.recv_from) * g.chunk_out_bytes(),
-                           step_name + "partial -> rank " + std::to_string(step.dest)});
-    x.after_stream = 0;
-    x.token = p.tokens++;
-    tokens.push_back(x.token);
-    p.ops.push_back(std::move(x));
+    for (int j = 0; j < g.pieces; ++j) {
+      const std::string name = g.pieces > 1 ? " piece " + std::to_string(j) : "";
+      Ref lhs = dest_rows(g, step.dest), out = partial;
+      lhs.offset += static_cast<size_t>(j) * piece_lhs;
+      out.offset += static_cast<size_t>(j) * piece_out;
+      p.ops.push_back(
+          GemmOp{piece, lhs, out, false, 0,
+                 g.name + " gemm partial for rank " + std::to_string(step.dest) + name});
+      if (step.dest == g.me) continue;
+      const size_t at = static_cast<size_t>(j) * piece_bytes;
+      ExchangeOp x;
+      x.transfers.push_back(
+          {out, piece_bytes, step.dest, static_cast<size_t>(g.me) * g.chunk_out_bytes() + at,
+           step.recv_from, static_cast<size_t>(step.recv_from) * g.chunk_out_bytes() + at,
+           step_name + "partial" + name + " -> rank " + std::to_string(step.dest)});
+      x.after_stream = 0;
+      x.token = p.tokens++;
+      tokens.push_back(x.token);
+      p.ops.push_back(std::move(x));
+    }
   }
   for (int t : tokens) p.ops.push_back(WaitOp{t, 0});
   p.ops.push_back(JoinOp{0});
@@ -116,6 +130,7 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
   }
   g.chunk_rows = g.lhs_rows / g.tp;
   place_strided_if_reordered(g, ReorderKind::kTpspLeading, g.lhs_local);
+  split_into_pieces(g);
   CollectiveGemm c;
   c.gemm_rows = g.lhs_rows;
   // Every offset the programs compute is below these checked totals: they cannot overflow.
@@ -129,7 +144,8 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
   c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;
   c.collective_only.ops.push_back(ReduceScatterOp{
       {Buf::kWorkOut}, {Buf::kOut}, g.out, g.chunk_rows * g.n, 0, g.name + " reduce-scatter"});
-  c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows in " +
+  c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows" +
+              (g.pieces > 1 ? " in " + std::to_string(g.pieces) + " pieces each" : "") + " in " +
               std::to_string(g.tp) + " steps on 1 stream(s), k=" + std::to_string(g.k) +
               ", n=" + std::to_string(g.n) +
               (g.strided ? ", strided placement for batch " + std::to_string(g.batch) : "");

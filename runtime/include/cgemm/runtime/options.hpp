@@ -29,7 +29,8 @@ struct BackendOptions {
 /// Whether a collective GEMM overlaps its collective with chunked GEMMs.
 /// kAuto: a rule from the shape and the mesh, the same on every run and every rank, so the
 /// path (and with it the order of the sums, and so the bits) never depends on a timing:
-/// overlapped when tp > 1 and one chunk's GEMM is at least kAutoOverlapMinChunkFlop, else
+/// overlapped when tp > 1 and one chunk's GEMM (one piece of it with chunks_per_rank > 1) is
+/// at least kAutoOverlapMinChunkFlop, else
 /// sequential (chunks too small to hide a transfer behind). kAlways / kNever force one.
 enum class OverlapPolicy { kAuto, kAlways, kNever };
 /// 2^34 FLOP (about 23 us of bf16 GEMM on an H200): provisional, until the 2-GPU sweep of
@@ -46,6 +47,10 @@ struct OverlapOptions {
   int num_sm_for_communication = 2;       // TE's SM bound for the transport: accepted, no effect
   bool use_ce = true;                     // copy engines over CUDA IPC inside a node; CUDA only
   bool aggregate_all_gather = false;      // all-gather both ways round the ring at once
+  /// Pieces each ring chunk moves and multiplies in: tp x this transfers and GEMMs per call.
+  /// A piece is contiguous in its slot (rows, or whole batch blocks for batch-first
+  /// activations), so it must divide those (PlanError otherwise). Not in Transformer Engine.
+  int chunks_per_rank = 1;
 };
 
 }  // namespace cgemm
