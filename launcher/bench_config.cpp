@@ -59,7 +59,8 @@ void add_bench_options(OptionGroups& g) {
        "each)")
       ("parts_chunks_per_rank", po::value<std::string>()->value_name("LIST")
            ->default_value("1,4"),
-       "chunking: chunks per rank (the runtime's schedules use 1: tp chunks)")
+       "chunking: chunks per rank, split as the runtime's chunks_per_rank splits them (tp x N "
+       "chunks; tp 1 takes 1 only)")
       ("parts_max_copy_mib", po::value<int64_t>()->value_name("N")
            ->default_value(defaults.parts_max_copy_mib),
        "copy_bandwidth: transfers of 1, 2, 4, ... MiB up to N [MiB]")
@@ -97,17 +98,20 @@ std::vector<std::string> study_list(const OptionReader& r) {
   const auto text = r.get<std::string>("parts");
   const std::vector<std::string>& known = parts::study_names();
   std::vector<std::string> out;
+  bool all = false;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
-    if (item == "all") return known;
+    if (item == "all") {
+      all = true;
+      continue;
+    }
     if (std::find(known.begin(), known.end(), item) == known.end()) {
       r.fail("parts", text,
-             "unknown study '" + item +
-                 "' (known: chunking, interference, "
-                 "copy_bandwidth, all)");
+             "unknown study '" + item + "' (known: chunking, interference, copy_bandwidth, all)");
     }
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
+  if (all) return known;
   // In run order, whatever the order given.
   std::vector<std::string> ordered;
   for (const std::string& k : known) {

@@ -255,7 +255,9 @@ int run(int argc, char** argv) {
   if (error.empty() && world_rank() == 0) {
     // Output files are checked before the run, not after it; nothing is created here.
     try {
-      for (const NamedPath& out : bench_outputs(outdir, trace_path)) {
+      // --parts writes only its own files (checked by run_parts).
+      for (const NamedPath& out :
+           cfg.parts.empty() ? bench_outputs(outdir, trace_path) : std::vector<NamedPath>{}) {
         if (!out.path.empty()) check_writable(out);
       }
     } catch (const std::exception& e) {
@@ -313,8 +315,18 @@ int run(int argc, char** argv) {
           // aggregate_all_gather only changes the all-gather.
           if (kn.opts.aggregate_all_gather && op != CollectiveOp::kAllGather) continue;
           const bool traced = !trace_path.empty() && ci == 0 && kn.label == "default";
-          Row r = measure(ctx, sh, op, kn, warmup, iterations,
-                          static_cast<size_t>(l2_mib * 1048576.0), traced ? &trace : nullptr);
+          Row r;
+          try {
+            r = measure(ctx, sh, op, kn, warmup, iterations,
+                        static_cast<size_t>(l2_mib * 1048576.0), traced ? &trace : nullptr);
+          } catch (const PlanError& e) {
+            // A knob the case cannot take (chunks_per_rank that does not divide): planning
+            // refuses it the same way on every rank, before any collective, so all skip it.
+            if (kn.label == "default") throw;
+            say(sh.name + " " + std::string(collective_name(op)) + " [" + kn.label +
+                "]: skipped: " + e.what());
+            continue;
+          }
           say(r.shape + " " + r.collective + " [" + r.knobs + "]: gemm " + fmt(r.gemm_ms) +
               " | collective " + fmt(r.coll_ms) + " | sequential " + fmt(r.seq_ms) +
               " | overlapped " + fmt(r.over_ms) + " ms, " + fmt(r.tflops, 1) +

@@ -127,8 +127,8 @@ void add_shared_options(OptionGroups& g, const SharedOptions& defaults) {
       ("overlap", po::value<std::string>()->value_name("P")
                       ->default_value(overlap_policy_name(ov.policy)),
        "auto | on | off: whether execute() overlaps; auto decides by a rule from the shape and "
-       "the mesh, the same on every run (overlapped when tp > 1 and a chunk's GEMM is at least "
-       "2^34 FLOP, else sequential). "
+       "the mesh, the same on every run (overlapped when tp > 1 and a chunk's GEMM, with "
+       "chunks_per_rank one piece's, is at least 2^34 FLOP, else sequential). "
        "cgemm-run checks and times the overlapped schedule whatever this says (cgemm-bench "
        "times both paths and reports which one execute() keeps)")
       ("num_max_streams", int_value<int>("N", ov.num_max_streams),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch.mm on the chunks of cgemm's schedules: the floor of chunking (peer for cgemm-bench --parts).
+"""torch.mm on chunks of the sizes of cgemm's schedules: the floor of chunking (peer for cgemm-bench --parts).
 
 A benchmark harness, not part of cgemm. One process, one GPU, no communication. For each
 case of cgemm-bench's sweep, each collective GEMM and each tp, it times torch.mm on one
@@ -12,9 +12,10 @@ splits it into; cgemm-bench --parts chunking --torch_chunks FILE puts both besid
 Local GEMMs (bf16, row-major), as cgemm-bench's (launcher/parts/chunked_gemm.cpp):
     all_gather:     [B*S, K] @ [K, N/tp]     chunks of B*S/(tp*c) rows
     reduce_scatter: [B*S, K/tp] @ [K/tp, N]  chunks of B*S/(tp*c) rows
-A chunk here is one 2-D torch.mm on contiguous rows, written in place (out=); cgemm's chunk
-of a batch-first case (B > 1) is one strided batched GEMM of the same FLOPs, so this floor
-is at least as easy as cgemm's problem.
+A chunk here is one 2-D torch.mm on B*S/(tp*c) contiguous rows, written in place (out=).
+For B = 1 that is exactly cgemm's chunk. For a batch-first case (B > 1) cgemm's chunk is one
+strided batched GEMM of the same FLOPs (c = 1: B blocks of S/tp rows; c > 1: B/c whole
+blocks), so this floor is the same size and at least as easy.
 
 Method: CUDA events, --warmup untimed rounds, then --iters rounds; each round times the whole
 GEMM and each chunked version once (interleaved, so drifts hit all alike), after a short GPU

@@ -159,6 +159,7 @@ struct CublasLtGemm::Impl {
   bool fast_accum = true;
   bool autotune = true;
   int candidates = CublasLtGemm::kDefaultCandidates;
+  size_t l2_bytes = 0;  // the device's L2, cleared between the tuner's timed runs
   cublasLtHandle_t handle = nullptr;
   mutable std::mutex mu;  // guards `workspaces` and `plans` (the map, not the plans' contents)
   std::unordered_map<cudaStream_t, void*> workspaces;
@@ -404,28 +405,59 @@ struct CublasLtGemm::Impl {
       check(last_failure, "cublasLtMatmul (every one of " + std::to_string(n) + " candidates)", &t);
     }
     const size_t runs = live.size() * CublasLtGemm::kTimedRuns;
+    // Each timed run starts with a cold L2 (as Triton's do_bench clears it): a stream-ordered
+    // scratch of twice the L2 is overwritten before the run, outside its events, so a
+    // candidate is not chosen for inputs that the previous run left in the cache. Without the
+    // scratch (no memory) the runs are timed warm, and the choice says so.
+    Scratch flush;
+    size_t flush_bytes = 2 * l2_bytes;
+    if (flush_bytes > 0) {
+      if (cudaMallocAsync(&flush.p, flush_bytes, stream) == cudaSuccess) {
+        flush.stream = stream;
+      } else {
+        static_cast<void>(cudaGetLastError());  // handled: timed with a warm L2
+        flush.p = nullptr;
+        flush_bytes = 0;
+        c.note = "L2 not cleared between timed runs (no scratch memory)";
+      }
+    }
     Events ev;
-    ev.e.reserve(runs + 1);
-    for (size_t i = 0; i <= runs; ++i) {
+    ev.e.reserve(2 * runs);
+    for (size_t i = 0; i < 2 * runs; ++i) {
       cudaEvent_t e = nullptr;
       check_cuda(cudaEventCreate(&e), "cudaEventCreate(GEMM tuning)", where);
       ev.e.push_back(e);
     }
     std::vector<std::vector<float>> ms(n);
-    check_cuda(cudaEventRecord(ev.e[0], stream), "cudaEventRecord(GEMM tuning)", where);
+    std::vector<bool> failed(n, false);  // failed in a timed run: left out like at warm-up
     for (size_t run = 0; run < runs; ++run) {
       const size_t i = live[run % live.size()];
-      // A candidate that ran at warm-up and fails now is an error like any other.
-      check(matmul(p, i, t, out, ws, stream), "cublasLtMatmul (tuning)", &t);
-      check_cuda(cudaEventRecord(ev.e[run + 1], stream), "cudaEventRecord(GEMM tuning)", where);
+      if (flush.p != nullptr) {
+        check_cuda(cudaMemsetAsync(flush.p, static_cast<int>(run & 1), flush_bytes, stream),
+                   "cudaMemsetAsync(GEMM tuning: clear the L2)", where);
+      }
+      check_cuda(cudaEventRecord(ev.e[2 * run], stream), "cudaEventRecord(GEMM tuning)", where);
+      if (!failed[i]) {
+        if (const cublasStatus_t st = matmul(p, i, t, out, ws, stream);
+            st != CUBLAS_STATUS_SUCCESS) {
+          failed[i] = true;
+          last_failure = st;
+          static_cast<void>(cudaGetLastError());  // handled: the candidate is left out
+        }
+      }
+      check_cuda(cudaEventRecord(ev.e[2 * run + 1], stream), "cudaEventRecord(GEMM tuning)", where);
     }
-    check_cuda(cudaEventSynchronize(ev.e[runs]),
+    check_cuda(cudaEventSynchronize(ev.e[2 * runs - 1]),
                "cudaEventSynchronize(GEMM tuning) after " + problem_str(t), where);
     for (size_t run = 0; run < runs; ++run) {
       float x = 0;
-      check_cuda(cudaEventElapsedTime(&x, ev.e[run], ev.e[run + 1]),
+      check_cuda(cudaEventElapsedTime(&x, ev.e[2 * run], ev.e[2 * run + 1]),
                  "cudaEventElapsedTime(GEMM tuning)", where);
       ms[live[run % live.size()]].push_back(x);
+    }
+    std::erase_if(live, [&](size_t i) { return failed[i]; });
+    if (live.empty()) {
+      check(last_failure, "cublasLtMatmul (every one of " + std::to_string(n) + " candidates)", &t);
     }
     const int timed_ok = static_cast<int>(live.size());
     for (size_t i : live) {
@@ -439,8 +471,9 @@ struct CublasLtGemm::Impl {
     c.chosen = static_cast<int>(p.chosen);
     c.timed = true;
     if (timed_ok < static_cast<int>(n)) {
-      c.note = std::to_string(static_cast<int>(n) - timed_ok) + " of " + std::to_string(n) +
-               " candidates failed (last: " + cublasLtGetStatusName(last_failure) + ")";
+      c.note += (c.note.empty() ? "" : "; ") + std::to_string(static_cast<int>(n) - timed_ok) +
+                " of " + std::to_string(n) +
+                " candidates failed (last: " + cublasLtGetStatusName(last_failure) + ")";
     }
     ++tunings;
     if (log_choices()) {
@@ -575,6 +608,10 @@ CublasLtGemm::CublasLtGemm(std::string where) : impl_(std::make_unique<Impl>()) 
   s.fast_accum = !env_flag("NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION").value_or(false);
   s.autotune = autotune_from_env();
   s.candidates = candidates_from_env(s.where);
+  int l2 = 0;
+  check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, s.device),
+             "cudaDeviceGetAttribute(L2 cache size)", s.where);
+  s.l2_bytes = static_cast<size_t>(std::max(l2, 0));
   s.check(cublasLtCreate(&s.handle), "cublasLtCreate", nullptr);
 }
 

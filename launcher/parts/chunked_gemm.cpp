@@ -1,5 +1,7 @@
 // The chunk geometry of the runtime's schedules (runtime/src/collectives/), rebuilt from a
-// bench case so the chunk GEMMs can be timed alone, on one GPU, at any tp.
+// bench case so the chunk GEMMs can be timed alone, on one GPU, at any tp. Pieces
+// (chunks_per_rank > 1) split a chunk as the runtime's split_into_pieces does: by whole batch
+// blocks when batch > 1 (batch-first, strided chunks), else by rows.
 
 #include <string>
 
@@ -21,24 +23,6 @@ Dims local_dims(const BenchShape& sh, CollectiveOp op, int tp) {
   return {sh.batch, sh.seq, sh.rs_in / tp, sh.rs_out, sh.rs_in};
 }
 
-std::string why_not(const BenchShape& sh, CollectiveOp op, int tp, int chunks_per_rank) {
-  if (op != CollectiveOp::kAllGather && op != CollectiveOp::kReduceScatter) {
-    return "only all_gather and reduce_scatter GEMMs are chunked";
-  }
-  if (tp < 1 || chunks_per_rank < 1) return "tp and chunks per rank must be >= 1";
-  const Dims d = local_dims(sh, op, tp);
-  const int64_t pieces = static_cast<int64_t>(tp) * chunks_per_rank;
-  if (d.seq % pieces != 0) {
-    return "seq " + std::to_string(d.seq) +
-           " does not split into tp x chunks per rank = " + std::to_string(pieces) + " pieces";
-  }
-  if (d.split % tp != 0) {
-    return std::string(op == CollectiveOp::kAllGather ? "hidden_out " : "hidden_in ") +
-           std::to_string(d.split) + " does not split over tp = " + std::to_string(tp);
-  }
-  return "";
-}
-
 GemmTask dense(int64_t m, int64_t n, int64_t k) {
   GemmTask t;
   t.m = m;
@@ -52,20 +36,47 @@ GemmTask dense(int64_t m, int64_t n, int64_t k) {
 
 }  // namespace
 
+std::string why_not_split(const BenchShape& sh, CollectiveOp op, int tp, int chunks_per_rank) {
+  if (op != CollectiveOp::kAllGather && op != CollectiveOp::kReduceScatter) {
+    return "only all_gather and reduce_scatter GEMMs are chunked";
+  }
+  if (tp < 1 || chunks_per_rank < 1) return "tp and chunks per rank must be >= 1";
+  const Dims d = local_dims(sh, op, tp);
+  if (d.split % tp != 0) {
+    return std::string(op == CollectiveOp::kAllGather ? "hidden_out " : "hidden_in ") +
+           std::to_string(d.split) + " does not split over tp = " + std::to_string(tp);
+  }
+  if (d.seq % tp != 0) {
+    return "seq " + std::to_string(d.seq) + " does not split over tp = " + std::to_string(tp);
+  }
+  if (d.batch > 1 && d.batch % chunks_per_rank != 0) {
+    return std::to_string(chunks_per_rank) + " chunks per rank do not divide the batch " +
+           std::to_string(d.batch) + " (batch-first chunks split by batch blocks)";
+  }
+  if (d.batch == 1 && (d.seq / tp) % chunks_per_rank != 0) {
+    return std::to_string(chunks_per_rank) + " chunks per rank do not divide a chunk's " +
+           std::to_string(d.seq / tp) + " rows";
+  }
+  return "";
+}
+
 bool splits(const BenchShape& shape, CollectiveOp op, int tp, int chunks_per_rank) {
-  return why_not(shape, op, tp, chunks_per_rank).empty();
+  return why_not_split(shape, op, tp, chunks_per_rank).empty();
 }
 
 ChunkedGemm chunked_gemm(const BenchShape& shape, CollectiveOp op, int tp, int chunks_per_rank) {
-  if (const std::string why = why_not(shape, op, tp, chunks_per_rank); !why.empty()) {
+  if (const std::string why = why_not_split(shape, op, tp, chunks_per_rank); !why.empty()) {
     throw Error("case '" + shape.name + "' " + std::string(collective_name(op)) + " at tp " +
                 std::to_string(tp) + " with " + std::to_string(chunks_per_rank) +
                 " chunk(s) per rank: " + why);
   }
   const Dims d = local_dims(shape, op, tp);
   const int64_t rows = d.batch * d.seq;
-  const int64_t slot_seq = d.seq / tp;               // one rank's sequence rows
-  const int64_t piece = slot_seq / chunks_per_rank;  // one chunk's rows per batch block
+  const int64_t slot_seq = d.seq / tp;  // one rank's sequence rows per batch block
+  // A piece: batch / chunks_per_rank whole batch blocks of slot_seq rows (batch > 1), or
+  // slot_seq / chunks_per_rank rows (batch 1), as the runtime's piece_task.
+  const int64_t blocks = d.batch > 1 ? d.batch / chunks_per_rank : 1;
+  const int64_t piece = d.batch > 1 ? slot_seq : slot_seq / chunks_per_rank;
   ChunkedGemm g;
   g.whole = dense(rows, d.n, d.k);
   g.lhs_elems = rows * d.k;
@@ -79,17 +90,23 @@ ChunkedGemm chunked_gemm(const BenchShape& shape, CollectiveOp op, int tp, int c
     // tp-2, ...); reduce-scatter computes the partials for ranks 1, 2, ..., then its own.
     const int r = ag ? (tp - s) % tp : (s + 1) % tp;
     for (int j = 0; j < chunks_per_rank; ++j) {
+      // The piece's first row: in rank r's slot (all-gather's ring, reduce-scatter's send
+      // slots: [batch, slot_seq] rows) and in the whole tensor ([batch, seq] rows).
+      const int64_t b0 = d.batch > 1 ? j * blocks : 0;
+      const int64_t row0 = d.batch > 1 ? 0 : j * piece;
+      const int64_t in_slot = b0 * slot_seq + row0;
+      const int64_t in_whole = b0 * d.seq + r * slot_seq + row0;
       ChunkGemm c;
       c.task = dense(piece, d.n, d.k);
       if (ag) {
-        c.lhs_offset = r * g.step_lhs_elems + j * piece * d.k;
-        c.out_offset = (r * slot_seq + j * piece) * d.n;
+        c.lhs_offset = r * g.step_lhs_elems + in_slot * d.k;
+        c.out_offset = in_whole * d.n;
       } else {
-        c.lhs_offset = (r * slot_seq + j * piece) * d.k;
-        c.out_offset = r * g.step_out_elems + j * piece * d.n;
+        c.lhs_offset = in_whole * d.k;
+        c.out_offset = r * g.step_out_elems + in_slot * d.n;
       }
-      if (d.batch > 1) {
-        c.task.batch = d.batch;
+      if (blocks > 1) {
+        c.task.batch = blocks;
         c.task.lhs_batch_stride = ag ? slot_seq * d.k : d.seq * d.k;
         c.task.out_batch_stride = ag ? d.seq * d.n : slot_seq * d.n;
       }

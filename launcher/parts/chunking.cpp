@@ -47,13 +47,16 @@ Table chunking(Backend& be, const std::vector<BenchShape>& shapes, const Setting
       for (int tp : s.tps) {
         std::vector<int> counts;  // chunks per rank this case splits into
         for (int c : s.chunks_per_rank) {
-          if (splits(sh, op, tp, c)) counts.push_back(c);
+          const std::string why =
+              tp == 1 && c > 1 ? "tp 1 has no ring to split" : why_not_split(sh, op, tp, c);
+          if (why.empty()) {
+            counts.push_back(c);
+          } else {
+            say("chunking: " + sh.name + " " + coll + " tp " + std::to_string(tp) + ", " +
+                std::to_string(c) + " chunk(s) per rank: skipped (" + why + ")");
+          }
         }
-        if (counts.empty()) {
-          say("chunking: " + sh.name + " " + coll + " tp " + std::to_string(tp) +
-              ": skipped (the sequence does not split)");
-          continue;
-        }
+        if (counts.empty()) continue;
         const ChunkedGemm whole = chunked_gemm(sh, op, tp, counts.front());
         Operands ops(be, whole, s.l2_bytes);
         std::vector<std::function<void()>> fns;

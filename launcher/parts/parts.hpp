@@ -11,7 +11,7 @@
 //                   against transfer size
 // Shapes are cgemm-bench's cases (bench_config.hpp), bf16, one rank's local GEMM at a given
 // tp, with the chunk geometry of runtime/src/collectives/ (all_gather_gemm.cpp,
-// reduce_scatter_gemm.cpp), split further into chunks_per_rank pieces per rank.
+// reduce_scatter_gemm.cpp), split into chunks_per_rank pieces as the runtime splits them.
 
 #include <cstddef>
 #include <cstdint>
@@ -54,12 +54,14 @@ struct ChunkedGemm {
   int64_t step_out_elems = 0;  // reduce-scatter: one destination's partial
 };
 
-/// Throws cgemm::Error naming the case when seq does not split into tp * chunks_per_rank
-/// pieces or tp does not divide the dimension it splits (hidden_out for the all-gather GEMM,
-/// hidden_in for the reduce-scatter GEMM).
+/// Pieces (chunks_per_rank > 1) split a chunk as the runtime does (split_into_pieces): by
+/// whole batch blocks when batch > 1, else by rows. Throws cgemm::Error naming the case when
+/// they do not divide, seq does not split over tp, or tp does not divide the dimension it
+/// splits (hidden_out for the all-gather GEMM, hidden_in for the reduce-scatter GEMM).
 ChunkedGemm chunked_gemm(const BenchShape& shape, CollectiveOp op, int tp, int chunks_per_rank);
 
-/// Whether chunked_gemm would accept these (same rule, no throw).
+/// Why chunked_gemm would refuse these ("": it accepts them), and whether it accepts them.
+std::string why_not_split(const BenchShape& shape, CollectiveOp op, int tp, int chunks_per_rank);
 bool splits(const BenchShape& shape, CollectiveOp op, int tp, int chunks_per_rank);
 
 struct Settings {

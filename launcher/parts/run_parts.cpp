@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "cgemm/core/error.hpp"
@@ -19,6 +20,12 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
   if (world != 1) {
     error = "--parts measures one GPU alone: run it with one rank (mpirun -np 1), not " +
             std::to_string(world);
+  }
+  const bool interference_asked =
+      std::find(cfg.parts.begin(), cfg.parts.end(), "interference") != cfg.parts.end();
+  if (error.empty() && interference_asked && cfg.overlap.num_max_streams < 2) {
+    error = "--parts interference needs a second compute stream for the copy: --num_max_streams " +
+            std::to_string(cfg.overlap.num_max_streams) + " (at least 2)";
   }
   if (error.empty()) {
     try {

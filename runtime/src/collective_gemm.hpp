@@ -43,7 +43,7 @@ void place_strided_if_reordered(GemmGeometry& g, ReorderKind kind, const Shape& 
 
 /// chunks_per_rank (g.pieces) splits each chunk into pieces that are contiguous in its slot:
 /// rows, or whole batch blocks when strided. Throws PlanError naming g.name when they do not
-/// divide. Call after the chunk geometry is set.
+/// divide. Call after the chunk geometry is set (GemmPlan sets pieces to 1 at tp 1).
 void split_into_pieces(const GemmGeometry& g);
 
 /// The factory for a collective (the table in collective_gemm.cpp).

@@ -586,12 +586,9 @@ void CudaBackend::recycle_completed_exchanges(bool all_done) {
       if (rc != cudaSuccess && rc != cudaErrorNotReady) check(rc, "cudaEventQuery(exchange)");
       done = rc == cudaSuccess;
     }
-    if (done) {
-      free_events_.push_back(it->second.event);
-      it = exchanges_.erase(it);
-    } else {
-      ++it;
-    }
+    if (!done) break;  // one FIFO: the exchanges after one in flight are in flight too
+    free_events_.push_back(it->second.event);
+    it = exchanges_.erase(it);
   }
 }
 

@@ -296,7 +296,7 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   g.dp = m.dp;
   g.num_streams = std::max(1, std::min(opt.overlap.num_max_streams, backend_streams));
   g.aggregate = opt.overlap.aggregate_all_gather;
-  g.pieces = opt.overlap.chunks_per_rank;
+  g.pieces = m.tp > 1 ? opt.overlap.chunks_per_rank : 1;  // tp 1: no ring to split
   g.in = desc.dtype;
   g.out = desc.out_dtype;
   g.k = r.lhs_local.back();
@@ -335,7 +335,8 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   r.schedule_summary = std::string(collective_name(desc.collective)) + ": " + c.summary;
   r.overlappable = c.overlappable;
   r.chunks = c.overlappable && m.tp > 1 ? m.tp * g.pieces : 1;
-  r.chunk_rows = g.strided ? g.seq_rows : g.chunk_rows;
+  // A piece's rows: pieces of strided chunks are whole batch blocks of seq_rows rows each.
+  r.chunk_rows = g.strided ? g.seq_rows : g.chunk_rows / g.pieces;
   r.num_streams = g.num_streams;
   r.gemm_rows = c.gemm_rows;
   r.local_flops =

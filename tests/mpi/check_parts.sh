@@ -34,4 +34,10 @@ rc=$?
 [ "$rc" -eq 2 ] || fail "a torch CSV without columns: exit $rc, expected 2"
 [ "$(grep -c 'error: --torch_chunks: .*has no column' "$out/bad.log")" -eq 1 ] ||
   { cat "$out/bad.log"; fail "expected one message naming the missing column"; }
+"$mpiexec" -np 1 "$bench" --backend cpu --parts interference --cases tiny --num_max_streams 1 \
+  --out "$out" >"$out/streams.log" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || fail "--parts interference with one stream: exit $rc, expected 2"
+grep -q 'error: --parts interference needs a second compute stream' "$out/streams.log" ||
+  { cat "$out/streams.log"; fail "expected the stream message"; }
 echo "PASS"

@@ -39,3 +39,10 @@ cgemm_add_usage_error_test(std_overflows 2 "--std 1e\\+20.*overflow" --std 1e20)
 cgemm_add_usage_error_test(std_underflows 2 "--std.*underflow to zero" --std 1e-45)
 cgemm_add_usage_error_test(ranks_per_node_needs_dry_run 1 "ranks_per_node.*dry_run"
   --ranks_per_node 4 --tp 2)
+
+# chunks_per_rank in the dry run: tp x N pieces, each of a piece's rows (64 rows / 2 / 4).
+add_test(NAME mpi_dry_run_chunks_per_rank
+  COMMAND $<TARGET_FILE:cgemm-run> --dry_run --tp 2 --ranks_per_node 2 --batch 1 --seq_len 64
+          --hidden_in 32 --hidden_out 48 --collective reduce_scatter --chunks_per_rank 4)
+set_tests_properties(mpi_dry_run_chunks_per_rank PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "in 4 pieces each.*8 chunk\\(s\\) of 8 rows")

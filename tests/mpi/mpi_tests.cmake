@@ -124,6 +124,17 @@ add_test(NAME mpi_tp2_bench_config
 set_tests_properties(mpi_tp2_bench_config PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 2
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "tiny all_gather .*written: .*cgemm_bench")
 
+# The knob sweep skips, with a line, a knob the first case cannot take (tiny's batch 2 does not
+# split into chunks_per_rank=4 pieces) and measures the rest.
+add_test(NAME mpi_tp2_bench_knobs
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-bench> --backend cpu --cases tiny --knobs on --warmup 0
+          --iterations 1 --out ${CMAKE_CURRENT_BINARY_DIR}/bench_knobs_out)
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench_knobs_out)
+set_tests_properties(mpi_tp2_bench_knobs PROPERTIES LABELS mpi TIMEOUT 90 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}"
+  PASS_REGULAR_EXPRESSION "chunks_per_rank=2\\]: gemm.*chunks_per_rank=4\\]: skipped: .*does not divide the local batch.*written: ")
+
 # cgemm-bench --parts: the one-GPU studies (launcher/parts/) on the CPU backend, tiny case.
 add_test(NAME mpi_bench_parts
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_parts.sh ${MPIEXEC_EXECUTABLE}
@@ -154,6 +165,8 @@ cgemm_add_bench_failure_test(mesh "cgemm-bench: error: --dp 3 does not divide th
 cgemm_add_bench_failure_test(parts_two_ranks
   "cgemm-bench: error: --parts measures one GPU alone: run it with one rank \\(mpirun -np 1\\), not 2"
   --cases tiny --parts chunking)
+cgemm_add_bench_failure_test(parts_all_and_unknown
+  "cgemm-bench: error: --parts all,bogus: unknown study 'bogus'" --cases tiny --parts all,bogus)
 cgemm_add_bench_failure_test(parts_unknown
   "cgemm-bench: error: --parts chunks: unknown study 'chunks'" --cases tiny --parts chunks)
 cgemm_add_bench_failure_test(parts_tp

@@ -19,11 +19,12 @@
 // With autotuning on (the default), the first call for a key then TIMES every candidate on the
 // real problem, on the call's stream, with CUDA events: 1 warm-up each, then kTimedRuns rounds
 // that time every candidate once in turn (so a clock drift during the tuning hits all alike),
-// median of each candidate's runs; the fastest candidate (ties: the heuristic's order) is cached
-// and every later call with that key uses it without timing again. Candidates whose
-// cublasLtMatmul returns an error are skipped; if every one fails, the call throws as before.
-// Timing writes into the real output when beta == 0 (its old contents are not read, and the
-// real GEMM follows on the same stream), and into a scratch output of the same extent
+// median of each candidate's runs, each run after the L2 was cleared by overwriting a scratch
+// of twice its size (stream-ordered, freed after; as Triton's do_bench); the fastest candidate
+// (ties: the heuristic's order) is cached and every later call with that key uses it without timing
+// again. Candidates whose cublasLtMatmul returns an error are skipped; if every one fails, the call
+// throws as before. Timing writes into the real output when beta == 0 (its old contents are not
+// read, and the real GEMM follows on the same stream), and into a scratch output of the same extent
 // (cudaMallocAsync on the stream, freed after) when beta != 0, so the output keeps its meaning.
 // Heuristic #1 is used untimed when: CGEMM_GEMM_AUTOTUNE=0 (or "false", "off", "no", any
 // case; see cgemm/core/env.hpp), the heuristic offers one candidate, the stream is being
@@ -33,7 +34,8 @@
 //
 // COST: the first call for a new key is slower and BLOCKING: it enqueues (1 + kTimedRuns) x
 // candidates GEMMs and then waits on the host until they are done, i.e. for everything queued
-// on that stream before it (other streams are not synchronized). Do it in a warm-up run.
+// on that stream before it (other streams are not synchronized), and takes a transient
+// scratch of twice the L2 (cudaMallocAsync) to clear it. Do it in a warm-up run.
 // Concurrent work on other streams (communication) is running during the timing, as in the
 // real run; small GEMMs whose candidates differ by less than the noise may pick any of them.
 // choices() / describe_choices() report the choice and the measured times per key.

@@ -94,7 +94,7 @@ struct PlanDescription {
   std::string schedule_summary;
   bool overlappable = false;  // false: a plain GEMM, nothing to overlap
   int chunks = 1;             // GEMM chunks of the overlapped path (tp x chunks_per_rank)
-  int64_t chunk_rows = 0;     // rows of one chunk (per batch block when strided)
+  int64_t chunk_rows = 0;     // rows of one chunk's GEMM (one piece; per batch block when strided)
   int num_streams = 1;        // compute streams the schedule uses
   int64_t gemm_rows = 0;      // rows of all the GEMM work of one call
   double local_flops = 0.0;   // FLOPs of this rank's GEMM work in one call
