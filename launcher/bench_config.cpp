@@ -55,8 +55,8 @@ void add_bench_options(OptionGroups& g) {
        "one step's bytes on another stream), copy_bandwidth (device-to-device "
        "cudaMemcpyAsync against size), or all [default: none: the sweep]")
       ("parts_tp", po::value<std::string>()->value_name("LIST")->default_value("2,4,8"),
-       "tp of the local GEMMs chunking and interference study (one rank plays one rank of "
-       "each)")
+       "tp values whose local GEMMs chunking and interference measure (one rank plays one "
+       "rank of each)")
       ("parts_chunks_per_rank", po::value<std::string>()->value_name("LIST")
            ->default_value("1,4"),
        "chunking: chunks per rank, split as the runtime's chunks_per_rank splits them (tp x N "
