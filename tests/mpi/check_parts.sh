@@ -8,7 +8,7 @@ mpiexec=$1 bench=$2 out=$3
 rm -rf "$out" && mkdir -p "$out"
 fail() { echo "FAIL: $*"; exit 1; }
 printf 'case,collective,tp,chunks,whole_ms,chunks_ms\ntiny,all_gather,2,4,0.5,0.75\n' >"$out/torch.csv"
-"$mpiexec" -np 1 "$bench" --backend cpu --parts all --cases tiny --parts_tp 2,4 \
+"$mpiexec" -np 1 "$bench" --backend cpu --l2_mib 1 --parts all --cases tiny --parts_tp 2,4 \
   --parts_chunks_per_rank 1,2 --warmup 0 --iterations 2 --parts_max_copy_mib 2 \
   --torch_chunks "$out/torch.csv" --out "$out" >"$out/log" 2>&1 || { cat "$out/log"; fail "exit $?"; }
 for s in chunking interference copy_bandwidth; do
@@ -28,13 +28,13 @@ grep -q '^tiny,all_gather,2,4,.*,0\.5000,0\.7500,1\.500,' "$out/cgemm_parts_chun
 awk -F, 'NR > 1 && !($6 > 0 && $7 > 0) { bad = 1 } END { exit bad }' "$out/cgemm_parts_chunking.csv" ||
   fail "a chunking time is not positive"
 printf 'case,tp\ntiny,2\n' >"$out/bad.csv"
-"$mpiexec" -np 1 "$bench" --backend cpu --parts chunking --cases tiny --torch_chunks "$out/bad.csv" \
+"$mpiexec" -np 1 "$bench" --backend cpu --l2_mib 1 --parts chunking --cases tiny --torch_chunks "$out/bad.csv" \
   --out "$out" >"$out/bad.log" 2>&1
 rc=$?
 [ "$rc" -eq 2 ] || fail "a torch CSV without columns: exit $rc, expected 2"
 [ "$(grep -c 'error: --torch_chunks: .*has no column' "$out/bad.log")" -eq 1 ] ||
   { cat "$out/bad.log"; fail "expected one message naming the missing column"; }
-"$mpiexec" -np 1 "$bench" --backend cpu --parts interference --cases tiny --num_max_streams 1 \
+"$mpiexec" -np 1 "$bench" --backend cpu --l2_mib 1 --parts interference --cases tiny --num_max_streams 1 \
   --out "$out" >"$out/streams.log" 2>&1
 rc=$?
 [ "$rc" -eq 2 ] || fail "--parts interference with one stream: exit $rc, expected 2"

@@ -129,9 +129,9 @@ set_tests_properties(mpi_tp2_bench_config PROPERTIES LABELS mpi TIMEOUT 60 PROCE
 add_test(NAME mpi_tp2_bench_knobs
   COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
           $<TARGET_FILE:cgemm-bench> --backend cpu --cases tiny --knobs on --warmup 0
-          --iterations 1 --out ${CMAKE_CURRENT_BINARY_DIR}/bench_knobs_out)
+          --iterations 1 --l2_mib 1 --out ${CMAKE_CURRENT_BINARY_DIR}/bench_knobs_out)
 file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench_knobs_out)
-set_tests_properties(mpi_tp2_bench_knobs PROPERTIES LABELS mpi TIMEOUT 90 PROCESSORS 2
+set_tests_properties(mpi_tp2_bench_knobs PROPERTIES LABELS mpi TIMEOUT 180 PROCESSORS 2
   ENVIRONMENT "${CGEMM_MPI_ENV}"
   PASS_REGULAR_EXPRESSION "chunks_per_rank=2\\]: gemm.*chunks_per_rank=4\\]: skipped: .*does not divide the local batch.*written: ")
 
