@@ -99,6 +99,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.overlap.num_sm_for_communication, b.overlap.num_sm_for_communication);
   EXPECT_EQ(a.overlap.use_ce, b.overlap.use_ce);
   EXPECT_EQ(a.overlap.aggregate_all_gather, b.overlap.aggregate_all_gather);
+  EXPECT_EQ(a.overlap.chunks_per_rank, b.overlap.chunks_per_rank);
 }
 
 // Each test gets its own scratch folder for INI files.
@@ -156,6 +157,7 @@ TEST_F(RunConfigTest, BareRunIsSmallAllGather) {
   EXPECT_EQ(c.overlap.num_sm_for_communication, 2);
   EXPECT_TRUE(c.overlap.use_ce);
   EXPECT_FALSE(c.overlap.aggregate_all_gather);
+  EXPECT_EQ(c.overlap.chunks_per_rank, 1);
 }
 
 TEST_F(RunConfigTest, HelpListsEveryOptionGroupedWithDefaults) {
@@ -277,7 +279,9 @@ TEST_F(RunConfigTest, EveryOptionFromTheCommandLine) {
                                     "--use_ce",
                                     "0",
                                     "--aggregate_all_gather",
-                                    "yes"});
+                                    "yes",
+                                    "--chunks_per_rank",
+                                    "4"});
   EXPECT_EQ(c.dp, 2);
   EXPECT_EQ(c.tp, 4);
   EXPECT_EQ(c.batch, 6);
@@ -303,6 +307,13 @@ TEST_F(RunConfigTest, EveryOptionFromTheCommandLine) {
   EXPECT_EQ(c.overlap.num_sm_for_communication, 8);
   EXPECT_FALSE(c.overlap.use_ce);
   EXPECT_TRUE(c.overlap.aggregate_all_gather);
+  EXPECT_EQ(c.overlap.chunks_per_rank, 4);
+}
+
+TEST_F(RunConfigTest, ChunksPerRankMustBePositive) {
+  for (const char* bad : {"0", "-2", "x"}) {
+    EXPECT_THROW(parse_config({"--chunks_per_rank", bad}), OptionError) << bad;
+  }
 }
 
 TEST_F(RunConfigTest, DTypeSpellings) {
@@ -777,9 +788,12 @@ TEST_F(RunConfigTest, ToIniRoundTripsEveryField) {
                               "--use_ce",
                               "off",
                               "--aggregate_all_gather",
-                              "on"});
+                              "on",
+                              "--chunks_per_rank",
+                              "2"});
   resolve_mesh(c, 8);
   RunConfig back = round_trip(c);
+  EXPECT_EQ(back.overlap.chunks_per_rank, 2);
   expect_same(back, c);
   EXPECT_EQ(back.tp, 4);
   // And again: to_ini is a fixed point (but for the "# read from" comment).
