@@ -19,7 +19,7 @@ Table interference_table() {
                 {"collective", "", "", 0, -1, "", Column::kAll},
                 {"tp", "", "", 0, -1, "", Column::kAll},
                 {"chunk_gemm", "chunk GEMM [batch x] m x n x k", "", 0, -1, "", Column::kAll},
-                {"step_mib", "step MiB", "MiB", 1, 1, "", Column::kAll},
+                {"step_mib", "step MiB", "MiB", 3, 1, "", Column::kAll},
                 {"gemm_ms", "GEMM alone ms", "ms", 4, 3, "", Column::kAll},
                 {"gemm_with_copy_ms", "GEMM beside the copy ms", "ms", 4, 3, "", Column::kAll},
                 {"slowdown", "GEMM slowdown", "", 3, 3, "x", Column::kAll},

@@ -18,7 +18,7 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   std::string error;
   if (world != 1) {
-    error = "--parts measures one GPU alone: run it with one rank (mpirun -np 1), not " +
+    error = "--parts measures one rank's device alone: run it with one rank (mpirun -np 1), not " +
             std::to_string(world);
   }
   const bool interference_asked =
@@ -80,7 +80,9 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
     }
     write_replacing("--out", cfg.out + "/cgemm_parts.md", md.str());
     say("\n" + md.str());
-    say("written: " + cfg.out + "/cgemm_parts.md and cgemm_parts_STUDY.csv");
+    std::string files = cfg.out + "/cgemm_parts.md";
+    for (const auto& [study, csv] : csvs) files += ", cgemm_parts_" + study + ".csv";
+    say("written: " + files);
   } catch (const std::exception& e) {
     werr = e.what();
   }

@@ -35,8 +35,9 @@ std::string GemmPlan::path_summary() const {
   if (p.policy == OverlapPolicy::kAlways) return "overlapped (overlap = on)";
   if (p.policy == OverlapPolicy::kNever) return "sequential (overlap = off)";
   char buf[200];
-  std::snprintf(buf, sizeof(buf), "%s (auto: tp %d, chunk GEMM %.3g GFLOP %s %.3g GFLOP)",
-                p.use_overlap ? "overlapped" : "sequential", p.geometry.tp, p.chunk_flop / 1e9,
+  std::snprintf(buf, sizeof(buf), "%s (auto: tp %d, %s GEMM %.3g GFLOP %s %.3g GFLOP)",
+                p.use_overlap ? "overlapped" : "sequential", p.geometry.tp,
+                p.geometry.pieces > 1 ? "piece" : "chunk", p.chunk_flop / 1e9,
                 p.use_overlap ? ">=" : "<", kAutoOverlapMinChunkFlop / 1e9);
   return buf;
 }

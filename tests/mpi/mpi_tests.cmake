@@ -163,7 +163,7 @@ cgemm_add_bench_failure_test(own_option "cgemm-bench: error: --cases bogus: unkn
 cgemm_add_bench_failure_test(mesh "cgemm-bench: error: --dp 3 does not divide the world size 2"
   --cases tiny --dp 3)
 cgemm_add_bench_failure_test(parts_two_ranks
-  "cgemm-bench: error: --parts measures one GPU alone: run it with one rank \\(mpirun -np 1\\), not 2"
+  "cgemm-bench: error: --parts measures one rank's device alone: run it with one rank \\(mpirun -np 1\\), not 2"
   --cases tiny --parts chunking)
 cgemm_add_bench_failure_test(parts_all_and_unknown
   "cgemm-bench: error: --parts all,bogus: unknown study 'bogus'" --cases tiny --parts all,bogus)
