@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -27,6 +26,7 @@
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
+#include "csv_file.hpp"
 #include "job.hpp"
 #include "output_files.hpp"
 #include "parts/parts.hpp"
@@ -161,32 +161,15 @@ struct Peer {
   double gemm_ms = 0, seq_ms = 0, async_ms = 0;
 };
 
-// Reads torch_async_tp.py's CSV: columns by header name.
+// Reads torch_async_tp.py's CSV: columns by header name; short rows are skipped.
 std::map<std::string, Peer> read_peers(const std::string& path) {
+  const CsvFile csv = read_csv("--peers", path);
+  const size_t c_case = csv.column("case"), c_coll = csv.column("collective"),
+               c_gemm = csv.column("gemm_ms"), c_seq = csv.column("sequential_ms"),
+               c_async = csv.column("async_tp_ms");
   std::map<std::string, Peer> out;
-  std::ifstream f(path);
-  if (!f) throw Error("--peers: cannot read '" + path + "'");
-  std::string line;
-  std::getline(f, line);
-  std::vector<std::string> cols;
-  {
-    std::stringstream in(line);
-    std::string c;
-    while (std::getline(in, c, ',')) cols.push_back(c);
-  }
-  const auto col = [&](const std::string& name) {
-    auto it = std::find(cols.begin(), cols.end(), name);
-    if (it == cols.end()) throw Error("--peers: '" + path + "' has no column '" + name + "'");
-    return static_cast<size_t>(it - cols.begin());
-  };
-  const size_t c_case = col("case"), c_coll = col("collective"), c_gemm = col("gemm_ms"),
-               c_seq = col("sequential_ms"), c_async = col("async_tp_ms");
-  while (std::getline(f, line)) {
-    std::vector<std::string> v;
-    std::stringstream in(line);
-    std::string c;
-    while (std::getline(in, c, ',')) v.push_back(c);
-    if (v.size() < cols.size()) continue;
+  for (const std::vector<std::string>& v : csv.rows) {
+    if (v.size() < csv.header.size()) continue;
     const auto num = [&](size_t i) { return v[i].empty() ? 0.0 : std::stod(v[i]); };
     out[v[c_case] + "/" + v[c_coll]] = Peer{num(c_gemm), num(c_seq), num(c_async)};
   }

@@ -388,8 +388,8 @@ struct CublasLtGemm::Impl {
 
     // One warm-up per candidate (a failing one is left out), then kTimedRuns rounds, each
     // timing every candidate once in turn: a drift of the clocks during the tuning hits all
-    // candidates alike instead of whichever was timed last. The events form one chain: a run
-    // lasts from its mark to the next.
+    // candidates alike instead of whichever was timed last. Each run has its own pair of
+    // events, so the L2 clearing between runs is not timed.
     cublasStatus_t last_failure = CUBLAS_STATUS_SUCCESS;
     std::vector<size_t> live;
     for (size_t i = 0; i < n; ++i) {

@@ -1,10 +1,9 @@
 // What the studies share: interleaved timing, the study names, the torch.mm CSV.
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "cgemm/core/error.hpp"
+#include "csv_file.hpp"
 #include "job.hpp"
 #include "parts.hpp"
 
@@ -105,41 +104,21 @@ std::string torch_key(const std::string& shape, const std::string& collective, i
   return shape + "/" + collective + "/tp" + std::to_string(tp) + "/c" + std::to_string(chunks);
 }
 
-namespace {
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> v;
-  std::stringstream in(line);
-  for (std::string c; std::getline(in, c, ',');) v.push_back(c);
-  return v;
-}
-}  // namespace
-
 TorchChunkTable read_torch_chunks(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error("--torch_chunks: cannot read '" + path + "'");
-  std::string line;
-  if (!std::getline(f, line)) throw Error("--torch_chunks: '" + path + "' is empty");
-  const std::vector<std::string> cols = split_csv_line(line);
-  const auto col = [&](const std::string& name) {
-    auto it = std::find(cols.begin(), cols.end(), name);
-    if (it == cols.end())
-      throw Error("--torch_chunks: '" + path + "' has no column '" + name + "'");
-    return static_cast<size_t>(it - cols.begin());
-  };
-  const size_t c_case = col("case"), c_coll = col("collective"), c_tp = col("tp"),
-               c_chunks = col("chunks"), c_whole = col("whole_ms"), c_part = col("chunks_ms");
+  const CsvFile csv = read_csv("--torch_chunks", path);
+  const size_t c_case = csv.column("case"), c_coll = csv.column("collective"),
+               c_tp = csv.column("tp"), c_chunks = csv.column("chunks"),
+               c_whole = csv.column("whole_ms"), c_part = csv.column("chunks_ms");
   TorchChunkTable out;
-  int row = 1;
-  while (std::getline(f, line)) {
-    ++row;
-    if (line.empty()) continue;
-    const std::vector<std::string> v = split_csv_line(line);
+  for (size_t i = 0; i < csv.rows.size(); ++i) {
+    const std::vector<std::string>& v = csv.rows[i];
     try {
-      if (v.size() < cols.size()) throw Error("too few fields");
+      if (v.size() < csv.header.size()) throw Error("too few fields");
       out[torch_key(v[c_case], v[c_coll], std::stoi(v[c_tp]), std::stoi(v[c_chunks]))] =
           TorchChunks{std::stod(v[c_whole]), std::stod(v[c_part])};
     } catch (const std::exception& e) {
-      throw Error("--torch_chunks: '" + path + "' line " + std::to_string(row) + ": " + e.what());
+      throw Error("--torch_chunks: '" + path + "' data row " + std::to_string(i + 1) + ": " +
+                  e.what());
     }
   }
   return out;

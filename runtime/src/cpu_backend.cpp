@@ -120,9 +120,7 @@ class CpuBackend final : public Backend {
   }
 
   void copy(void* dst, const void* src, size_t bytes, int stream, const char* label) override {
-    const auto* d = static_cast<const char*>(dst);
-    const auto* c = static_cast<const char*>(src);
-    if (bytes != 0 && d < c + bytes && c < d + bytes) {
+    if (ranges_overlap(dst, src, bytes)) {
       throw Error(named(label, "copy") + ": source and destination overlap");
     }
     traced("transfer", named(label, "copy"), stream, [&] {

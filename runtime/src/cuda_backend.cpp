@@ -495,11 +495,7 @@ void CudaBackend::fill_nan(void* dst, DType dtype, int64_t count) {
 void CudaBackend::copy(void* dst, const void* src, size_t bytes, int s, const char* label) {
   cudaStream_t st = stream(s, "copy");
   const char* what = label != nullptr ? label : "copy";
-  const auto* d = static_cast<const char*>(dst);
-  const auto* c = static_cast<const char*>(src);
-  if (bytes != 0 && d < c + bytes && c < d + bytes) {
-    fail(std::string(what) + ": source and destination overlap");
-  }
+  if (ranges_overlap(dst, src, bytes)) fail(std::string(what) + ": source and destination overlap");
   traced(
       "transfer", [&] { return std::string(what); }, s, st,
       [&] { copy_on(dst, src, bytes, st, what); });

@@ -33,6 +33,8 @@ enum class Buf {
 struct Ref {
   Buf buf = Buf::kLhs;
   size_t offset = 0;
+  /// The place `bytes` further on in the same buffer.
+  Ref plus(size_t bytes) const { return {buf, offset + bytes}; }
 };
 
 /// Bytes of each workspace a program needs (0: none).

@@ -135,6 +135,21 @@ set_tests_properties(mpi_tp2_bench_knobs PROPERTIES LABELS mpi TIMEOUT 180 PROCE
   ENVIRONMENT "${CGEMM_MPI_ENV}"
   PASS_REGULAR_EXPRESSION "chunks_per_rank=2\\]: gemm.*chunks_per_rank=4\\]: skipped: .*does not divide the local batch.*written: ")
 
+# cgemm-bench joins the PyTorch peers' CSV (bench/peers/torch_async_tp.py's columns) by case;
+# a CSV without a needed column is refused with one message.
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/peers_tiny.csv
+  "case,collective,gemm_ms,sequential_ms,async_tp_ms\ntiny,all_gather,1.5,2,3\n")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/peers_bad.csv "case,collective,gemm_ms\ntiny,all_gather,1\n")
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench_peers_out)
+add_test(NAME mpi_tp2_bench_peers
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-bench> --backend cpu --cases tiny --knobs off --warmup 0
+          --iterations 1 --l2_mib 1 --peers ${CMAKE_CURRENT_BINARY_DIR}/peers_tiny.csv
+          --out ${CMAKE_CURRENT_BINARY_DIR}/bench_peers_out)
+set_tests_properties(mpi_tp2_bench_peers PROPERTIES LABELS mpi TIMEOUT 90 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}"
+  PASS_REGULAR_EXPRESSION "Against PyTorch.*\\| tiny \\| all_gather \\| [0-9.]+ \\| 2\\.000 \\| 3\\.000 \\|")
+
 # cgemm-bench --parts: the one-GPU studies (launcher/parts/) on the CPU backend, tiny case.
 add_test(NAME mpi_bench_parts
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_parts.sh ${MPIEXEC_EXECUTABLE}
@@ -162,6 +177,9 @@ cgemm_add_bench_failure_test(own_option "cgemm-bench: error: --cases bogus: unkn
   --cases bogus)
 cgemm_add_bench_failure_test(mesh "cgemm-bench: error: --dp 3 does not divide the world size 2"
   --cases tiny --dp 3)
+cgemm_add_bench_failure_test(peers_column
+  "cgemm-bench: error: --peers: '.*peers_bad.csv' has no column 'sequential_ms'"
+  --cases tiny --peers ${CMAKE_CURRENT_BINARY_DIR}/peers_bad.csv)
 cgemm_add_bench_failure_test(parts_two_ranks
   "cgemm-bench: error: --parts measures one rank's device alone: run it with one rank \\(mpirun -np 1\\), not 2"
   --cases tiny --parts chunking)

@@ -26,11 +26,6 @@ Ref chunk_out(const GemmGeometry& g, int c) {
   return {Buf::kOut, static_cast<size_t>(row * g.n) * g.out_size()};
 }
 
-Ref plus(Ref r, size_t bytes) {
-  r.offset += bytes;
-  return r;
-}
-
 // With chunks_per_rank > 1 every chunk moves and multiplies in pieces: piece j of a chunk goes
 // on in its own exchange, and its GEMM waits only for that exchange, so the next step's first
 // GEMM starts after a piece has arrived rather than the whole chunk.
@@ -55,7 +50,7 @@ Program overlapped(const GemmGeometry& g) {
       const std::string piece = g.pieces > 1 ? " piece " + std::to_string(j) : "";
       for (const ChunkTransfer& tr : step.transfers) {
         // Chunk c lives at slot c of every rank's ring.
-        x.transfers.push_back({plus(chunk_lhs(g, tr.send_chunk), at), piece_bytes, tr.send_peer,
+        x.transfers.push_back({chunk_lhs(g, tr.send_chunk).plus(at), piece_bytes, tr.send_peer,
                                static_cast<size_t>(tr.send_chunk) * g.chunk_lhs_bytes() + at,
                                tr.recv_peer,
                                static_cast<size_t>(tr.recv_chunk) * g.chunk_lhs_bytes() + at,
@@ -71,8 +66,8 @@ Program overlapped(const GemmGeometry& g) {
         const int token = arrived[static_cast<size_t>(j)];
         if (c != g.me && token >= 0) p.ops.push_back(WaitOp{token, s});
         p.ops.push_back(GemmOp{g.piece_task(g.seq_rows * g.k, g.seq_total * g.n),
-                               plus(chunk_lhs(g, c), static_cast<size_t>(j) * piece_lhs),
-                               plus(chunk_out(g, c), static_cast<size_t>(j) * piece_out),
+                               chunk_lhs(g, c).plus(static_cast<size_t>(j) * piece_lhs),
+                               chunk_out(g, c).plus(static_cast<size_t>(j) * piece_out),
                                g.fuse_bias, s,
                                g.name + " gemm chunk " + std::to_string(c) +
                                    (g.pieces > 1 ? " piece " + std::to_string(j) : "")});

@@ -54,9 +54,8 @@ Program overlapped(const GemmGeometry& g) {
                             : Ref{Buf::kSend, static_cast<size_t>(step.dest) * g.chunk_out_bytes()};
     for (int j = 0; j < g.pieces; ++j) {
       const std::string name = g.pieces > 1 ? " piece " + std::to_string(j) : "";
-      Ref lhs = dest_rows(g, step.dest), out = partial;
-      lhs.offset += static_cast<size_t>(j) * piece_lhs;
-      out.offset += static_cast<size_t>(j) * piece_out;
+      const Ref lhs = dest_rows(g, step.dest).plus(static_cast<size_t>(j) * piece_lhs);
+      const Ref out = partial.plus(static_cast<size_t>(j) * piece_out);
       p.ops.push_back(
           GemmOp{piece, lhs, out, false, 0,
                  g.name + " gemm partial for rank " + std::to_string(step.dest) + name});

@@ -36,6 +36,13 @@ namespace cgemm {
 
 using ExchangeToken = int64_t;
 
+/// Whether [a, a + bytes) and [b, b + bytes) share a byte (Backend::copy refuses that).
+inline bool ranges_overlap(const void* a, const void* b, size_t bytes) {
+  const auto* x = static_cast<const char*>(a);
+  const auto* y = static_cast<const char*>(b);
+  return bytes != 0 && x < y + bytes && y < x + bytes;
+}
+
 /// One traced interval of work. Lanes 0..num_streams()-1 are the compute streams; lane
 /// num_streams() is the transport. Times are ms since set_tracing(true) on this rank.
 struct TraceSpan {
