@@ -23,3 +23,11 @@ cgemm_add_unit_test(test_plan_description
 cgemm_add_unit_test(test_bench_parts
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_bench_parts.cpp
   LIBS cgemm_launcher_lib cgemm_gemm)
+# The engine's programs (runtime/src/program.hpp) of every collective GEMM kind, run on a
+# backend that records its calls, against tests/unit/golden/ (tp 2 to 8; no MPI, no GPU).
+cgemm_add_unit_test(test_golden_programs
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_golden_programs.cpp
+  LIBS cgemm)
+target_include_directories(test_golden_programs PRIVATE ${CMAKE_SOURCE_DIR}/runtime/src)
+target_compile_definitions(test_golden_programs PRIVATE
+  CGEMM_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/unit/golden")

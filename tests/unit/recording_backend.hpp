@@ -1,0 +1,173 @@
+#pragma once
+// A Backend that runs nothing and records every call as one line of text, with each buffer
+// named by the region it points into ("ring+4096", "lhs+0"). The golden-program tests run the
+// engine on it to see exactly which calls a plan issues, without MPI or a GPU.
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cgemm/runtime/backend.hpp"
+
+namespace cgemm::testing {
+
+class RecordingBackend final : public Backend {
+ public:
+  RecordingBackend(int tp, int tp_rank, int streams) : tp_(tp), rank_(tp_rank), streams_(streams) {}
+
+  /// A named region of `bytes` the test hands to the engine as an operand.
+  void* region(const std::string& name, size_t bytes) {
+    regions_.push_back({name, std::make_unique<char[]>(bytes + 1), bytes});
+    return regions_.back().data.get();
+  }
+  const std::vector<std::string>& calls() const { return calls_; }
+
+  /// One half of a pairwise transfer as this rank posted it (for cross-rank matching).
+  struct Posted {
+    int send_peer = -1, recv_peer = -1;
+    size_t send_offset = 0, recv_offset = 0, bytes = 0;
+  };
+  const std::vector<Posted>& posted() const { return posted_; }
+
+  std::string name() const override { return "recording"; }
+  std::string transport() const override { return "recording"; }
+  std::string describe() const override { return "recording backend"; }
+  int tp_rank() const override { return rank_; }
+  int tp_size() const override { return tp_; }
+  int num_streams() const override { return streams_; }
+  int compute_capability() const override { return 0; }
+  void* native_stream() const override { return nullptr; }
+
+  void* allocate(size_t bytes) override {
+    void* p = region("ws" + std::to_string(workspaces_++), bytes);
+    log("allocate " + std::to_string(bytes) + " -> " + where(p));
+    return p;
+  }
+  void release(void* p) noexcept override { static_cast<void>(p); }
+  SymmetricBuffer allocate_symmetric(size_t bytes) override {
+    SymmetricBuffer b{region("ring", bytes), bytes, 0};
+    log("allocate_symmetric " + std::to_string(bytes));
+    return b;
+  }
+  void release_symmetric(SymmetricBuffer& b) noexcept override { b.local = nullptr; }
+  void copy_to_host(void*, const void*, size_t) override { log("copy_to_host"); }
+  void copy_from_host(void*, const void*, size_t) override { log("copy_from_host"); }
+  void fill_normal(void*, DType, const Shape&, const Shape&, const Shape&, uint64_t,
+                   float) override {
+    log("fill_normal");
+  }
+  void fill_nan(void*, DType, int64_t) override { log("fill_nan"); }
+  void copy(void* dst, const void* src, size_t bytes, int stream, const char*) override {
+    log("copy s" + std::to_string(stream) + " " + where(src) + " -> " + where(dst) + " " +
+        std::to_string(bytes));
+  }
+
+  void gemm(const GemmTask& t, int stream) override {
+    char shape[256];
+    std::snprintf(shape, sizeof(shape),
+                  "m=%lld n=%lld k=%lld batch=%lld lda=%lld ldb=%lld ldc=%lld strides=%lld/%lld "
+                  "%s%s alpha=%g beta=%g",
+                  static_cast<long long>(t.m), static_cast<long long>(t.n),
+                  static_cast<long long>(t.k), static_cast<long long>(t.batch),
+                  static_cast<long long>(t.lda), static_cast<long long>(t.ldb),
+                  static_cast<long long>(t.ldc), static_cast<long long>(t.lhs_batch_stride),
+                  static_cast<long long>(t.out_batch_stride), dt(t.in_dtype).c_str(),
+                  t.rhs_transposed ? " rhs^T" : "", static_cast<double>(t.alpha),
+                  static_cast<double>(t.beta));
+    log("gemm s" + std::to_string(stream) + " " + shape + " lhs=" + where(t.lhs) +
+        " rhs=" + where(t.rhs) + " out=" + where(t.out) + " bias=" + where(t.bias) + " '" +
+        (t.label != nullptr ? t.label : "") + "'");
+  }
+  void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
+               DType dtype, int stream) override {
+    log("reorder s" + std::to_string(stream) + " " +
+        (kind == ReorderKind::kTpspLeading ? "tpsp-leading " : "dp-leading ") + shape_str(shape) +
+        " dp=" + std::to_string(dp_size) + " " + where(src) + " -> " + where(dst) + " " +
+        dt(dtype));
+  }
+  void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
+                    const void* bias, int64_t bias_len, void* out, DType out_dtype,
+                    int stream) override {
+    std::string s = "sum s" + std::to_string(stream) + " [";
+    for (const void* p : parts) s += " " + where(p);
+    log(s + " ] " + dt(part_dtype) + " count=" + std::to_string(count) + " bias=" + where(bias) +
+        "/" + std::to_string(bias_len) + " -> " + where(out) + " " + dt(out_dtype));
+  }
+
+  ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override {
+    validate_exchange_group(group, rank_, tp_, "recording backend");
+    std::string s =
+        "exchange #" + std::to_string(tokens_) + " after s" + std::to_string(after_stream) + ":";
+    for (const Exchange& x : group) {
+      posted_.push_back({x.send_peer, x.recv_peer, x.send_offset, x.recv_offset, x.bytes});
+      s += " {" + where(x.src) + " " + std::to_string(x.bytes) + " -> rank " +
+           std::to_string(x.send_peer) + "@" + std::to_string(x.send_offset) + ", rank " +
+           std::to_string(x.recv_peer) + " -> @" + std::to_string(x.recv_offset) + " '" +
+           (x.label != nullptr ? x.label : "") + "'}";
+    }
+    log(s);
+    return tokens_++;
+  }
+  void wait_exchange(ExchangeToken token, int stream) override {
+    log("wait #" + std::to_string(token) + " s" + std::to_string(stream));
+  }
+
+  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
+                  const char* label) override {
+    log("all_gather s" + std::to_string(stream) + " " + where(src) + " -> " + where(dst) + " " +
+        std::to_string(bytes_per_rank) + " '" + (label != nullptr ? label : "") + "'");
+  }
+  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank, int stream,
+                      const char* label) override {
+    log("reduce_scatter s" + std::to_string(stream) + " " + where(src) + " -> " + where(dst) + " " +
+        dt(dtype) + " count=" + std::to_string(count_per_rank) + " '" +
+        (label != nullptr ? label : "") + "'");
+  }
+  void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) override {
+    log("all_reduce s" + std::to_string(stream) + " " + where(buf) + " " + dt(dtype) +
+        " count=" + std::to_string(count) + " '" + (label != nullptr ? label : "") + "'");
+  }
+
+  void fork_streams() override { log("fork"); }
+  void join_streams(int stream) override { log("join s" + std::to_string(stream)); }
+  void synchronize() override { log("synchronize"); }
+  double time_ms(const std::function<void()>& body) override {
+    body();
+    return 0.0;
+  }
+  void set_tracing(bool) override {}
+  bool tracing() const override { return false; }
+  std::vector<TraceSpan> take_trace() override { return {}; }
+
+  /// "NAME+OFFSET" of the region `p` points into; "-" for null; "?" outside every region.
+  std::string where(const void* p) const {
+    if (p == nullptr) return "-";
+    const auto* c = static_cast<const char*>(p);
+    for (const Region& r : regions_) {
+      if (c >= r.data.get() && c <= r.data.get() + r.bytes) {
+        return r.name + "+" + std::to_string(c - r.data.get());
+      }
+    }
+    return "?";
+  }
+
+ private:
+  struct Region {
+    std::string name;
+    std::unique_ptr<char[]> data;
+    size_t bytes = 0;
+  };
+  static std::string dt(DType t) { return std::string(dtype_name(t)); }
+  void log(std::string s) { calls_.push_back(std::move(s)); }
+
+  int tp_, rank_, streams_;
+  int workspaces_ = 0;
+  ExchangeToken tokens_ = 0;
+  std::vector<Region> regions_;
+  std::vector<std::string> calls_;
+  std::vector<Posted> posted_;
+};
+
+}  // namespace cgemm::testing

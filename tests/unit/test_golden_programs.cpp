@@ -1,0 +1,173 @@
+// Golden programs: every collective GEMM kind's programs, planned without MPI (plan_gemm) for
+// tp 2 to 8 and run by the engine on a backend that only records its calls, compared with the
+// op lists in tests/unit/golden/. A change of a schedule shows here as a diff of readable
+// lines; CGEMM_UPDATE_GOLDEN=1 rewrites the files after a deliberate change (review the diff).
+// Independently of the files, the transfers every rank posts must pair up with its peers'.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine.hpp"
+#include "planning.hpp"
+#include "recording_backend.hpp"
+
+namespace cgemm {
+namespace {
+
+using testing::RecordingBackend;
+
+struct Case {
+  CollectiveOp op = CollectiveOp::kAllGather;
+  int tp = 2;
+  int64_t batch = 1;
+  bool bias = false;
+  bool aggregate = false;
+  int pieces = 1;
+  int streams = 3;
+
+  std::string title(int rank) const {
+    return std::string(collective_name(op)) + " tp=" + std::to_string(tp) +
+           " rank=" + std::to_string(rank) + " batch=" + std::to_string(batch) +
+           " bias=" + std::to_string(bias ? 1 : 0) +
+           " aggregate=" + std::to_string(aggregate ? 1 : 0) +
+           " chunks_per_rank=" + std::to_string(pieces) + " streams=" + std::to_string(streams);
+  }
+};
+
+PlannedGemm plan(const Case& c, int rank) {
+  PlanningMesh m;
+  m.tp = c.tp;
+  m.tp_rank = rank;
+  // Small shapes that tp 2, 3, 4 and 8 with chunks_per_rank 2 all split.
+  GemmDesc d = tensor_sequence_parallel_gemm(m, "g", c.op, c.batch, 48, 48, 72, DType::kBFloat16,
+                                             c.bias, false);
+  PlanningOptions opt;
+  opt.backend = BackendKind::kCpu;
+  opt.overlap.num_max_streams = c.streams;
+  opt.overlap.aggregate_all_gather = c.aggregate;
+  opt.overlap.chunks_per_rank = c.pieces;
+  return plan_gemm_programs(d, m, opt);
+}
+
+struct Recorded {
+  std::string text;
+  std::vector<RecordingBackend::Posted> posted;  // the overlapped program's transfers
+};
+
+// Runs the four programs of rank `rank` on a recording backend.
+Recorded record(const Case& c, int rank) {
+  const PlannedGemm p = plan(c, rank);
+  RecordingBackend be(c.tp, rank, c.streams);
+  const PlanBytes& b = p.description.bytes;
+  Operands x;
+  x.lhs = be.region("lhs", static_cast<size_t>(b.lhs));
+  x.rhs = be.region("rhs", static_cast<size_t>(b.rhs));
+  x.bias = c.bias ? be.region("bias", static_cast<size_t>(b.bias)) : nullptr;
+  x.out = be.region("out", static_cast<size_t>(b.out));
+  Recorded r;
+  std::ostringstream os;
+  os << "== " << c.title(rank) << "\n";
+  const std::vector<std::pair<const char*, const Program*>> programs = {
+      {"overlapped", &p.kind.overlapped},
+      {"sequential", &p.kind.sequential},
+      {"gemm_only", &p.kind.gemm_only},
+      {"collective_only", &p.kind.collective_only}};
+  for (const auto& [name, program] : programs) {
+    Engine engine(be, rank);
+    const size_t from = be.calls().size();
+    engine.run(*program, x);
+    if (program == &p.kind.overlapped) r.posted = be.posted();
+    os << "-- " << name << "\n";
+    for (size_t i = from; i < be.calls().size(); ++i) os << be.calls()[i] << "\n";
+  }
+  r.text = os.str();
+  return r;
+}
+
+std::vector<Case> cases(CollectiveOp op) {
+  std::vector<Case> out;
+  const std::vector<int> tps =
+      op == CollectiveOp::kNone ? std::vector<int>{1, 2, 4} : std::vector<int>{2, 3, 4, 8};
+  for (int tp : tps) {
+    out.push_back({.op = op, .tp = tp});
+    if (op == CollectiveOp::kNone) {
+      out.push_back({.op = op, .tp = tp, .batch = 2, .bias = true});
+      continue;
+    }
+    out.push_back({.op = op, .tp = tp, .batch = 2, .bias = true});
+    out.push_back({.op = op, .tp = tp, .pieces = 2, .streams = 2});
+    out.push_back({.op = op, .tp = tp, .batch = 2, .pieces = 2});
+    if (op == CollectiveOp::kAllGather) out.push_back({.op = op, .tp = tp, .aggregate = true});
+  }
+  return out;
+}
+
+std::string golden_path(CollectiveOp op) {
+  return std::string(CGEMM_GOLDEN_DIR) + "/" + std::string(collective_name(op)) + ".txt";
+}
+
+void check_golden(CollectiveOp op) {
+  std::string got;
+  for (const Case& c : cases(op)) got += record(c, 1 % c.tp).text;
+  const std::string path = golden_path(op);
+  const char* update = std::getenv("CGEMM_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path) << got;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing " << path << " (CGEMM_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream want;
+  want << in.rdbuf();
+  // Line by line, so a failure names the first line that differs.
+  std::istringstream a(got), b(want.str());
+  std::string la, lb;
+  int line = 0;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, la));
+    const bool more_b = static_cast<bool>(std::getline(b, lb));
+    ++line;
+    if (!more_a && !more_b) break;
+    ASSERT_EQ(more_a, more_b) << path << ": lengths differ at line " << line;
+    ASSERT_EQ(la, lb) << path << ":" << line;
+  }
+}
+
+TEST(GoldenPrograms, AllGather) { check_golden(CollectiveOp::kAllGather); }
+TEST(GoldenPrograms, ReduceScatter) { check_golden(CollectiveOp::kReduceScatter); }
+TEST(GoldenPrograms, PlainGemm) { check_golden(CollectiveOp::kNone); }
+
+// Every transfer one rank posts to a peer is the one that peer posts as arriving from it, in
+// the same order, with the same bytes and landing offset: otherwise a real ring would hang or
+// mix up chunks. Checked for every rank of every collective case.
+TEST(GoldenPrograms, TransfersPairUpAcrossRanks) {
+  int checked = 0;
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    for (const Case& c : cases(op)) {
+      std::vector<std::vector<RecordingBackend::Posted>> all;
+      for (int r = 0; r < c.tp; ++r) all.push_back(record(c, r).posted);
+      // (sender, receiver) -> the transfers in posting order, as seen from each side.
+      std::map<std::pair<int, int>, std::vector<std::tuple<size_t, size_t>>> sent, received;
+      for (int r = 0; r < c.tp; ++r) {
+        for (const auto& x : all[static_cast<size_t>(r)]) {
+          sent[{r, x.send_peer}].emplace_back(x.bytes, x.send_offset);
+          received[{x.recv_peer, r}].emplace_back(x.bytes, x.recv_offset);
+        }
+      }
+      EXPECT_EQ(sent, received) << c.title(0);
+      EXPECT_FALSE(sent.empty()) << c.title(0);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
+}  // namespace
+}  // namespace cgemm
