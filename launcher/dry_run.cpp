@@ -190,7 +190,7 @@ int planned_world(const RunConfig& cfg, int mpi_world) {
 }
 
 void check_values(const RunConfig& cfg) {
-  // Inputs are normal(0, std) with |x| <= 5.8 std (core/convert.hpp's normal_value); an
+  // Inputs are normal(0, std) with |x| <= 5.8 std (cgemm/core/convert.hpp's normal_value); an
   // output element sums K products of about std^2 each, so its scale is std^2 sqrt(K).
   double max = 0.0, tiny = 0.0;  // largest finite and smallest positive (subnormal) value
   switch (cfg.dtype) {

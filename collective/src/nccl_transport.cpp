@@ -30,11 +30,11 @@ ncclDataType_t nccl_type(DType t) {
 
 // A positive int from the environment, or 0 when unset. Garbage is an error, not a silent
 // default, so a typo in a cap is noticed.
-int env_positive_int(const char* name) {
-  const std::optional<long long> x = env_int(name);
+int env_positive_int(const EnvKnob& knob) {
+  const std::optional<long long> x = env_int(knob);
   if (!x) return 0;
   if (*x < 1 || *x > std::numeric_limits<int>::max()) {
-    throw Error(std::string(name) + "='" + std::getenv(name) + "' is not a positive integer");
+    throw Error(std::string(knob.name) + "='" + *env_text(knob) + "' is not a positive integer");
   }
   return static_cast<int>(*x);
 }
@@ -47,8 +47,8 @@ NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::
 
   // Read the caps on every rank before any collective, so a bad value fails everywhere alike
   // instead of leaving the other ranks in MPI_Bcast.
-  const int max_ctas = env_positive_int("CGEMM_NCCL_MAX_CTAS");
-  const int min_ctas = env_positive_int("CGEMM_NCCL_MIN_CTAS");
+  const int max_ctas = env_positive_int(env::kNcclMaxCtas);
+  const int min_ctas = env_positive_int(env::kNcclMinCtas);
   if (max_ctas > 0 && min_ctas > max_ctas) {
     throw Error("CGEMM_NCCL_MIN_CTAS=" + std::to_string(min_ctas) +
                 " exceeds CGEMM_NCCL_MAX_CTAS=" + std::to_string(max_ctas));

@@ -21,11 +21,18 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// The variable's value; null when unset or empty.
+const char* value(const EnvKnob& knob) {
+  const char* v = std::getenv(std::string(knob.name).c_str());
+  return v == nullptr || *v == '\0' ? nullptr : v;
+}
+
 }  // namespace
 
-std::optional<bool> env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
+std::optional<bool> env_flag(const EnvKnob& knob) {
+  const std::string name(knob.name);
+  const char* v = value(knob);
+  if (v == nullptr) return std::nullopt;
   const std::string_view s(v);
   for (const char* yes : {"1", "on", "true", "yes"}) {
     if (iequals(s, yes)) return true;
@@ -33,20 +40,25 @@ std::optional<bool> env_flag(const char* name) {
   for (const char* no : {"0", "off", "false", "no"}) {
     if (iequals(s, no)) return false;
   }
-  throw Error(std::string(name) + "='" + v +
-              "' is not a flag (1/0, on/off, true/false, yes/no; any case)");
+  throw Error(name + "='" + v + "' is not a flag (1/0, on/off, true/false, yes/no; any case)");
 }
 
-std::optional<long long> env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
+std::optional<long long> env_int(const EnvKnob& knob) {
+  const char* v = value(knob);
+  if (v == nullptr) return std::nullopt;
   char* end = nullptr;
   errno = 0;
   const long long x = std::strtoll(v, &end, 10);
   if (errno != 0 || end == v || *end != '\0') {
-    throw Error(std::string(name) + "='" + v + "' is not an integer");
+    throw Error(std::string(knob.name) + "='" + v + "' is not an integer");
   }
   return x;
+}
+
+std::optional<std::string> env_text(const EnvKnob& knob) {
+  const char* v = value(knob);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
 }
 
 }  // namespace cgemm

@@ -54,14 +54,14 @@ uint32_t alignment_of(const void* p) {
 // CGEMM_GEMM_AUTOTUNE: on unless set to a false flag (0 / off / false / no).
 // CGEMM_GEMM_LOG=1: print every tuning's candidate times (the chosen one starred) to stderr.
 bool log_choices() {
-  static const bool on = env_flag("CGEMM_GEMM_LOG").value_or(false);
+  static const bool on = env_flag(env::kGemmLog).value_or(false);
   return on;
 }
 
-bool autotune_from_env() { return env_flag("CGEMM_GEMM_AUTOTUNE").value_or(true); }
+bool autotune_from_env() { return env_flag(env::kGemmAutotune).value_or(true); }
 
 int candidates_from_env(const std::string& where) {
-  const long long n = env_int("CGEMM_GEMM_CANDIDATES").value_or(CublasLtGemm::kDefaultCandidates);
+  const long long n = env_int(env::kGemmCandidates).value_or(CublasLtGemm::kDefaultCandidates);
   if (n < 1 || n > CublasLtGemm::kMaxCandidates) {
     throw Error((where.empty() ? "" : where + ": ") + "CGEMM_GEMM_CANDIDATES=" + std::to_string(n) +
                 ": must be 1.." + std::to_string(CublasLtGemm::kMaxCandidates));
@@ -605,7 +605,7 @@ CublasLtGemm::CublasLtGemm(std::string where) : impl_(std::make_unique<Impl>()) 
   s.cc = major * 10 + minor;
   s.workspace = (major >= 9 ? 32 : 4) * kMiB;
   // Transformer Engine's switch: high-precision (split) accumulation means no fast accumulation.
-  s.fast_accum = !env_flag("NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION").value_or(false);
+  s.fast_accum = !env_flag(env::kFp8HighPrecisionAccumulation).value_or(false);
   s.autotune = autotune_from_env();
   s.candidates = candidates_from_env(s.where);
   int l2 = 0;

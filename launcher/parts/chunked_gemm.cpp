@@ -1,37 +1,50 @@
-// The chunk geometry of the runtime's schedules (runtime/src/collectives/), rebuilt from a
-// bench case so the chunk GEMMs can be timed alone, on one GPU, at any tp. Pieces
-// (chunks_per_rank > 1) split a chunk as the runtime's split_into_pieces does: by whole batch
-// blocks when batch > 1 (batch-first, strided chunks), else by rows.
+// A bench case's chunk GEMMs, read from the programs the runtime plans for it (plan_gemm's
+// read-only ProgramView, rank 0 of the TP group), so --parts times exactly what execute()
+// would run. Offsets map onto --parts' buffers as they are: the all-gather's chunks read the
+// ring's tp slots (rank 0's own chunk, in its lhs, is slot 0) and the reduce-scatter's partials
+// go to the send slots (rank 0's own, in its ring, is slot 0).
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "cgemm/core/error.hpp"
+#include "cgemm/runtime/plan_description.hpp"
 #include "parts.hpp"
 
 namespace cgemm::launcher::parts {
 
 namespace {
 
-struct Dims {
-  int64_t batch, seq, k, n;  // the local GEMM: [batch * seq, k] @ [k, n]
-  int64_t split;             // the global hidden size tp divides
-};
+constexpr int64_t kBf16 = 2;  // --parts runs bf16
 
-Dims local_dims(const BenchShape& sh, CollectiveOp op, int tp) {
-  if (op == CollectiveOp::kAllGather)
-    return {sh.batch, sh.seq, sh.ag_in, sh.ag_out / tp, sh.ag_out};
-  return {sh.batch, sh.seq, sh.rs_in / tp, sh.rs_out, sh.rs_in};
+// The local GEMM's hidden sizes of a case for a collective.
+std::pair<int64_t, int64_t> hidden(const BenchShape& sh, CollectiveOp op) {
+  if (op == CollectiveOp::kAllGather) return {sh.ag_in, sh.ag_out};
+  return {sh.rs_in, sh.rs_out};
 }
 
-GemmTask dense(int64_t m, int64_t n, int64_t k) {
-  GemmTask t;
-  t.m = m;
-  t.n = n;
-  t.k = k;
-  t.lda = k;
-  t.ldb = n;
-  t.ldc = n;
-  return t;
+PlanDescription plan(const BenchShape& sh, CollectiveOp op, int tp, int chunks_per_rank) {
+  PlanningMesh m;
+  m.tp = tp;
+  const auto [in, out] = hidden(sh, op);
+  PlanningOptions opt;
+  opt.overlap.chunks_per_rank = chunks_per_rank;
+  return plan_gemm(tensor_sequence_parallel_gemm(m, sh.name, op, sh.batch, sh.seq, in, out,
+                                                 DType::kBFloat16, false, false),
+                   m, opt);
+}
+
+// Where a chunk GEMM's operand lies in --parts' buffers, in elements: the offset as planned,
+// in one of the buffers that map onto --parts' (any other means the schedule changed shape
+// and this mapping must follow it).
+int64_t elements(const std::string& buffer, int64_t offset, std::initializer_list<const char*> maps,
+                 const std::string& where) {
+  for (const char* m : maps) {
+    if (buffer == m) return offset / kBf16;
+  }
+  throw Error(where + ": a chunk GEMM uses the plan's '" + buffer +
+              "' buffer, which --parts does not map");
 }
 
 }  // namespace
@@ -41,21 +54,12 @@ std::string why_not_split(const BenchShape& sh, CollectiveOp op, int tp, int chu
     return "only all_gather and reduce_scatter GEMMs are chunked";
   }
   if (tp < 1 || chunks_per_rank < 1) return "tp and chunks per rank must be >= 1";
-  const Dims d = local_dims(sh, op, tp);
-  if (d.split % tp != 0) {
-    return std::string(op == CollectiveOp::kAllGather ? "hidden_out " : "hidden_in ") +
-           std::to_string(d.split) + " does not split over tp = " + std::to_string(tp);
-  }
-  if (d.seq % tp != 0) {
-    return "seq " + std::to_string(d.seq) + " does not split over tp = " + std::to_string(tp);
-  }
-  if (d.batch > 1 && d.batch % chunks_per_rank != 0) {
-    return std::to_string(chunks_per_rank) + " chunks per rank do not divide the batch " +
-           std::to_string(d.batch) + " (batch-first chunks split by batch blocks)";
-  }
-  if (d.batch == 1 && (d.seq / tp) % chunks_per_rank != 0) {
-    return std::to_string(chunks_per_rank) + " chunks per rank do not divide a chunk's " +
-           std::to_string(d.seq / tp) + " rows";
+  // The runtime takes one piece at tp 1 (plan_gemm ignores chunks_per_rank there).
+  if (tp == 1 && chunks_per_rank > 1) return "tp 1 has no ring to split";
+  try {
+    plan(sh, op, tp, chunks_per_rank);
+  } catch (const Error& e) {
+    return e.what();
   }
   return "";
 }
@@ -70,48 +74,38 @@ ChunkedGemm chunked_gemm(const BenchShape& shape, CollectiveOp op, int tp, int c
                 std::to_string(tp) + " with " + std::to_string(chunks_per_rank) +
                 " chunk(s) per rank: " + why);
   }
-  const Dims d = local_dims(shape, op, tp);
-  const int64_t rows = d.batch * d.seq;
-  const int64_t slot_seq = d.seq / tp;  // one rank's sequence rows per batch block
-  // A piece: batch / chunks_per_rank whole batch blocks of slot_seq rows (batch > 1), or
-  // slot_seq / chunks_per_rank rows (batch 1), as the runtime's piece_task.
-  const int64_t blocks = d.batch > 1 ? d.batch / chunks_per_rank : 1;
-  const int64_t piece = d.batch > 1 ? slot_seq : slot_seq / chunks_per_rank;
-  ChunkedGemm g;
-  g.whole = dense(rows, d.n, d.k);
-  g.lhs_elems = rows * d.k;
-  g.rhs_elems = d.k * d.n;
-  g.out_elems = rows * d.n;
-  g.step_lhs_elems = d.batch * slot_seq * d.k;
-  g.step_out_elems = d.batch * slot_seq * d.n;
+  const PlanDescription d = plan(shape, op, tp, chunks_per_rank);
   const bool ag = op == CollectiveOp::kAllGather;
-  for (int s = 0; s < tp; ++s) {
-    // Rank 0's order: all-gather computes its own chunk, then those from the left (tp-1,
-    // tp-2, ...); reduce-scatter computes the partials for ranks 1, 2, ..., then its own.
-    const int r = ag ? (tp - s) % tp : (s + 1) % tp;
-    for (int j = 0; j < chunks_per_rank; ++j) {
-      // The piece's first row: in rank r's slot (all-gather's ring, reduce-scatter's send
-      // slots: [batch, slot_seq] rows) and in the whole tensor ([batch, seq] rows).
-      const int64_t b0 = d.batch > 1 ? j * blocks : 0;
-      const int64_t row0 = d.batch > 1 ? 0 : j * piece;
-      const int64_t in_slot = b0 * slot_seq + row0;
-      const int64_t in_whole = b0 * d.seq + r * slot_seq + row0;
-      ChunkGemm c;
-      c.task = dense(piece, d.n, d.k);
-      if (ag) {
-        c.lhs_offset = r * g.step_lhs_elems + in_slot * d.k;
-        c.out_offset = in_whole * d.n;
-      } else {
-        c.lhs_offset = in_whole * d.k;
-        c.out_offset = r * g.step_out_elems + in_slot * d.n;
-      }
-      if (blocks > 1) {
-        c.task.batch = blocks;
-        c.task.lhs_batch_stride = ag ? slot_seq * d.k : d.seq * d.k;
-        c.task.out_batch_stride = ag ? d.seq * d.n : slot_seq * d.n;
-      }
-      g.chunks.push_back(c);
-    }
+  const std::string where = "--parts: case '" + shape.name + "'";
+  if (d.sequential.gemms.size() != 1) {
+    throw Error(where + ": the sequential path has " + std::to_string(d.sequential.gemms.size()) +
+                " GEMMs, not one whole GEMM");
+  }
+  ChunkedGemm g;
+  g.whole = d.sequential.gemms.front().task;
+  g.whole.bias = nullptr;
+  // The ring holds tp chunks (all-gather) or partials (reduce-scatter); tp 1 has none, and its
+  // one GEMM reads the lhs and writes the output.
+  const int64_t ring = d.bytes.overlapped.ring / kBf16;
+  g.lhs_elems = ag && tp > 1 ? ring : d.bytes.lhs / kBf16;
+  g.rhs_elems = d.bytes.rhs / kBf16;
+  g.out_elems = !ag && tp > 1 ? ring : d.bytes.out / kBf16;
+  g.step_lhs_elems = g.lhs_elems / tp;
+  g.step_out_elems = g.out_elems / tp;
+  for (const ProgramGemm& pg : d.overlapped.gemms) {
+    g.chunks.push_back({pg.task,
+                        elements(pg.lhs_buffer, pg.lhs_offset,
+                                 ag ? std::initializer_list<const char*>{"lhs", "ring"}
+                                    : std::initializer_list<const char*>{"lhs"},
+                                 where),
+                        elements(pg.out_buffer, pg.out_offset,
+                                 ag ? std::initializer_list<const char*>{"out"}
+                                    : std::initializer_list<const char*>{"send", "ring", "out"},
+                                 where)});
+  }
+  if (g.chunks.size() != static_cast<size_t>(tp * chunks_per_rank)) {
+    throw Error(where + ": the overlapped program has " + std::to_string(g.chunks.size()) +
+                " GEMMs, expected " + std::to_string(tp * chunks_per_rank));
   }
   return g;
 }

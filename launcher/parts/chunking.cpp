@@ -47,8 +47,7 @@ Table chunking(Backend& be, const std::vector<BenchShape>& shapes, const Setting
       for (int tp : s.tps) {
         std::vector<int> counts;  // chunks per rank this case splits into
         for (int c : s.chunks_per_rank) {
-          const std::string why =
-              tp == 1 && c > 1 ? "tp 1 has no ring to split" : why_not_split(sh, op, tp, c);
+          const std::string why = why_not_split(sh, op, tp, c);
           if (why.empty()) {
             counts.push_back(c);
           } else {

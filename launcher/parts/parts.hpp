@@ -10,8 +10,8 @@
 //   copy_bandwidth  cudaMemcpyAsync device to device (the copy-engine transport's call)
 //                   against transfer size
 // Shapes are cgemm-bench's cases (bench_config.hpp), bf16, one rank's local GEMM at a given
-// tp, with the chunk geometry of runtime/src/collectives/ (all_gather_gemm.cpp,
-// reduce_scatter_gemm.cpp), split into chunks_per_rank pieces as the runtime splits them.
+// tp; the chunk GEMMs are those of the programs the runtime plans for that rank (plan_gemm's
+// ProgramView), chunks_per_rank pieces included, so --parts times what execute() runs.
 
 #include <cstddef>
 #include <cstdint>
@@ -54,10 +54,9 @@ struct ChunkedGemm {
   int64_t step_out_elems = 0;  // reduce-scatter: one destination's partial
 };
 
-/// Pieces (chunks_per_rank > 1) split a chunk as the runtime does (split_into_pieces): by
-/// whole batch blocks when batch > 1, else by rows. Throws cgemm::Error naming the case when
-/// they do not divide, seq does not split over tp, or tp does not divide the dimension it
-/// splits (hidden_out for the all-gather GEMM, hidden_in for the reduce-scatter GEMM).
+/// Read from plan_gemm's programs for TP rank 0. Throws cgemm::Error naming the case with the
+/// planner's reason when the case does not split (pieces that do not divide, a sequence or
+/// hidden size that tp does not divide).
 ChunkedGemm chunked_gemm(const BenchShape& shape, CollectiveOp op, int tp, int chunks_per_rank);
 
 /// Why chunked_gemm would refuse these ("": it accepts them), and whether it accepts them.

@@ -1,16 +1,21 @@
 #include "collective_gemm.hpp"
 
 #include <array>
-#include <utility>
 
 namespace cgemm {
 
 namespace {
 
-constexpr std::array<std::pair<CollectiveOp, CollectiveGemmFactory>, 3> kKinds{{
-    {CollectiveOp::kNone, make_plain_gemm},
-    {CollectiveOp::kAllGather, make_all_gather_gemm},
-    {CollectiveOp::kReduceScatter, make_reduce_scatter_gemm},
+// First match wins: a kind that refines another (say, an FP8 all-gather GEMM) goes above it.
+constexpr std::array<CollectiveGemmKind, 3> kKinds{{
+    {"all-gather GEMM",
+     [](const GemmGeometry& g) { return g.collective == CollectiveOp::kAllGather; },
+     make_all_gather_gemm},
+    {"reduce-scatter GEMM",
+     [](const GemmGeometry& g) { return g.collective == CollectiveOp::kReduceScatter; },
+     make_reduce_scatter_gemm},
+    {"plain GEMM", [](const GemmGeometry& g) { return g.collective == CollectiveOp::kNone; },
+     make_plain_gemm},
 }};
 
 }  // namespace
@@ -51,11 +56,13 @@ void split_into_pieces(const GemmGeometry& g) {
   }
 }
 
-CollectiveGemmFactory collective_gemm_factory(CollectiveOp op) {
-  for (const auto& [kind, factory] : kKinds) {
-    if (kind == op) return factory;
+const CollectiveGemmKind& choose_collective_gemm(const GemmGeometry& g) {
+  for (const CollectiveGemmKind& kind : kKinds) {
+    if (kind.matches(g)) return kind;
   }
-  throw Error("no collective GEMM runs collective '" + std::string(collective_name(op)) + "'");
+  throw Error("GEMM '" + g.name + "': no collective GEMM runs collective '" +
+              std::string(collective_name(g.collective)) + "' with " +
+              std::string(dtype_name(g.in)) + " inputs");
 }
 
 }  // namespace cgemm

@@ -2,8 +2,9 @@
 // A collective GEMM kind (all-gather GEMM, reduce-scatter GEMM, plain GEMM): one file each in
 // runtime/src/collectives/, saying only what differs: its chunk geometry, its buffers, its
 // schedule and the work of each step, as the programs of a CollectiveGemm. The engine
-// (engine.hpp) runs them; GemmPlan picks the kind by the GemmDesc's collective from the table
-// in collective_gemm.cpp. A new kind is a new file and a line in that table.
+// (engine.hpp) runs them; planning picks the kind from the table in collective_gemm.cpp, the
+// first row whose predicate matches the GEMM's geometry (as choose_transports picks a
+// transport). A new kind is a new file and a row in that table, above the rows it refines.
 
 #include <string>
 
@@ -46,7 +47,16 @@ void place_strided_if_reordered(GemmGeometry& g, ReorderKind kind, const Shape& 
 /// divide. Call after the chunk geometry is set (GemmPlan sets pieces to 1 at tp 1).
 void split_into_pieces(const GemmGeometry& g);
 
-/// The factory for a collective (the table in collective_gemm.cpp).
-CollectiveGemmFactory collective_gemm_factory(CollectiveOp op);
+/// A row of the kinds table: the kind's name (for errors and the dry run), which geometries it
+/// runs, and its factory.
+struct CollectiveGemmKind {
+  const char* name;
+  bool (*matches)(const GemmGeometry& g);
+  CollectiveGemmFactory make;
+};
+
+/// The first row of the kinds table that matches `g`. Throws cgemm::Error naming the GEMM and
+/// its collective when none does.
+const CollectiveGemmKind& choose_collective_gemm(const GemmGeometry& g);
 
 }  // namespace cgemm

@@ -4,18 +4,13 @@
 // order on every rank because every rank runs the same programs in the same order) and binds
 // the caller's operands to the program's buffer names on every call.
 
+#include <array>
+
 #include "cgemm/runtime/backend.hpp"
+#include "cgemm/runtime/operands.hpp"
 #include "program.hpp"
 
 namespace cgemm {
-
-/// The caller's operands of one call (backend memory). bias may be null when no op reads it.
-struct Operands {
-  const void* lhs = nullptr;
-  const void* rhs = nullptr;
-  const void* bias = nullptr;
-  void* out = nullptr;
-};
 
 class Engine {
  public:
@@ -30,16 +25,16 @@ class Engine {
   Backend& backend() { return be_; }
 
  private:
-  void ensure(const WorkspaceBytes& need);
+  void ensure(const WorkspaceSizes& need);
   const void* at(const Ref& r, const Operands& x) const;
   void* at_mut(const Ref& r, const Operands& x) const;
+  void* base(Workspace w) const;
 
   Backend& be_;
   SymmetricBuffer ring_;
-  void* send_ = nullptr;
-  void* work_in_ = nullptr;
-  void* work_out_ = nullptr;
-  WorkspaceBytes have_;
+  // The private workspaces (all but the ring), indexed by Workspace.
+  std::array<void*, 4> private_{};
+  WorkspaceSizes have_;
   std::vector<ExchangeToken> tokens_;
   int world_rank_ = 0;
 };

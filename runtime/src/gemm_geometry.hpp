@@ -5,16 +5,28 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/runtime/operands.hpp"
 
 namespace cgemm {
 
+/// A tensor that travels the all-gather ring whole beside every lhs chunk (FP8: the chunk's
+/// scale_inv), so the kind files move it without knowing what it is.
+struct SideBand {
+  std::string name;  // for transfer labels, e.g. "lhs scale_inv"
+  Operand source;    // this rank's copy, in the caller's operands
+  size_t bytes = 0;  // per rank
+};
+
 struct GemmGeometry {
   std::string name;  // the GemmDesc's, for labels and errors
+  CollectiveOp collective = CollectiveOp::kNone;
   // Mesh: this rank is `me` of the TP group of `tp`; `dp` data-parallel groups.
   int tp = 1, me = 0, dp = 1;
   int num_streams = 1;     // compute streams a collective GEMM may use
@@ -34,6 +46,7 @@ struct GemmGeometry {
   int sequence_dim = -1;        // the planner's sequence dim of the output; -1: none
   std::string reduce_axis;      // the planner's reduce axis of the output as a spec; "": none
   bool reduce_over_tp = false;  // that axis is the tensor-parallel one
+  std::vector<SideBand> lhs_side_band;  // travels with each lhs chunk (none today)
 
   // Chunk geometry, set by the collective GEMM. A chunk is one ring step's rows: chunk_rows
   // contiguous rows, or (strided, batch-first with local batch > 1) `batch` blocks of

@@ -3,7 +3,6 @@
 // planner (gemm.py's rules) for every spec, shape and reorder decision.
 
 #include <algorithm>
-#include <type_traits>
 #include <variant>
 
 #include "cgemm/sharding/reorder.hpp"
@@ -69,8 +68,6 @@ void require_mesh(const PlanningMesh& m) {
   }
 }
 
-int64_t sz(size_t v) { return static_cast<int64_t>(v); }
-
 // What the CPU backend allocates around the programs' ops (runtime/src/cpu_backend.cpp and
 // gemm/src/cpu_gemm.cpp): fp64 copies of a GEMM's lhs block, rhs and output, kept between
 // calls at their largest (thread_local vectors), and fp32 temporaries of sums and
@@ -80,36 +77,87 @@ struct CpuScratch {
   int64_t scratch = 0;          // bytes of the largest temporary
   void add(const Program& p) {
     const std::string what = "CPU backend scratch";
-    for (const Op& op : p.ops) {
-      std::visit(
-          [&](const auto& o) {
-            using T = std::decay_t<decltype(o)>;
-            if constexpr (std::is_same_v<T, GemmOp>) {
-              const GemmTask& t = o.task;
-              a = std::max(a, checked_mul(t.m, t.k, what));
-              b = std::max(b, checked_mul(t.k, t.n, what));
-              c = std::max(c, checked_mul(t.m, t.n, what));
-            } else if constexpr (std::is_same_v<T, SumOp>) {
-              // acc and tmp of count floats, the bias in fp32.
-              const int64_t n = checked_add(checked_mul(o.count, 2, what), o.bias_len, what);
-              scratch = std::max(scratch, checked_bytes(n, sizeof(float), what));
-            } else if constexpr (std::is_same_v<T, ReduceScatterOp>) {
-              // The exchanged blocks (tp x count), then a sum of them.
-              const int64_t blocks = checked_bytes(o.count_per_rank, dtype_size(o.dtype), what);
-              const int64_t sum =
-                  checked_bytes(checked_mul(o.count_per_rank, 2, what), sizeof(float), what);
-              scratch = std::max(scratch, checked_add(blocks, sum, what));
-            } else if constexpr (std::is_same_v<T, AllReduceOp>) {
-              scratch = std::max(scratch, checked_bytes(o.count, sizeof(float), what));
-            }
-          },
-          op);
-    }
+    const auto at_least = [](int64_t& v, int64_t x) { v = std::max(v, x); };
+    // Every op kind by name: one added to Op without a line here does not compile.
+    const Overloaded count{
+        [&](const GemmOp& o) {
+          const GemmTask& t = o.task;
+          at_least(a, checked_mul(t.m, t.k, what));
+          at_least(b, checked_mul(t.k, t.n, what));
+          at_least(c, checked_mul(t.m, t.n, what));
+        },
+        [&](const SumOp& o) {
+          // acc and tmp of count floats, the bias in fp32.
+          const int64_t n = checked_add(checked_mul(o.count, 2, what), o.bias_len, what);
+          at_least(scratch, checked_bytes(n, sizeof(float), what));
+        },
+        [&](const ReduceScatterOp& o) {
+          // The exchanged blocks (tp x count), then a sum of them.
+          const int64_t blocks = checked_bytes(o.count_per_rank, dtype_size(o.dtype), what);
+          const int64_t sum =
+              checked_bytes(checked_mul(o.count_per_rank, 2, what), sizeof(float), what);
+          at_least(scratch, checked_add(blocks, sum, what));
+        },
+        [&](const AllReduceOp& o) {
+          at_least(scratch, checked_bytes(o.count, sizeof(float), what));
+        },
+        // These allocate nothing on the CPU backend.
+        [](const ForkOp&) {},
+        [](const JoinOp&) {},
+        [](const ExchangeOp&) {},
+        [](const WaitOp&) {},
+        [](const ReorderOp&) {},
+        [](const AllGatherOp&) {},
+    };
+    for (const Op& op : p.ops) std::visit(count, op);
   }
 };
 
-WorkspaceSizes sizes(const WorkspaceBytes& w) {
-  return {sz(w.ring), sz(w.send), sz(w.work_in), sz(w.work_out)};
+std::string buffer_name(const Ref& r) {
+  return std::visit(Overloaded{[](Operand o) { return std::string(Operands::name(o)); },
+                               [](Workspace w) -> std::string {
+                                 switch (w) {
+                                   case Workspace::kRing:
+                                     return "ring";
+                                   case Workspace::kSend:
+                                     return "send";
+                                   case Workspace::kWorkIn:
+                                     return "work_in";
+                                   case Workspace::kWorkOut:
+                                     return "work_out";
+                                 }
+                                 return "?";
+                               }},
+                    r.buf);
+}
+
+// The GEMMs and exchanges of `p`, for tools (PlanDescription::overlapped / sequential).
+ProgramView view_of(const Program& p) {
+  ProgramView v;
+  const Overloaded add{
+      [&](const GemmOp& o) {
+        v.gemms.push_back({o.task, buffer_name(o.lhs), buffer_name(o.out),
+                           static_cast<int64_t>(o.lhs.offset), static_cast<int64_t>(o.out.offset),
+                           o.stream, o.label});
+      },
+      [&](const ExchangeOp& o) {
+        ProgramExchange x;
+        for (const Transfer& t : o.transfers) x.bytes += static_cast<int64_t>(t.bytes);
+        x.transfers = static_cast<int>(o.transfers.size());
+        v.exchanges.push_back(x);
+      },
+      // The rest is neither a GEMM nor a transfer of the ring.
+      [](const ForkOp&) {},
+      [](const JoinOp&) {},
+      [](const WaitOp&) {},
+      [](const SumOp&) {},
+      [](const ReorderOp&) {},
+      [](const AllGatherOp&) {},
+      [](const ReduceScatterOp&) {},
+      [](const AllReduceOp&) {},
+  };
+  for (const Op& op : p.ops) std::visit(add, op);
+  return v;
 }
 
 PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
@@ -122,8 +170,8 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
                                                dtype_size(d.desc.out_dtype), what + " bias")
                                : 0;
   b.out = checked_bytes(num_elements(d.out_local), dtype_size(d.desc.out_dtype), what + " out");
-  b.overlapped = sizes(p.kind.overlapped.workspace);
-  b.sequential = sizes(p.kind.sequential.workspace);
+  b.overlapped = p.kind.overlapped.workspace;
+  b.sequential = p.kind.sequential.workspace;
   const WorkspaceSizes& o = b.overlapped;
   const WorkspaceSizes& s = b.sequential;
   WorkspaceSizes held{std::max(o.ring, s.ring), std::max(o.send, s.send),
@@ -313,7 +361,8 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
     g.reduce_axis = spec_str({*sharding.reduce_spec});
     g.reduce_over_tp = sharding.reduce_spec->is_axis(m.tpsp_axis);
   }
-  out.kind = collective_gemm_factory(desc.collective)(g);
+  g.collective = desc.collective;
+  out.kind = choose_collective_gemm(g).make(g);
   const CollectiveGemm& c = out.kind;
   // A split that leaves a chunk without rows plans a schedule with nothing to move: refuse
   // it here rather than let a later check fail for a reason that is not the real one.
@@ -342,6 +391,8 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   r.local_flops =
       2.0 * static_cast<double>(c.gemm_rows) * static_cast<double>(g.n) * static_cast<double>(g.k);
   r.bytes = plan_bytes(out, opt);
+  r.overlapped = view_of(c.overlapped);
+  r.sequential = view_of(c.sequential);
   return out;
 }
 

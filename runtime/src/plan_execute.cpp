@@ -7,25 +7,37 @@
 
 namespace cgemm {
 
-void GemmPlan::execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out) {
-  if (impl_->geometry.has_bias && bias == nullptr) {
-    throw Error("GEMM '" + desc_.name + "' was planned with a bias but got none");
+namespace {
+
+// A slot the program names must be bound (the engine would otherwise hand a null pointer to
+// the backend). The bias keeps the message users know.
+void require_operands(const std::string& gemm, const Program& p, const Operands& x) {
+  for (Operand slot : p.operands_used()) {
+    if (x.has(slot)) continue;
+    if (slot == Operand::kBias)
+      throw Error("GEMM '" + gemm + "' was planned with a bias but got none");
+    throw Error("GEMM '" + gemm + "': operand '" + std::string(Operands::name(slot)) +
+                "' is null; the plan reads or writes it");
   }
-  impl_->engine.run(impl_->kind.overlapped, {lhs, rhs, bias, out});
 }
 
-void GemmPlan::execute_sequential(const void* lhs, const void* rhs, const void* bias, void* out) {
-  if (impl_->geometry.has_bias && bias == nullptr) {
-    throw Error("GEMM '" + desc_.name + "' was planned with a bias but got none");
-  }
-  impl_->engine.run(impl_->kind.sequential, {lhs, rhs, bias, out});
+}  // namespace
+
+void GemmPlan::execute_overlapped(const Operands& x) {
+  require_operands(desc_.name, impl_->kind.overlapped, x);
+  impl_->engine.run(impl_->kind.overlapped, x);
 }
 
-void GemmPlan::execute(const void* lhs, const void* rhs, const void* bias, void* out) {
+void GemmPlan::execute_sequential(const Operands& x) {
+  require_operands(desc_.name, impl_->kind.sequential, x);
+  impl_->engine.run(impl_->kind.sequential, x);
+}
+
+void GemmPlan::execute(const Operands& x) {
   if (impl_->use_overlap) {
-    execute_overlapped(lhs, rhs, bias, out);
+    execute_overlapped(x);
   } else {
-    execute_sequential(lhs, rhs, bias, out);
+    execute_sequential(x);
   }
 }
 
@@ -45,11 +57,11 @@ std::string GemmPlan::path_summary() const {
 bool GemmPlan::uses_overlap() const { return impl_->use_overlap; }
 
 void GemmPlan::bench_gemm_only(const void* lhs, const void* rhs, void* out) {
-  impl_->engine.run(impl_->kind.gemm_only, {lhs, rhs, nullptr, out});
+  impl_->engine.run(impl_->kind.gemm_only, Operands(lhs, rhs, nullptr, out));
 }
 
 void GemmPlan::bench_collective_only(const void* lhs, void* out) {
-  impl_->engine.run(impl_->kind.collective_only, {lhs, nullptr, nullptr, out});
+  impl_->engine.run(impl_->kind.collective_only, Operands(lhs, nullptr, nullptr, out));
 }
 
 }  // namespace cgemm

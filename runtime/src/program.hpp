@@ -4,42 +4,40 @@
 // programs once, at planning; the engine (engine.hpp) runs them on any backend, binding the
 // caller's operands and the plan's workspaces on every call. The engine knows the kinds of
 // operation below and nothing about the collectives.
+//
+// A new kind of operation is a new struct here and a new alternative of Op; every visitor of
+// Op (the engine, the planner's CPU scratch count, the tests' op printer) handles each
+// alternative by name, so one that forgets the new op does not compile.
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/runtime/operands.hpp"
+#include "cgemm/runtime/plan_description.hpp"
 #include "cgemm/sharding/reorder.hpp"
 
 namespace cgemm {
 
-/// The buffers a program may name. The operands are the caller's; the rest are the plan's
-/// workspaces, allocated on first use and kept (sizes in WorkspaceBytes).
-enum class Buf {
-  kLhs,      // caller's lhs shard
-  kRhs,      // caller's rhs shard
-  kBias,     // caller's bias shard
-  kOut,      // caller's output shard
+/// The plan's own buffers, allocated on first use and kept (sizes in WorkspaceSizes).
+enum class Workspace {
   kRing,     // symmetric over the TP group: chunks or partials arriving from peers
   kSend,     // partials computed for other ranks, read by the transport
   kWorkIn,   // input side of the sequential path: the gathered or reordered lhs
   kWorkOut,  // output side of the sequential path: GEMM results before a collective or reorder
 };
 
-/// A place in a buffer: `offset` bytes into `buf`.
+/// A place in a buffer: `offset` bytes into one of the caller's operands (operands.hpp) or
+/// one of the plan's workspaces.
 struct Ref {
-  Buf buf = Buf::kLhs;
+  std::variant<Operand, Workspace> buf = Operand::kLhs;
   size_t offset = 0;
   /// The place `bytes` further on in the same buffer.
   Ref plus(size_t bytes) const { return {buf, offset + bytes}; }
-};
-
-/// Bytes of each workspace a program needs (0: none).
-struct WorkspaceBytes {
-  size_t ring = 0, send = 0, work_in = 0, work_out = 0;
 };
 
 /// Later work on every stream and on the transport waits for stream 0 (Backend::fork_streams).
@@ -49,12 +47,12 @@ struct JoinOp {
   int stream = 0;
 };
 
-/// One GEMM: `task` holds its shape, dtypes, leading dimensions and strides; the operands are
-/// lhs, the plan's rhs, the caller's bias when `bias`, and out.
+/// One GEMM: `task` holds its shape, dtypes, layouts, leading dimensions, strides, alpha and
+/// beta; the engine binds lhs, rhs and out (and bias when set) to the task's pointers.
 struct GemmOp {
   GemmTask task;
-  Ref lhs, out;
-  bool bias = false;
+  Ref lhs, rhs, out;
+  std::optional<Ref> bias;  // fused in the epilogue
   int stream = 0;
   std::string label;
 };
@@ -72,7 +70,8 @@ struct Transfer {
 };
 
 /// Starts an exchange group after the work issued on `after_stream` (-1: no such dependency);
-/// its token goes to slot `token` of the run.
+/// its token goes to slot `token` of the run. Exchanges run one after another in start order
+/// (Backend's FIFO), so waiting for a token also waits for every exchange started before it.
 struct ExchangeOp {
   std::vector<Transfer> transfers;
   int after_stream = -1;
@@ -85,12 +84,13 @@ struct WaitOp {
   int stream = 0;
 };
 
-/// out = sum of parts in order, in fp32, (+ the caller's bias when `bias`), cast to out_dtype.
+/// out = sum of parts in order, in fp32, (+ bias, broadcast over rows of bias_len), cast to
+/// out_dtype.
 struct SumOp {
   std::vector<Ref> parts;
   DType part_dtype = DType::kBFloat16;
   int64_t count = 0;
-  bool bias = false;
+  std::optional<Ref> bias;
   int64_t bias_len = 0;
   Ref out;
   DType out_dtype = DType::kBFloat16;
@@ -131,10 +131,24 @@ struct AllReduceOp {
 using Op = std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, AllGatherOp,
                         ReduceScatterOp, AllReduceOp>;
 
+/// A set of lambdas as one visitor: std::visit(Overloaded{[](const GemmOp&) {...}, ...}, op).
+/// Without a catch-all lambda, an alternative no lambda takes is a compile error.
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+
 struct Program {
   std::vector<Op> ops;
-  WorkspaceBytes workspace;
-  int tokens = 0;  // exchange token slots the ops use
+  WorkspaceSizes workspace;  // bytes of each workspace the ops use (0: none)
+  int tokens = 0;            // exchange token slots the ops use
+
+  /// The caller's operand slots any op names (GemmPlan checks them on every call).
+  std::vector<Operand> operands_used() const;
 };
+
+/// Bytes of workspace `w` in `s`.
+int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w);
+int64_t workspace_bytes(const WorkspaceSizes& s, Workspace w);
 
 }  // namespace cgemm

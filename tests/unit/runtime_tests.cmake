@@ -31,3 +31,8 @@ cgemm_add_unit_test(test_golden_programs
 target_include_directories(test_golden_programs PRIVATE ${CMAKE_SOURCE_DIR}/runtime/src)
 target_compile_definitions(test_golden_programs PRIVATE
   CGEMM_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/unit/golden")
+# The engine's operand table, kinds table and ring payloads (recording backend).
+cgemm_add_unit_test(test_engine
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_engine.cpp
+  LIBS cgemm)
+target_include_directories(test_engine PRIVATE ${CMAKE_SOURCE_DIR}/runtime/src)

@@ -1,5 +1,5 @@
-// cgemm-bench --parts' chunk geometry (launcher/parts/chunked_gemm.cpp): the chunks of every
-// case tile the whole local GEMM (each output row written once, from the lhs row the
+// cgemm-bench --parts' chunk GEMMs (launcher/parts/chunked_gemm.cpp), read from the programs
+// the runtime plans for each case: the chunks of every case tile the whole local GEMM (each output row written once, from the lhs row the
 // schedule would use, inside the buffers), and run on the CPU they give the whole GEMM's
 // values, checked against an fp64 reference on random inputs with poisoned outputs.
 
@@ -91,6 +91,12 @@ TEST(BenchParts, RefusesWhatDoesNotSplit) {
   EXPECT_THROW(chunked_gemm(tiny, CollectiveOp::kAllGather, 2, 64), Error);
   EXPECT_FALSE(splits(tiny, CollectiveOp::kReduceScatter, 3, 1));  // 128 % 3
   EXPECT_FALSE(splits(tiny, CollectiveOp::kNone, 2, 1));
+  EXPECT_FALSE(splits(tiny, CollectiveOp::kAllGather, 1, 2));  // tp 1: one piece, no ring
+  EXPECT_TRUE(splits(tiny, CollectiveOp::kAllGather, 1, 1));
+  // The reason is the planner's, naming the GEMM and its chunk rows.
+  EXPECT_NE(why_not_split(tiny, CollectiveOp::kAllGather, 2, 64).find("chunks_per_rank 64"),
+            std::string::npos)
+      << why_not_split(tiny, CollectiveOp::kAllGather, 2, 64);
 }
 
 // The chunks, run in fp32 on the CPU, give each output row the values of its lhs row's

@@ -5,7 +5,10 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "cgemm/core/env.hpp"
@@ -16,6 +19,7 @@ namespace cgemm {
 namespace {
 
 constexpr const char* kVar = "CGEMM_TEST_CORE_ENV";
+constexpr EnvKnob kKnob{kVar, "unset", "test_core's own variable"};
 
 // Sets kVar for one test and unsets it afterwards.
 class EnvTest : public ::testing::Test {
@@ -36,29 +40,29 @@ std::string error_of(F&& f) {
 
 TEST_F(EnvTest, FlagUnsetOrEmptyIsNullopt) {
   unsetenv(kVar);
-  EXPECT_EQ(env_flag(kVar), std::nullopt);
+  EXPECT_EQ(env_flag(kKnob), std::nullopt);
   set("");
-  EXPECT_EQ(env_flag(kVar), std::nullopt);
+  EXPECT_EQ(env_flag(kKnob), std::nullopt);
 }
 
 TEST_F(EnvTest, FlagTrueValuesInAnyCase) {
   for (const char* v : {"1", "on", "ON", "On", "true", "TRUE", "True", "yes", "YES", "yEs"}) {
     set(v);
-    EXPECT_EQ(env_flag(kVar), true) << v;
+    EXPECT_EQ(env_flag(kKnob), true) << v;
   }
 }
 
 TEST_F(EnvTest, FlagFalseValuesInAnyCase) {
   for (const char* v : {"0", "off", "OFF", "false", "False", "FALSE", "no", "NO", "No"}) {
     set(v);
-    EXPECT_EQ(env_flag(kVar), false) << v;
+    EXPECT_EQ(env_flag(kKnob), false) << v;
   }
 }
 
 TEST_F(EnvTest, FlagGarbageThrowsNamingVariableAndValue) {
   for (const char* v : {"2", "y", "enable", "true ", " 1", "nope"}) {
     set(v);
-    const std::string msg = error_of([] { (void)env_flag(kVar); });
+    const std::string msg = error_of([] { (void)env_flag(kKnob); });
     EXPECT_NE(msg.find(kVar), std::string::npos) << v << ": " << msg;
     EXPECT_NE(msg.find(std::string("'") + v + "'"), std::string::npos) << v << ": " << msg;
   }
@@ -66,21 +70,21 @@ TEST_F(EnvTest, FlagGarbageThrowsNamingVariableAndValue) {
 
 TEST_F(EnvTest, IntParsesWholeDecimalIntegers) {
   unsetenv(kVar);
-  EXPECT_EQ(env_int(kVar), std::nullopt);
+  EXPECT_EQ(env_int(kKnob), std::nullopt);
   set("");
-  EXPECT_EQ(env_int(kVar), std::nullopt);
+  EXPECT_EQ(env_int(kKnob), std::nullopt);
   set("42");
-  EXPECT_EQ(env_int(kVar), 42);
+  EXPECT_EQ(env_int(kKnob), 42);
   set("-7");
-  EXPECT_EQ(env_int(kVar), -7);
+  EXPECT_EQ(env_int(kKnob), -7);
   set("9223372036854775807");
-  EXPECT_EQ(env_int(kVar), std::numeric_limits<long long>::max());
+  EXPECT_EQ(env_int(kKnob), std::numeric_limits<long long>::max());
 }
 
 TEST_F(EnvTest, IntGarbageOrOutOfRangeThrowsNamingVariableAndValue) {
   for (const char* v : {"abc", "12x", "1.5", "0x10", "99999999999999999999"}) {
     set(v);
-    const std::string msg = error_of([] { (void)env_int(kVar); });
+    const std::string msg = error_of([] { (void)env_int(kKnob); });
     EXPECT_NE(msg.find(kVar), std::string::npos) << v << ": " << msg;
     EXPECT_NE(msg.find(v), std::string::npos) << v << ": " << msg;
   }
@@ -111,6 +115,31 @@ TEST(CoreShape, NegativeDimThrows) {
   EXPECT_NE(msg.find("[4, -1, 8]"), std::string::npos) << msg;
   EXPECT_THROW(num_elements({-2, -3}), Error);  // the product would be positive
   EXPECT_THROW(num_elements({0, -1}), Error);
+}
+
+// The README's "Environment variables" table lists exactly the registry's knobs, each with
+// the default the registry gives; the knobs have distinct names.
+TEST(EnvRegistry, ReadmeTableIsTheRegistry) {
+  std::ifstream in(std::string(CGEMM_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const size_t at = readme.find("### Environment variables");
+  ASSERT_NE(at, std::string::npos);
+  const std::string section = readme.substr(at, readme.find("\n## ", at) - at);
+  std::set<std::string> names;
+  for (const EnvKnob* k : kEnvKnobs) {
+    EXPECT_TRUE(names.insert(std::string(k->name)).second) << k->name;
+    const std::string row =
+        "| `" + std::string(k->name) + "` | " + std::string(k->default_text) + " | ";
+    EXPECT_NE(section.find(row), std::string::npos) << "README lacks the row " << row;
+  }
+  size_t rows = 0;
+  for (size_t p = section.find("\n| `"); p != std::string::npos; p = section.find("\n| `", p + 1)) {
+    ++rows;
+  }
+  EXPECT_EQ(rows, kEnvKnobs.size()) << "README lists a variable the registry does not";
 }
 
 }  // namespace

@@ -66,11 +66,10 @@ Recorded record(const Case& c, int rank) {
   const PlannedGemm p = plan(c, rank);
   RecordingBackend be(c.tp, rank, c.streams);
   const PlanBytes& b = p.description.bytes;
-  Operands x;
-  x.lhs = be.region("lhs", static_cast<size_t>(b.lhs));
-  x.rhs = be.region("rhs", static_cast<size_t>(b.rhs));
-  x.bias = c.bias ? be.region("bias", static_cast<size_t>(b.bias)) : nullptr;
-  x.out = be.region("out", static_cast<size_t>(b.out));
+  const Operands x(be.region("lhs", static_cast<size_t>(b.lhs)),
+                   be.region("rhs", static_cast<size_t>(b.rhs)),
+                   c.bias ? be.region("bias", static_cast<size_t>(b.bias)) : nullptr,
+                   be.region("out", static_cast<size_t>(b.out)));
   Recorded r;
   std::ostringstream os;
   os << "== " << c.title(rank) << "\n";

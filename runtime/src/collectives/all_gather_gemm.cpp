@@ -14,16 +14,77 @@ namespace cgemm {
 
 namespace {
 
-// Where chunk c's GEMM reads: this rank's lhs, or slot c of the ring.
-Ref chunk_lhs(const GemmGeometry& g, int c) {
-  if (c == g.me) return {Buf::kLhs};
-  return {Buf::kRing, static_cast<size_t>(c) * g.chunk_lhs_bytes()};
+// The bias, fused in the epilogue of every GEMM that writes output rows, when gemm.py fuses it.
+std::optional<Ref> bias(const GemmGeometry& g) {
+  return g.fuse_bias ? std::optional<Ref>(Ref{Operand::kBias}) : std::nullopt;
 }
+
+// What travels the ring with every chunk: its lhs rows, moved in pieces with chunks_per_rank,
+// then each side-band tensor of the geometry, moved whole with the first piece (exchanges run
+// in start order, so every piece's GEMM finds it arrived). Each payload has tp slots in the
+// ring, one per chunk; chunk c lives at slot c on every rank.
+struct Payload {
+  std::string name;  // "" for the lhs rows; the side band's name otherwise
+  Operand source;    // this rank's chunk, in the caller's operands
+  size_t chunk_bytes = 0;
+  size_t ring_at = 0;  // where its slots start in the ring
+  bool in_pieces = false;
+
+  Ref chunk(const GemmGeometry& g, int c) const {
+    if (c == g.me) return {source};
+    return {Workspace::kRing, ring_at + static_cast<size_t>(c) * chunk_bytes};
+  }
+};
+
+std::vector<Payload> payloads(const GemmGeometry& g) {
+  std::vector<Payload> list{{"", Operand::kLhs, g.chunk_lhs_bytes(), 0, true}};
+  int64_t ring = static_cast<int64_t>(g.times(g.chunk_lhs_bytes(), g.tp, "ring"));
+  for (const SideBand& s : g.lhs_side_band) {
+    list.push_back({s.name, s.source, s.bytes, static_cast<size_t>(ring), false});
+    ring = checked_add(ring, static_cast<int64_t>(g.times(s.bytes, g.tp, "ring")),
+                       "GEMM '" + g.name + "' ring");
+  }
+  return list;
+}
+
+size_t ring_bytes(const GemmGeometry& g) {
+  const Payload& last = payloads(g).back();
+  return last.ring_at + g.times(last.chunk_bytes, g.tp, "ring");
+}
+
+// Where chunk c's GEMM reads its lhs rows.
+Ref chunk_lhs(const GemmGeometry& g, int c) { return payloads(g).front().chunk(g, c); }
 
 // Where it writes: rows c*S/tp.. of every batch block (strided) or the c-th block of rows.
 Ref chunk_out(const GemmGeometry& g, int c) {
   const int64_t row = g.strided ? c * g.seq_rows : c * g.chunk_rows;
-  return {Buf::kOut, static_cast<size_t>(row * g.n) * g.out_size()};
+  return {Operand::kOut, static_cast<size_t>(row * g.n) * g.out_size()};
+}
+
+// The transfers of piece j of one ring step: every payload's share of it, for each chunk the
+// step moves.
+std::vector<Transfer> piece_transfers(const GemmGeometry& g, const std::vector<Payload>& list,
+                                      const AllGatherStep& step, int j,
+                                      const std::string& step_name) {
+  std::vector<Transfer> out;
+  const std::string piece = g.pieces > 1 ? " piece " + std::to_string(j) : "";
+  for (const ChunkTransfer& tr : step.transfers) {
+    for (const Payload& pl : list) {
+      if (!pl.in_pieces && j > 0) continue;
+      const size_t bytes =
+          pl.in_pieces ? pl.chunk_bytes / static_cast<size_t>(g.pieces) : pl.chunk_bytes;
+      const size_t at = pl.in_pieces ? static_cast<size_t>(j) * bytes : 0;
+      const auto slot = [&](int c) {
+        return pl.ring_at + static_cast<size_t>(c) * pl.chunk_bytes + at;
+      };
+      out.push_back({pl.chunk(g, tr.send_chunk).plus(at), bytes, tr.send_peer, slot(tr.send_chunk),
+                     tr.recv_peer, slot(tr.recv_chunk),
+                     step_name + "chunk " + std::to_string(tr.send_chunk) + piece +
+                         (pl.name.empty() ? "" : " " + pl.name) + " -> rank " +
+                         std::to_string(tr.send_peer)});
+    }
+  }
+  return out;
 }
 
 // With chunks_per_rank > 1 every chunk moves and multiplies in pieces: piece j of a chunk goes
@@ -31,9 +92,9 @@ Ref chunk_out(const GemmGeometry& g, int c) {
 // GEMM starts after a piece has arrived rather than the whole chunk.
 Program overlapped(const GemmGeometry& g) {
   Program p;
-  p.workspace.ring = g.tp > 1 ? g.times(g.chunk_lhs_bytes(), g.tp, "ring") : 0;
+  const std::vector<Payload> list = payloads(g);
+  p.workspace.ring = g.tp > 1 ? static_cast<int64_t>(ring_bytes(g)) : 0;
   p.ops.push_back(ForkOp{});
-  const size_t piece_bytes = g.piece_lhs_bytes();
   const size_t piece_lhs = static_cast<size_t>(g.piece_step(true, g.k)) * g.in_size();
   const size_t piece_out = static_cast<size_t>(g.piece_step(false, g.n)) * g.out_size();
   // Token slots of the exchanges (one per piece) the next step's chunks arrive by; -1: none.
@@ -46,17 +107,7 @@ Program overlapped(const GemmGeometry& g) {
     std::fill(previous.begin(), previous.end(), -1);
     for (int j = 0; j < g.pieces && !step.transfers.empty(); ++j) {
       ExchangeOp x;
-      const size_t at = static_cast<size_t>(j) * piece_bytes;
-      const std::string piece = g.pieces > 1 ? " piece " + std::to_string(j) : "";
-      for (const ChunkTransfer& tr : step.transfers) {
-        // Chunk c lives at slot c of every rank's ring.
-        x.transfers.push_back({chunk_lhs(g, tr.send_chunk).plus(at), piece_bytes, tr.send_peer,
-                               static_cast<size_t>(tr.send_chunk) * g.chunk_lhs_bytes() + at,
-                               tr.recv_peer,
-                               static_cast<size_t>(tr.recv_chunk) * g.chunk_lhs_bytes() + at,
-                               step_name + "chunk " + std::to_string(tr.send_chunk) + piece +
-                                   " -> rank " + std::to_string(tr.send_peer)});
-      }
+      x.transfers = piece_transfers(g, list, step, j, step_name);
       x.token = previous[static_cast<size_t>(j)] = p.tokens++;
       p.ops.push_back(std::move(x));
     }
@@ -67,8 +118,10 @@ Program overlapped(const GemmGeometry& g) {
         if (c != g.me && token >= 0) p.ops.push_back(WaitOp{token, s});
         p.ops.push_back(GemmOp{g.piece_task(g.seq_rows * g.k, g.seq_total * g.n),
                                chunk_lhs(g, c).plus(static_cast<size_t>(j) * piece_lhs),
+                               {Operand::kRhs},
                                chunk_out(g, c).plus(static_cast<size_t>(j) * piece_out),
-                               g.fuse_bias, s,
+                               bias(g),
+                               s,
                                g.name + " gemm chunk " + std::to_string(c) +
                                    (g.pieces > 1 ? " piece " + std::to_string(j) : "")});
       }
@@ -91,19 +144,33 @@ GemmTask whole(const GemmGeometry& g) {
   return t;
 }
 
+// The sequential path's all-gather of every rank's lhs into kWorkIn, rank-major.
+AllGatherOp gather(const GemmGeometry& g) {
+  return {
+      {Operand::kLhs}, {Workspace::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"};
+}
+
 Program sequential(const GemmGeometry& g) {
   Program p;
-  p.workspace.work_in = g.times(g.lhs_bytes(), g.tp, "gathered lhs");
-  p.ops.push_back(AllGatherOp{
-      {Buf::kLhs}, {Buf::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"});
+  p.workspace.work_in = static_cast<int64_t>(g.times(g.lhs_bytes(), g.tp, "gathered lhs"));
+  p.ops.push_back(gather(g));
   const std::string label = g.name + " gemm";
+  const Ref gathered{Workspace::kWorkIn};
   if (g.strided) {
-    p.workspace.work_out = g.bytes(c_rows(g), g.n, g.out_size(), "gathered output");
-    p.ops.push_back(GemmOp{whole(g), {Buf::kWorkIn}, {Buf::kWorkOut}, g.fuse_bias, 0, label});
-    p.ops.push_back(ReorderOp{
-        ReorderKind::kDpLeading, g.out_local, g.dp, {Buf::kWorkOut}, {Buf::kOut}, g.out, 0});
+    p.workspace.work_out =
+        static_cast<int64_t>(g.bytes(c_rows(g), g.n, g.out_size(), "gathered output"));
+    p.ops.push_back(
+        GemmOp{whole(g), gathered, {Operand::kRhs}, {Workspace::kWorkOut}, bias(g), 0, label});
+    p.ops.push_back(ReorderOp{ReorderKind::kDpLeading,
+                              g.out_local,
+                              g.dp,
+                              {Workspace::kWorkOut},
+                              {Operand::kOut},
+                              g.out,
+                              0});
   } else {
-    p.ops.push_back(GemmOp{whole(g), {Buf::kWorkIn}, {Buf::kOut}, g.fuse_bias, 0, label});
+    p.ops.push_back(
+        GemmOp{whole(g), gathered, {Operand::kRhs}, {Operand::kOut}, bias(g), 0, label});
   }
   return p;
 }
@@ -122,12 +189,17 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   g.bytes(c.gemm_rows, g.k, g.in_size(), "gathered lhs");
   c.overlapped = overlapped(g);
   c.sequential = sequential(g);
-  c.gemm_only.workspace.work_in = g.times(g.lhs_bytes(), g.tp, "gathered lhs");
-  c.gemm_only.ops.push_back(
-      GemmOp{whole(g), {Buf::kWorkIn}, {Buf::kOut}, false, 0, g.name + " gemm"});
+  c.gemm_only.workspace.work_in =
+      static_cast<int64_t>(g.times(g.lhs_bytes(), g.tp, "gathered lhs"));
+  c.gemm_only.ops.push_back(GemmOp{whole(g),
+                                   {Workspace::kWorkIn},
+                                   {Operand::kRhs},
+                                   {Operand::kOut},
+                                   std::nullopt,
+                                   0,
+                                   g.name + " gemm"});
   c.collective_only.workspace.work_in = c.gemm_only.workspace.work_in;
-  c.collective_only.ops.push_back(AllGatherOp{
-      {Buf::kLhs}, {Buf::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"});
+  c.collective_only.ops.push_back(gather(g));
   const auto steps = all_gather_schedule(g.tp, g.me, g.aggregate).size();
   c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows" +
               (g.pieces > 1 ? " in " + std::to_string(g.pieces) + " pieces each" : "") + " in " +

@@ -16,12 +16,19 @@ namespace {
 // The partial for `dest` reads rows dest*S/tp.. of every batch block (strided) or one block.
 Ref dest_rows(const GemmGeometry& g, int dest) {
   const int64_t first_row = g.strided ? dest * g.seq_rows : dest * g.chunk_rows;
-  return {Buf::kLhs, static_cast<size_t>(first_row * g.k) * g.in_size()};
+  return {Operand::kLhs, static_cast<size_t>(first_row * g.k) * g.in_size()};
 }
 
 Ref ring_slot(const GemmGeometry& g, int p) {
-  return {Buf::kRing, static_cast<size_t>(p) * g.chunk_out_bytes()};
+  return {Workspace::kRing, static_cast<size_t>(p) * g.chunk_out_bytes()};
 }
+
+// The bias, added after the sum over ranks (gemm.py: output += bias after the reduction).
+std::optional<Ref> bias(const GemmGeometry& g) {
+  return g.has_bias ? std::optional<Ref>(Ref{Operand::kBias}) : std::nullopt;
+}
+
+const Ref kRhs{Operand::kRhs};
 
 Program overlapped(const GemmGeometry& g) {
   Program p;
@@ -29,14 +36,16 @@ Program overlapped(const GemmGeometry& g) {
   const GemmTask chunk = g.chunk_task(g.seq_total * g.k, g.seq_rows * g.n);
   p.ops.push_back(ForkOp{});
   if (g.tp == 1) {  // nothing to reduce: the one partial is the output
-    p.ops.push_back(GemmOp{chunk, {Buf::kLhs}, {Buf::kOut}, false, 0, g.name + " gemm"});
+    p.ops.push_back(
+        GemmOp{chunk, {Operand::kLhs}, kRhs, {Operand::kOut}, std::nullopt, 0, g.name + " gemm"});
     if (g.has_bias) {
-      p.ops.push_back(SumOp{{{Buf::kOut}}, g.out, count, true, g.n, {Buf::kOut}, g.out, 0});
+      p.ops.push_back(
+          SumOp{{{Operand::kOut}}, g.out, count, bias(g), g.n, {Operand::kOut}, g.out, 0});
     }
     p.ops.push_back(JoinOp{0});
     return p;
   }
-  p.workspace.ring = g.times(g.chunk_out_bytes(), g.tp, "ring");
+  p.workspace.ring = static_cast<int64_t>(g.times(g.chunk_out_bytes(), g.tp, "ring"));
   p.workspace.send = p.workspace.ring;
   // With chunks_per_rank > 1 each partial is computed and sent in pieces: the first transfer
   // starts after a piece's GEMM instead of the whole partial's.
@@ -49,15 +58,16 @@ Program overlapped(const GemmGeometry& g) {
   for (const ReduceScatterStep& step : reduce_scatter_schedule(g.tp, g.me)) {
     const std::string step_name = g.name + " step " + std::to_string(step_index++) + ": ";
     // The partial from rank q lives at slot q of the destination's ring.
-    const Ref partial = step.dest == g.me
-                            ? ring_slot(g, g.me)
-                            : Ref{Buf::kSend, static_cast<size_t>(step.dest) * g.chunk_out_bytes()};
+    const Ref partial =
+        step.dest == g.me
+            ? ring_slot(g, g.me)
+            : Ref{Workspace::kSend, static_cast<size_t>(step.dest) * g.chunk_out_bytes()};
     for (int j = 0; j < g.pieces; ++j) {
       const std::string name = g.pieces > 1 ? " piece " + std::to_string(j) : "";
       const Ref lhs = dest_rows(g, step.dest).plus(static_cast<size_t>(j) * piece_lhs);
       const Ref out = partial.plus(static_cast<size_t>(j) * piece_out);
       p.ops.push_back(
-          GemmOp{piece, lhs, out, false, 0,
+          GemmOp{piece, lhs, kRhs, out, std::nullopt, 0,
                  g.name + " gemm partial for rank " + std::to_string(step.dest) + name});
       if (step.dest == g.me) continue;
       const size_t at = static_cast<size_t>(j) * piece_bytes;
@@ -74,7 +84,7 @@ Program overlapped(const GemmGeometry& g) {
   }
   for (int t : tokens) p.ops.push_back(WaitOp{t, 0});
   p.ops.push_back(JoinOp{0});
-  SumOp sum{{}, g.out, count, g.has_bias, g.n, {Buf::kOut}, g.out, 0};
+  SumOp sum{{}, g.out, count, bias(g), g.n, {Operand::kOut}, g.out, 0};
   for (int q = 0; q < g.tp; ++q) sum.parts.push_back(ring_slot(g, q));
   p.ops.push_back(std::move(sum));
   return p;
@@ -103,19 +113,25 @@ GemmTask whole(const GemmGeometry& g) {
 Program sequential(const GemmGeometry& g) {
   Program p;
   const int64_t count = g.chunk_rows * g.n;
-  p.workspace.work_out = work_out_bytes(g);
-  Ref a{Buf::kLhs};
+  p.workspace.work_out = static_cast<int64_t>(work_out_bytes(g));
+  Ref a{Operand::kLhs};
   if (g.strided) {
-    p.workspace.work_in = g.lhs_bytes();
-    p.ops.push_back(ReorderOp{
-        ReorderKind::kTpspLeading, g.lhs_local, g.dp, {Buf::kLhs}, {Buf::kWorkIn}, g.in, 0});
-    a = {Buf::kWorkIn};
+    p.workspace.work_in = static_cast<int64_t>(g.lhs_bytes());
+    p.ops.push_back(ReorderOp{ReorderKind::kTpspLeading,
+                              g.lhs_local,
+                              g.dp,
+                              {Operand::kLhs},
+                              {Workspace::kWorkIn},
+                              g.in,
+                              0});
+    a = {Workspace::kWorkIn};
   }
-  p.ops.push_back(GemmOp{whole(g), a, {Buf::kWorkOut}, false, 0, g.name + " gemm"});
-  const Ref reduced{Buf::kWorkOut, partial_bytes(g)};
+  p.ops.push_back(
+      GemmOp{whole(g), a, kRhs, {Workspace::kWorkOut}, std::nullopt, 0, g.name + " gemm"});
+  const Ref reduced{Workspace::kWorkOut, partial_bytes(g)};
   p.ops.push_back(ReduceScatterOp{
-      {Buf::kWorkOut}, reduced, g.out, count, 0, g.name + " sequential reduce-scatter"});
-  p.ops.push_back(SumOp{{reduced}, g.out, count, g.has_bias, g.n, {Buf::kOut}, g.out, 0});
+      {Workspace::kWorkOut}, reduced, g.out, count, 0, g.name + " sequential reduce-scatter"});
+  p.ops.push_back(SumOp{{reduced}, g.out, count, bias(g), g.n, {Operand::kOut}, g.out, 0});
   return p;
 }
 
@@ -137,12 +153,16 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
   g.lhs_bytes();
   c.overlapped = overlapped(g);
   c.sequential = sequential(g);
-  c.gemm_only.workspace.work_out = work_out_bytes(g);
-  c.gemm_only.ops.push_back(
-      GemmOp{whole(g), {Buf::kLhs}, {Buf::kWorkOut}, false, 0, g.name + " gemm"});
+  c.gemm_only.workspace.work_out = static_cast<int64_t>(work_out_bytes(g));
+  c.gemm_only.ops.push_back(GemmOp{
+      whole(g), {Operand::kLhs}, kRhs, {Workspace::kWorkOut}, std::nullopt, 0, g.name + " gemm"});
   c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;
-  c.collective_only.ops.push_back(ReduceScatterOp{
-      {Buf::kWorkOut}, {Buf::kOut}, g.out, g.chunk_rows * g.n, 0, g.name + " reduce-scatter"});
+  c.collective_only.ops.push_back(ReduceScatterOp{{Workspace::kWorkOut},
+                                                  {Operand::kOut},
+                                                  g.out,
+                                                  g.chunk_rows * g.n,
+                                                  0,
+                                                  g.name + " reduce-scatter"});
   c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows" +
               (g.pieces > 1 ? " in " + std::to_string(g.pieces) + " pieces each" : "") + " in " +
               std::to_string(g.tp) + " steps on 1 stream(s), k=" + std::to_string(g.k) +

@@ -1,18 +1,65 @@
 #pragma once
-// The one parser for cgemm's environment variables (CGEMM_GEMM_AUTOTUNE, CGEMM_NCCL_MAX_CTAS,
-// ...): one rule for every flag, and a typo is an error rather than a silent default.
+// Every environment variable the cgemm library reads, declared once in the registry below, and
+// the one parser for them: one rule for every flag, and a typo is an error rather than a
+// silent default. The README's "Environment variables" table lists the same rows (a unit test
+// compares them). A new knob is a new row here and in that table; code reads it only through
+// env_flag / env_int / env_text with its row.
 
+#include <array>
 #include <optional>
+#include <string>
+#include <string_view>
 
 namespace cgemm {
 
-/// The flag `name`: std::nullopt when unset or empty; true for 1/on/true/yes and false for
+struct EnvKnob {
+  std::string_view name;          // the variable
+  std::string_view default_text;  // what unset means, as the README says it
+  std::string_view meaning;       // one line: what it changes and who reads it
+};
+
+namespace env {
+inline constexpr EnvKnob kGemmAutotune{
+    "CGEMM_GEMM_AUTOTUNE", "1",
+    "flag: time cuBLASLt's candidate algorithms once per problem and keep the fastest (0: "
+    "heuristic #1)"};
+inline constexpr EnvKnob kGemmCandidates{
+    "CGEMM_GEMM_CANDIDATES", "8",
+    "integer 1-64: how many of cuBLASLt's heuristic algorithms the autotuner times"};
+inline constexpr EnvKnob kGemmLog{"CGEMM_GEMM_LOG", "0",
+                                  "flag: print each cuBLASLt algorithm choice to stderr"};
+inline constexpr EnvKnob kNcclMaxCtas{
+    "CGEMM_NCCL_MAX_CTAS", "NCCL's default",
+    "positive integer: maxCTAs of the NCCL communicators cgemm creates"};
+inline constexpr EnvKnob kNcclMinCtas{
+    "CGEMM_NCCL_MIN_CTAS", "NCCL's default",
+    "positive integer: minCTAs of the NCCL communicators cgemm creates"};
+inline constexpr EnvKnob kFp8HighPrecisionAccumulation{
+    "NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION", "0",
+    "flag (Transformer Engine's): 1 turns cuBLASLt's FP8 fast accumulation off"};
+inline constexpr EnvKnob kTestFault{
+    "CGEMM_TEST_FAULT", "unset",
+    "tests only: stop:RANK[:N] or skip_exchange:RANK[:N] makes a rank stall or skip its N-th "
+    "exchange (the watchdog's tests)"};
+}  // namespace env
+
+/// The registry: every knob the library reads.
+inline constexpr std::array<const EnvKnob*, 7> kEnvKnobs{
+    &env::kGemmAutotune, &env::kGemmCandidates, &env::kGemmLog,
+    &env::kNcclMaxCtas,  &env::kNcclMinCtas,    &env::kFp8HighPrecisionAccumulation,
+    &env::kTestFault,
+};
+
+/// The flag: std::nullopt when unset or empty; true for 1/on/true/yes and false for
 /// 0/off/false/no, in any case. Any other value throws cgemm::Error naming the variable and
 /// the value.
-std::optional<bool> env_flag(const char* name);
+std::optional<bool> env_flag(const EnvKnob& knob);
 
-/// The integer `name` (decimal, optional sign): std::nullopt when unset or empty. A value that
-/// is not a whole integer in range throws cgemm::Error naming the variable and the value.
-std::optional<long long> env_int(const char* name);
+/// The integer (decimal, optional sign): std::nullopt when unset or empty. A value that is not
+/// a whole integer in range throws cgemm::Error naming the variable and the value.
+std::optional<long long> env_int(const EnvKnob& knob);
+
+/// The raw text: std::nullopt when unset or empty.
+std::optional<std::string> env_text(const EnvKnob& knob);
 
 }  // namespace cgemm

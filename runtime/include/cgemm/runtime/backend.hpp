@@ -1,7 +1,8 @@
 #pragma once
-// The backend interface: everything the shared overlap schedule (runtime/src/executor.cpp)
-// needs from a machine. The CPU backend (BLAS + MPI) is its reference implementation; the
-// CUDA backend (cuBLASLt + NCCL / copy engines) implements the same calls asynchronously.
+// The backend interface: everything the engine (runtime/src/engine.cpp), which runs every
+// collective GEMM's programs, needs from a machine. The CPU backend (BLAS + MPI) is its
+// reference implementation; the CUDA backend (cuBLASLt + NCCL / copy engines) implements the
+// same calls asynchronously.
 //
 // Streams. A backend has num_streams() compute streams, numbered from 0. Work issued on
 // one stream runs in issue order. Stream 0 is the main stream: a collective GEMM starts

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/operands.hpp"
 #include "cgemm/runtime/plan_description.hpp"
 #include "cgemm/sharding/gemm_abstract.hpp"
 #include "cgemm/sharding/gemm_sharding.hpp"
@@ -67,18 +68,30 @@ class GemmPlan {
   /// One line: collective, chunking, streams, transport.
   std::string schedule_summary() const;
 
-  /// The collective GEMM on this rank's shards (backend memory), on the path the overlap
+  /// The collective GEMM on this rank's shards (backend memory, in the slots of
+  /// operands.hpp: lhs, rhs, out, and bias when the plan has one), on the path the overlap
   /// policy picks (OverlapOptions::policy; kAuto's rule is decided at planning, from the
   /// shape and the mesh, the same on every run). Asynchronous on the CUDA backend
   /// (stream 0, Backend::native_stream(): order your producers and consumers against it)
-  /// after that. bias may be nullptr only when the plan has no bias.
-  void execute(const void* lhs, const void* rhs, const void* bias, void* out);
+  /// after that. Throws cgemm::Error naming the slot when one the plan uses is null.
+  void execute(const Operands& x);
   /// Always the overlapped schedule (schedule.hpp; runtime/src/collectives/), whatever the
   /// policy.
-  void execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out);
+  void execute_overlapped(const Operands& x);
   /// The sequential path: the collective, then the GEMM (all-gather), or the GEMM, then the
   /// collective (reduce-scatter / all-reduce), the planner's reorders as passes.
-  void execute_sequential(const void* lhs, const void* rhs, const void* bias, void* out);
+  void execute_sequential(const Operands& x);
+  /// The same with the dense GEMM's four operands; bias may be nullptr only when the plan has
+  /// no bias.
+  void execute(const void* lhs, const void* rhs, const void* bias, void* out) {
+    execute(Operands(lhs, rhs, bias, out));
+  }
+  void execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out) {
+    execute_overlapped(Operands(lhs, rhs, bias, out));
+  }
+  void execute_sequential(const void* lhs, const void* rhs, const void* bias, void* out) {
+    execute_sequential(Operands(lhs, rhs, bias, out));
+  }
   /// Which path execute() takes, and why (for reports).
   std::string path_summary() const;
   bool uses_overlap() const;

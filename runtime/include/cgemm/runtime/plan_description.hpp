@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/runtime/options.hpp"
 #include "cgemm/sharding/gemm_abstract.hpp"
 #include "cgemm/sharding/gemm_sharding.hpp"
@@ -81,6 +83,31 @@ struct PlanBytes {
   int64_t total() const;
 };
 
+/// One GEMM of a planned program as tools see it (cgemm-bench --parts times these alone): the
+/// task with null pointers, and where it reads its lhs and writes its output, as a buffer
+/// name and a byte offset. Buffers are the caller's operand slots ("lhs", "out": operands.hpp)
+/// or the plan's workspaces ("ring", "send", "work_in", "work_out"; bytes in WorkspaceSizes).
+/// The rhs is always the caller's "rhs" at offset 0 today.
+struct ProgramGemm {
+  GemmTask task;
+  std::string lhs_buffer, out_buffer;
+  int64_t lhs_offset = 0, out_offset = 0;  // bytes
+  int stream = 0;
+  std::string label;
+};
+
+/// One exchange group of a planned program: the bytes this rank sends in it (all transfers).
+struct ProgramExchange {
+  int64_t bytes = 0;
+  int transfers = 0;
+};
+
+/// A read-only view of one program: its GEMMs and exchanges in issue order.
+struct ProgramView {
+  std::vector<ProgramGemm> gemms;
+  std::vector<ProgramExchange> exchanges;
+};
+
 /// A GEMM planned for one rank.
 struct PlanDescription {
   GemmDesc desc;
@@ -99,6 +126,7 @@ struct PlanDescription {
   int64_t gemm_rows = 0;      // rows of all the GEMM work of one call
   double local_flops = 0.0;   // FLOPs of this rank's GEMM work in one call
   PlanBytes bytes;
+  ProgramView overlapped, sequential;  // the two paths' programs, as planned for this rank
 };
 
 /// Plans `desc` for rank (mesh.dp_rank, mesh.tp_rank) of `mesh`: partition specs

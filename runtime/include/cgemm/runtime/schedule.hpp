@@ -1,6 +1,7 @@
 #pragma once
 // The overlap schedules, as plain data: which chunk each step computes and which chunks
-// travel while it does. Written once; every backend runs them (runtime/src/executor.cpp).
+// travel while it does. Written once; the collective GEMMs (runtime/src/collectives/) turn
+// them into programs that the engine runs on every backend.
 //
 // ALL_GATHER: chunk c is rank c's lhs shard. Step 0 computes this rank's own chunk while
 // it goes to the neighbour(s); step i computes the chunk(s) that arrived at step i-1 while
