@@ -1,10 +1,13 @@
 // cgemm-plan: answers collective-GEMM planning cases (JSON Lines on stdin) with the
 // planner of libcgemm_sharding.
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <iostream>
+#include <new>
 
-#include "plan_json.hpp"
+#include "line_protocol.hpp"
 
 namespace {
 
@@ -50,6 +53,48 @@ error line);
 2 on bad command-line arguments.
 )";
 
+// The memory reserve: cgemm-plan answers every line even when memory runs out. 16 MiB of
+// address space is mapped and never touched; when an allocation fails, the new-handler
+// unmaps it and lets the allocation retry (it may be in a destructor, where throwing would
+// terminate), and the next checkpoint throws std::bad_alloc from a place where unwinding
+// is safe, with the reserve's room to unwind in (nlohmann's destructors allocate). The
+// case is answered with an error and the reserve is set aside again before the next line.
+constexpr size_t kMemoryReserveBytes = size_t{16} << 20;
+void* g_reserve = nullptr;
+bool g_memory_short = false;
+
+void map_reserve() noexcept {
+  if (g_reserve) return;
+  void* p = mmap(nullptr, kMemoryReserveBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+  g_reserve = p == MAP_FAILED ? nullptr : p;
+}
+
+void on_allocation_failure() {
+  if (!g_reserve) throw std::bad_alloc();
+  munmap(g_reserve, kMemoryReserveBytes);
+  g_reserve = nullptr;
+  g_memory_short = true;
+}
+
+class MemoryReserve final : public cgemm::plan::MemoryPolicy {
+ public:
+  MemoryReserve() {
+    map_reserve();
+    std::set_new_handler(on_allocation_failure);
+  }
+  void rearm() noexcept override {
+    map_reserve();
+    g_memory_short = false;
+  }
+  void checkpoint() override {
+    if (g_memory_short) {
+      g_memory_short = false;
+      throw std::bad_alloc();
+    }
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,6 +107,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::ios::sync_with_stdio(false);
-  cgemm::plan::install_memory_reserve();
-  return cgemm::plan::run_plan_lines(std::cin, std::cout, std::cerr);
+  MemoryReserve reserve;
+  return cgemm::plan::run_plan_lines(std::cin, std::cout, std::cerr, &reserve);
 }

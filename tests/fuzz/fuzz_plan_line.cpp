@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fuzz_checks.hpp"
+#include "line_protocol.hpp"
 #include "plan_json.hpp"
 
 namespace cgemm::fuzz {

@@ -24,9 +24,11 @@ if(CGEMM_FUZZ)
   get_target_property(core_sources cgemm_core SOURCES)
   list(TRANSFORM core_sources PREPEND ${CMAKE_SOURCE_DIR}/core/)
   list(APPEND sharding_sources ${core_sources})
+  get_target_property(plan_json_sources cgemm_plan_json SOURCES)
+  list(TRANSFORM plan_json_sources PREPEND ${CMAKE_SOURCE_DIR}/sharding/)
 
-  add_executable(fuzz_plan_line ${CGEMM_FUZZ_DIR}/fuzz_plan_line.cpp
-                 ${CMAKE_SOURCE_DIR}/sharding/tools/plan_json.cpp ${sharding_sources})
+  add_executable(fuzz_plan_line ${CGEMM_FUZZ_DIR}/fuzz_plan_line.cpp ${plan_json_sources}
+                 ${sharding_sources})
   target_include_directories(fuzz_plan_line PRIVATE ${CGEMM_FUZZ_DIR}
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/sharding/tools
                              ${CMAKE_SOURCE_DIR}/core/include)

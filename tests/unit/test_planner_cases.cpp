@@ -9,8 +9,10 @@
 
 #include "cgemm/sharding/gemm_abstract.hpp"
 #include "cgemm/sharding/gemm_sharding.hpp"
+#include "line_protocol.hpp"
 #include "plan_compare.hpp"
 #include "plan_json.hpp"
+#include "plan_schema.hpp"
 
 namespace cgemm {
 namespace {
