@@ -4,6 +4,7 @@
 // rank order, so every run (and, for all_reduce, every rank) gets the same bits.
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "device_memory.hpp"

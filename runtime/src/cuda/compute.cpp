@@ -2,6 +2,8 @@
 
 #include "compute.hpp"
 
+#include <utility>
+
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/runtime/backend.hpp"
 #include "cuda_kernels.hpp"

@@ -2,6 +2,8 @@
 
 #include "event_timer.hpp"
 
+#include <utility>
+
 #include "cgemm/core/cuda_check.hpp"
 #include "cuda_kernels.hpp"
 

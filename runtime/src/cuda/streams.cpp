@@ -3,6 +3,7 @@
 #include "streams.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "cgemm/core/cuda_check.hpp"
 
