@@ -4,9 +4,10 @@
 //   ce_transport.hpp    copy engines over CUDA IPC, inside a node (CUDA backend)
 //   nccl_transport.hpp  NCCL send/recv, anywhere (CUDA backend)
 //   mpi_transport.hpp   MPI point-to-point on host memory (CPU backend)
-// A backend offers its transports in order of preference, and choose_transports() picks, for
-// each peer, the first one that can reach it (Transport::can_connect, as NCCL's canConnect):
-// the one place where that choice is made.
+// A backend offers its transports in order of preference (the CUDA backend's are made by
+// cuda_transports.hpp), and choose_transports() picks, for each peer, the first one that can
+// reach it (Transport::can_connect, as NCCL's canConnect): the one place where that choice is
+// made.
 //
 // Ordering. Groups started on one transport complete in the order they were started (a FIFO):
 // a ring step may forward what the previous step received. Stream transports (CUDA) enqueue the

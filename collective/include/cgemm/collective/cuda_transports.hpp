@@ -1,0 +1,39 @@
+#pragma once
+// The transports a rank of the CUDA backend offers to choose_transports (transport.hpp), made in
+// one place: copy engines over CUDA IPC when the whole TP group is on this node and use_ce
+// allows it, NCCL send/recv for every peer the copy engines do not reach, and no NCCL
+// communicator at all when GPUs are shared. Only built with CUDA.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cgemm/collective/ce_transport.hpp"
+#include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/collective/nccl_transport.hpp"
+#include "cgemm/collective/transport.hpp"
+
+namespace cgemm {
+
+struct CudaTransports {
+  std::unique_ptr<NcclTransport> nccl;  // null when GPUs are shared
+  std::unique_ptr<CeTransport> ce;      // null: ce_why_not says why
+  std::string ce_why_not;
+
+  /// Those that exist, in order of preference: copy engines where they reach a peer, NCCL for
+  /// the rest.
+  std::vector<Transport*> offered() const;
+  /// One line: the transport of the ring, or why the copy engines are not used.
+  std::string describe() const;
+  /// Throws cgemm::Error when NCCL has recorded an asynchronous error (e.g. a peer failure).
+  void check_async_error() const;
+};
+
+/// Collective over the TP group of `comms` (every rank reaches it in the same order), with the
+/// device that is current. `gpu_sharing`: some GPU of the job is shared, so no NCCL
+/// communicator is made (NCCL refuses two ranks of one on one GPU) and the copy engines must be
+/// usable: else it throws on every TP rank alike. `where` prefixes the errors.
+CudaTransports make_cuda_transports(const MeshComms& comms, bool use_ce, bool gpu_sharing,
+                                    const std::string& where);
+
+}  // namespace cgemm

@@ -1,0 +1,135 @@
+// The sequential path's collectives over the copy engines (see sequential_collectives.hpp):
+// every rank pushes blocks into the peers' copies of a staging buffer at its own slot, waits
+// for the peers' pushes on the calling stream, then copies or sums locally. Sums run in fp32 in
+// rank order, so every run (and, for all_reduce, every rank) gets the same bits.
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "device_memory.hpp"
+#include "sequential_collectives.hpp"
+
+namespace cgemm::cuda {
+namespace {
+
+class CeCollectives final : public SequentialCollectives {
+ public:
+  CeCollectives(Backend& backend, Streams& streams, std::string where)
+      : backend_(backend), streams_(streams), where_(std::move(where)) {}
+
+  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int s,
+                  const char* label) override {
+    cudaStream_t st = streams_.at(s, "all_gather");
+    // Push this rank's block to slot `me` of every peer's staging copy.
+    const int tp = backend_.tp_size(), me = backend_.tp_rank();
+    char* out = static_cast<char*>(dst);
+    if (tp > 1) {
+      const SymmetricBuffer& buf = staging(bytes_per_rank * static_cast<size_t>(tp));
+      exchange(
+          buf, bytes_per_rank, [&](int) { return src; }, s,
+          named(label, "all-gather") + " (copy engines)");
+      // The peers' blocks only: this rank's slot of the staging buffer was never written, and
+      // src may already be dst's own block (an in-place all-gather).
+      for (int p = 0; p < tp; ++p) {
+        if (p == me) continue;
+        const size_t at = static_cast<size_t>(p) * bytes_per_rank;
+        copy_async(out + at, static_cast<const char*>(buf.local) + at, bytes_per_rank, st,
+                   "all-gather staging", where_);
+      }
+    }
+    copy_async(out + static_cast<size_t>(me) * bytes_per_rank, src, bytes_per_rank, st,
+               "all-gather own block", where_);
+  }
+
+  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank, int s,
+                      const char* label) override {
+    static_cast<void>(streams_.at(s, "reduce_scatter"));  // a bad stream fails before any push
+    // Block d of every rank goes to slot `me` of rank d's staging copy, then each rank sums its
+    // tp blocks.
+    const int tp = backend_.tp_size(), me = backend_.tp_rank();
+    const size_t block = static_cast<size_t>(count_per_rank) * dtype_size(dtype);
+    const char* in = static_cast<const char*>(src);
+    std::vector<const void*> parts(static_cast<size_t>(tp));
+    parts[static_cast<size_t>(me)] = in + static_cast<size_t>(me) * block;
+    if (tp > 1) {
+      const SymmetricBuffer& buf = staging(block * static_cast<size_t>(tp));
+      exchange(
+          buf, block, [&](int to) { return in + static_cast<size_t>(to) * block; }, s,
+          named(label, "reduce-scatter") + " (copy engines)");
+      for (int p = 0; p < tp; ++p) {
+        if (p != me) parts[static_cast<size_t>(p)] = static_cast<char*>(buf.local) + p * block;
+      }
+    }
+    backend_.sum_partials(parts, dtype, count_per_rank, nullptr, 0, dst, dtype, s);
+  }
+
+  void all_reduce(void* buf, DType dtype, int64_t count, int s, const char* label) override {
+    static_cast<void>(streams_.at(s, "all_reduce"));  // a bad stream fails before any push
+    // Every rank's whole buffer to slot `me` of every peer, then the same sum on every rank.
+    const int tp = backend_.tp_size(), me = backend_.tp_rank();
+    if (tp == 1) return;
+    const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
+    const SymmetricBuffer& stage = staging(bytes * static_cast<size_t>(tp));
+    exchange(
+        stage, bytes, [&](int) { return static_cast<const void*>(buf); }, s,
+        named(label, "all-reduce") + " (copy engines)");
+    std::vector<const void*> parts(static_cast<size_t>(tp));
+    for (int p = 0; p < tp; ++p) {
+      parts[static_cast<size_t>(p)] =
+          p == me ? buf : static_cast<const char*>(stage.local) + static_cast<size_t>(p) * bytes;
+    }
+    backend_.sum_partials(parts, dtype, count, nullptr, 0, buf, dtype, s);
+  }
+
+ private:
+  const SymmetricBuffer& staging(size_t bytes) {
+    // Every TP rank calls the collectives with the same sizes in the same order, so every rank
+    // grows its staging buffer at the same call: allocate_symmetric stays collective.
+    if (staging_.local == nullptr || staging_.bytes < bytes) {
+      if (staging_.local != nullptr) backend_.release_symmetric(staging_);
+      staging_ = backend_.allocate_symmetric(bytes);
+    }
+    return staging_;
+  }
+
+  // One exchange per peer: block_for(to) to slot `me` of peer `to`'s copy of dst, and from
+  // peer `from` into slot `from` of this rank's copy; stream s waits for it.
+  void exchange(const SymmetricBuffer& dst, size_t bytes,
+                const std::function<const void*(int)>& block_for, int s, const std::string& label) {
+    const int tp = backend_.tp_size(), me = backend_.tp_rank();
+    std::vector<Exchange> group;
+    for (int i = 1; i < tp; ++i) {
+      const int to = (me + i) % tp, from = (me - i + tp) % tp;
+      group.push_back({.src = block_for(to),
+                       .bytes = bytes,
+                       .send_peer = to,
+                       .send_offset = static_cast<size_t>(me) * bytes,
+                       .recv_peer = from,
+                       .recv_offset = static_cast<size_t>(from) * bytes,
+                       .dst = &dst,
+                       .label = label.c_str()});
+    }
+    if (group.empty()) return;
+    // The staging buffer is read on any stream by the previous collective: the peers may write
+    // into it again only after all of that.
+    streams_.communication_after_all();
+    backend_.wait_exchange(backend_.start_exchange(group, -1), s);
+  }
+
+  Backend& backend_;
+  Streams& streams_;
+  std::string where_;
+  // Freed with the backend's other symmetric buffers, not here: the backend synchronizes
+  // before it frees them.
+  SymmetricBuffer staging_;
+};
+
+}  // namespace
+
+std::unique_ptr<SequentialCollectives> make_ce_collectives(Backend& backend, Streams& streams,
+                                                           std::string where) {
+  return std::make_unique<CeCollectives>(backend, streams, std::move(where));
+}
+
+}  // namespace cgemm::cuda

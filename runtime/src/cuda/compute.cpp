@@ -1,0 +1,154 @@
+// The CUDA backend's work on the compute streams (see compute.hpp).
+
+#include "compute.hpp"
+
+#include <utility>
+
+#include "cgemm/core/cuda_check.hpp"
+#include "cgemm/runtime/backend.hpp"
+#include "cuda_kernels.hpp"
+#include "device_memory.hpp"
+
+namespace cgemm::cuda {
+
+Compute::Compute(Streams& streams, Trace& trace, int tp, std::string where)
+    : streams_(streams), trace_(trace), tp_(tp), where_(std::move(where)) {
+  gemm_ = std::make_unique<CublasLtGemm>(where_);
+  for (cudaStream_t s : streams_.compute()) gemm_->add_stream(s);
+}
+
+std::string Compute::describe() const {
+  return "cuBLASLt workspace: " + std::to_string(gemm_->workspace_bytes() / (size_t{1} << 20)) +
+         " MiB per stream; FP8 fast accumulation " +
+         (gemm_->fp8_fast_accumulation() ? "on"
+                                         : "off (NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION)") +
+         "; algorithms: " +
+         (gemm_->autotune() ? "timed, best of the heuristic's first " : "heuristic's first of ") +
+         std::to_string(gemm_->candidates()) + " (CGEMM_GEMM_AUTOTUNE, CGEMM_GEMM_CANDIDATES)\n";
+}
+
+void Compute::check(cudaError_t rc, const std::string& call) const { check_cuda(rc, call, where_); }
+
+void Compute::fail(const std::string& why) const { throw Error(where_ + ": " + why); }
+
+void Compute::copy(void* dst, const void* src, size_t bytes, int s, const char* label) {
+  cudaStream_t st = streams_.at(s, "copy");
+  const char* what = label != nullptr ? label : "copy";
+  if (ranges_overlap(dst, src, bytes)) fail(std::string(what) + ": source and destination overlap");
+  trace_.span(
+      "transfer", [&] { return std::string(what); }, s, st,
+      [&] { copy_async(dst, src, bytes, st, what, where_); });
+}
+
+void Compute::gemm(const GemmTask& task, int s) {
+  cudaStream_t st = streams_.at(s, "gemm");
+  trace_.span(
+      "gemm", [&] { return std::string(task.label ? task.label : "gemm"); }, s, st,
+      [&] { gemm_->run(task, st); });
+}
+
+void Compute::reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
+                      DType dtype, int s) {
+  cudaStream_t st = streams_.at(s, "reorder");
+  const int tp = tp_;
+  check_reorder(kind, shape, dp_size, tp);  // gemm.py's assertions, with its messages
+  const std::string what = std::string("reorder(") +
+                           (kind == ReorderKind::kTpspLeading ? "tpsp-leading" : "dp-leading") +
+                           ", shape " + shape_str(shape) + ", dp " + std::to_string(dp_size) +
+                           ", tpsp " + std::to_string(tp) + ")";
+  if (shape.size() < 2) fail(what + ": needs at least 2 dimensions");
+  if (num_elements(shape) == 0) return;
+  if (src == dst) fail(what + ": source and destination must not overlap");
+  int64_t rest = 1;
+  for (size_t d = 2; d < shape.size(); ++d) rest *= shape[d];
+  const int64_t m = shape[1] / tp;
+  const size_t block_bytes = static_cast<size_t>(m * rest) * dtype_size(dtype);
+  trace_.span(
+      "reorder", [&] { return what; }, s, st,
+      [&] { check(launch_reorder(kind, shape[0], tp, block_bytes, src, dst, st), what); });
+}
+
+void Compute::sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
+                           const void* bias, int64_t bias_len, void* out, DType out_dtype, int s) {
+  cudaStream_t st = streams_.at(s, "sum_partials");
+  const std::string what = "sum_partials(" + std::to_string(parts.size()) + " parts of " +
+                           std::string(dtype_name(part_dtype)) + ", " + std::to_string(count) +
+                           " elements -> " + std::string(dtype_name(out_dtype)) +
+                           (bias != nullptr ? ", bias of " + std::to_string(bias_len) : "") + ")";
+  const auto supported = [](DType t) {
+    return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat16;
+  };
+  if (!supported(part_dtype) || !supported(out_dtype)) {
+    fail(what + ": only float32, bfloat16 and float16 are supported");
+  }
+  if (parts.size() > static_cast<size_t>(kMaxParts)) {
+    fail(what + ": at most " + std::to_string(kMaxParts) + " parts");
+  }
+  if (bias != nullptr && bias_len <= 0) fail(what + ": bias length must be positive");
+  if (count < 0) fail(what + ": negative count");
+  for (const void* p : parts) {
+    if (p == nullptr && count > 0) fail(what + ": null part");
+  }
+  trace_.span(
+      "reduce", [&] { return what; }, s, st,
+      [&] {
+        check(launch_sum_partials(parts.data(), static_cast<int>(parts.size()), part_dtype, count,
+                                  bias, bias_len, out, out_dtype, st),
+              what);
+      });
+}
+
+void Compute::fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
+                          const Shape& offset, uint64_t seed, float std) {
+  const std::string what = "fill_normal(" + std::string(dtype_name(dtype)) + ", global " +
+                           shape_str(global) + ", local " + shape_str(local) + ", offset " +
+                           shape_str(offset) + ")";
+  if (dtype != DType::kFloat32 && dtype != DType::kBFloat16 && dtype != DType::kFloat16) {
+    fail(what + ": only float32, bfloat16 and float16 can be filled");
+  }
+  if (local.size() != global.size() || offset.size() != global.size()) {
+    fail(what + ": global, local and offset must have the same rank");
+  }
+  if (local.size() > static_cast<size_t>(kMaxFillDims)) {
+    fail(what + ": at most " + std::to_string(kMaxFillDims) + " dimensions");
+  }
+  for (size_t d = 0; d < local.size(); ++d) {
+    if (local[d] < 0 || offset[d] < 0 || offset[d] + local[d] > global[d]) {
+      fail(what + ": the shard does not lie inside the global tensor along dim " +
+           std::to_string(d));
+    }
+  }
+  if (num_elements(local) == 0) return;
+  streams_.gather_into_main();
+  check(launch_fill_normal(dst, dtype, global, local, offset, seed, std, streams_.main()), what);
+  streams_.fork_from_main();
+}
+
+void Compute::fill_nan(void* dst, DType dtype, int64_t count) {
+  uint32_t pattern = 0;
+  switch (dtype) {
+    case DType::kFloat32:
+      pattern = 0x7fc00000u;
+      break;
+    case DType::kBFloat16:
+      pattern = 0x7fc0u;
+      break;
+    case DType::kFloat16:
+      pattern = 0x7e00u;
+      break;
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2:
+      pattern = 0x7fu;  // a NaN in both FP8 formats
+      break;
+    default:
+      fail("fill_nan: dtype " + std::string(dtype_name(dtype)) + " has no NaN");
+  }
+  if (count < 0) fail("fill_nan: negative count " + std::to_string(count));
+  if (count == 0) return;
+  streams_.gather_into_main();
+  check(launch_fill_pattern(dst, dtype_size(dtype), pattern, count, streams_.main()),
+        "fill_nan(" + std::string(dtype_name(dtype)) + ", " + std::to_string(count) + " elements)");
+  streams_.fork_from_main();
+}
+
+}  // namespace cgemm::cuda

@@ -1,0 +1,57 @@
+#pragma once
+// The CUDA backend's work on the compute streams: cuBLASLt GEMMs, copies, and the backend's own
+// kernels (cuda_kernels.hpp) for reorders, partial sums and fills, each with the argument
+// checks and the error text that name the call, and each traced.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/shape.hpp"
+#include "cgemm/gemm/cublaslt_gemm.hpp"
+#include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/sharding/reorder.hpp"
+#include "streams.hpp"
+#include "trace.hpp"
+
+namespace cgemm::cuda {
+
+/// The calls have the Backend calls' meaning (cgemm/runtime/backend.hpp); `s` is a compute
+/// stream of `streams`.
+class Compute {
+ public:
+  /// `tp`: the TP group's size, which the reorders split by.
+  Compute(Streams& streams, Trace& trace, int tp, std::string where);
+
+  /// One line: cuBLASLt's workspace, FP8 accumulation and how algorithms are chosen.
+  std::string describe() const;
+
+  void copy(void* dst, const void* src, size_t bytes, int s, const char* label);
+  void gemm(const GemmTask& task, int s);
+  void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
+               DType dtype, int s);
+  void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
+                    const void* bias, int64_t bias_len, void* out, DType out_dtype, int s);
+  /// Fills are setup, not part of a schedule: ordered after everything issued so far on every
+  /// stream, and everything issued later after them.
+  void fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
+                   const Shape& offset, uint64_t seed, float std);
+  void fill_nan(void* dst, DType dtype, int64_t count);
+
+ private:
+  void check(cudaError_t rc, const std::string& call) const;
+  [[noreturn]] void fail(const std::string& why) const;
+
+  Streams& streams_;
+  Trace& trace_;
+  int tp_;
+  std::string where_;
+  std::unique_ptr<CublasLtGemm> gemm_;
+};
+
+}  // namespace cgemm::cuda

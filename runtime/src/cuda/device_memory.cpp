@@ -1,0 +1,107 @@
+// The CUDA backend's memory (see device_memory.hpp).
+
+#include "device_memory.hpp"
+
+#include <algorithm>
+
+#include "cgemm/core/cuda_check.hpp"
+
+namespace cgemm::cuda {
+
+void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t st, const char* what,
+                std::string_view where) {
+  if (bytes == 0 || dst == src) return;
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st),
+             std::string("cudaMemcpyAsync(") + what + ", " + bytes_str(bytes) + ")", where);
+}
+
+DeviceMemory::~DeviceMemory() {
+  for (void* p : allocations_) cudaFree(p);
+}
+
+void DeviceMemory::check(cudaError_t rc, const std::string& call) const {
+  check_cuda(rc, call, where_);
+}
+
+void* DeviceMemory::allocate(size_t bytes) {
+  void* p = nullptr;
+  // Never zero-sized, so every buffer has a distinct address (as on the CPU backend).
+  check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc(" + bytes_str(bytes) + ")");
+  allocations_.insert(p);
+  return p;
+}
+
+void DeviceMemory::release(void* p) noexcept {
+  if (p != nullptr && allocations_.erase(p) != 0) cudaFree(p);  // cudaFree waits for the device
+}
+
+SymmetricBuffer DeviceMemory::allocate_symmetric(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t rc = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (rc != cudaSuccess) {
+    p = nullptr;
+    static_cast<void>(cudaGetLastError());  // reported below, after the collective part
+  }
+  const SymmetricBuffer buf{p, bytes, next_symmetric_id_++};
+  // Collective even when this rank's allocation failed: the peers learn it inside attach (a
+  // null buffer has no IPC handle) and every rank throws, none hangs.
+  size_t attached = 0;
+  try {
+    for (; attached < offered_.size(); ++attached) offered_[attached]->attach(buf);
+  } catch (const Error&) {
+    for (size_t i = 0; i < attached; ++i) offered_[i]->detach(buf);
+    if (p != nullptr) cudaFree(p);
+    if (rc != cudaSuccess) check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
+    throw;
+  }
+  check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
+  symmetric_[buf.id] = buf;
+  return buf;
+}
+
+void DeviceMemory::release_symmetric(SymmetricBuffer& b) noexcept {
+  auto it = symmetric_.find(b.id);
+  if (it != symmetric_.end()) {
+    // In-flight exchanges may still read or write it, here or (through this rank's pushes)
+    // on a peer: wait for this device before closing the peers' mappings and freeing.
+    const auto wait = exchanges_.host_wait("releasing a symmetric buffer");
+    cudaDeviceSynchronize();
+    for (Transport* t : offered_) t->detach(it->second);
+    cudaFree(it->second.local);
+    symmetric_.erase(it);
+  }
+  b = SymmetricBuffer{};
+}
+
+bool DeviceMemory::is_live(const SymmetricBuffer& b) const {
+  auto it = symmetric_.find(b.id);
+  return it != symmetric_.end() && it->second.local == b.local;
+}
+
+void DeviceMemory::release_all_symmetric() noexcept {
+  for (auto& [id, s] : symmetric_) {
+    for (Transport* t : offered_) t->detach(s);
+    cudaFree(s.local);
+  }
+  symmetric_.clear();
+}
+
+void DeviceMemory::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  {
+    const auto wait = exchanges_.host_wait("a copy to the host");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy to host)");
+  }
+  check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDefault),
+        "cudaMemcpy(device to host, " + bytes_str(bytes) + ")");
+}
+
+void DeviceMemory::copy_from_host(void* dst, const void* host_src, size_t bytes) {
+  {
+    const auto wait = exchanges_.host_wait("a copy from the host");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy from host)");
+  }
+  check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyDefault),
+        "cudaMemcpy(host to device, " + bytes_str(bytes) + ")");
+}
+
+}  // namespace cgemm::cuda

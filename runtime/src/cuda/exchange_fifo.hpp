@@ -1,0 +1,61 @@
+#pragma once
+// The CUDA backend's exchanges in flight: one completion event per started group, recorded on
+// the communication stream, in start order. The communication stream runs the groups one after
+// another, so the events complete in order too (a FIFO): compute streams wait on a group's
+// event (wait_exchange), and a host wait that hangs is named after the oldest group not yet
+// complete.
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cgemm/core/watchdog.hpp"
+#include "cgemm/runtime/backend.hpp"
+
+namespace cgemm::cuda {
+
+/// The name of a group in traces: its labels joined by " + " ("exchange" when the first has
+/// none).
+std::string group_name(std::span<const Exchange> group);
+
+class ExchangeFifo {
+ public:
+  explicit ExchangeFifo(std::string where) : where_(std::move(where)) {}
+  ~ExchangeFifo();
+  ExchangeFifo(const ExchangeFifo&) = delete;
+  ExchangeFifo& operator=(const ExchangeFifo&) = delete;
+
+  /// Records the completion of `group`, just started on `comm` (the communication stream), and
+  /// returns its token.
+  ExchangeToken push(std::span<const Exchange> group, cudaStream_t comm);
+  /// Later work on `st` waits for exchange `token`. Throws for a token never returned by push.
+  void wait(ExchangeToken token, cudaStream_t st);
+  /// Forgets the completed exchanges, oldest first, their events kept for reuse; `all_done`:
+  /// the caller knows that every exchange has completed (after a device synchronization).
+  void recycle(bool all_done);
+  /// For a host wait on this GPU in `call` (a string literal): the watchdog names the oldest
+  /// exchange not yet complete (its event is queried from the watchdog's thread), else the
+  /// GPU's own work.
+  watchdog::WaitScope host_wait(const char* call) const;
+
+ private:
+  static constexpr size_t kMaxPending = 256;  // beyond this, completed ones are recycled
+
+  cudaEvent_t take_event();
+
+  // Exchanges not yet known to be complete: their event and what they are (for timeouts).
+  struct Pending {
+    cudaEvent_t event = nullptr;
+    std::string what;
+  };
+  std::string where_;
+  std::map<ExchangeToken, Pending> pending_;
+  std::vector<cudaEvent_t> free_events_;
+  ExchangeToken next_token_ = 0;
+};
+
+}  // namespace cgemm::cuda

@@ -1,0 +1,49 @@
+#pragma once
+// The sequential path's collectives (Backend::all_gather, reduce_scatter, all_reduce) on the
+// CUDA backend. One implementation per file, chosen once when the backend is made:
+//   nccl_collectives.cpp  NCCL's collectives, when the TP group has an NCCL communicator
+//   ce_collectives.cpp    exchanges over the copy engines into a staging buffer, then a local
+//                         copy or an fp32 sum in rank order, when GPUs are shared (NCCL refuses
+//                         two ranks of one communicator on one GPU)
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cgemm/collective/nccl_transport.hpp"
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/runtime/backend.hpp"
+#include "streams.hpp"
+#include "trace.hpp"
+
+namespace cgemm::cuda {
+
+/// The calls have the Backend calls' meaning and arguments (cgemm/runtime/backend.hpp);
+/// `stream` is a compute stream, `label` may be null.
+class SequentialCollectives {
+ public:
+  virtual ~SequentialCollectives() = default;
+  virtual void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
+                          const char* label) = 0;
+  virtual void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                              int stream, const char* label) = 0;
+  virtual void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) = 0;
+};
+
+/// The call's label, or `what` when it has none.
+inline std::string named(const char* label, const char* what) {
+  return label != nullptr ? std::string(label) : std::string(what);
+}
+
+/// NCCL's collectives on `nccl`'s communicator, traced as "collective" spans.
+std::unique_ptr<SequentialCollectives> make_nccl_collectives(NcclTransport& nccl, Streams& streams,
+                                                             Trace& trace);
+
+/// Built on `backend`'s own calls (exchanges, partial sums, symmetric buffers), so they run
+/// through the same checks, FIFO and traces as the ring's; `streams` are the backend's.
+/// `backend` owns the result and outlives it.
+std::unique_ptr<SequentialCollectives> make_ce_collectives(Backend& backend, Streams& streams,
+                                                           std::string where);
+
+}  // namespace cgemm::cuda
