@@ -2,8 +2,8 @@
 // cuBLASLt implementation of GemmTask (see gemm_task.hpp for the maths and the layouts).
 //
 // What run(task, stream) needs:
-// - Shapes: m, n >= 0, k >= 1 (cuBLASLt has no empty contraction), 1 <= batch <= INT32_MAX
-//   (batch 0 or m = 0 or n = 0 is a no-op); lda >= k (>= m with lhs_transposed), ldb >= n
+// - Shapes: m, n >= 0, k >= 1 (cuBLASLt has no empty contraction), 0 <= batch <= INT32_MAX
+//   (m, n or batch = 0 is a no-op); lda >= k (>= m with lhs_transposed), ldb >= n
 //   (>= k with rhs_transposed), ldc >= n; batch strides >= 0. Contiguous batch blocks of a
 //   non-transposed lhs are run as one taller GEMM.
 // - Dtypes: lhs/rhs bf16, fp16 or fp32; accumulation in fp32 (CUBLAS_COMPUTE_32F, so fp32 inputs
@@ -28,19 +28,20 @@
 // Algorithms: chosen once per problem key (shapes, dtypes, layouts, strides, batch, bias,
 // beta != 0, pointer alignments) from up to candidates() cuBLASLt heuristic results, by timing
 // them on the first call unless autotune() is off; later calls with the key reuse the choice.
-// The first call of a key is therefore slower and blocks the host until its stream drains: do
-// it in a warm-up run. The tuner's rules and their reasons: docs/GEMM_TUNER.md.
+// The first call of a key is therefore slower and blocks the host until the work queued on its
+// stream is done: do it in a warm-up run. The tuner's rules and their reasons: docs/GEMM_TUNER.md.
 // choices() / describe_choices() report the choice and the measured times per key.
 //
 // Workspace: one per stream (add_stream, or the stream's first GEMM), 32 MiB on compute
-// capability >= 9.0 (as cuBLAS recommends for Hopper), 4 MiB below; freed at destruction.
+// capability >= 9.0 (as cuBLAS recommends for Hopper), 4 MiB below; tuning uses the stream's
+// own; freed at destruction (after a device-wide synchronize).
 //
 // Threads: run() may be called from several host threads at once, on different streams (each
 // thread with the construction device current). The key cache and the workspaces are guarded by
-// a mutex held for the look-up only; a key is built and tuned once, under its own lock (a second
-// thread with the same new key waits for the choice; other keys go on). Once built, a key's
-// plan is read-only: every call builds its own matmul descriptor with its own pointers (bias),
-// so launches hold no lock.
+// a mutex held for the look-up (and a new stream's workspace allocation) only; a key is built
+// and tuned once, under its own lock (a second thread with the same new key waits for the
+// choice; other keys go on). Once built, a key's plan is read-only: every call builds its own
+// matmul descriptor with its own pointers (bias), so launches hold no lock.
 //
 // Errors: cgemm::Error, prefixed by the constructor's `where`: an invalid task names the
 // problem and the rule broken; a cuBLAS error names the status (cublasLtGetStatusName), the call
