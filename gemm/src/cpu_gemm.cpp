@@ -35,16 +35,23 @@ void load_block(const void* src, DType dtype, int64_t rows, int64_t cols, int64_
 }
 
 std::string task_str(const GemmTask& t) {
-  return "m=" + std::to_string(t.m) + " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k) +
-         " lda=" + std::to_string(t.lda) + " ldb=" + std::to_string(t.ldb) +
-         " ldc=" + std::to_string(t.ldc) + " batch=" + std::to_string(t.batch);
+  std::string s = "m=" + std::to_string(t.m) + " n=" + std::to_string(t.n) +
+                  " k=" + std::to_string(t.k) + " lda=" + std::to_string(t.lda) +
+                  " ldb=" + std::to_string(t.ldb) + " ldc=" + std::to_string(t.ldc) +
+                  " batch=" + std::to_string(t.batch);
+  if (t.lhs_transposed) s += " (lhs [k, m])";
+  return s;
 }
 
 }  // namespace
 
 void cpu_gemm(const GemmTask& t) {
+  // Stored shapes: lhs [m, k] or [k, m], rhs [k, n] or [n, k] (row-major).
+  const int64_t lhs_rows = t.lhs_transposed ? t.k : t.m;
+  const int64_t lhs_cols = t.lhs_transposed ? t.m : t.k;
+  const int64_t rhs_rows = t.rhs_transposed ? t.n : t.k;
   const int64_t rhs_cols = t.rhs_transposed ? t.k : t.n;
-  if (t.m < 0 || t.n < 0 || t.k < 0 || t.batch < 1 || t.lda < t.k || t.ldc < t.n ||
+  if (t.m < 0 || t.n < 0 || t.k < 0 || t.batch < 1 || t.lda < lhs_cols || t.ldc < t.n ||
       t.ldb < rhs_cols) {
     throw Error("cpu_gemm: inconsistent GEMM " + task_str(t));
   }
@@ -55,7 +62,7 @@ void cpu_gemm(const GemmTask& t) {
   // but for rare double-rounding ties). thread_local: buffers are reused across calls.
   thread_local std::vector<double> a, b, c;
   thread_local std::vector<float> bias, row;
-  load_block(t.rhs, t.in_dtype, t.rhs_transposed ? t.n : t.k, rhs_cols, t.ldb, b);
+  load_block(t.rhs, t.in_dtype, rhs_rows, rhs_cols, t.ldb, b);
   if (t.bias != nullptr) {
     bias.resize(static_cast<size_t>(t.n));
     convert_to_float(t.bias, t.out_dtype, bias.data(), t.n);
@@ -66,13 +73,15 @@ void cpu_gemm(const GemmTask& t) {
     const char* lhs =
         static_cast<const char*>(t.lhs) + static_cast<size_t>(bi * t.lhs_batch_stride) * in_size;
     char* out = static_cast<char*>(t.out) + static_cast<size_t>(bi * t.out_batch_stride) * out_size;
-    load_block(lhs, t.in_dtype, t.m, t.k, t.lda, a);
+    load_block(lhs, t.in_dtype, lhs_rows, lhs_cols, t.lda, a);
+    // beta == 0 never reads out (it may hold NaN); else its values are accumulated into.
     c.assign(static_cast<size_t>(t.m * t.n), 0.0f);
     if (t.beta != 0.0f) load_block(out, t.out_dtype, t.m, t.n, t.ldc, c);
     if (t.k > 0) {
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, t.rhs_transposed ? CblasTrans : CblasNoTrans,
-                  static_cast<int>(t.m), static_cast<int>(t.n), static_cast<int>(t.k), t.alpha,
-                  a.data(), static_cast<int>(t.k), b.data(), static_cast<int>(rhs_cols), t.beta,
+      cblas_dgemm(CblasRowMajor, t.lhs_transposed ? CblasTrans : CblasNoTrans,
+                  t.rhs_transposed ? CblasTrans : CblasNoTrans, static_cast<int>(t.m),
+                  static_cast<int>(t.n), static_cast<int>(t.k), t.alpha, a.data(),
+                  static_cast<int>(lhs_cols), b.data(), static_cast<int>(rhs_cols), t.beta,
                   c.data(), static_cast<int>(t.n));
     } else {
       for (double& v : c) v *= t.beta;

@@ -1,7 +1,7 @@
 #pragma once
 // fp64 reference for GemmTask on host copies of the operands (already rounded to their dtype
-// and converted to double), with GemmTask's layouts: row-major, rhs [k, n] or [n, k], strided
-// batch, leading dimensions, bias and alpha/beta.
+// and converted to double), with GemmTask's layouts: row-major, lhs [m, k] or [k, m], rhs
+// [k, n] or [n, k], strided batch, leading dimensions, bias and alpha/beta.
 
 #include <cmath>
 #include <cstdint>
@@ -24,7 +24,8 @@ inline void reference_gemm(const GemmTask& t, const std::vector<double>& lhs,
       for (int64_t j = 0; j < t.n; ++j) {
         double acc = 0.0, mag = 0.0;
         for (int64_t k = 0; k < t.k; ++k) {
-          const double a = lhs[static_cast<size_t>(b * t.lhs_batch_stride + i * t.lda + k)];
+          const double a = lhs[static_cast<size_t>(
+              b * t.lhs_batch_stride + (t.lhs_transposed ? k * t.lda + i : i * t.lda + k))];
           const double w = t.rhs_transposed ? rhs[static_cast<size_t>(j * t.ldb + k)]
                                             : rhs[static_cast<size_t>(k * t.ldb + j)];
           acc += a * w;

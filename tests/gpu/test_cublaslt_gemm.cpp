@@ -1,9 +1,10 @@
-// CublasLtGemm against an fp64 CPU reference: every input dtype, rhs transposed or not, with
-// and without bias, odd sizes, padded leading dimensions, strided batches written into a larger
-// output, alpha/beta. Outputs are poisoned with NaN first, so a missed element (or a write
-// outside the output region) shows. Autotuning (CGEMM_GEMM_AUTOTUNE): on by default, so every
-// case also runs the timing path; the Autotune* cases check it times once per key, keeps beta's
-// input intact, and is shared safely by threads on several streams. Skips when no GPU is visible.
+// CublasLtGemm against an fp64 CPU reference: every input dtype, lhs and rhs transposed or not,
+// with and without bias, odd sizes, padded leading dimensions, strided batches written into a
+// larger output, alpha/beta (beta 0 never reads the output, beta != 0 accumulates into it). Outputs
+// are poisoned with NaN first, so a missed element (or a write outside the output region) shows.
+// Autotuning (CGEMM_GEMM_AUTOTUNE): on by default, so every case also runs the timing path; the
+// Autotune* cases check it times once per key, keeps beta's input intact, and is shared safely by
+// threads on several streams. Skips when no GPU is visible.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -121,10 +122,13 @@ std::string no_gpu_reason() {
 struct Case {
   DType in = DType::kBFloat16, out = DType::kBFloat16;
   int64_t m = 37, n = 53, k = 29, batch = 1;
-  bool rhs_transposed = false, bias = false;
+  bool lhs_transposed = false, rhs_transposed = false, bias = false;
   int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
   int64_t rows_per_block = 0;  // rows of each lhs/out batch block in storage (>= m + row_offset)
   int64_t row_offset = 0;      // first row of the GEMM inside each block
+  // A transposed lhs block is [k, rows_per_block] (the GEMM's rows are its columns, from
+  // row_offset on), followed by this many unused rows before the next block.
+  int64_t lhs_gap_rows = 1;
   float alpha = 1.0f, beta = 0.0f;
 };
 
@@ -169,17 +173,18 @@ class CublasLtGemmTest : public ::testing::Test {
     t.k = c.k;
     t.in_dtype = c.in;
     t.out_dtype = c.out;
-    t.lda = c.k + c.lda_pad;
+    t.lda = (c.lhs_transposed ? rows : c.k) + c.lda_pad;
+    t.lhs_transposed = c.lhs_transposed;
     t.ldb = (c.rhs_transposed ? c.k : c.n) + c.ldb_pad;
     t.ldc = c.n + c.ldc_pad;
     t.rhs_transposed = c.rhs_transposed;
     t.batch = c.batch;
-    t.lhs_batch_stride = rows * t.lda;
+    t.lhs_batch_stride = (c.lhs_transposed ? c.k + c.lhs_gap_rows : rows) * t.lda;
     t.out_batch_stride = rows * t.ldc;
     t.alpha = c.alpha;
     t.beta = c.beta;
 
-    const auto lhs_count = static_cast<size_t>(c.batch * rows * t.lda);
+    const auto lhs_count = static_cast<size_t>(c.batch * t.lhs_batch_stride);
     const auto rhs_count = static_cast<size_t>((c.rhs_transposed ? c.n : c.k) * t.ldb);
     const auto out_count = static_cast<size_t>(c.batch * rows * t.ldc);
     HostTensor lhs(c.in, lhs_count), rhs(c.in, rhs_count), out(c.out, out_count),
@@ -191,7 +196,8 @@ class CublasLtGemmTest : public ::testing::Test {
     // The output region gets defined values when beta reads them; gaps stay NaN.
     HostTensor c_init(c.out, out_count);
     c_init.fill_normal(44, 1.0f);
-    const size_t lhs_off = static_cast<size_t>(c.row_offset * t.lda);
+    const size_t lhs_off =
+        static_cast<size_t>(c.lhs_transposed ? c.row_offset : c.row_offset * t.lda);
     const size_t out_off = static_cast<size_t>(c.row_offset * t.ldc);
     auto region = [&](auto&& fn) {
       for (int64_t b = 0; b < c.batch; ++b) {
@@ -306,6 +312,58 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
     combo_name);
 
+// --- every layout x beta x bias x batch ---
+
+// (in dtype, out dtype), lhs transposed, rhs transposed, beta != 0, bias, batch
+using LayoutCombo = std::tuple<std::tuple<DType, DType>, bool, bool, bool, bool, int64_t>;
+
+class CublasLtGemmLayouts : public CublasLtGemmTest,
+                            public ::testing::WithParamInterface<LayoutCombo> {};
+
+// Odd sizes, padded leading dimensions; with batch > 1 each block is a strided chunk of a
+// larger one (not contiguous, so it is not folded into one GEMM).
+TEST_P(CublasLtGemmLayouts, MatchesFp64Reference) {
+  const auto& [dtypes, lhs_t, rhs_t, beta, bias, batch] = GetParam();
+  Case c;
+  c.in = std::get<0>(dtypes);
+  c.out = std::get<1>(dtypes);
+  c.m = 37;
+  c.n = 53;
+  c.k = 29;
+  c.lhs_transposed = lhs_t;
+  c.rhs_transposed = rhs_t;
+  c.lda_pad = 8;
+  c.ldb_pad = 8;
+  c.ldc_pad = 8;
+  c.batch = batch;
+  if (batch > 1) {
+    c.rows_per_block = c.m + 11;
+    c.row_offset = 8;
+  }
+  c.alpha = 0.5f;
+  c.beta = beta ? -1.5f : 0.0f;
+  c.bias = bias;
+  CublasLtGemm gemm("test");
+  run_and_check(c, gemm);
+}
+
+std::string layout_name(const ::testing::TestParamInfo<LayoutCombo>& info) {
+  const auto& [dtypes, lhs_t, rhs_t, beta, bias, batch] = info.param;
+  return std::string(dtype_name(std::get<0>(dtypes))) + "_to_" +
+         std::string(dtype_name(std::get<1>(dtypes))) + (lhs_t ? "_T" : "_N") +
+         (rhs_t ? "T" : "N") + (beta ? "_beta" : "_nobeta") + (bias ? "_bias" : "_nobias") +
+         "_batch" + std::to_string(batch);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllLayouts, CublasLtGemmLayouts,
+    ::testing::Combine(::testing::Values(std::make_tuple(DType::kBFloat16, DType::kBFloat16),
+                                         std::make_tuple(DType::kBFloat16, DType::kFloat32),
+                                         std::make_tuple(DType::kFloat32, DType::kFloat32)),
+                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool(), ::testing::Bool(),
+                       ::testing::Values<int64_t>(1, 3)),
+    layout_name);
+
 // --- placements ---
 
 // A chunk of S/tp rows of every batch block written straight into [B, S, N]: the all-gather
@@ -375,6 +433,43 @@ TEST_F(CublasLtGemmTest, ContiguousBatchIsFolded) {
   c.bias = true;
   CublasLtGemm gemm("test");
   run_and_check(c, gemm);
+}
+
+// The same with beta != 0: the folded GEMM accumulates into every block.
+TEST_F(CublasLtGemmTest, ContiguousBatchIsFoldedWithBeta) {
+  Case c;
+  c.in = DType::kBFloat16;
+  c.out = DType::kBFloat16;
+  c.m = 16;
+  c.n = 32;
+  c.k = 48;
+  c.batch = 4;
+  c.rows_per_block = 16;
+  c.alpha = 2.0f;
+  c.beta = 0.5f;
+  CublasLtGemm gemm("test");
+  run_and_check(c, gemm);
+}
+
+// A transposed lhs [k, m] whose blocks follow each other (k == m, so its batch stride equals
+// m * lda) is not a taller GEMM: its m is in the columns. It must run as a batch.
+TEST_F(CublasLtGemmTest, TransposedLhsContiguousBatchIsNotFolded) {
+  for (const float beta : {0.0f, 1.0f}) {
+    Case c;
+    c.in = DType::kFloat32;
+    c.out = DType::kFloat32;
+    c.m = 32;
+    c.n = 24;
+    c.k = 32;
+    c.batch = 3;
+    c.rows_per_block = 32;
+    c.lhs_transposed = true;
+    c.lhs_gap_rows = 0;
+    c.beta = beta;
+    c.bias = true;
+    CublasLtGemm gemm("test");
+    run_and_check(c, gemm);
+  }
 }
 
 TEST_F(CublasLtGemmTest, AlphaBeta) {

@@ -1,11 +1,13 @@
-// The CPU GEMM against a naive fp64 loop on random inputs, every dtype and layout, with
-// strided batch placement, bias, alpha/beta; and the element conversions.
+// The CPU GEMM against a naive fp64 loop on random inputs, every dtype and layout (lhs and rhs
+// transposed or not), with strided batch placement, bias, alpha/beta; and the element
+// conversions.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -36,22 +38,41 @@ double rtol_for(DType t) {
   return t == DType::kFloat32 ? 1e-5 : t == DType::kBFloat16 ? 1e-2 : 2e-3;
 }
 
-class CpuGemmTest : public ::testing::TestWithParam<std::tuple<DType, bool, bool, int64_t>> {};
+// dtype, lhs transposed, rhs transposed, bias, batch, beta
+using CpuCase = std::tuple<DType, bool, bool, bool, int64_t, float>;
+
+class CpuGemmTest : public ::testing::TestWithParam<CpuCase> {};
 
 TEST_P(CpuGemmTest, MatchesFp64Reference) {
-  const auto [dtype, rhs_t, with_bias, batch] = GetParam();
+  const auto [dtype, lhs_t, rhs_t, with_bias, batch, beta] = GetParam();
   std::mt19937_64 rng(::testing::UnitTest::GetInstance()->random_seed() + 17);
   const int64_t m = 37, n = 29, k = 53;
-  // Output rows of each batch block are placed with a gap, as the schedule's strided chunks.
-  const int64_t ldc = n + 3, out_stride = (m + 5) * ldc, lda = k, lhs_stride = m * lda;
-  std::vector<double> a, b, bias;
+  // Every operand has padded rows and a gap between batch blocks, as the schedule's strided
+  // chunks: lhs [m, k] or [k, m], rhs [k, n] or [n, k].
+  const int64_t lda = (lhs_t ? m : k) + 2, lhs_stride = ((lhs_t ? k : m) + 1) * lda;
+  const int64_t ldb = (rhs_t ? k : n) + 4;
+  const int64_t ldc = n + 3, out_stride = (m + 5) * ldc;
+  std::vector<double> a, b, bias, c0;
   auto ha = random_tensor(dtype, batch * lhs_stride, rng, a);
-  auto hb = random_tensor(dtype, k * n, rng, b);
+  auto hb = random_tensor(dtype, (rhs_t ? n : k) * ldb, rng, b);
   auto hbias = random_tensor(dtype, n, rng, bias);
-  std::vector<float> nan(static_cast<size_t>(batch * out_stride),
-                         std::numeric_limits<float>::quiet_NaN());
-  std::vector<char> hc(nan.size() * dtype_size(dtype));
-  convert_from_float(nan.data(), hc.data(), dtype, static_cast<int64_t>(nan.size()));
+  // beta == 0: the output starts as NaN, which must not be read. beta != 0: the output region
+  // holds random values to accumulate into; the gaps stay NaN.
+  auto hc0 = random_tensor(dtype, batch * out_stride, rng, c0);
+  std::vector<float> init(static_cast<size_t>(batch * out_stride),
+                          std::numeric_limits<float>::quiet_NaN());
+  if (beta != 0.0f) {
+    for (int64_t bi = 0; bi < batch; ++bi) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const auto o = static_cast<size_t>(bi * out_stride + i * ldc + j);
+          init[o] = static_cast<float>(c0[o]);
+        }
+      }
+    }
+  }
+  std::vector<char> hc(init.size() * dtype_size(dtype));
+  convert_from_float(init.data(), hc.data(), dtype, static_cast<int64_t>(init.size()));
 
   GemmTask t;
   t.m = m;
@@ -60,9 +81,10 @@ TEST_P(CpuGemmTest, MatchesFp64Reference) {
   t.in_dtype = t.out_dtype = dtype;
   t.lhs = ha.data();
   t.lda = lda;
+  t.lhs_transposed = lhs_t;
   t.rhs = hb.data();
   t.rhs_transposed = rhs_t;
-  t.ldb = rhs_t ? k : n;
+  t.ldb = ldb;
   t.out = hc.data();
   t.ldc = ldc;
   t.bias = with_bias ? hbias.data() : nullptr;
@@ -70,30 +92,35 @@ TEST_P(CpuGemmTest, MatchesFp64Reference) {
   t.lhs_batch_stride = lhs_stride;
   t.out_batch_stride = out_stride;
   t.alpha = 1.5f;
+  t.beta = beta;
   cpu_gemm(t);
 
-  std::vector<float> c(nan.size());
+  std::vector<float> c(init.size());
   convert_to_float(hc.data(), dtype, c.data(), static_cast<int64_t>(c.size()));
   for (int64_t bi = 0; bi < batch; ++bi) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double ref = 0.0, mag = 0.0;
         for (int64_t p = 0; p < k; ++p) {
-          // rhs element (p, j): [k, n] row-major, or [n, k] when transposed.
-          const double bv =
-              rhs_t ? b[static_cast<size_t>(j * k + p)] : b[static_cast<size_t>(p * n + j)];
-          const double av = a[static_cast<size_t>(bi * lhs_stride + i * lda + p)];
+          // lhs element (i, p): [m, k] row-major, or [k, m] when transposed; likewise rhs (p, j).
+          const double av =
+              a[static_cast<size_t>(bi * lhs_stride + (lhs_t ? p * lda + i : i * lda + p))];
+          const double bv = b[static_cast<size_t>(rhs_t ? j * ldb + p : p * ldb + j)];
           ref += av * bv;
           mag += std::fabs(av * bv);
         }
         ref *= 1.5;
         mag *= 1.5;
+        const auto o = static_cast<size_t>(bi * out_stride + i * ldc + j);
+        if (beta != 0.0f) {
+          ref += static_cast<double>(beta) * init[o];
+          mag += std::fabs(static_cast<double>(beta) * init[o]);
+        }
         if (with_bias) {
           ref += bias[static_cast<size_t>(j)];
           mag += std::fabs(bias[static_cast<size_t>(j)]);
         }
-        const double got = c[static_cast<size_t>(bi * out_stride + i * ldc + j)];
-        ASSERT_NEAR(got, ref, rtol_for(dtype) * mag + 1e-6)
+        ASSERT_NEAR(c[o], ref, rtol_for(dtype) * mag + 1e-6)
             << "b=" << bi << " i=" << i << " j=" << j;
       }
     }
@@ -103,10 +130,56 @@ TEST_P(CpuGemmTest, MatchesFp64Reference) {
   }
 }
 
+std::string cpu_case_name(const ::testing::TestParamInfo<CpuCase>& info) {
+  const auto [dtype, lhs_t, rhs_t, with_bias, batch, beta] = info.param;
+  return std::string(dtype_name(dtype)) + (lhs_t ? "_T" : "_N") + (rhs_t ? "T" : "N") +
+         (with_bias ? "_bias" : "_nobias") + "_batch" + std::to_string(batch) +
+         (beta != 0.0f ? "_beta" : "_nobeta");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllLayouts, CpuGemmTest,
     ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
-                       ::testing::Bool(), ::testing::Bool(), ::testing::Values<int64_t>(1, 3)));
+                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool(),
+                       ::testing::Values<int64_t>(1, 3), ::testing::Values(0.0f, -0.75f)),
+    cpu_case_name);
+
+// The contraction of a transposed lhs is its dim 0: x^T [k, m] times dy [k, n], as a
+// weight-gradient GEMM, equals the same GEMM on the explicitly transposed copy of x.
+TEST(CpuGemm, TransposedLhsEqualsAnExplicitTranspose) {
+  std::mt19937_64 rng(5);
+  const int64_t m = 6, n = 5, k = 9;
+  std::vector<double> x, dy;
+  auto hx = random_tensor(DType::kFloat32, k * m, rng, x);    // [k, m]
+  auto hdy = random_tensor(DType::kFloat32, k * n, rng, dy);  // [k, n]
+  std::vector<float> xt(static_cast<size_t>(m * k));
+  for (int64_t p = 0; p < k; ++p) {
+    for (int64_t i = 0; i < m; ++i) {
+      xt[static_cast<size_t>(i * k + p)] = static_cast<float>(x[static_cast<size_t>(p * m + i)]);
+    }
+  }
+  std::vector<float> got(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> want(got.size(), std::numeric_limits<float>::quiet_NaN());
+  GemmTask t;
+  t.m = m;
+  t.n = n;
+  t.k = k;
+  t.in_dtype = t.out_dtype = DType::kFloat32;
+  t.rhs = hdy.data();
+  t.ldb = n;
+  t.ldc = n;
+  t.lhs = hx.data();
+  t.lda = m;
+  t.lhs_transposed = true;
+  t.out = got.data();
+  cpu_gemm(t);
+  t.lhs = xt.data();
+  t.lda = k;
+  t.lhs_transposed = false;
+  t.out = want.data();
+  cpu_gemm(t);
+  EXPECT_EQ(got, want);
+}
 
 TEST(CpuGemm, RejectsInconsistentStrides) {
   GemmTask t;
@@ -116,6 +189,10 @@ TEST(CpuGemm, RejectsInconsistentStrides) {
   t.lda = 2;  // < k
   t.ldb = 4;
   t.ldc = 4;
+  EXPECT_THROW(cpu_gemm(t), Error);
+  t.m = 8;
+  t.lda = 4;  // >= k but < m, the row length of a transposed lhs [k, m]
+  t.lhs_transposed = true;
   EXPECT_THROW(cpu_gemm(t), Error);
 }
 

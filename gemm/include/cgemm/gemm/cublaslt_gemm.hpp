@@ -1,55 +1,52 @@
 #pragma once
 // cuBLASLt implementation of GemmTask (see gemm_task.hpp for the maths and the layouts).
 //
-// Row-major operands are handed to column-major cuBLASLt as the transposed problem
-//   out^T [n, m] = op(rhs)^T [n, k] * lhs^T [k, m],
+// What run(task, stream) needs:
+// - Shapes: m, n >= 0, k >= 1 (cuBLASLt has no empty contraction), 0 <= batch <= INT32_MAX
+//   (m, n or batch = 0 is a no-op); lda >= k (>= m with lhs_transposed), ldb >= n
+//   (>= k with rhs_transposed), ldc >= n; batch strides >= 0. Contiguous batch blocks of a
+//   non-transposed lhs are run as one taller GEMM.
+// - Dtypes: lhs/rhs bf16, fp16 or fp32; accumulation in fp32 (CUBLAS_COMPUTE_32F, so fp32 inputs
+//   never use TF32); out (and bias) the input dtype or fp32. FP8/FP4 inputs need scale_inv
+//   operands GemmTask does not carry yet and are rejected. NVTE_FP8_GEMM_HIGH_PRECISION_
+//   ACCUMULATION is already read (as in Transformer Engine: 1 = split accumulator, i.e. no
+//   CUBLASLT_MATMUL_DESC_FAST_ACCUM).
+// - Pointers: device memory of the construction device, non-null lhs/rhs/out, each aligned to
+//   its element size at least. The alignment of each (up to 256 bytes) is told to the heuristic
+//   and is part of the problem key: a choice is only reused for pointers as aligned as the ones
+//   it was made for. When the heuristic offers no algorithm, run() throws.
+// - beta: honoured for every layout and batch; beta == 0 never reads out.
+// - Bias: fused as CUBLASLT_EPILOGUE_BIAS when cuBLASLt offers an algorithm for it, else added
+//   by a separate kernel after the GEMM, on the same stream.
+//
+// Mapping: row-major operands are handed to column-major cuBLASLt as the transposed problem
+//   out^T [n, m] = op(rhs)^T [n, k] * op(lhs)^T [k, m],
 // which needs no copy: a row-major [r, c] matrix with row stride ld is a column-major [c, r]
-// matrix with leading dimension ld. rhs_transposed = true is cuBLAS's "TN" layout.
+// matrix with leading dimension ld. cuBLASLt's A is rhs (CUBLAS_OP_T when rhs_transposed, the
+// "TN" layout) and its B is lhs (CUBLAS_OP_T when lhs_transposed).
 //
-// Types: lhs/rhs bf16, fp16 or fp32; accumulation in fp32 (CUBLAS_COMPUTE_32F, so fp32 inputs
-// never use TF32); out (and bias) bf16/fp16 with the same input type, or fp32. The bias is fused
-// as CUBLASLT_EPILOGUE_BIAS when cuBLASLt offers an algorithm for it, else added by a separate
-// kernel after the GEMM. FP8 inputs need scale_inv operands GemmTask does not carry yet and are
-// rejected; NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION is already read (as in Transformer
-// Engine: set to 1 to use the split accumulator, i.e. no CUBLASLT_MATMUL_DESC_FAST_ACCUM).
-//
-// Algorithms: per problem key (shapes, dtypes, layouts, strides, batch, epilogue, beta != 0,
-// pointer alignments) the cuBLASLt heuristic is asked once for up to candidates() algorithms
-// (CGEMM_GEMM_CANDIDATES, 1..kMaxCandidates, default kDefaultCandidates).
-// With autotuning on (the default), the first call for a key then TIMES every candidate on the
-// real problem, on the call's stream, with CUDA events: 1 warm-up each, then kTimedRuns rounds
-// that time every candidate once in turn (so a clock drift during the tuning hits all alike),
-// median of each candidate's runs, each run after the L2 was cleared by overwriting a scratch
-// of twice its size (stream-ordered, freed after; as Triton's do_bench); the fastest candidate
-// (ties: the heuristic's order) is cached and every later call with that key uses it without timing
-// again. Candidates whose cublasLtMatmul returns an error are skipped; if every one fails, the call
-// throws as before. Timing writes into the real output when beta == 0 (its old contents are not
-// read, and the real GEMM follows on the same stream), and into a scratch output of the same extent
-// (cudaMallocAsync on the stream, freed after) when beta != 0, so the output keeps its meaning.
-// Heuristic #1 is used untimed when: CGEMM_GEMM_AUTOTUNE=0 (or "false", "off", "no", any
-// case; see cgemm/core/env.hpp), the heuristic offers one candidate, the stream is being
-// captured into a CUDA graph, or the scratch output cannot be allocated. That choice is final
-// for the key as well.
-// CGEMM_GEMM_LOG=1 prints every tuning's candidate times to stderr (the chosen one starred).
-//
-// COST: the first call for a new key is slower and BLOCKING: it enqueues (1 + kTimedRuns) x
-// candidates GEMMs and then waits on the host until they are done, i.e. for everything queued
-// on that stream before it (other streams are not synchronized), and takes a transient
-// scratch of twice the L2 (cudaMallocAsync) to clear it. Do it in a warm-up run.
-// Concurrent work on other streams (communication) is running during the timing, as in the
-// real run; small GEMMs whose candidates differ by less than the noise may pick any of them.
+// Algorithms: chosen once per problem key (shapes, dtypes, layouts, strides, batch, bias,
+// beta != 0, pointer alignments) from up to candidates() cuBLASLt heuristic results, by timing
+// them on the first call unless autotune() is off; later calls with the key reuse the choice.
+// The first call of a key is therefore slower and blocks the host until the work queued on its
+// stream is done: do it in a warm-up run. The tuner's rules and their reasons: docs/GEMM_TUNER.md.
 // choices() / describe_choices() report the choice and the measured times per key.
 //
-// Workspace: one per stream, 32 MiB on compute capability >= 9.0 (as cuBLAS recommends for
-// Hopper), 4 MiB below; timing uses the stream's own workspace.
+// Workspace: one per stream (add_stream, or the stream's first GEMM), 32 MiB on compute
+// capability >= 9.0 (as cuBLAS recommends for Hopper), 4 MiB below; tuning uses the stream's
+// own; freed at destruction (after a device-wide synchronize).
 //
 // Threads: run() may be called from several host threads at once, on different streams (each
 // thread with the construction device current). The key cache and the workspaces are guarded by
-// a mutex; a key is built and tuned once, under its own lock (a second thread with the same new
-// key waits for the choice; other keys go on). A GEMM with a fused bias sets the bias pointer in
-// the key's shared descriptor, so its launch holds that key's lock for the cublasLtMatmul call;
-// other launches hold no lock. Errors: cgemm::Error naming the cuBLAS status
-// (cublasLtGetStatusName), the call and the problem's shapes.
+// a mutex held for the look-up (and a new stream's workspace allocation) only; a key is built
+// and tuned once, under its own lock (a second thread with the same new key waits for the
+// choice; other keys go on). Once built, a key's plan is read-only: every call builds its own
+// matmul descriptor with its own pointers (bias), so launches hold no lock.
+//
+// Errors: cgemm::Error, prefixed by the constructor's `where`: an invalid task names the
+// problem and the rule broken; a cuBLAS error names the status (cublasLtGetStatusName), the call
+// and the problem's shapes; a CUDA error names the call. A key whose build or tuning failed is
+// tried again by its next call.
 
 #include <cuda_runtime_api.h>
 

@@ -1,10 +1,17 @@
 #pragma once
 // One GEMM as the runtime hands it to a backend: row-major operands, fp32 accumulation.
 //
-//   out[b][i, j] = alpha * sum_k lhs[b][i, k] * rhs[k, j] + beta * out[b][i, j] (+ bias[j])
+//   out[b][i, j] = alpha * sum_p op(lhs)[b][i, p] * op(rhs)[p, j] + beta * out[b][i, j]
+//                  (+ bias[j])
 //
-// for b in [0, batch), with rhs either [K, N] (rhs_transposed = false, contracting dim 0) or
-// [N, K] (rhs_transposed = true, contracting dim 1: the "TN" layout cuBLAS prefers).
+// for b in [0, batch), i < m, j < n, p < k, with
+//   lhs [m, k] (lhs_transposed = false, contracting dim 1), or [k, m] (lhs_transposed = true,
+//       contracting dim 0: x^T of a weight-gradient GEMM, used without a copy), row stride lda;
+//   rhs [k, n] (rhs_transposed = false, contracting dim 0), or [n, k] (rhs_transposed = true,
+//       contracting dim 1: the "TN" layout cuBLAS prefers), row stride ldb;
+//   out [m, n], row stride ldc.
+// beta != 0 reads out (accumulation, e.g. into a gradient); beta == 0 never reads it, so it
+// may hold anything (even NaN). The bias is added after alpha and beta are applied.
 // Strides let a chunked schedule write each chunk straight into its place in a larger
 // output (leading dimension ldc, batch stride out_batch_stride), so no copy is needed.
 
@@ -15,16 +22,17 @@
 namespace cgemm {
 
 struct GemmTask {
-  int64_t m = 0, n = 0, k = 0;         // rows of lhs/out, columns of out, contracting size
+  int64_t m = 0, n = 0, k = 0;         // rows of out, columns of out, contracting size
   DType in_dtype = DType::kBFloat16;   // dtype of lhs and rhs
   DType out_dtype = DType::kBFloat16;  // dtype of out and bias
 
-  const void* lhs = nullptr;  // [m, k], row stride lda (elements)
-  int64_t lda = 0;
-  const void* rhs = nullptr;  // [k, n] row stride ldb, or [n, k] when rhs_transposed
-  int64_t ldb = 0;
+  const void* lhs = nullptr;  // [m, k], or [k, m] when lhs_transposed; row stride lda
+  int64_t lda = 0;            // (elements) >= k, or >= m when lhs_transposed
+  bool lhs_transposed = false;
+  const void* rhs = nullptr;  // [k, n], or [n, k] when rhs_transposed; row stride ldb
+  int64_t ldb = 0;            // (elements) >= n, or >= k when rhs_transposed
   bool rhs_transposed = false;
-  void* out = nullptr;  // [m, n], row stride ldc
+  void* out = nullptr;  // [m, n], row stride ldc >= n
   int64_t ldc = 0;
   const void* bias = nullptr;  // [n] of out_dtype, added to every row; nullptr: none
 
@@ -33,7 +41,7 @@ struct GemmTask {
   int64_t out_batch_stride = 0;  // elements between consecutive out blocks
 
   float alpha = 1.0f;
-  float beta = 0.0f;
+  float beta = 0.0f;  // 0: out is only written; else out is read and accumulated into
 
   const char* label =
       nullptr;  // name of this GEMM in a trace (e.g. "up_proj chunk 1"); may be null
