@@ -9,7 +9,7 @@
 // synchronize, time_ms).
 //
 // This file composes the pieces in cuda/ and implements Backend by delegating to them:
-//   devices          the GPUs this process sees, and opening this rank's
+//   devices          the GPUs this process sees, and opening the one this rank runs on
 //   streams          compute and communication streams, and the events that order them
 //   trace            span events around traced calls
 //   event_timer      time_ms's events

@@ -246,15 +246,13 @@ GemmDesc tensor_sequence_parallel_gemm(const PlanningMesh& mesh, std::string nam
   return d;
 }
 
-PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
-                               const PlanningOptions& opt) {
-  require_mesh(m);
-  if (opt.overlap.num_max_streams < 1) {
-    throw Error("num_max_streams must be >= 1, got " + std::to_string(opt.overlap.num_max_streams));
-  }
-  PlannedGemm out;
-  PlanDescription& r = out.description;
-  r.desc = desc;
+namespace {
+
+// The planner's answer for this rank: specs (infer_gemm_sharding, checked against the given
+// ones), local shapes, the output and gemm_abstract's validation, as gemm.py's outer
+// abstract. Fills r's sharding, shapes and abstract; returns the geometry's layout fields.
+GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const PlanningOptions& opt,
+                         PlanDescription& r) {
   Mesh mesh;
   mesh.axes = {{m.dp_axis, m.dp}, {m.tpsp_axis, m.tp}};
   MeshResource resource;
@@ -289,7 +287,7 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
     throw Error(where + ": the runtime runs lhs [..., K] contracting its last dim with a 2-D rhs;" +
                 " got lhs " + shape_str(desc.lhs_shape) + ", rhs " + shape_str(desc.rhs_shape));
   }
-  GemmGeometry& g = out.geometry;
+  GemmGeometry g;
   g.name = desc.name;
   g.rhs_transposed = sanitize(rc[0], rhs_nd) == 1;
 
@@ -337,6 +335,12 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
                     " does not hold the sharded output " + shape_str(r.out_local));
   }
 
+  return g;
+}
+
+// The chunk geometry's inputs: the mesh, the overlap knobs and the local GEMM, flattened.
+void fill_geometry(GemmGeometry& g, const GemmDesc& desc, const PlanningMesh& m,
+                   const PlanningOptions& opt, const PlanDescription& r) {
   const int backend_streams =
       opt.backend_streams > 0 ? opt.backend_streams : opt.overlap.num_max_streams;
   g.tp = m.tp;
@@ -352,17 +356,26 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   g.ldb = r.rhs_local[1];
   g.lhs_rows = num_elements(r.lhs_local) / std::max<int64_t>(g.k, 1);
   // gemm.py fuses the bias only when the output is not reduced (_sharded_impl's fuse_bias).
-  g.fuse_bias = g.has_bias && !sharding.reduce_spec.has_value();
+  g.fuse_bias = g.has_bias && !r.sharding.reduce_spec.has_value();
   g.lhs_local = r.lhs_local;
   g.out_local = r.out_local;
   g.need_reorder = !desc.transpose_batch_sequence;
-  g.sequence_dim = sharding.sequence_dim.value_or(-1);
-  if (sharding.reduce_spec) {
-    g.reduce_axis = spec_str({*sharding.reduce_spec});
-    g.reduce_over_tp = sharding.reduce_spec->is_axis(m.tpsp_axis);
+  g.sequence_dim = r.sharding.sequence_dim.value_or(-1);
+  if (r.sharding.reduce_spec) {
+    g.reduce_axis = spec_str({*r.sharding.reduce_spec});
+    g.reduce_over_tp = r.sharding.reduce_spec->is_axis(m.tpsp_axis);
   }
   g.collective = desc.collective;
-  out.kind = choose_collective_gemm(g).make(g);
+}
+
+// What the description says of the planned kind: offsets, schedule, chunks, bytes and the
+// programs' views. Refuses a split that leaves chunks of 0 rows.
+void describe(PlannedGemm& out, const PlanningMesh& m, const PlanningOptions& opt) {
+  const GemmDesc& desc = out.description.desc;
+  PlanDescription& r = out.description;
+  const GemmGeometry& g = out.geometry;
+  const GemmSharding& sharding = r.sharding;
+  const std::string where = "GEMM '" + desc.name + "'";
   const CollectiveGemm& c = out.kind;
   // A split that leaves a chunk without rows plans a schedule with nothing to move: refuse
   // it here rather than let a later check fail for a reason that is not the real one.
@@ -393,6 +406,22 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   r.bytes = plan_bytes(out, opt);
   r.overlapped = view_of(c.overlapped);
   r.sequential = view_of(c.sequential);
+}
+
+}  // namespace
+
+PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
+                               const PlanningOptions& opt) {
+  require_mesh(m);
+  if (opt.overlap.num_max_streams < 1) {
+    throw Error("num_max_streams must be >= 1, got " + std::to_string(opt.overlap.num_max_streams));
+  }
+  PlannedGemm out;
+  out.description.desc = desc;
+  out.geometry = plan_shards(desc, m, opt, out.description);
+  fill_geometry(out.geometry, desc, m, opt, out.description);
+  out.kind = choose_collective_gemm(out.geometry).make(out.geometry);
+  describe(out, m, opt);
   return out;
 }
 

@@ -68,14 +68,14 @@ class RecordingBackend final : public Backend {
     char shape[256];
     std::snprintf(shape, sizeof(shape),
                   "m=%lld n=%lld k=%lld batch=%lld lda=%lld ldb=%lld ldc=%lld strides=%lld/%lld "
-                  "%s%s alpha=%g beta=%g",
+                  "%s%s%s alpha=%g beta=%g",
                   static_cast<long long>(t.m), static_cast<long long>(t.n),
                   static_cast<long long>(t.k), static_cast<long long>(t.batch),
                   static_cast<long long>(t.lda), static_cast<long long>(t.ldb),
                   static_cast<long long>(t.ldc), static_cast<long long>(t.lhs_batch_stride),
                   static_cast<long long>(t.out_batch_stride), dt(t.in_dtype).c_str(),
-                  t.rhs_transposed ? " rhs^T" : "", static_cast<double>(t.alpha),
-                  static_cast<double>(t.beta));
+                  t.lhs_transposed ? " lhs^T" : "", t.rhs_transposed ? " rhs^T" : "",
+                  static_cast<double>(t.alpha), static_cast<double>(t.beta));
     log("gemm s" + std::to_string(stream) + " " + shape + " lhs=" + where(t.lhs) +
         " rhs=" + where(t.rhs) + " out=" + where(t.out) + " bias=" + where(t.bias) + " '" +
         (t.label != nullptr ? t.label : "") + "'");

@@ -2,6 +2,8 @@
 
 #include "devices.hpp"
 
+#include <utility>
+
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/runtime/backends.hpp"
 
