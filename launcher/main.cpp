@@ -360,14 +360,6 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) 
   return out;
 }
 
-bool same_overlap(const OverlapOptions& a, const OverlapOptions& b) {
-  return a.policy == b.policy && a.num_max_streams == b.num_max_streams &&
-         a.compute_stream_priority == b.compute_stream_priority &&
-         a.communication_stream_priority == b.communication_stream_priority &&
-         a.num_sm_for_communication == b.num_sm_for_communication && a.use_ce == b.use_ce &&
-         a.aggregate_all_gather == b.aggregate_all_gather && a.chunks_per_rank == b.chunks_per_rank;
-}
-
 // A value of the experiment as its INI line says it ("on", "bf16", "1024").
 std::string ini_value(const std::string& ini, const std::string& name) {
   std::istringstream in(ini);
@@ -591,8 +583,8 @@ int run(int argc, char** argv) {
       for (size_t i = 0; i < count && error.empty(); ++i) {
         const RunConfig& cfg = experiments[i];
         Context* on = ctx.get();
-        if (!same_overlap(cfg.overlap, ctx->overlap())) {
-          if (!probe || !same_overlap(cfg.overlap, probe->overlap())) {
+        if (cfg.overlap != ctx->overlap()) {
+          if (!probe || cfg.overlap != probe->overlap()) {
             probe.reset();
             probe =
                 std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{cfg.dp, cfg.tp, "dp", "tpsp"},
@@ -625,7 +617,7 @@ int run(int argc, char** argv) {
       say("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + ": " +
           parsed.labels[i]);
     }
-    if (!same_overlap(cfg.overlap, ctx->overlap()) && !make_context(cfg.overlap, ctx)) {
+    if (cfg.overlap != ctx->overlap() && !make_context(cfg.overlap, ctx)) {
       return kExitUsage;
     }
     const Outcome o = run_experiment(cfg, *ctx, info);
