@@ -88,11 +88,17 @@ using G = OptionGroup;
 // A list option read by `read` (commas reach it: cgemm-bench has no sweeps).
 template <typename Read>
 Row list_row(std::string name, G group, std::string help, std::string def, Read read) {
-  return Row{std::move(name), group, std::move(help), "", true, Sweep::kPlain,
+  return Row{std::move(name),
+             group,
+             std::move(help),
+             "",
+             true,
+             Sweep::kPlain,
              [def](const BenchConfig&) {
                return po::value<std::string>()->value_name("LIST")->default_value(def);
              },
-             read, {}};
+             read,
+             {}};
 }
 
 std::vector<Row> own_rows() {
@@ -123,50 +129,62 @@ std::vector<Row> own_rows() {
       "chunks_per_rank 2/4) on the first case (num_sm_for_communication has no effect, so it "
       "is not swept)",
       [](auto& c) -> auto& { return c.knobs; }, Sweep::kPlain));
-  rows.push_back(Row{
-      "l2_mib", G::kBenchmark, "L2 size: inputs rotate over enough copies to exceed twice this",
-      "MiB", true, Sweep::kPlain,
-      [](const BenchConfig& d) {
-        std::ostringstream text;
-        text << d.l2_mib;
-        return po::value<double>()->value_name("X")->default_value(d.l2_mib, text.str());
-      },
-      [](const OptionReader& r, BenchConfig& cfg) {
-        cfg.l2_mib = r.get<double>("l2_mib");
-        if (!std::isfinite(cfg.l2_mib) || !(cfg.l2_mib > 0)) {
-          r.fail("l2_mib", std::to_string(cfg.l2_mib), "must be a positive size [MiB]");
-        }
-      },
-      {}});
-  rows.push_back(Row{
-      "out", G::kBenchmark, "folder for cgemm_bench.csv, cgemm_bench.json and cgemm_bench.md",
-      "path", true, Sweep::kPlain,
-      [](const BenchConfig& d) {
-        return po::value<std::string>()->value_name("DIR")->default_value(d.out);
-      },
-      [](const OptionReader& r, BenchConfig& cfg) {
-        cfg.out = r.get<std::string>("out");
-        if (cfg.out.empty()) r.fail("out", cfg.out, "an empty path (a folder; '.' is the default)");
-      },
-      {}});
+  rows.push_back(
+      Row{"l2_mib",
+          G::kBenchmark,
+          "L2 size: inputs rotate over enough copies to exceed twice this",
+          "MiB",
+          true,
+          Sweep::kPlain,
+          [](const BenchConfig& d) {
+            std::ostringstream text;
+            text << d.l2_mib;
+            return po::value<double>()->value_name("X")->default_value(d.l2_mib, text.str());
+          },
+          [](const OptionReader& r, BenchConfig& cfg) {
+            cfg.l2_mib = r.get<double>("l2_mib");
+            if (!std::isfinite(cfg.l2_mib) || !(cfg.l2_mib > 0)) {
+              r.fail("l2_mib", std::to_string(cfg.l2_mib), "must be a positive size [MiB]");
+            }
+          },
+          {}});
+  rows.push_back(Row{"out",
+                     G::kBenchmark,
+                     "folder for cgemm_bench.csv, cgemm_bench.json and cgemm_bench.md",
+                     "path",
+                     true,
+                     Sweep::kPlain,
+                     [](const BenchConfig& d) {
+                       return po::value<std::string>()->value_name("DIR")->default_value(d.out);
+                     },
+                     [](const OptionReader& r, BenchConfig& cfg) {
+                       cfg.out = r.get<std::string>("out");
+                       if (cfg.out.empty())
+                         r.fail("out", cfg.out, "an empty path (a folder; '.' is the default)");
+                     },
+                     {}});
   rows.push_back(path_row<BenchConfig>(
       "peers", G::kBenchmark, "FILE",
       "CSV of bench/peers/torch_async_tp.py to compare against, joined by case",
       [](auto& c) -> auto& { return c.peers; }));
 
   // Parts (launcher/parts/parts.hpp)
-  rows.push_back(Row{
-      "parts", G::kParts,
-      "measure the parts of the schedules alone, on one GPU, for --cases, and write "
-      "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
-      "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
-      "one step's bytes on another stream), copy_bandwidth (device-to-device "
-      "cudaMemcpyAsync against size), or all [default: none: the sweep]",
-      "", true, Sweep::kPlain,
-      [](const BenchConfig&) {
-        return po::value<std::string>()->value_name("LIST")->default_value("");
-      },
-      [](const OptionReader& r, BenchConfig& cfg) { cfg.parts = study_list(r); }, {}});
+  rows.push_back(
+      Row{"parts",
+          G::kParts,
+          "measure the parts of the schedules alone, on one GPU, for --cases, and write "
+          "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
+          "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
+          "one step's bytes on another stream), copy_bandwidth (device-to-device "
+          "cudaMemcpyAsync against size), or all [default: none: the sweep]",
+          "",
+          true,
+          Sweep::kPlain,
+          [](const BenchConfig&) {
+            return po::value<std::string>()->value_name("LIST")->default_value("");
+          },
+          [](const OptionReader& r, BenchConfig& cfg) { cfg.parts = study_list(r); },
+          {}});
   rows.push_back(list_row("parts_tp", G::kParts,
                           "tp values whose local GEMMs chunking and interference measure (one "
                           "rank plays one rank of each)",
@@ -197,11 +215,6 @@ std::vector<Row> own_rows() {
       "chunking: CSV of bench/peers/torch_chunking.py (torch.mm on the same chunks), joined "
       "by case, collective, tp and chunks",
       [](auto& c) -> auto& { return c.torch_chunks; }));
-  return rows;
-}
-
-const std::vector<Row>& bench_rows() {
-  static const std::vector<Row> rows = table_of(widen<BenchConfig>(shared_rows()), own_rows());
   return rows;
 }
 
@@ -239,6 +252,11 @@ ProgramSpec bench_program_spec() {
 }
 
 }  // namespace
+
+const std::vector<OptionRow<BenchConfig>>& bench_rows() {
+  static const std::vector<Row> rows = table_of(widen<BenchConfig>(shared_rows()), own_rows());
+  return rows;
+}
 
 BenchConfig::BenchConfig() {
   warmup = 5;

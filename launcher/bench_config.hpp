@@ -48,6 +48,9 @@ struct BenchParseResult {
   std::string help_text;  // filled when help
 };
 
+/// cgemm-bench's option rows (the shared ones and its own), in --help order.
+const std::vector<OptionRow<BenchConfig>>& bench_rows();
+
 /// Parses argv and the --config INI file it names. Throws OptionError (the message names the
 /// option and the value, as cgemm-run's do).
 BenchParseResult parse_bench_config(int argc, const char* const* argv);

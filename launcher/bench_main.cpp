@@ -238,9 +238,9 @@ bool make_context(const BenchConfig& cfg, int world, const OverlapOptions& overl
   ctx.reset();
   std::string error;
   try {
-    ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{cfg.dp, world / cfg.dp, "dp", "tpsp"},
-                                    BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout},
-                                    overlap);
+    ctx = std::make_unique<Context>(
+        MPI_COMM_WORLD, MeshConfig{cfg.dp, world / cfg.dp, "dp", "tpsp"},
+        BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout}, overlap);
   } catch (const BackendRuleError& e) {
     error = e.what();
   } catch (const std::exception& e) {
@@ -255,8 +255,9 @@ bool measure_cases(const BenchConfig& cfg, int world, std::unique_ptr<Context>& 
                    std::vector<Row>& rows, std::vector<TraceSpan>& trace) {
   for (size_t ci = 0; ci < cfg.cases.size(); ++ci) {
     const Shape2& sh = bench_shape(cfg.cases[ci]);
-    const std::vector<Knobs> sweep =
-        ci == 0 && cfg.knobs ? knob_sweep(cfg.overlap) : std::vector<Knobs>{{"default", cfg.overlap}};
+    const std::vector<Knobs> sweep = ci == 0 && cfg.knobs
+                                         ? knob_sweep(cfg.overlap)
+                                         : std::vector<Knobs>{{"default", cfg.overlap}};
     for (const Knobs& kn : sweep) {
       if (kn.opts != ctx->overlap() && !make_context(cfg, world, kn.opts, ctx)) return false;
       try {

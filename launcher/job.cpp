@@ -6,8 +6,8 @@
 #include <array>
 #include <climits>
 #include <cstdlib>
-#include <iostream>
 #include <cstring>
+#include <iostream>
 #include <string>
 
 #include "cgemm/collective/mesh_comms.hpp"

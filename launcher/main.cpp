@@ -267,8 +267,8 @@ struct Measured {
 
 /// Times and checks every GEMM of the block, then records the dump and the trace. An error
 /// here is one rank's (a device or transport fault): it aborts the job.
-void measure_block(const RunConfig& cfg, Backend& be,
-                   std::vector<std::unique_ptr<GemmPlan>>& plans, Measured& m) {
+void measure_block(const RunConfig& cfg, Backend& be, std::vector<std::unique_ptr<GemmPlan>>& plans,
+                   Measured& m) {
   try {
     for (size_t i = 0; i < plans.size(); ++i) {
       m.jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
@@ -314,9 +314,8 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) 
   if (!all_ranks_ok([&] {
         for (const GemmSpec& g : cfg.gemms) {
           plans.push_back(std::make_unique<GemmPlan>(
-              ctx, tensor_sequence_parallel_gemm(ctx, g.name, g.collective, cfg.batch,
-                                                 cfg.seq_len, g.hidden_in, g.hidden_out,
-                                                 cfg.dtype, cfg.bias,
+              ctx, tensor_sequence_parallel_gemm(ctx, g.name, g.collective, cfg.batch, cfg.seq_len,
+                                                 g.hidden_in, g.hidden_out, cfg.dtype, cfg.bias,
                                                  cfg.transpose_batch_sequence)));
         }
       })) {
@@ -524,9 +523,9 @@ bool make_context(const RunConfig& first, const OverlapOptions& overlap,
   ctx.reset();
   std::string error;
   try {
-    ctx = std::make_unique<Context>(
-        MPI_COMM_WORLD, MeshConfig{first.dp, first.tp, "dp", "tpsp"},
-        BackendOptions{first.backend, first.gpu_sharing, first.timeout}, overlap);
+    ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{first.dp, first.tp, "dp", "tpsp"},
+                                    BackendOptions{first.backend, first.gpu_sharing, first.timeout},
+                                    overlap);
   } catch (const BackendRuleError& e) {
     error = e.what();
   } catch (const std::exception& e) {
@@ -540,8 +539,8 @@ JobInfo describe_job(const Context& ctx, int world) {
   if (!ctx.backend_notice().empty()) say(ctx.backend_notice());
   const MeshComms& comms = ctx.comms();
   say("cgemm-run: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(comms.dp()) +
-      " x tp=" + std::to_string(comms.tp()) + ", backend " + ctx.backend().name() +
-      ", transport " + ctx.backend().transport());
+      " x tp=" + std::to_string(comms.tp()) + ", backend " + ctx.backend().name() + ", transport " +
+      ctx.backend().transport());
   say("tensor-parallel groups (world ranks): " + groups_str(comms.tp_groups()));
   say("data-parallel groups (world ranks):   " + groups_str(comms.dp_groups()));
   // Where the ranks run: the CUDA backend moves data with copy engines only inside a host.

@@ -47,7 +47,8 @@ po::typed_value<bool>* bool_value(bool def) {
 std::string help_with_unit(const std::string& help, const std::string& unit, bool defaulted,
                            bool has_value) {
   std::string bracket = unit;
-  if (has_value && !defaulted) bracket += (bracket.empty() ? "" : "; ") + std::string("default: none");
+  if (has_value && !defaulted)
+    bracket += (bracket.empty() ? "" : "; ") + std::string("default: none");
   return bracket.empty() ? help : help + " [" + bracket + "]";
 }
 
@@ -101,8 +102,8 @@ struct Descriptions {
   explicit Descriptions(const ProgramSpec& spec) {
     for (const OptionEntry& e : spec.options) {
       if (groups.empty() || groups.back().first != e.group) {
-        groups.emplace_back(e.group, po::options_description(caption(e.group, spec), kWidth,
-                                                             kDescColumn));
+        groups.emplace_back(e.group,
+                            po::options_description(caption(e.group, spec), kWidth, kDescColumn));
       }
       const po::value_semantic* value = e.value ? e.value() : new po::untyped_value(true);
       groups.back().second.add(
@@ -243,8 +244,7 @@ po::parsed_options parse_command_line(const ProgramSpec& spec, const Description
 }
 
 // The --config file of the command line, parsed; none when not given.
-std::optional<po::parsed_options> parse_config_file(const ProgramSpec& spec,
-                                                    const Descriptions& d,
+std::optional<po::parsed_options> parse_config_file(const ProgramSpec& spec, const Descriptions& d,
                                                     const po::parsed_options& cli,
                                                     OptionSources& src) {
   for (const auto& o : cli.options) {

@@ -183,8 +183,10 @@ std::vector<OptionEntry> entries_of(const std::vector<OptionRow<Config>>& rows,
                                     const Config& defaults) {
   std::vector<OptionEntry> out;
   for (const auto& row : rows) {
-    OptionEntry e{row.name, row.group,
-                  help_with_unit(row.help, row.unit, row.defaulted, bool(row.value)), row.sweep,
+    OptionEntry e{row.name,
+                  row.group,
+                  help_with_unit(row.help, row.unit, row.defaulted, bool(row.value)),
+                  row.sweep,
                   {}};
     if (row.value) e.value = [v = row.value, defaults] { return v(defaults); };
     out.push_back(std::move(e));

@@ -133,8 +133,8 @@ void write_block(std::ostream& out, const RunConfig& cfg) {
     return;
   }
   for (const auto& g : cfg.gemms) {
-    out << "gemm = " << g.name << " " << collective_name(g.collective) << " " << g.hidden_in
-        << " " << g.hidden_out << "\n";
+    out << "gemm = " << g.name << " " << collective_name(g.collective) << " " << g.hidden_in << " "
+        << g.hidden_out << "\n";
   }
 }
 
@@ -173,87 +173,94 @@ std::vector<Row> own_rows() {
   rows.push_back(std::move(tp));
 
   // Problem
-  rows.push_back(number<int64_t>("batch", G::kProblem, "N", "sequences",
-                                 "global batch size B, split over dp",
-                                 [](auto& c) -> auto& { return c.batch; }, 1,
-                                 "must be at least 1 [sequences]"));
-  rows.push_back(number<int64_t>("seq_len", G::kProblem, "N", "tokens",
-                                 "sequence length S, sharded over tp",
-                                 [](auto& c) -> auto& { return c.seq_len; }, 1,
-                                 "must be at least 1 [tokens]"));
+  rows.push_back(number<int64_t>(
+      "batch", G::kProblem, "N", "sequences", "global batch size B, split over dp",
+      [](auto& c) -> auto& { return c.batch; }, 1, "must be at least 1 [sequences]"));
+  rows.push_back(number<int64_t>(
+      "seq_len", G::kProblem, "N", "tokens", "sequence length S, sharded over tp",
+      [](auto& c) -> auto& { return c.seq_len; }, 1, "must be at least 1 [tokens]"));
   for (const char* hidden : {"hidden_in", "hidden_out"}) {
     const bool in = std::string_view(hidden) == "hidden_in";
     rows.push_back(Row{
-        hidden, G::kProblem,
+        hidden,
+        G::kProblem,
         in ? "hidden size K of the single GEMM (the contracting dim)"
            : "hidden size N of the single GEMM (the output dim)",
-        "elements", true, Sweep::kYes,
+        "elements",
+        true,
+        Sweep::kYes,
         [in](const RunConfig& d) {
           const GemmSpec& g = default_gemm(d);
-          return po::value<int64_t>()->value_name(in ? "K" : "N")->default_value(in ? g.hidden_in
-                                                                                    : g.hidden_out);
+          return po::value<int64_t>()
+              ->value_name(in ? "K" : "N")
+              ->default_value(in ? g.hidden_in : g.hidden_out);
         },
         [name = std::string(hidden)](const OptionReader& r, RunConfig&) { read_hidden(r, name); },
         {}});  // written by the gemm row
   }
-  rows.push_back(Row{
-      "collective", G::kProblem,
-      "collective of the single GEMM: none | all_gather (column-parallel, shards N) | "
-      "reduce_scatter (row-parallel, shards K)",
-      "", true, Sweep::kYes,
-      [](const RunConfig& d) {
-        return po::value<std::string>()->value_name("OP")->default_value(
-            std::string(collective_name(default_gemm(d).collective)));
-      },
-      [](const OptionReader& r, RunConfig&) { read_collective(r); },
-      {}});  // written by the gemm row
-  rows.push_back(Row{
-      "gemm", G::kProblem,
-      "one GEMM of a block run in order, e.g. \"up_proj all_gather 768 3072\" (OP as for "
-      "--collective, K and N in elements); repeat for more. The block is: the single GEMM "
-      "of --collective/--hidden_in/--hidden_out when any of those is on the command line; "
-      "else the gemm entries when there are any; else the single GEMM (named after its "
-      "collective)",
-      "", false, Sweep::kPlain,
-      [](const RunConfig&) {
-        return po::value<std::vector<std::string>>()->value_name("\"NAME OP K N\"");
-      },
-      read_block, write_block});
-  rows.push_back(Row{
-      "dtype", G::kProblem,
-      "element type of x, w, bias and the output: bf16 | fp16 | fp32 (or bfloat16, "
-      "float16, float32)",
-      "", true, Sweep::kYes,
-      [](const RunConfig& d) {
-        // The short name the user types, not dtype_name's long one.
-        const std::string text = d.dtype == DType::kFloat16   ? "fp16"
-                                 : d.dtype == DType::kFloat32 ? "fp32"
-                                                              : "bf16";
-        return po::value<std::string>()->value_name("T")->default_value(text);
-      },
-      [](const OptionReader& r, RunConfig& c) {
-        // parse_dtype knows the FP8/FP4 types too; cgemm-run has no scaling options, so it
-        // runs the unscaled ones only.
-        const auto text = r.get<std::string>("dtype");
-        constexpr std::array<std::string_view, 6> kRunDTypes{"bf16",     "fp16",    "fp32",
-                                                             "bfloat16", "float16", "float32"};
-        if (std::find(kRunDTypes.begin(), kRunDTypes.end(), text) == kRunDTypes.end()) {
-          r.fail("dtype", text,
-                 "unknown dtype '" + text +
-                     "' (cgemm-run runs bf16, fp16, fp32, also spelled bfloat16, float16, "
-                     "float32)");
-        }
-        c.dtype = parse_dtype(text);
-      },
-      [](std::ostream& out, const RunConfig& c) {
-        out << "dtype = " << dtype_name(c.dtype) << "\n";
-      }});
-  rows.push_back(boolean("bias", G::kProblem, "add a bias [hidden_out] to every output",
-                         [](auto& c) -> auto& { return c.bias; }));
-  rows.push_back(boolean("transpose_batch_sequence", G::kProblem,
-                         "sequence-first activations [seq_len, batch, hidden] as Megatron lays "
-                         "them out (sequence dim 0, no reorder); off: [batch, seq_len, hidden]",
-                         [](auto& c) -> auto& { return c.transpose_batch_sequence; }));
+  rows.push_back(
+      Row{"collective",
+          G::kProblem,
+          "collective of the single GEMM: none | all_gather (column-parallel, shards N) | "
+          "reduce_scatter (row-parallel, shards K)",
+          "",
+          true,
+          Sweep::kYes,
+          [](const RunConfig& d) {
+            return po::value<std::string>()->value_name("OP")->default_value(
+                std::string(collective_name(default_gemm(d).collective)));
+          },
+          [](const OptionReader& r, RunConfig&) { read_collective(r); },
+          {}});  // written by the gemm row
+  rows.push_back(
+      Row{"gemm", G::kProblem,
+          "one GEMM of a block run in order, e.g. \"up_proj all_gather 768 3072\" (OP as for "
+          "--collective, K and N in elements); repeat for more. The block is: the single GEMM "
+          "of --collective/--hidden_in/--hidden_out when any of those is on the command line; "
+          "else the gemm entries when there are any; else the single GEMM (named after its "
+          "collective)",
+          "", false, Sweep::kPlain,
+          [](const RunConfig&) {
+            return po::value<std::vector<std::string>>()->value_name("\"NAME OP K N\"");
+          },
+          read_block, write_block});
+  rows.push_back(
+      Row{"dtype", G::kProblem,
+          "element type of x, w, bias and the output: bf16 | fp16 | fp32 (or bfloat16, "
+          "float16, float32)",
+          "", true, Sweep::kYes,
+          [](const RunConfig& d) {
+            // The short name the user types, not dtype_name's long one.
+            const std::string text = d.dtype == DType::kFloat16   ? "fp16"
+                                     : d.dtype == DType::kFloat32 ? "fp32"
+                                                                  : "bf16";
+            return po::value<std::string>()->value_name("T")->default_value(text);
+          },
+          [](const OptionReader& r, RunConfig& c) {
+            // parse_dtype knows the FP8/FP4 types too; cgemm-run has no scaling options, so it
+            // runs the unscaled ones only.
+            const auto text = r.get<std::string>("dtype");
+            constexpr std::array<std::string_view, 6> kRunDTypes{"bf16",     "fp16",    "fp32",
+                                                                 "bfloat16", "float16", "float32"};
+            if (std::find(kRunDTypes.begin(), kRunDTypes.end(), text) == kRunDTypes.end()) {
+              r.fail("dtype", text,
+                     "unknown dtype '" + text +
+                         "' (cgemm-run runs bf16, fp16, fp32, also spelled bfloat16, float16, "
+                         "float32)");
+            }
+            c.dtype = parse_dtype(text);
+          },
+          [](std::ostream& out, const RunConfig& c) {
+            out << "dtype = " << dtype_name(c.dtype) << "\n";
+          }});
+  rows.push_back(boolean(
+      "bias", G::kProblem, "add a bias [hidden_out] to every output",
+      [](auto& c) -> auto& { return c.bias; }));
+  rows.push_back(boolean(
+      "transpose_batch_sequence", G::kProblem,
+      "sequence-first activations [seq_len, batch, hidden] as Megatron lays "
+      "them out (sequence dim 0, no reorder); off: [batch, seq_len, hidden]",
+      [](auto& c) -> auto& { return c.transpose_batch_sequence; }));
   rows.push_back(Row{
       "std", G::kProblem, "standard deviation of the normal random x and w", "unitless", true,
       Sweep::kYes,
@@ -267,37 +274,39 @@ std::vector<Row> own_rows() {
         }
       },
       [](std::ostream& out, const RunConfig& c) { out << "std = " << float_text(c.std) << "\n"; }});
-  rows.push_back(Row{
-      "seed", G::kProblem, "seed of the random inputs; every rank derives its shard from it",
-      "unsigned integer", true, Sweep::kYes,
-      [](const RunConfig& d) {
-        // Text, so that a negative or oversized seed gets this row's message, not Boost's.
-        return po::value<std::string>()->value_name("N")->default_value(std::to_string(d.seed));
-      },
-      [](const OptionReader& r, RunConfig& c) {
-        const auto text = r.get<std::string>("seed");
-        const auto seed = parse_integer<uint64_t>(text);
-        if (!seed) r.fail("seed", text, "must be an unsigned 64-bit integer");
-        c.seed = *seed;
-      },
-      [](std::ostream& out, const RunConfig& c) { out << "seed = " << c.seed << "\n"; }});
+  rows.push_back(
+      Row{"seed", G::kProblem, "seed of the random inputs; every rank derives its shard from it",
+          "unsigned integer", true, Sweep::kYes,
+          [](const RunConfig& d) {
+            // Text, so that a negative or oversized seed gets this row's message, not Boost's.
+            return po::value<std::string>()->value_name("N")->default_value(std::to_string(d.seed));
+          },
+          [](const OptionReader& r, RunConfig& c) {
+            const auto text = r.get<std::string>("seed");
+            const auto seed = parse_integer<uint64_t>(text);
+            if (!seed) r.fail("seed", text, "must be an unsigned 64-bit integer");
+            c.seed = *seed;
+          },
+          [](std::ostream& out, const RunConfig& c) { out << "seed = " << c.seed << "\n"; }});
 
   // Run
-  rows.push_back(boolean("check", G::kRun,
-                         "compare each result with the sequential path (the collective, then "
-                         "the GEMM, or the GEMM, then the collective) within the dtype's "
-                         "tolerance",
-                         [](auto& c) -> auto& { return c.check; }));
+  rows.push_back(boolean(
+      "check", G::kRun,
+      "compare each result with the sequential path (the collective, then "
+      "the GEMM, or the GEMM, then the collective) within the dtype's "
+      "tolerance",
+      [](auto& c) -> auto& { return c.check; }));
   rows.push_back(number<int>(
       "check_rounds", G::kRun, "N", "rounds",
       "checked calls of every GEMM, each on fresh inputs; round r runs the GEMMs of the block "
       "in turn on the same buffers, so plans alternate and buffers are reused",
       [](auto& c) -> auto& { return c.check_rounds; }, 1, "must be at least 1 [rounds]"));
-  Row dump = path("output_dump", G::kRun,
-                  "write the global output of every GEMM of the last check round (gathered on "
-                  "rank 0) to FILE; cgemm-compare A B compares two such files element by "
-                  "element, e.g. a CUDA run with a CPU run of the same config and seed",
-                  [](auto& c) -> auto& { return c.output_dump; });
+  Row dump = path(
+      "output_dump", G::kRun,
+      "write the global output of every GEMM of the last check round (gathered on "
+      "rank 0) to FILE; cgemm-compare A B compares two such files element by "
+      "element, e.g. a CUDA run with a CPU run of the same config and seed",
+      [](auto& c) -> auto& { return c.output_dump; });
   dump.read = [](const OptionReader& r, RunConfig& c) {
     c.output_dump = r.path("output_dump");
     if (!c.output_dump.empty() && !c.check) {
@@ -305,17 +314,18 @@ std::vector<Row> own_rows() {
     }
   };
   rows.push_back(std::move(dump));
-  rows.push_back(path("report", G::kRun,
-                      "write the results and the resolved options as JSON to this file",
-                      [](auto& c) -> auto& { return c.report; }));
+  rows.push_back(path(
+      "report", G::kRun, "write the results and the resolved options as JSON to this file",
+      [](auto& c) -> auto& { return c.report; }));
   // Planning without a backend (launcher/dry_run.cpp).
-  Row dry = boolean("dry_run", G::kRun,
-                    "plan only: print every rank's host, local rank, GPU (local rank modulo the "
-                    "GPUs it sees), dp and tp coordinates and transports, each GEMM's plan and "
-                    "the bytes of its buffers, then exit 0; creates no backend, allocates "
-                    "nothing, makes no CUDA call (runs on a login node); --backend auto plans as "
-                    "cuda",
-                    [](auto& c) -> auto& { return c.dry_run; }, Sweep::kPlain);
+  Row dry = boolean(
+      "dry_run", G::kRun,
+      "plan only: print every rank's host, local rank, GPU (local rank modulo the "
+      "GPUs it sees), dp and tp coordinates and transports, each GEMM's plan and "
+      "the bytes of its buffers, then exit 0; creates no backend, allocates "
+      "nothing, makes no CUDA call (runs on a login node); --backend auto plans as "
+      "cuda",
+      [](auto& c) -> auto& { return c.dry_run; }, Sweep::kPlain);
   dry.value = [](const RunConfig& d) { return bool_value(d.dry_run)->implicit_value(true, "on"); };
   rows.push_back(std::move(dry));
   rows.push_back(number<int>(
@@ -330,22 +340,25 @@ std::vector<Row> own_rows() {
       "driver's count (one per rank under --ranks_per_node)",
       [](auto& c) -> auto& { return c.gpus_per_node; }, 0, "must be 0 or more [GPUs]",
       Sweep::kPlain));
-  rows.push_back(number<int>("compute_capability", G::kRun, "CC", "",
-                             "compute capability --dry_run plans the cuBLAS workspaces for, e.g. "
-                             "90 = sm 90",
-                             [](auto& c) -> auto& { return c.compute_capability; }, 10,
-                             "must be a compute capability such as 90", Sweep::kPlain));
+  rows.push_back(number<int>(
+      "compute_capability", G::kRun, "CC", "",
+      "compute capability --dry_run plans the cuBLAS workspaces for, e.g. "
+      "90 = sm 90",
+      [](auto& c) -> auto& { return c.compute_capability; }, 10,
+      "must be a compute capability such as 90", Sweep::kPlain));
 
   // Sweep
-  rows.push_back(path("sweep_csv", G::kSweep,
-                      "append one CSV row per experiment (the options, sizes, times, TFLOP/s, "
-                      "speed-up, check), flushed as each ends; the header is written when FILE "
-                      "is new or empty",
-                      [](auto& c) -> auto& { return c.sweep_csv; }));
-  rows.push_back(path("sweep_jsonl", G::kSweep,
-                      "append one JSON object per line per experiment, the same fields as "
-                      "--sweep_csv",
-                      [](auto& c) -> auto& { return c.sweep_jsonl; }));
+  rows.push_back(path(
+      "sweep_csv", G::kSweep,
+      "append one CSV row per experiment (the options, sizes, times, TFLOP/s, "
+      "speed-up, check), flushed as each ends; the header is written when FILE "
+      "is new or empty",
+      [](auto& c) -> auto& { return c.sweep_csv; }));
+  rows.push_back(path(
+      "sweep_jsonl", G::kSweep,
+      "append one JSON object per line per experiment, the same fields as "
+      "--sweep_csv",
+      [](auto& c) -> auto& { return c.sweep_jsonl; }));
   return rows;
 }
 

@@ -51,10 +51,9 @@ std::vector<Row> make_rows() {
       "data-parallel size: groups of tp ranks, each running its own batch / dp sequences",
       [](auto& s) -> auto& { return s.dp; }, 1, "must be at least 1 [ranks]", Sweep::kRefused));
 
-  rows.push_back(number<int>("warmup", G::kRun, "N", "iterations",
-                             "untimed iterations before the timed ones",
-                             [](auto& s) -> auto& { return s.warmup; }, 0,
-                             "must be 0 or more [iterations]"));
+  rows.push_back(number<int>(
+      "warmup", G::kRun, "N", "iterations", "untimed iterations before the timed ones",
+      [](auto& s) -> auto& { return s.warmup; }, 0, "must be 0 or more [iterations]"));
   rows.push_back(number<int>(
       "iterations", G::kRun, "N", "iterations",
       "timed iterations; times are reported in ms (cgemm-bench adds GB/s)",
@@ -111,29 +110,29 @@ std::vector<Row> make_rows() {
       "(open in Perfetto) and as an SVG timeline to FILE.svg",
       [](auto& s) -> auto& { return s.trace; }));
 
-  rows.push_back(Row{
-      "overlap", G::kOverlap,
-      "auto | on | off: whether execute() overlaps; auto decides by a rule from the shape and "
-      "the mesh, the same on every run (overlapped when tp > 1 and a chunk's GEMM, with "
-      "chunks_per_rank one piece's, is at least 2^34 FLOP, else sequential). "
-      "cgemm-run checks and times the overlapped schedule whatever this says (cgemm-bench "
-      "times both paths and reports which one execute() keeps)",
-      "", true, Sweep::kYes,
-      [](const SharedOptions& d) {
-        return po::value<std::string>()->value_name("P")->default_value(
-            overlap_policy_name(d.overlap.policy));
-      },
-      [](const OptionReader& r, SharedOptions& s) {
-        const auto text = r.get<std::string>("overlap");
-        try {
-          s.overlap.policy = parse_overlap_policy(text);
-        } catch (const Error& e) {
-          r.fail("overlap", text, e.what());
-        }
-      },
-      [](std::ostream& out, const SharedOptions& s) {
-        out << "overlap = " << overlap_policy_name(s.overlap.policy) << "\n";
-      }});
+  rows.push_back(
+      Row{"overlap", G::kOverlap,
+          "auto | on | off: whether execute() overlaps; auto decides by a rule from the shape and "
+          "the mesh, the same on every run (overlapped when tp > 1 and a chunk's GEMM, with "
+          "chunks_per_rank one piece's, is at least 2^34 FLOP, else sequential). "
+          "cgemm-run checks and times the overlapped schedule whatever this says (cgemm-bench "
+          "times both paths and reports which one execute() keeps)",
+          "", true, Sweep::kYes,
+          [](const SharedOptions& d) {
+            return po::value<std::string>()->value_name("P")->default_value(
+                overlap_policy_name(d.overlap.policy));
+          },
+          [](const OptionReader& r, SharedOptions& s) {
+            const auto text = r.get<std::string>("overlap");
+            try {
+              s.overlap.policy = parse_overlap_policy(text);
+            } catch (const Error& e) {
+              r.fail("overlap", text, e.what());
+            }
+          },
+          [](std::ostream& out, const SharedOptions& s) {
+            out << "overlap = " << overlap_policy_name(s.overlap.policy) << "\n";
+          }});
   rows.push_back(number<int>(
       "num_max_streams", G::kOverlap, "N", "streams",
       "GEMM (compute) streams the all-gather's chunk GEMMs may use (aggregate mode computes "
@@ -160,14 +159,16 @@ std::vector<Row> make_rows() {
       "CGEMM_NCCL_MIN_CTAS / CGEMM_NCCL_MAX_CTAS",
       [](auto& s) -> auto& { return s.overlap.num_sm_for_communication; }, 1,
       "must be at least 1 [SMs]"));
-  rows.push_back(boolean("use_ce", G::kOverlap,
-                         "move chunks with copy engines over CUDA IPC where the TP group shares "
-                         "a node; CUDA only, the CPU backend ignores it",
-                         [](auto& s) -> auto& { return s.overlap.use_ce; }));
-  rows.push_back(boolean("aggregate_all_gather", G::kOverlap,
-                         "all-gather two chunks per step, opposite ways round the ring; shapes "
-                         "the schedule on both backends",
-                         [](auto& s) -> auto& { return s.overlap.aggregate_all_gather; }));
+  rows.push_back(boolean(
+      "use_ce", G::kOverlap,
+      "move chunks with copy engines over CUDA IPC where the TP group shares "
+      "a node; CUDA only, the CPU backend ignores it",
+      [](auto& s) -> auto& { return s.overlap.use_ce; }));
+  rows.push_back(boolean(
+      "aggregate_all_gather", G::kOverlap,
+      "all-gather two chunks per step, opposite ways round the ring; shapes "
+      "the schedule on both backends",
+      [](auto& s) -> auto& { return s.overlap.aggregate_all_gather; }));
   rows.push_back(number<int>(
       "chunks_per_rank", G::kOverlap, "N", "pieces",
       "pieces each ring chunk moves and multiplies in (tp x N transfers and GEMMs per call): "
