@@ -1,4 +1,4 @@
-// cgemm-bench's options: cgemm-run's shared table (run_config.cpp) plus the benchmark's own.
+// cgemm-bench's options: the shared rows (shared_options.cpp) plus the benchmark's own.
 
 #include "bench_config.hpp"
 

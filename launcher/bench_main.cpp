@@ -71,7 +71,7 @@ std::vector<Knobs> knob_sweep(const OverlapOptions& base) {
   };
   add(base.use_ce ? "use_ce=off" : "use_ce=on", [](OverlapOptions& o) { o.use_ce = !o.use_ce; });
   add("aggregate=on", [](OverlapOptions& o) { o.aggregate_all_gather = true; });
-  // num_sm_for_communication has no effect (run_config.cpp's --help): not swept.
+  // num_sm_for_communication has no effect (shared_options.cpp's --help): not swept.
   for (int c : {2, 4}) {
     if (c == base.chunks_per_rank) continue;
     add("chunks_per_rank=" + std::to_string(c), [c](OverlapOptions& o) { o.chunks_per_rank = c; });

@@ -368,6 +368,44 @@ RunConfig read_config(const OptionReader& r) {
   return cfg;
 }
 
+// "a, b and c".
+std::string listed(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  }
+  return out;
+}
+
+// --help's note on sweeps, its option lists from the rows, wrapped at 90 columns.
+std::string sweep_notes() {
+  std::vector<std::string> sweep, refused;
+  for (const Row& row : run_rows()) {
+    if (row.sweep == Sweep::kYes && row.group != G::kOverlap) sweep.push_back(row.name);
+    if (row.sweep == Sweep::kRefused) refused.push_back(row.name);
+  }
+  sweep.emplace_back("the overlap options");
+  const std::string text =
+      "Sweeps: " + listed(sweep) +
+      " take a comma-separated list ('seq_len = 1024, 2048', or --collective "
+      "all_gather,reduce_scatter). The lists expand to their product, one experiment each, run "
+      "one after another in this job (the last list varies fastest); every experiment is "
+      "checked before the first runs. " +
+      listed(refused) +
+      " may not be swept. Rank 0 prints a table, one row per experiment; --sweep_csv and "
+      "--sweep_jsonl collect the rows. A sweep writes no --report, --trace or --output_dump.";
+  std::string out, line;
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (!line.empty() && line.size() + 1 + w.size() > 90) {
+      out += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  return out + line + "\n";
+}
+
 ProgramSpec run_program_spec() {
   ProgramSpec spec;
   spec.name = "cgemm-run";
@@ -382,15 +420,8 @@ ProgramSpec run_program_spec() {
       "The overlap knobs mean what they mean in Transformer Engine's "
       "collective_gemm_bootstrap.\nThe CPU backend ignores compute_stream_priority, "
       "communication_stream_priority,\nnum_sm_for_communication and use_ce; num_max_streams, "
-      "aggregate_all_gather and\nchunks_per_rank shape the schedule on both backends.\n\n"
-      "Sweeps: batch, seq_len, hidden_in, hidden_out, collective, dtype, bias,\n"
-      "transpose_batch_sequence, std, seed, warmup, iterations, check, check_rounds and the\n"
-      "overlap options take a comma-separated list ('seq_len = 1024, 2048', or\n"
-      "--collective all_gather,reduce_scatter). The lists expand to their product, one\n"
-      "experiment each, run one after another in this job (the last list varies fastest);\n"
-      "every experiment is checked before the first runs. dp, tp, backend and gpu_sharing\n"
-      "may not be swept. Rank 0 prints a table, one row per experiment; --sweep_csv and\n"
-      "--sweep_jsonl collect the rows. A sweep writes no --report, --trace or --output_dump.\n";
+      "aggregate_all_gather and\nchunks_per_rank shape the schedule on both backends.\n\n" +
+      sweep_notes();
   spec.mesh_caption = "Mesh (world size = dp x tp; a TP group is tp consecutive ranks)";
   spec.positional_hint = "; quote a gemm entry: --gemm \"up_proj all_gather 768 3072\"";
   spec.options = entries_of(run_rows(), RunConfig());
