@@ -231,24 +231,6 @@ void plan_cases(const BenchConfig& cfg, int world) {
   }
 }
 
-/// mesh: the backend rule (Context), decided alike on every rank, so a refusal is one
-/// message; a new Context only where the overlap options change.
-bool make_context(const BenchConfig& cfg, int world, const OverlapOptions& overlap,
-                  std::unique_ptr<Context>& ctx) {
-  ctx.reset();
-  std::string error;
-  try {
-    ctx = std::make_unique<Context>(
-        MPI_COMM_WORLD, MeshConfig{cfg.dp, world / cfg.dp, "dp", "tpsp"},
-        BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout}, overlap);
-  } catch (const BackendRuleError& e) {
-    error = e.what();
-  } catch (const std::exception& e) {
-    abort_job(e.what());
-  }
-  return !any_rank_failed(error);
-}
-
 /// run: every case, the knob sweep on the first. An error here is one rank's (a device or
 /// transport fault): it aborts the job. False when a new Context was refused.
 bool measure_cases(const BenchConfig& cfg, int world, std::unique_ptr<Context>& ctx,
@@ -259,7 +241,7 @@ bool measure_cases(const BenchConfig& cfg, int world, std::unique_ptr<Context>& 
                                          ? knob_sweep(cfg.overlap)
                                          : std::vector<Knobs>{{"default", cfg.overlap}};
     for (const Knobs& kn : sweep) {
-      if (kn.opts != ctx->overlap() && !make_context(cfg, world, kn.opts, ctx)) return false;
+      if (!context_for(cfg, world / cfg.dp, kn.opts, ctx)) return false;
       try {
         for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
           // aggregate_all_gather only changes the all-gather.
@@ -379,7 +361,7 @@ int run(int argc, char** argv) {
   }
   if (!all_ranks_ok([&] { plan_cases(cfg, world); })) return kExitUsage;
   std::unique_ptr<Context> ctx;
-  if (!make_context(cfg, world, cfg.overlap, ctx)) return kExitUsage;
+  if (!context_for(cfg, world / cfg.dp, cfg.overlap, ctx)) return kExitUsage;
   const std::string machine = ctx->backend().describe();
 
   std::vector<Row> rows;

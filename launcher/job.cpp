@@ -46,6 +46,23 @@ bool all_ranks_ok(const std::function<void()>& phase) {
   return !any_rank_failed(error);
 }
 
+bool context_for(const SharedOptions& opts, int tp, const OverlapOptions& overlap,
+                 std::unique_ptr<Context>& ctx) {
+  if (ctx && ctx->overlap() == overlap) return true;
+  ctx.reset();
+  std::string error;
+  try {
+    ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{opts.dp, tp, "dp", "tpsp"},
+                                    BackendOptions{opts.backend, opts.gpu_sharing, opts.timeout},
+                                    overlap);
+  } catch (const BackendRuleError& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+  return !any_rank_failed(error);
+}
+
 std::vector<std::string> host_names() {
   std::array<char, MPI_MAX_PROCESSOR_NAME> mine{};
   int len = 0;

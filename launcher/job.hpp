@@ -7,7 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "cgemm/runtime/backend.hpp"
+#include "cgemm/runtime/context.hpp"
+#include "shared_options.hpp"
 
 namespace cgemm::launcher {
 
@@ -30,6 +34,13 @@ bool all_ranks_ok(const std::function<void()>& phase);
 /// Every rank's host name, in world-rank order, on every rank (collective over
 /// MPI_COMM_WORLD): the one place the job learns where its ranks run.
 std::vector<std::string> host_names();
+
+/// mesh: `ctx` becomes a Context of `overlap` on the dp x tp mesh under opts' backend rule:
+/// kept when it has these overlap options, else built anew (the old one released first).
+/// The rule is decided alike on every rank, so a refusal is one message (false). Any other
+/// error is one rank's: it aborts the job.
+bool context_for(const SharedOptions& opts, int tp, const OverlapOptions& overlap,
+                 std::unique_ptr<Context>& ctx);
 
 /// For errors of one rank: prints the rank and the message, then aborts the whole job so no
 /// rank waits forever in a collective.

@@ -515,25 +515,6 @@ void check_outputs(const RunConfig& first, const Table& rows) {
   }
 }
 
-/// mesh: the backend rule (Context), decided alike on every rank, so a refusal is one
-/// message. Mesh and backend are the same for every experiment; a new Context only where the
-/// overlap options change.
-bool make_context(const RunConfig& first, const OverlapOptions& overlap,
-                  std::unique_ptr<Context>& ctx) {
-  ctx.reset();
-  std::string error;
-  try {
-    ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{first.dp, first.tp, "dp", "tpsp"},
-                                    BackendOptions{first.backend, first.gpu_sharing, first.timeout},
-                                    overlap);
-  } catch (const BackendRuleError& e) {
-    error = e.what();
-  } catch (const std::exception& e) {
-    abort_job(e.what());
-  }
-  return !any_rank_failed(error);
-}
-
 /// What the job prints once of its ranks, with the host names gathered here.
 JobInfo describe_job(const Context& ctx, int world) {
   if (!ctx.backend_notice().empty()) say(ctx.backend_notice());
@@ -596,7 +577,7 @@ int run(int argc, char** argv) {
   if (!all_ranks_ok([&] { check_outputs(first, rows); })) return kExitUsage;
 
   std::unique_ptr<Context> ctx;
-  if (!make_context(first, first.overlap, ctx)) return kExitUsage;
+  if (!context_for(first, first.tp, first.overlap, ctx)) return kExitUsage;
   // memory: before any buffer, the ranks sharing a host (CPU) or a GPU (CUDA).
   for (size_t i = 0; i < count; ++i) {
     if (any_rank_failed(memory_refusal(experiments[i], planned[i], *ctx))) return kExitUsage;
@@ -610,9 +591,7 @@ int run(int argc, char** argv) {
       say("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + ": " +
           parsed.labels[i]);
     }
-    if (cfg.overlap != ctx->overlap() && !make_context(first, cfg.overlap, ctx)) {
-      return kExitUsage;
-    }
+    if (!context_for(first, first.tp, cfg.overlap, ctx)) return kExitUsage;
     const Outcome o = run_experiment(cfg, *ctx, info);
     if (o.rc == kExitUsage) return kExitUsage;
     if (o.rc != 0) rc = o.rc;
