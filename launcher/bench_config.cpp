@@ -1,4 +1,4 @@
-// cgemm-bench's options: cgemm-run's shared table (run_config.cpp) plus the benchmark's own.
+// cgemm-bench's options: the shared rows (shared_options.cpp) plus the benchmark's own.
 
 #include "bench_config.hpp"
 
@@ -25,50 +25,6 @@ const std::vector<BenchShape> kShapes = {
 };
 
 constexpr const char* kDefaultCases = "standard,llama70b,gpt3_175b,small";
-
-void add_bench_options(OptionGroups& g) {
-  const BenchConfig defaults;
-  auto& bench = g.after.emplace_back(option_group("Benchmark"));
-  // clang-format off
-  bench.add_options()
-      ("cases", po::value<std::string>()->value_name("LIST")->default_value(kDefaultCases),
-       "comma-separated shapes: standard (batch 4, seq 8192, AG 4096->8192, RS 8192->4096), "
-       "llama70b (seq 8192, AG 8192->28672, RS 28672->8192), gpt3_175b (seq 4096, "
-       "AG 12288->49152, RS 49152->12288), small (seq 2048, 4096->4096), tiny (for CPUs)")
-      ("knobs", bool_value(defaults.knobs),
-       "also sweep the overlap knobs (use_ce, aggregate_all_gather, num_max_streams 1/2/3, "
-       "chunks_per_rank 2/4) on "
-       "the first case (num_sm_for_communication has no effect, so it is not swept)")
-      ("l2_mib", po::value<double>()->value_name("X")->default_value(defaults.l2_mib, "60"),
-       "L2 size: inputs rotate over enough copies to exceed twice this [MiB]")
-      ("out", po::value<std::string>()->value_name("DIR")->default_value(defaults.out),
-       "folder for cgemm_bench.csv, cgemm_bench.json and cgemm_bench.md [path]")
-      ("peers", po::value<std::string>()->value_name("FILE"),
-       "CSV of bench/peers/torch_async_tp.py to compare against, joined by case "
-       "[path; default: none]");
-  auto& parts = g.after.emplace_back(option_group("Parts (one rank; instead of the sweep)"));
-  parts.add_options()
-      ("parts", po::value<std::string>()->value_name("LIST")->default_value(""),
-       "measure the parts of the schedules alone, on one GPU, for --cases, and write "
-       "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
-       "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
-       "one step's bytes on another stream), copy_bandwidth (device-to-device "
-       "cudaMemcpyAsync against size), or all [default: none: the sweep]")
-      ("parts_tp", po::value<std::string>()->value_name("LIST")->default_value("2,4,8"),
-       "tp values whose local GEMMs chunking and interference measure (one rank plays one "
-       "rank of each)")
-      ("parts_chunks_per_rank", po::value<std::string>()->value_name("LIST")
-           ->default_value("1,4"),
-       "chunking: chunks per rank, split as the runtime's chunks_per_rank splits them (tp x N "
-       "chunks; tp 1 takes 1 only)")
-      ("parts_max_copy_mib", po::value<int64_t>()->value_name("N")
-           ->default_value(defaults.parts_max_copy_mib),
-       "copy_bandwidth: transfers of 1, 2, 4, ... MiB up to N [MiB]")
-      ("torch_chunks", po::value<std::string>()->value_name("FILE"),
-       "chunking: CSV of bench/peers/torch_chunking.py (torch.mm on the same chunks), joined "
-       "by case, collective, tp and chunks [path; default: none]");
-  // clang-format on
-}
 
 // "2,4,8" -> {2, 4, 8}: each at least `min`, no repeats.
 std::vector<int> int_list(const OptionReader& r, const std::string& name, int min) {
@@ -126,37 +82,144 @@ std::string known_cases() {
   return out;
 }
 
-BenchConfig read_bench_config(const OptionReader& r) {
-  BenchConfig cfg;
-  static_cast<SharedOptions&>(cfg) = read_shared_options(r);
-  const auto cases_text = r.get<std::string>("cases");
-  std::stringstream in(cases_text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) continue;
-    if (std::none_of(kShapes.begin(), kShapes.end(),
-                     [&](const BenchShape& s) { return s.name == item; })) {
-      r.fail("cases", cases_text, "unknown case '" + item + "' (known: " + known_cases() + ")");
+using Row = OptionRow<BenchConfig>;
+using G = OptionGroup;
+
+// A list option read by `read` (commas reach it: cgemm-bench has no sweeps).
+template <typename Read>
+Row list_row(std::string name, G group, std::string help, std::string def, Read read) {
+  return Row{std::move(name),
+             group,
+             std::move(help),
+             "",
+             true,
+             Sweep::kPlain,
+             [def](const BenchConfig&) {
+               return po::value<std::string>()->value_name("LIST")->default_value(def);
+             },
+             read,
+             {}};
+}
+
+std::vector<Row> own_rows() {
+  std::vector<Row> rows;
+  // Benchmark
+  rows.push_back(list_row(
+      "cases", G::kBenchmark,
+      "comma-separated shapes: standard (batch 4, seq 8192, AG 4096->8192, RS 8192->4096), "
+      "llama70b (seq 8192, AG 8192->28672, RS 28672->8192), gpt3_175b (seq 4096, "
+      "AG 12288->49152, RS 49152->12288), small (seq 2048, 4096->4096), tiny (for CPUs)",
+      kDefaultCases, [](const OptionReader& r, BenchConfig& cfg) {
+        const auto text = r.get<std::string>("cases");
+        std::stringstream in(text);
+        cfg.cases.clear();
+        for (std::string item; std::getline(in, item, ',');) {
+          if (item.empty()) continue;
+          if (std::none_of(kShapes.begin(), kShapes.end(),
+                           [&](const BenchShape& s) { return s.name == item; })) {
+            r.fail("cases", text, "unknown case '" + item + "' (known: " + known_cases() + ")");
+          }
+          cfg.cases.push_back(item);
+        }
+        if (cfg.cases.empty()) r.fail("cases", text, "no case (known: " + known_cases() + ")");
+      }));
+  rows.push_back(bool_row<BenchConfig>(
+      "knobs", G::kBenchmark,
+      "also sweep the overlap knobs (use_ce, aggregate_all_gather, num_max_streams 1/2/3, "
+      "chunks_per_rank 2/4) on the first case (num_sm_for_communication has no effect, so it "
+      "is not swept)",
+      [](auto& c) -> auto& { return c.knobs; }, Sweep::kPlain));
+  rows.push_back(
+      Row{"l2_mib",
+          G::kBenchmark,
+          "L2 size: inputs rotate over enough copies to exceed twice this",
+          "MiB",
+          true,
+          Sweep::kPlain,
+          [](const BenchConfig& d) {
+            std::ostringstream text;
+            text << d.l2_mib;
+            return po::value<double>()->value_name("X")->default_value(d.l2_mib, text.str());
+          },
+          [](const OptionReader& r, BenchConfig& cfg) {
+            cfg.l2_mib = r.get<double>("l2_mib");
+            if (!std::isfinite(cfg.l2_mib) || !(cfg.l2_mib > 0)) {
+              r.fail("l2_mib", std::to_string(cfg.l2_mib), "must be a positive size [MiB]");
+            }
+          },
+          {}});
+  rows.push_back(Row{"out",
+                     G::kBenchmark,
+                     "folder for cgemm_bench.csv, cgemm_bench.json and cgemm_bench.md",
+                     "path",
+                     true,
+                     Sweep::kPlain,
+                     [](const BenchConfig& d) {
+                       return po::value<std::string>()->value_name("DIR")->default_value(d.out);
+                     },
+                     [](const OptionReader& r, BenchConfig& cfg) {
+                       cfg.out = r.get<std::string>("out");
+                       if (cfg.out.empty())
+                         r.fail("out", cfg.out, "an empty path (a folder; '.' is the default)");
+                     },
+                     {}});
+  rows.push_back(path_row<BenchConfig>(
+      "peers", G::kBenchmark, "FILE",
+      "CSV of bench/peers/torch_async_tp.py to compare against, joined by case",
+      [](auto& c) -> auto& { return c.peers; }));
+
+  // Parts (launcher/parts/parts.hpp)
+  rows.push_back(
+      Row{"parts",
+          G::kParts,
+          "measure the parts of the schedules alone, on one GPU, for --cases, and write "
+          "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
+          "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
+          "one step's bytes on another stream), copy_bandwidth (device-to-device "
+          "cudaMemcpyAsync against size), or all [default: none: the sweep]",
+          "",
+          true,
+          Sweep::kPlain,
+          [](const BenchConfig&) {
+            return po::value<std::string>()->value_name("LIST")->default_value("");
+          },
+          [](const OptionReader& r, BenchConfig& cfg) { cfg.parts = study_list(r); },
+          {}});
+  rows.push_back(list_row("parts_tp", G::kParts,
+                          "tp values whose local GEMMs chunking and interference measure (one "
+                          "rank plays one rank of each)",
+                          "2,4,8", [](const OptionReader& r, BenchConfig& cfg) {
+                            cfg.parts_tp = int_list(r, "parts_tp", 1);
+                          }));
+  rows.push_back(list_row("parts_chunks_per_rank", G::kParts,
+                          "chunking: chunks per rank, split as the runtime's chunks_per_rank "
+                          "splits them (tp x N chunks; tp 1 takes 1 only)",
+                          "1,4", [](const OptionReader& r, BenchConfig& cfg) {
+                            cfg.parts_chunks_per_rank = int_list(r, "parts_chunks_per_rank", 1);
+                          }));
+  Row copy = number_row<BenchConfig, int64_t>(
+      "parts_max_copy_mib", G::kParts, "N", "MiB",
+      "copy_bandwidth: transfers of 1, 2, 4, ... MiB up to N",
+      [](auto& c) -> auto& { return c.parts_max_copy_mib; }, 1, "must be >= 1 [MiB]",
+      Sweep::kPlain);
+  copy.read = [](const OptionReader& r, BenchConfig& cfg) {
+    cfg.parts_max_copy_mib = r.at_least<int64_t>("parts_max_copy_mib", 1, "must be >= 1 [MiB]");
+    if (cfg.parts_max_copy_mib > (int64_t{1} << 20)) {
+      r.fail("parts_max_copy_mib", std::to_string(cfg.parts_max_copy_mib),
+             "must be <= 1048576 [MiB]");
     }
-    cfg.cases.push_back(item);
-  }
-  if (cfg.cases.empty()) r.fail("cases", cases_text, "no case (known: " + known_cases() + ")");
-  cfg.knobs = r.get<bool>("knobs");
-  cfg.l2_mib = r.get<double>("l2_mib");
-  if (!std::isfinite(cfg.l2_mib) || !(cfg.l2_mib > 0)) {
-    r.fail("l2_mib", std::to_string(cfg.l2_mib), "must be a positive size [MiB]");
-  }
-  cfg.out = r.get<std::string>("out");
-  if (cfg.out.empty()) r.fail("out", cfg.out, "an empty path (a folder; '.' is the default)");
-  cfg.peers = r.path("peers");
-  cfg.parts = study_list(r);
-  cfg.parts_tp = int_list(r, "parts_tp", 1);
-  cfg.parts_chunks_per_rank = int_list(r, "parts_chunks_per_rank", 1);
-  cfg.parts_max_copy_mib = r.at_least<int64_t>("parts_max_copy_mib", 1, "must be >= 1 [MiB]");
-  if (cfg.parts_max_copy_mib > (int64_t{1} << 20)) {
-    r.fail("parts_max_copy_mib", std::to_string(cfg.parts_max_copy_mib),
-           "must be <= 1048576 [MiB]");
-  }
-  cfg.torch_chunks = r.path("torch_chunks");
+  };
+  rows.push_back(std::move(copy));
+  rows.push_back(path_row<BenchConfig>(
+      "torch_chunks", G::kParts, "FILE",
+      "chunking: CSV of bench/peers/torch_chunking.py (torch.mm on the same chunks), joined "
+      "by case, collective, tp and chunks",
+      [](auto& c) -> auto& { return c.torch_chunks; }));
+  return rows;
+}
+
+BenchConfig read_bench_config(const OptionReader& r) {
+  BenchConfig cfg = read_rows(bench_rows(), r);
   std::vector<NamedPath> outputs = bench_outputs(cfg.out, cfg.trace);
   for (NamedPath& p : parts_outputs(cfg.out, cfg.parts)) outputs.push_back(std::move(p));
   check_distinct(outputs, {{"--peers", cfg.peers},
@@ -184,12 +247,16 @@ ProgramSpec bench_program_spec() {
       "first case's all-gather and reduce-scatter GEMMs with the default knobs. The overlap\n"
       "knobs are the defaults the knob sweep moves one at a time.\n";
   spec.mesh_caption = "Mesh (tp = world size / dp; a TP group is tp consecutive ranks)";
-  spec.defaults = BenchConfig();
-  spec.add_options = add_bench_options;
+  spec.options = entries_of(bench_rows(), BenchConfig());
   return spec;  // no sweeps: --cases and --knobs are the benchmark's sweep
 }
 
 }  // namespace
+
+const std::vector<OptionRow<BenchConfig>>& bench_rows() {
+  static const std::vector<Row> rows = table_of(widen<BenchConfig>(shared_rows()), own_rows());
+  return rows;
+}
 
 BenchConfig::BenchConfig() {
   warmup = 5;

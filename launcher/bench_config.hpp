@@ -1,15 +1,16 @@
 #pragma once
-// cgemm-bench's configuration: the shared options of cgemm-run's table (SharedOptions: mesh
-// dp, backend, gpu_sharing, timeout, warmup, iterations, the overlap knobs, trace, --config)
-// plus the benchmark's own (cases, knobs, l2_mib, out, peers), parsed by the same machinery
-// (run_config.hpp): the same names, checks, messages and --help text for what they share.
+// cgemm-bench's configuration: the shared rows (shared_options.hpp: mesh dp, backend,
+// gpu_sharing, timeout, warmup, iterations, the overlap knobs, trace, --config) plus the
+// benchmark's own rows (bench_config.cpp: cases, knobs, l2_mib, out, peers, the --parts
+// studies), read by the same machinery (option_table.hpp): the same names, checks, messages and
+// --help text for what they share.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "output_files.hpp"
-#include "run_config.hpp"
+#include "shared_options.hpp"
 
 namespace cgemm::launcher {
 
@@ -46,6 +47,9 @@ struct BenchParseResult {
   bool help = false;      // --help or --version: print help_text and exit 0
   std::string help_text;  // filled when help
 };
+
+/// cgemm-bench's option rows (the shared ones and its own), in --help order.
+const std::vector<OptionRow<BenchConfig>>& bench_rows();
 
 /// Parses argv and the --config INI file it names. Throws OptionError (the message names the
 /// option and the value, as cgemm-run's do).

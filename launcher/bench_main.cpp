@@ -26,6 +26,7 @@
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
+#include "cgemm/runtime/plan_description.hpp"
 #include "csv_file.hpp"
 #include "job.hpp"
 #include "output_files.hpp"
@@ -70,7 +71,7 @@ std::vector<Knobs> knob_sweep(const OverlapOptions& base) {
   };
   add(base.use_ce ? "use_ce=off" : "use_ce=on", [](OverlapOptions& o) { o.use_ce = !o.use_ce; });
   add("aggregate=on", [](OverlapOptions& o) { o.aggregate_all_gather = true; });
-  // num_sm_for_communication has no effect (run_config.cpp's --help): not swept.
+  // num_sm_for_communication has no effect (shared_options.cpp's --help): not swept.
   for (int c : {2, 4}) {
     if (c == base.chunks_per_rank) continue;
     add("chunks_per_rank=" + std::to_string(c), [c](OverlapOptions& o) { o.chunks_per_rank = c; });
@@ -206,102 +207,50 @@ Table bench_table() {
                 {"execute_path", "", "", 0, -1, "", Column::kJson}});
 }
 
-int run(int argc, char** argv) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  // The options: cgemm-run's shared table plus the benchmark's own (bench_config.hpp).
-  BenchParseResult parsed;
-  std::string error;
-  try {
-    parsed = parse_bench_config(argc, argv);
-    const BenchConfig& c = parsed.config;
-    if (!parsed.help && world % c.dp != 0) {
-      throw OptionError("--dp " + std::to_string(c.dp) + " does not divide the world size " +
-                        std::to_string(world));
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (error.empty() && parsed.help) {
-    say(parsed.help_text);
-    return 0;
-  }
-  const BenchConfig& cfg = parsed.config;
-  const std::string& outdir = cfg.out;
-  const std::string& trace_path = cfg.trace;
-  const std::string& peers_path = cfg.peers;
-  const int dp = cfg.dp, warmup = cfg.warmup, iterations = cfg.iterations;
-  const bool knobs = cfg.knobs;
-  const double l2_mib = cfg.l2_mib;
-  const OverlapOptions& base = cfg.overlap;
-  const BackendOptions backend{cfg.backend, cfg.gpu_sharing, cfg.timeout};
-  if (error.empty() && world_rank() == 0) {
-    // Output files are checked before the run, not after it; nothing is created here.
-    try {
-      // --parts writes only its own files (checked by run_parts).
-      for (const NamedPath& out :
-           cfg.parts.empty() ? bench_outputs(outdir, trace_path) : std::vector<NamedPath>{}) {
-        if (!out.path.empty()) check_writable(out);
-      }
-    } catch (const std::exception& e) {
-      error = e.what();
+/// plan: every case planned without a backend on this rank's place in the mesh, before
+/// anything is created: the planner's errors are the same on every rank, so they end the job
+/// with one message instead of an abort on each rank.
+void plan_cases(const BenchConfig& cfg, int world) {
+  PlanningMesh mesh;
+  mesh.dp = cfg.dp;
+  mesh.tp = world / cfg.dp;
+  mesh.dp_rank = world_rank() / mesh.tp;
+  mesh.tp_rank = world_rank() % mesh.tp;
+  PlanningOptions options;
+  options.overlap = cfg.overlap;
+  options.backend = cfg.backend == BackendKind::kCpu ? BackendKind::kCpu : BackendKind::kCuda;
+  for (const auto& name : cfg.cases) {
+    const Shape2& sh = bench_shape(name);
+    for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+      const bool ag = op == CollectiveOp::kAllGather;
+      plan_gemm(tensor_sequence_parallel_gemm(mesh, sh.name, op, sh.batch, sh.seq,
+                                              ag ? sh.ag_in : sh.rs_in, ag ? sh.ag_out : sh.rs_out,
+                                              DType::kBFloat16, false, false),
+                mesh, options);
     }
   }
-  if (any_rank_failed(error)) return kExitUsage;
-  watchdog::start(cfg.timeout, world_rank(), "cgemm-bench",
-                  [] { abort_world(watchdog::kExitTimeout); });
-  if (!cfg.parts.empty()) {
-    std::string cmd;
-    for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
-    return parts::run_parts(cfg, cmd, now_utc());
-  }
+}
 
-  std::map<std::string, Peer> peers;
-  try {
-    if (!peers_path.empty()) peers = read_peers(peers_path);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (any_rank_failed(error)) return kExitUsage;
-
-  std::vector<Row> rows;
-  std::vector<TraceSpan> trace;
-  std::string machine;
-  const std::vector<std::string>& names = cfg.cases;
-  // Plan every case first on a CPU context: the planner's errors are the same on every rank,
-  // so they end the job with one message instead of an abort on each rank.
-  try {
-    Context probe(MPI_COMM_WORLD, MeshConfig{dp, world / dp, "dp", "tpsp"}, BackendKind::kCpu,
-                  base);
-    for (const auto& name : names) {
-      const Shape2& sh = bench_shape(name);
-      for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
-        const bool ag = op == CollectiveOp::kAllGather;
-        GemmPlan check(probe, tensor_sequence_parallel_gemm(
-                                  probe, sh.name, op, sh.batch, sh.seq, ag ? sh.ag_in : sh.rs_in,
-                                  ag ? sh.ag_out : sh.rs_out, DType::kBFloat16, false, false));
-      }
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (any_rank_failed(error)) return kExitUsage;
-  try {
-    for (size_t ci = 0; ci < names.size(); ++ci) {
-      const Shape2& sh = bench_shape(names[ci]);
-      const std::vector<Knobs> sweep =
-          ci == 0 && knobs ? knob_sweep(base) : std::vector<Knobs>{{"default", base}};
-      for (const Knobs& kn : sweep) {
-        Context ctx(MPI_COMM_WORLD, MeshConfig{dp, world / dp, "dp", "tpsp"}, backend, kn.opts);
-        if (machine.empty()) machine = ctx.backend().describe();
+/// run: every case, the knob sweep on the first. An error here is one rank's (a device or
+/// transport fault): it aborts the job. False when a new Context was refused.
+bool measure_cases(const BenchConfig& cfg, int world, std::unique_ptr<Context>& ctx,
+                   std::vector<Row>& rows, std::vector<TraceSpan>& trace) {
+  for (size_t ci = 0; ci < cfg.cases.size(); ++ci) {
+    const Shape2& sh = bench_shape(cfg.cases[ci]);
+    const std::vector<Knobs> sweep = ci == 0 && cfg.knobs
+                                         ? knob_sweep(cfg.overlap)
+                                         : std::vector<Knobs>{{"default", cfg.overlap}};
+    for (const Knobs& kn : sweep) {
+      if (!context_for(cfg, world / cfg.dp, kn.opts, ctx)) return false;
+      try {
         for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
           // aggregate_all_gather only changes the all-gather.
           if (kn.opts.aggregate_all_gather && op != CollectiveOp::kAllGather) continue;
-          const bool traced = !trace_path.empty() && ci == 0 && kn.label == "default";
+          const bool traced = !cfg.trace.empty() && ci == 0 && kn.label == "default";
           Row r;
           try {
-            r = measure(ctx, sh, op, kn, warmup, iterations,
-                        static_cast<size_t>(l2_mib * 1048576.0), traced ? &trace : nullptr);
+            r = measure(*ctx, sh, op, kn, cfg.warmup, cfg.iterations,
+                        static_cast<size_t>(cfg.l2_mib * 1048576.0), traced ? &trace : nullptr);
           } catch (const PlanError& e) {
             // A knob the case cannot take (chunks_per_rank that does not divide): planning
             // refuses it the same way on every rank, before any collective, so all skip it.
@@ -317,61 +266,116 @@ int run(int argc, char** argv) {
               "x; execute(): " + r.path);
           rows.push_back(r);
         }
+      } catch (const std::exception& e) {
+        abort_job(e.what());
       }
     }
-  } catch (const std::exception& e) {
-    abort_job(e.what());
   }
+  return true;
+}
 
-  // Outputs, rank 0 only: one table, three files.
-  std::string werr;
-  if (world_rank() == 0) {
-    try {
-      Table table = bench_table();
-      for (const Row& r : rows) {
-        const std::string picks = r.auto_overlaps ? "overlapped" : "sequential";
-        table.add({r.shape, r.collective, r.knobs, r.m, r.n, r.k,
-                   std::to_string(r.m) + " x " + std::to_string(r.n) + " x " + std::to_string(r.k),
-                   r.gemm_ms, r.coll_ms, r.seq_ms, r.over_ms, r.tflops, r.efficiency, r.speedup,
-                   picks, r.path});
-      }
-      std::ostringstream md;
-      std::string cmd;
-      for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
-      md << "Run " << now_utc() << ", " << world << " ranks (dp " << dp << " x tp " << world / dp
-         << "), command: `mpirun -np " << world << " " << cmd << "`\n\n```\n"
-         << machine << "\n```\n\n"
-         << table.markdown();
-      if (!peers.empty()) {
-        md << "\nAgainst PyTorch (same shapes, `bench/peers/torch_async_tp.py`, same machine):\n\n"
-           << "| case | collective | torch.mm / cgemm GEMM | torch sequential ms | torch async-TP "
-              "ms "
-              "| cgemm overlapped ms | cgemm speed-up over async-TP "
-              "|\n|---|---|---|---|---|---|---|\n";
-        for (const Row& r : rows) {
-          if (r.knobs != "default") continue;
-          auto it = peers.find(r.shape + "/" + r.collective);
-          if (it == peers.end()) continue;
-          const Peer& p = it->second;
-          md << "| " << r.shape << " | " << r.collective << " | " << fmt(p.gemm_ms / r.gemm_ms, 3)
-             << " | " << fmt(p.seq_ms) << " | " << fmt(p.async_ms) << " | " << fmt(r.over_ms)
-             << " | " << fmt(p.async_ms / r.over_ms, 2) << "x |\n";
-        }
-      }
-      write_replacing("--out", outdir + "/cgemm_bench.csv", table.csv());
-      write_replacing("--out", outdir + "/cgemm_bench.json", table.json(2));
-      write_replacing("--out", outdir + "/cgemm_bench.md", md.str());
-      say("\n" + md.str());
-      say("written: " + outdir + "/cgemm_bench.{csv,json,md}");
-    } catch (const std::exception& e) {
-      werr = e.what();
+/// report: one table, three files, on rank 0.
+void write_results(const BenchConfig& cfg, int world, const std::string& command,
+                   const std::string& machine, const std::vector<Row>& rows,
+                   const std::map<std::string, Peer>& peers) {
+  if (world_rank() != 0) return;
+  Table table = bench_table();
+  for (const Row& r : rows) {
+    const std::string picks = r.auto_overlaps ? "overlapped" : "sequential";
+    table.add({r.shape, r.collective, r.knobs, r.m, r.n, r.k,
+               std::to_string(r.m) + " x " + std::to_string(r.n) + " x " + std::to_string(r.k),
+               r.gemm_ms, r.coll_ms, r.seq_ms, r.over_ms, r.tflops, r.efficiency, r.speedup, picks,
+               r.path});
+  }
+  std::ostringstream md;
+  md << "Run " << now_utc() << ", " << world << " ranks (dp " << cfg.dp << " x tp "
+     << world / cfg.dp << "), command: `mpirun -np " << world << " " << command << "`\n\n```\n"
+     << machine << "\n```\n\n"
+     << table.markdown();
+  if (!peers.empty()) {
+    md << "\nAgainst PyTorch (same shapes, `bench/peers/torch_async_tp.py`, same machine):\n\n"
+       << "| case | collective | torch.mm / cgemm GEMM | torch sequential ms | torch async-TP "
+          "ms "
+          "| cgemm overlapped ms | cgemm speed-up over async-TP "
+          "|\n|---|---|---|---|---|---|---|\n";
+    for (const Row& r : rows) {
+      if (r.knobs != "default") continue;
+      auto it = peers.find(r.shape + "/" + r.collective);
+      if (it == peers.end()) continue;
+      const Peer& p = it->second;
+      md << "| " << r.shape << " | " << r.collective << " | " << fmt(p.gemm_ms / r.gemm_ms, 3)
+         << " | " << fmt(p.seq_ms) << " | " << fmt(p.async_ms) << " | " << fmt(r.over_ms) << " | "
+         << fmt(p.async_ms / r.over_ms, 2) << "x |\n";
     }
   }
-  if (any_rank_failed(werr)) return kExitUsage;
-  if (!trace_path.empty()) {
-    werr = write_trace(
-        trace_path, trace, base.num_max_streams,
-        "cgemm-bench: " + names[0] + " shape, all-gather then reduce-scatter, overlapped",
+  const std::string& outdir = cfg.out;
+  write_replacing("--out", outdir + "/cgemm_bench.csv", table.csv());
+  write_replacing("--out", outdir + "/cgemm_bench.json", table.json(2));
+  write_replacing("--out", outdir + "/cgemm_bench.md", md.str());
+  say("\n" + md.str());
+  say("written: " + outdir + "/cgemm_bench.{csv,json,md}");
+}
+
+// The phases, as cgemm-run's: parse -> plan -> outputs -> mesh -> run -> report, each ending
+// in the all-ranks agreement.
+int run(int argc, char** argv) {
+  const int world = world_size();
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  // parse: cgemm-run's shared rows plus the benchmark's own (bench_config.hpp).
+  BenchParseResult parsed;
+  if (!all_ranks_ok([&] {
+        parsed = parse_bench_config(argc, argv);
+        const BenchConfig& c = parsed.config;
+        if (!parsed.help && world % c.dp != 0) {
+          throw OptionError("--dp " + std::to_string(c.dp) + " does not divide the world size " +
+                            std::to_string(world));
+        }
+      })) {
+    return kExitUsage;
+  }
+  if (parsed.help) {
+    say(parsed.help_text);
+    return 0;
+  }
+  const BenchConfig& cfg = parsed.config;
+  // outputs: checked before the run, not after it; nothing is created here. --parts writes
+  // only its own files (checked by run_parts).
+  if (!all_ranks_ok([&] {
+        if (world_rank() != 0 || !cfg.parts.empty()) return;
+        for (const NamedPath& out : bench_outputs(cfg.out, cfg.trace)) {
+          if (!out.path.empty()) check_writable(out);
+        }
+      })) {
+    return kExitUsage;
+  }
+  watchdog::start(cfg.timeout, world_rank(), "cgemm-bench",
+                  [] { abort_world(watchdog::kExitTimeout); });
+  if (!cfg.parts.empty()) return parts::run_parts(cfg, command, now_utc());
+
+  std::map<std::string, Peer> peers;
+  if (!all_ranks_ok([&] {
+        if (!cfg.peers.empty()) peers = read_peers(cfg.peers);
+      })) {
+    return kExitUsage;
+  }
+  if (!all_ranks_ok([&] { plan_cases(cfg, world); })) return kExitUsage;
+  std::unique_ptr<Context> ctx;
+  if (!context_for(cfg, world / cfg.dp, cfg.overlap, ctx)) return kExitUsage;
+  const std::string machine = ctx->backend().describe();
+
+  std::vector<Row> rows;
+  std::vector<TraceSpan> trace;
+  if (!measure_cases(cfg, world, ctx, rows, trace)) return kExitUsage;
+  ctx.reset();
+
+  if (!all_ranks_ok([&] { write_results(cfg, world, command, machine, rows, peers); })) {
+    return kExitUsage;
+  }
+  if (!cfg.trace.empty()) {
+    const std::string werr = write_trace(
+        cfg.trace, trace, cfg.overlap.num_max_streams,
+        "cgemm-bench: " + cfg.cases[0] + " shape, all-gather then reduce-scatter, overlapped",
         MPI_COMM_WORLD);
     if (any_rank_failed(werr)) return kExitUsage;
   }
@@ -384,9 +388,15 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   // Threads: the watchdog (--timeout) ends the job with MPI_Abort from its own thread.
   int provided = MPI_THREAD_SINGLE;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return 1;
   cgemm::launcher::set_program_name("cgemm-bench");
-  const int rc = cgemm::launcher::run(argc, argv);
-  MPI_Finalize();
+  int rc = 1;
+  try {
+    rc = cgemm::launcher::run(argc, argv);
+  } catch (const std::exception& e) {
+    // A failed MPI call (check_mpi) outside a phase: one rank's error.
+    cgemm::launcher::abort_job(e.what());
+  }
+  cgemm::check_mpi(MPI_Finalize(), "MPI_Finalize");
   return rc;
 }

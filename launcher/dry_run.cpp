@@ -112,13 +112,6 @@ int visible_gpus_without_cuda() {
   return ec ? 0 : n;
 }
 
-std::string processor_name() {
-  std::array<char, MPI_MAX_PROCESSOR_NAME> name{};
-  int len = 0;
-  MPI_Get_processor_name(name.data(), &len);
-  return std::string(name.data(), static_cast<size_t>(len));
-}
-
 struct Place {
   std::string host;
   int local_rank = 0;
@@ -137,18 +130,15 @@ std::vector<Place> placement(const RunConfig& cfg, int world, int mpi_world) {
                                         r % cfg.ranks_per_node, gpus, -1};
     }
   } else {
-    std::string mine = processor_name();
-    mine.resize(MPI_MAX_PROCESSOR_NAME, '\0');
-    std::vector<char> hosts(static_cast<size_t>(mpi_world) * MPI_MAX_PROCESSOR_NAME);
-    MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(), MPI_MAX_PROCESSOR_NAME,
-               MPI_CHAR, 0, MPI_COMM_WORLD);
+    const std::vector<std::string> hosts = host_names();
     int my_gpus = cfg.gpus_per_node > 0 ? cfg.gpus_per_node : visible_gpus_without_cuda();
     std::vector<int> gpus(static_cast<size_t>(mpi_world));
-    MPI_Gather(&my_gpus, 1, MPI_INT, gpus.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    check_mpi(MPI_Gather(&my_gpus, 1, MPI_INT, gpus.data(), 1, MPI_INT, 0, MPI_COMM_WORLD),
+              "MPI_Gather(visible GPUs)");
     std::map<std::string, int> seen;
     for (int r = 0; r < world; ++r) {
       Place& p = places[static_cast<size_t>(r)];
-      p.host = hosts.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+      p.host = hosts[static_cast<size_t>(r)];
       p.local_rank = seen[p.host]++;
       p.gpus = gpus[static_cast<size_t>(r)];
     }
@@ -242,7 +232,10 @@ void check_values(const RunConfig& cfg) {
   }
 }
 
-void plan_block(const RunConfig& cfg, int rank) { plans_of(cfg, rank, planned_backend(cfg)); }
+PlannedBlock plan_block(const RunConfig& cfg, int rank) {
+  const BackendKind backend = planned_backend(cfg);
+  return PlannedBlock{backend, plans_of(cfg, rank, backend)};
+}
 
 static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places,
                           BackendKind backend);
@@ -369,13 +362,17 @@ static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places
   say(out.str());
 }
 
-std::string memory_refusal(const RunConfig& cfg, const Context& ctx) {
+std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, const Context& ctx) {
   const BackendKind backend =
       ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
   int64_t mine = 0;
   std::string error;
   try {
-    mine = job_bytes(plans_of(cfg, ctx.comms().world_rank(), backend), backend);
+    // The block was planned for the backend the options name; auto that became cpu plans
+    // again for the bytes the CPU holds.
+    mine = job_bytes(planned.backend == backend ? planned.plans
+                                                : plans_of(cfg, ctx.comms().world_rank(), backend),
+                     backend);
   } catch (const std::exception& e) {
     error = e.what();
   }

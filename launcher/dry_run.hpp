@@ -12,7 +12,10 @@
 
 #include <string>
 
+#include <vector>
+
 #include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/plan_description.hpp"
 #include "run_config.hpp"
 
 namespace cgemm::launcher {
@@ -25,10 +28,16 @@ int planned_world(const RunConfig& cfg, int mpi_world);
 /// neither overflow the dtype nor underflow to zero in it. Throws OptionError.
 void check_values(const RunConfig& cfg);
 
+/// A block planned without a backend: one description per GEMM, for `backend`.
+struct PlannedBlock {
+  BackendKind backend = BackendKind::kCuda;
+  std::vector<PlanDescription> plans;
+};
+
 /// Plans every GEMM of the block for this rank (world rank `rank` of the resolved mesh)
 /// without a backend, on the backend kind the options name (auto plans as cuda). Throws the
 /// planner's errors (PlanError, cgemm::Error), which are the same on every rank.
-void plan_block(const RunConfig& cfg, int rank);
+PlannedBlock plan_block(const RunConfig& cfg, int rank);
 
 /// The dry run: collective over MPI_COMM_WORLD (host names gathered to rank 0); rank 0
 /// prints. Returns the exit status (0), or throws the planner's errors.
@@ -36,6 +45,7 @@ int dry_run(const RunConfig& cfg, int mpi_world);
 
 /// The memory check, collective over MPI_COMM_WORLD: "" when the job fits, else the refusal
 /// (the same text on every rank of the memory that does not fit).
-std::string memory_refusal(const RunConfig& cfg, const Context& ctx);
+/// `planned` is plan_block's answer, used when the backend kind is the one it planned for.
+std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, const Context& ctx);
 
 }  // namespace cgemm::launcher

@@ -3,11 +3,14 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 
+#include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/watchdog.hpp"
 
 namespace cgemm::launcher {
@@ -23,15 +26,67 @@ void set_program_name(std::string name) { program() = std::move(name); }
 
 int world_rank() {
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");
   return r;
+}
+
+int world_size() {
+  int n = 1;
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &n), "MPI_Comm_size");
+  return n;
+}
+
+bool all_ranks_ok(const std::function<void()>& phase) {
+  std::string error;
+  try {
+    phase();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  return !any_rank_failed(error);
+}
+
+bool context_for(const SharedOptions& opts, int tp, const OverlapOptions& overlap,
+                 std::unique_ptr<Context>& ctx) {
+  if (ctx && ctx->overlap() == overlap) return true;
+  ctx.reset();
+  std::string error;
+  try {
+    ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{opts.dp, tp, "dp", "tpsp"},
+                                    BackendOptions{opts.backend, opts.gpu_sharing, opts.timeout},
+                                    overlap);
+  } catch (const BackendRuleError& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+  return !any_rank_failed(error);
+}
+
+std::vector<std::string> host_names() {
+  std::array<char, MPI_MAX_PROCESSOR_NAME> mine{};
+  int len = 0;
+  check_mpi(MPI_Get_processor_name(mine.data(), &len), "MPI_Get_processor_name");
+  const size_t n = static_cast<size_t>(world_size());
+  std::vector<char> all(n * MPI_MAX_PROCESSOR_NAME);
+  const watchdog::WaitScope wait("the other ranks' host names");
+  check_mpi(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                          MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD),
+            "MPI_Allgather(host names)");
+  std::vector<std::string> out;
+  for (size_t r = 0; r < n; ++r) {
+    const char* name = all.data() + r * MPI_MAX_PROCESSOR_NAME;
+    out.emplace_back(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
+  }
+  return out;
 }
 
 bool any_rank_failed(const std::string& error) {
   const int me = world_rank();
   int first = error.empty() ? INT_MAX : me;
   const watchdog::WaitScope wait("the other ranks, to agree whether any failed");
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+            "MPI_Allreduce(errors)");
   if (first == INT_MAX) return false;
   if (first == me) {
     std::cerr << program() << ": error: " << error << "\n";
@@ -44,7 +99,7 @@ void abort_job(const std::string& error) {
   std::cerr << program() << ": rank " << world_rank() << ": error: " << error << "\n"
             << program() << ": aborting the job so no rank waits forever\n";
   std::cerr.flush();
-  MPI_Abort(MPI_COMM_WORLD, 1);
+  MPI_Abort(MPI_COMM_WORLD, 1);  // its code is not checked: the job ends either way
   std::abort();
 }
 
@@ -69,11 +124,12 @@ std::vector<double> time_iterations(Backend& be, int iterations,
     be.synchronize();
     {
       const watchdog::WaitScope wait("the barrier before timed iteration " + std::to_string(i));
-      MPI_Barrier(MPI_COMM_WORLD);
+      check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier(timed iteration)");
     }
     double ms = be.time_ms(body);
     const watchdog::WaitScope wait("the other ranks' time of iteration " + std::to_string(i));
-    MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+              "MPI_Allreduce(iteration time)");
     samples.push_back(ms);
   }
   return samples;

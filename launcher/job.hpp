@@ -1,12 +1,17 @@
 #pragma once
-// What every cgemm job program (cgemm-run, cgemm-bench) does around the library: agree on
-// errors across ranks, print from rank 0, time iterations, hold backend buffers.
+// What every cgemm job program (cgemm-run, cgemm-bench) does around the library: run its
+// phases (parse, plan, outputs, mesh, memory, run, check, report), each ending in the
+// all-ranks agreement on errors; print from rank 0; time iterations; hold backend buffers.
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "cgemm/runtime/backend.hpp"
+#include "cgemm/runtime/context.hpp"
+#include "shared_options.hpp"
 
 namespace cgemm::launcher {
 
@@ -16,10 +21,26 @@ constexpr int kExitCheckFailed = 3;  // overlapped result differs from the refer
 /// The program name used in messages ("cgemm-run", "cgemm-bench").
 void set_program_name(std::string name);
 int world_rank();
+int world_size();
 
 /// Collective over MPI_COMM_WORLD: true when any rank has a non-empty error; the lowest such
 /// rank prints it as "<program>: error: <message>" (one message for the whole job).
 bool any_rank_failed(const std::string& error);
+
+/// One phase of the job, run on every rank: an exception it throws is this rank's error, and
+/// the ranks agree as any_rank_failed does. True when every rank finished the phase.
+bool all_ranks_ok(const std::function<void()>& phase);
+
+/// Every rank's host name, in world-rank order, on every rank (collective over
+/// MPI_COMM_WORLD): the one place the job learns where its ranks run.
+std::vector<std::string> host_names();
+
+/// mesh: `ctx` becomes a Context of `overlap` on the dp x tp mesh under opts' backend rule:
+/// kept when it has these overlap options, else built anew (the old one released first).
+/// The rule is decided alike on every rank, so a refusal is one message (false). Any other
+/// error is one rank's: it aborts the job.
+bool context_for(const SharedOptions& opts, int tp, const OverlapOptions& overlap,
+                 std::unique_ptr<Context>& ctx);
 
 /// For errors of one rank: prints the rank and the message, then aborts the whole job so no
 /// rank waits forever in a collective.

@@ -165,13 +165,13 @@ bool report_check(GemmJob& job) {
   {
     // Every rank's shard checksums, in world-rank order: two runs agree bit for bit exactly
     // when these do.
-    int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    const int world = world_size();
     uint64_t mine[2] = {job.out_checksum, job.sequential_checksum};
     std::vector<uint64_t> all(2 * static_cast<size_t>(world));
     const watchdog::WaitScope wait("the other ranks' checksums of GEMM '" + job.plan.desc().name +
                                    "'");
-    MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
+    check_mpi(MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD),
+              "MPI_Allgather(checksums)");
     std::vector<std::string> out, seq;
     for (int r = 0; r < world; ++r) {
       out.push_back(hex64(all[2 * static_cast<size_t>(r)]));
@@ -185,8 +185,10 @@ bool report_check(GemmJob& job) {
   int64_t counts[2] = {s.compared, s.failures};
   double errs[2] = {s.max_abs, s.max_rel};
   const watchdog::WaitScope wait("the other ranks' check of GEMM '" + job.plan.desc().name + "'");
-  MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, errs, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD),
+            "MPI_Allreduce(check counts)");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, errs, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+            "MPI_Allreduce(check errors)");
   const bool pass = counts[1] == 0 && counts[0] > 0;
   const Tolerance tol = tolerance_for(out_dtype);
   job.report["check"] = {
@@ -231,27 +233,8 @@ struct Outcome {
   int64_t failures = 0;
 };
 
-/// One experiment on `ctx`: plans, times and checks every GEMM of the block, then writes the
-/// output dump, the trace and the report.
-Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) {
-  Outcome out;
-  std::string error;
-  say("resolved config:\n" + to_ini(cfg));
-
-  // Plan every GEMM first: planner errors are the same on every rank.
-  std::vector<std::unique_ptr<GemmPlan>> plans;
-  try {
-    for (const GemmSpec& g : cfg.gemms) {
-      plans.push_back(std::make_unique<GemmPlan>(
-          ctx, tensor_sequence_parallel_gemm(ctx, g.name, g.collective, cfg.batch, cfg.seq_len,
-                                             g.hidden_in, g.hidden_out, cfg.dtype, cfg.bias,
-                                             cfg.transpose_batch_sequence)));
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (any_rank_failed(error)) return out;
-
+/// The report's header: the config, the mesh, the backend.
+nlohmann::json report_header(const RunConfig& cfg, const Context& ctx, const JobInfo& info) {
   nlohmann::json report;
   report["config"] = to_ini(cfg);
   report["world_size"] = info.world;
@@ -271,56 +254,96 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) 
           ? nlohmann::json("GPU shared by " + std::to_string(ctx.ranks_per_gpu()) +
                            " ranks: times are not a speed measurement")
           : nlohmann::json(nullptr);
+  return report;
+}
+
+/// What one experiment's run leaves for its report.
+struct Measured {
+  std::vector<std::unique_ptr<GemmJob>> jobs;
   bool all_passed = true;
   std::vector<TraceSpan> trace;
   std::vector<DumpRecord> dump;
+};
+
+/// Times and checks every GEMM of the block, then records the dump and the trace. An error
+/// here is one rank's (a device or transport fault): it aborts the job.
+void measure_block(const RunConfig& cfg, Backend& be, std::vector<std::unique_ptr<GemmPlan>>& plans,
+                   Measured& m) {
   try {
-    Backend& be = ctx.backend();
-    std::vector<std::unique_ptr<GemmJob>> jobs;
     for (size_t i = 0; i < plans.size(); ++i) {
-      jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
-      time_gemm(*jobs.back(), be);
+      m.jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
+      time_gemm(*m.jobs.back(), be);
     }
     if (cfg.check) {
       for (int round = 0; round < cfg.check_rounds; ++round) {
-        for (auto& job : jobs) check_round(*job, be, round);
+        for (auto& job : m.jobs) check_round(*job, be, round);
       }
-      for (auto& job : jobs) all_passed = report_check(*job) && all_passed;
+      for (auto& job : m.jobs) m.all_passed = report_check(*job) && m.all_passed;
       // The outputs of the last round, which every backend computes from the same inputs.
       if (!cfg.output_dump.empty()) {
-        for (auto& job : jobs) {
-          dump.push_back(gather_output(be, job->plan, job->out.p, MPI_COMM_WORLD));
+        for (auto& job : m.jobs) {
+          m.dump.push_back(gather_output(be, job->plan, job->out.p, MPI_COMM_WORLD));
         }
       }
     }
-    for (auto& job : jobs) {
-      report["gemms"].push_back(job->report);
-      out.overlapped_ms += job->report["overlapped_ms"].get<double>();
-      out.sequential_ms += job->report["sequential_ms"].get<double>();
-      out.flops += job->plan.local_flops();
-      if (cfg.trace.empty()) continue;
-      // GEMMs of the block follow one another on the timeline.
-      append_after(trace, trace_call(be, MPI_COMM_WORLD, [&] { job->overlapped(); }));
+    if (cfg.trace.empty()) return;
+    // GEMMs of the block follow one another on the timeline.
+    for (auto& job : m.jobs) {
+      append_after(m.trace, trace_call(be, MPI_COMM_WORLD, [&] { job->overlapped(); }));
     }
   } catch (const std::exception& e) {
     abort_job(e.what());
   }
-  if (!cfg.output_dump.empty() && cfg.check) {
-    std::string derr;
-    if (world_rank() == 0) {
-      try {
-        write_dump(cfg.output_dump, dump);
+}
+
+/// Rank 0 writes `path` with `write`; every rank agrees on the outcome.
+bool written_by_rank0(const std::function<void()>& write) {
+  return all_ranks_ok([&] {
+    if (world_rank() == 0) write();
+  });
+}
+
+/// One experiment on `ctx`: plans, times and checks every GEMM of the block, then writes the
+/// output dump, the trace and the report. Each phase ends in the all-ranks agreement.
+Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) {
+  Outcome out;
+  say("resolved config:\n" + to_ini(cfg));
+
+  // plan: planner errors are the same on every rank.
+  std::vector<std::unique_ptr<GemmPlan>> plans;
+  if (!all_ranks_ok([&] {
+        for (const GemmSpec& g : cfg.gemms) {
+          plans.push_back(std::make_unique<GemmPlan>(
+              ctx, tensor_sequence_parallel_gemm(ctx, g.name, g.collective, cfg.batch, cfg.seq_len,
+                                                 g.hidden_in, g.hidden_out, cfg.dtype, cfg.bias,
+                                                 cfg.transpose_batch_sequence)));
+        }
+      })) {
+    return out;
+  }
+
+  // run and check
+  nlohmann::json report = report_header(cfg, ctx, info);
+  Measured m;
+  measure_block(cfg, ctx.backend(), plans, m);
+  for (auto& job : m.jobs) {
+    report["gemms"].push_back(job->report);
+    out.overlapped_ms += job->report["overlapped_ms"].get<double>();
+    out.sequential_ms += job->report["sequential_ms"].get<double>();
+    out.flops += job->plan.local_flops();
+  }
+
+  // report: the output dump, the trace, the verdict and the JSON report.
+  if (!cfg.output_dump.empty() && cfg.check && !written_by_rank0([&] {
+        write_dump(cfg.output_dump, m.dump);
         say("outputs written to " + cfg.output_dump + " (compare two with cgemm-compare)");
-      } catch (const std::exception& e) {
-        derr = e.what();
-      }
-    }
-    if (any_rank_failed(derr)) return out;
+      })) {
+    return out;
   }
   if (!cfg.trace.empty()) {
     const int lane = std::min(cfg.overlap.num_max_streams, ctx.backend().num_streams());
     const std::string terr = write_trace(
-        cfg.trace, trace, lane,
+        cfg.trace, m.trace, lane,
         "cgemm overlapped collective GEMMs: " + std::to_string(info.world) + " ranks, dp " +
             std::to_string(ctx.comms().dp()) + " x tp " + std::to_string(ctx.comms().tp()) + ", " +
             ctx.backend().name() + " backend, transport " + ctx.backend().transport(),
@@ -331,41 +354,27 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) 
     if (any_rank_failed(terr)) return out;
   }
   report["checked"] = cfg.check;
-  report["passed"] = cfg.check ? nlohmann::json(all_passed) : nlohmann::json(nullptr);
+  report["passed"] = cfg.check ? nlohmann::json(m.all_passed) : nlohmann::json(nullptr);
+  m.jobs.clear();
   plans.clear();
   say(std::string("cgemm-run: ") +
-      (cfg.check ? (all_passed ? "all checks PASSED" : "a check FAILED") : "checks skipped"));
+      (cfg.check ? (m.all_passed ? "all checks PASSED" : "a check FAILED") : "checks skipped"));
   if (ctx.ranks_per_gpu() > 1) {
     say("cgemm-run: GPU shared by " + std::to_string(ctx.ranks_per_gpu()) +
         " ranks: times are not a speed measurement");
   }
-
-  if (!cfg.report.empty()) {
-    std::string werr;
-    if (world_rank() == 0) {
-      try {
+  if (!cfg.report.empty() && !written_by_rank0([&] {
         write_replacing("--report", cfg.report, report.dump(2) + "\n");
         say("report written to " + cfg.report);
-      } catch (const std::exception& e) {
-        werr = e.what();
-      }
-    }
-    if (any_rank_failed(werr)) return out;
+      })) {
+    return out;
   }
   if (cfg.check) {
-    out.check = all_passed ? "PASSED" : "FAILED";
+    out.check = m.all_passed ? "PASSED" : "FAILED";
     for (const auto& g : report["gemms"]) out.failures += g["check"]["failures"].get<int64_t>();
   }
-  out.rc = all_passed ? 0 : kExitCheckFailed;
+  out.rc = m.all_passed ? 0 : kExitCheckFailed;
   return out;
-}
-
-bool same_overlap(const OverlapOptions& a, const OverlapOptions& b) {
-  return a.policy == b.policy && a.num_max_streams == b.num_max_streams &&
-         a.compute_stream_priority == b.compute_stream_priority &&
-         a.communication_stream_priority == b.communication_stream_priority &&
-         a.num_sm_for_communication == b.num_sm_for_communication && a.use_ce == b.use_ce &&
-         a.aggregate_all_gather == b.aggregate_all_gather && a.chunks_per_rank == b.chunks_per_rank;
 }
 
 // A value of the experiment as its INI line says it ("on", "bf16", "1024").
@@ -453,57 +462,110 @@ std::vector<Cell> sweep_row(size_t index, const std::string& label, const RunCon
   return row;
 }
 
-int run(int argc, char** argv) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-
-  ParseResult parsed;
-  std::string error;
-  try {
-    parsed = parse_run_config(argc, argv);
-    if (parsed.help) {
-      say(parsed.help_text);
-      return 0;
+/// parse: every experiment's options, mesh rules and values, before the first runs.
+ParseResult parse_phase(int argc, char** argv, int world) {
+  ParseResult parsed = parse_run_config(argc, argv);
+  if (parsed.help) return parsed;
+  const size_t n = parsed.experiments.size();
+  for (size_t i = 0; i < n; ++i) {
+    try {
+      resolve_mesh(parsed.experiments[i], planned_world(parsed.experiments[i], world));
+      check_values(parsed.experiments[i]);
+    } catch (const OptionError& e) {
+      if (n == 1) throw;
+      throw OptionError("experiment " + std::to_string(i + 1) + "/" + std::to_string(n) + " (" +
+                        parsed.labels[i] + "): " + e.what());
     }
-    // Every experiment's mesh rules and option values, before the first runs.
-    const size_t n = parsed.experiments.size();
-    for (size_t i = 0; i < n; ++i) {
-      try {
-        resolve_mesh(parsed.experiments[i], planned_world(parsed.experiments[i], world));
-        check_values(parsed.experiments[i]);
-      } catch (const OptionError& e) {
-        if (n == 1) throw;
-        throw OptionError("experiment " + std::to_string(i + 1) + "/" + std::to_string(n) + " (" +
-                          parsed.labels[i] + "): " + e.what());
-      }
-    }
-    watchdog::start(parsed.experiments.front().timeout, world_rank(), "cgemm-run",
-                    [] { abort_world(watchdog::kExitTimeout); });
-  } catch (const std::exception& e) {
-    error = e.what();
   }
-  if (any_rank_failed(error)) return kExitUsage;
+  watchdog::start(parsed.experiments.front().timeout, world_rank(), "cgemm-run",
+                  [] { abort_world(watchdog::kExitTimeout); });
+  return parsed;
+}
+
+/// plan: every experiment's block planned without a backend, before anything is created:
+/// sizes that overflow and plans that cannot run end the job here, alike on every rank
+/// (dry_run.hpp). A sweep's bad value anywhere ends the job before the first run.
+std::vector<PlannedBlock> plan_phase(const ParseResult& parsed) {
+  std::vector<PlannedBlock> planned;
+  const size_t count = parsed.experiments.size();
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      planned.push_back(plan_block(parsed.experiments[i], world_rank()));
+    } catch (const std::exception& e) {
+      if (count == 1) throw;
+      throw Error("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + " (" +
+                  parsed.labels[i] + "): " + e.what());
+    }
+  }
+  return planned;
+}
+
+/// outputs: checked before the run, not after it: a long run must not be lost. Nothing is
+/// created or truncated here.
+void check_outputs(const RunConfig& first, const Table& rows) {
+  if (world_rank() != 0) return;
+  for (const NamedPath& out : output_files(first)) {
+    if (!out.path.empty()) check_writable(out);
+  }
+  const std::string header = rows.csv_header();
+  const std::string old = first.sweep_csv.empty() ? "" : first_line(first.sweep_csv);
+  if (!old.empty() && old + "\n" != header) {
+    throw Error("--sweep_csv " + first.sweep_csv +
+                ": the file has other columns than this sweep's; give another file");
+  }
+}
+
+/// What the job prints once of its ranks, with the host names gathered here.
+JobInfo describe_job(const Context& ctx, int world) {
+  if (!ctx.backend_notice().empty()) say(ctx.backend_notice());
+  const MeshComms& comms = ctx.comms();
+  say("cgemm-run: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(comms.dp()) +
+      " x tp=" + std::to_string(comms.tp()) + ", backend " + ctx.backend().name() + ", transport " +
+      ctx.backend().transport());
+  say("tensor-parallel groups (world ranks): " + groups_str(comms.tp_groups()));
+  say("data-parallel groups (world ranks):   " + groups_str(comms.dp_groups()));
+  // Where the ranks run: the CUDA backend moves data with copy engines only inside a host.
+  JobInfo info{world, host_names(), true};
+  int tp_local = comms.tp_group_on_one_node() ? 1 : 0;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &tp_local, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+            "MPI_Allreduce(tp groups on one host)");
+  info.tp_local = tp_local == 1;
+  std::string line = "hosts of the ranks:";
+  for (int r = 0; r < world; ++r) line += " " + std::to_string(r) + "=" + info.host_of_rank[r];
+  say(line);
+  say(std::string("tensor-parallel groups on one host: ") + (info.tp_local ? "yes" : "no"));
+  say(ctx.backend().describe());
+  return info;
+}
+
+/// The row of an experiment goes out as it ends: a row is either whole or absent.
+void append_row(const RunConfig& cfg, const Table& rows) {
+  if (world_rank() != 0) return;
+  const size_t last = rows.size() - 1;
+  if (!cfg.sweep_csv.empty()) {
+    const bool fresh = first_line(cfg.sweep_csv).empty();
+    append_text("--sweep_csv", cfg.sweep_csv,
+                (fresh ? rows.csv_header() : "") + rows.csv_row(last));
+  }
+  if (!cfg.sweep_jsonl.empty()) append_text("--sweep_jsonl", cfg.sweep_jsonl, rows.json_line(last));
+}
+
+// The phases: parse -> plan -> outputs -> mesh -> memory -> (per experiment: plan -> run ->
+// check -> report), each ending in the all-ranks agreement (cgemm-bench's run() has the same).
+int run(int argc, char** argv) {
+  const int world = world_size();
+  ParseResult parsed;
+  if (!all_ranks_ok([&] { parsed = parse_phase(argc, argv, world); })) return kExitUsage;
+  if (parsed.help) {
+    say(parsed.help_text);
+    return 0;
+  }
   const std::vector<RunConfig>& experiments = parsed.experiments;
   const RunConfig& first = experiments.front();
   const size_t count = experiments.size();
-  Table rows = sweep_table(parsed.swept);
 
-  // Every GEMM planned without a backend, before anything is created: sizes that overflow
-  // and plans that cannot run end the job here, alike on every rank (dry_run.hpp).
-  try {
-    for (size_t i = 0; i < count; ++i) {
-      try {
-        plan_block(experiments[i], world_rank());
-      } catch (const std::exception& e) {
-        if (count == 1) throw;
-        throw Error("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + " (" +
-                    parsed.labels[i] + "): " + e.what());
-      }
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (any_rank_failed(error)) return kExitUsage;
+  std::vector<PlannedBlock> planned;
+  if (!all_ranks_ok([&] { planned = plan_phase(parsed); })) return kExitUsage;
   if (first.dry_run) {
     for (const RunConfig& exp : experiments) {
       if (const int rc = dry_run(exp, world); rc != 0) return rc;
@@ -511,112 +573,16 @@ int run(int argc, char** argv) {
     return 0;
   }
 
-  // Output files are checked before the run, not after it: a long run must not be lost.
-  // Nothing is created or truncated here.
-  if (world_rank() == 0) {
-    try {
-      for (const NamedPath& out : output_files(first)) {
-        if (!out.path.empty()) check_writable(out);
-      }
-      const std::string header = rows.csv_header();
-      const std::string old = first.sweep_csv.empty() ? "" : first_line(first.sweep_csv);
-      if (!old.empty() && old + "\n" != header) {
-        throw Error("--sweep_csv " + first.sweep_csv +
-                    ": the file has other columns than this sweep's; give another file");
-      }
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  if (any_rank_failed(error)) return kExitUsage;
+  Table rows = sweep_table(parsed.swept);
+  if (!all_ranks_ok([&] { check_outputs(first, rows); })) return kExitUsage;
 
-  // The backend rule (Context): decided alike on every rank, so a refusal is one message.
-  // Mesh and backend are the same for every experiment; a new Context only where the overlap
-  // options change.
-  const auto make_context = [&](const OverlapOptions& overlap, std::unique_ptr<Context>& ctx) {
-    ctx.reset();
-    try {
-      ctx = std::make_unique<Context>(
-          MPI_COMM_WORLD, MeshConfig{first.dp, first.tp, "dp", "tpsp"},
-          BackendOptions{first.backend, first.gpu_sharing, first.timeout}, overlap);
-    } catch (const BackendRuleError& e) {
-      error = e.what();
-    } catch (const std::exception& e) {
-      abort_job(e.what());
-    }
-    return !any_rank_failed(error);
-  };
   std::unique_ptr<Context> ctx;
-  if (!make_context(first.overlap, ctx)) return kExitUsage;
-  // The memory check, before any buffer: the ranks sharing a host (CPU) or a GPU (CUDA).
-  for (const RunConfig& exp : experiments) {
-    if (any_rank_failed(memory_refusal(exp, *ctx))) return kExitUsage;
+  if (!context_for(first, first.tp, first.overlap, ctx)) return kExitUsage;
+  // memory: before any buffer, the ranks sharing a host (CPU) or a GPU (CUDA).
+  for (size_t i = 0; i < count; ++i) {
+    if (any_rank_failed(memory_refusal(experiments[i], planned[i], *ctx))) return kExitUsage;
   }
-  if (!ctx->backend_notice().empty()) say(ctx->backend_notice());
-  const MeshComms& comms = ctx->comms();
-  say("cgemm-run: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(comms.dp()) +
-      " x tp=" + std::to_string(comms.tp()) + ", backend " + ctx->backend().name() +
-      ", transport " + ctx->backend().transport());
-  say("tensor-parallel groups (world ranks): " + groups_str(comms.tp_groups()));
-  say("data-parallel groups (world ranks):   " + groups_str(comms.dp_groups()));
-  // Where the ranks run: the CUDA backend moves data with copy engines only inside a host.
-  std::vector<char> hosts(static_cast<size_t>(world) * MPI_MAX_PROCESSOR_NAME);
-  {
-    std::string mine = comms.host_name();
-    mine.resize(MPI_MAX_PROCESSOR_NAME, '\0');
-    MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(), MPI_MAX_PROCESSOR_NAME,
-               MPI_CHAR, 0, MPI_COMM_WORLD);
-  }
-  int tp_local = comms.tp_group_on_one_node() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &tp_local, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  std::vector<std::string> host_of_rank;
-  for (int r = 0; r < world; ++r) {
-    host_of_rank.emplace_back(hosts.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
-  }
-  {
-    std::string line = "hosts of the ranks:";
-    for (int r = 0; r < world; ++r) line += " " + std::to_string(r) + "=" + host_of_rank[r];
-    say(line);
-  }
-  say(std::string("tensor-parallel groups on one host: ") + (tp_local ? "yes" : "no"));
-  say(ctx->backend().describe());
-  JobInfo info{world, host_of_rank, tp_local == 1};
-
-  // A sweep plans every experiment first: planner errors are the same on every rank, and a bad
-  // value anywhere ends the job before the first run (the plans are dropped again; experiments
-  // of other overlap options plan on a CPU context of theirs).
-  if (count > 1) {
-    try {
-      std::unique_ptr<Context> probe;
-      for (size_t i = 0; i < count && error.empty(); ++i) {
-        const RunConfig& cfg = experiments[i];
-        Context* on = ctx.get();
-        if (!same_overlap(cfg.overlap, ctx->overlap())) {
-          if (!probe || !same_overlap(cfg.overlap, probe->overlap())) {
-            probe.reset();
-            probe =
-                std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{cfg.dp, cfg.tp, "dp", "tpsp"},
-                                          BackendKind::kCpu, cfg.overlap);
-          }
-          on = probe.get();
-        }
-        try {
-          for (const GemmSpec& g : cfg.gemms) {
-            GemmPlan plan(*on, tensor_sequence_parallel_gemm(*on, g.name, g.collective, cfg.batch,
-                                                             cfg.seq_len, g.hidden_in, g.hidden_out,
-                                                             cfg.dtype, cfg.bias,
-                                                             cfg.transpose_batch_sequence));
-          }
-        } catch (const std::exception& e) {
-          error = "experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + " (" +
-                  parsed.labels[i] + "): " + e.what();
-        }
-      }
-    } catch (const std::exception& e) {
-      abort_job(e.what());
-    }
-    if (any_rank_failed(error)) return kExitUsage;
-  }
+  const JobInfo info = describe_job(*ctx, world);
 
   int rc = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -625,31 +591,12 @@ int run(int argc, char** argv) {
       say("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + ": " +
           parsed.labels[i]);
     }
-    if (!same_overlap(cfg.overlap, ctx->overlap()) && !make_context(cfg.overlap, ctx)) {
-      return kExitUsage;
-    }
+    if (!context_for(first, first.tp, cfg.overlap, ctx)) return kExitUsage;
     const Outcome o = run_experiment(cfg, *ctx, info);
     if (o.rc == kExitUsage) return kExitUsage;
     if (o.rc != 0) rc = o.rc;
     rows.add(sweep_row(i, parsed.labels[i], cfg, *ctx, o));
-    // The row goes out as the experiment ends: a row is either whole or absent.
-    std::string werr;
-    if (world_rank() == 0) {
-      try {
-        const size_t last = rows.size() - 1;
-        if (!cfg.sweep_csv.empty()) {
-          const bool fresh = first_line(cfg.sweep_csv).empty();
-          append_text("--sweep_csv", cfg.sweep_csv,
-                      (fresh ? rows.csv_header() : "") + rows.csv_row(last));
-        }
-        if (!cfg.sweep_jsonl.empty()) {
-          append_text("--sweep_jsonl", cfg.sweep_jsonl, rows.json_line(last));
-        }
-      } catch (const std::exception& e) {
-        werr = e.what();
-      }
-    }
-    if (any_rank_failed(werr)) return kExitUsage;
+    if (!all_ranks_ok([&] { append_row(cfg, rows); })) return kExitUsage;
   }
   if (count > 1) {
     say("\n# cgemm-run sweep: " + std::to_string(count) + " experiments on " +
@@ -668,13 +615,17 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   // Threads: the watchdog ends the job with MPI_Abort from its own thread.
   int provided = MPI_THREAD_SINGLE;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return 1;
   cgemm::launcher::set_program_name("cgemm-run");
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  cgemm::watchdog::start(300.0, rank, "cgemm-run",
-                         [] { cgemm::abort_world(cgemm::watchdog::kExitTimeout); });
-  const int rc = cgemm::launcher::run(argc, argv);
-  MPI_Finalize();
+  int rc = 1;
+  try {
+    cgemm::watchdog::start(300.0, cgemm::launcher::world_rank(), "cgemm-run",
+                           [] { cgemm::abort_world(cgemm::watchdog::kExitTimeout); });
+    rc = cgemm::launcher::run(argc, argv);
+  } catch (const std::exception& e) {
+    // A failed MPI call (check_mpi) outside a phase: one rank's error.
+    cgemm::launcher::abort_job(e.what());
+  }
+  cgemm::check_mpi(MPI_Finalize(), "MPI_Finalize");
   return rc;
 }

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "output_files.hpp"
 
@@ -40,8 +41,8 @@ void place(const char* block, const Shape& local, const Shape& offset, char* glo
 
 DumpRecord gather_output(Backend& be, const GemmPlan& plan, const void* out, MPI_Comm comm) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   const DType dt = plan.desc().out_dtype;
   const size_t elem = dtype_size(dt);
   const Shape& local = plan.out_local();
@@ -57,10 +58,12 @@ DumpRecord gather_output(Backend& be, const GemmPlan& plan, const void* out, MPI
   std::vector<int64_t> offsets(static_cast<size_t>(nd * size));
   const watchdog::WaitScope wait("the gather of GEMM '" + plan.desc().name +
                                  "''s outputs on rank 0");
-  MPI_Gather(off.data(), nd, MPI_INT64_T, offsets.data(), nd, MPI_INT64_T, 0, comm);
+  check_mpi(MPI_Gather(off.data(), nd, MPI_INT64_T, offsets.data(), nd, MPI_INT64_T, 0, comm),
+            "MPI_Gather(output offsets)");
   std::vector<char> all(rank == 0 ? bytes * static_cast<size_t>(size) : 0);
-  MPI_Gather(mine.data(), static_cast<int>(bytes), MPI_CHAR, all.data(), static_cast<int>(bytes),
-             MPI_CHAR, 0, comm);
+  check_mpi(MPI_Gather(mine.data(), static_cast<int>(bytes), MPI_CHAR, all.data(),
+                       static_cast<int>(bytes), MPI_CHAR, 0, comm),
+            "MPI_Gather(outputs)");
   DumpRecord rec;
   if (rank != 0) return rec;
   rec.name = plan.desc().name;

@@ -1,5 +1,6 @@
 #include "trace_writer.hpp"
 
+#include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/watchdog.hpp"
 
 #include <algorithm>
@@ -58,14 +59,15 @@ void write_file(const std::string& path, const std::string& text) {
 
 std::vector<RankTrace> gather_traces(const std::vector<TraceSpan>& mine, MPI_Comm comm) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   nlohmann::json j = nlohmann::json::array();
   for (const TraceSpan& s : mine) j.push_back({s.name, s.category, s.lane, s.start_ms, s.end_ms});
   const std::string text = j.dump();
   int len = static_cast<int>(text.size());
   std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
+  check_mpi(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm),
+            "MPI_Gather(trace lengths)");
   std::string all;
   if (rank == 0) {
     int total = 0;
@@ -75,8 +77,9 @@ std::vector<RankTrace> gather_traces(const std::vector<TraceSpan>& mine, MPI_Com
     }
     all.resize(static_cast<size_t>(total));
   }
-  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
-              comm);
+  check_mpi(MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                        MPI_CHAR, 0, comm),
+            "MPI_Gatherv(traces)");
   std::vector<RankTrace> out;
   if (rank != 0) return out;
   for (int r = 0; r < size; ++r) {
@@ -97,7 +100,7 @@ std::vector<TraceSpan> trace_call(Backend& be, MPI_Comm comm, const std::functio
   be.synchronize();
   {
     const watchdog::WaitScope wait("the barrier before a traced call");
-    MPI_Barrier(comm);
+    check_mpi(MPI_Barrier(comm), "MPI_Barrier(traced call)");
   }
   be.set_tracing(true);
   body();
@@ -120,7 +123,7 @@ std::string write_trace(const std::string& path, const std::vector<TraceSpan>& m
                         int transport_lane, const std::string& title, MPI_Comm comm) {
   const auto traces = gather_traces(mine, comm);
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   if (rank != 0) return {};
   try {
     write_chrome_trace(path, traces, transport_lane);

@@ -1,4 +1,4 @@
-// Fuzz target (b): cgemm-run's option parser on an INI file (launcher/run_config.cpp,
+// Fuzz target (b): cgemm-run's option parser on an INI file (launcher/option_table.cpp,
 // parse_run_config with --config FILE). Built as a libFuzzer binary with CGEMM_FUZZ_MAIN
 // defined (tests/fuzz/fuzz_tests.cmake), and into test_fuzz_regressions.
 

@@ -35,8 +35,10 @@ if(CGEMM_FUZZ)
   target_link_libraries(fuzz_plan_line PRIVATE nlohmann_json::nlohmann_json Threads::Threads
                         cgemm_warnings)
 
-  add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp
-                 ${CMAKE_SOURCE_DIR}/launcher/run_config.cpp ${CMAKE_SOURCE_DIR}/launcher/output_files.cpp
+  set(option_sources option_sources.cpp option_table.cpp option_sweep.cpp shared_options.cpp
+                     run_config.cpp output_files.cpp)
+  list(TRANSFORM option_sources PREPEND ${CMAKE_SOURCE_DIR}/launcher/)
+  add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp ${option_sources}
                  ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp ${sharding_sources})
   target_include_directories(fuzz_run_config PRIVATE ${CGEMM_FUZZ_DIR}
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include

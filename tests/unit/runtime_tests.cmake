@@ -1,4 +1,5 @@
-# cgemm-run's options (launcher/run_config.cpp): defaults, command line over --config, the
+# cgemm-run's and cgemm-bench's options (launcher/run_config.cpp, bench_config.cpp, the rows of
+# option_table.hpp): defaults, command line over --config, the
 # GEMM block rule, every option error, the shipped configs/, resolve_mesh, to_ini round trip.
 cgemm_add_unit_test(test_run_config
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_run_config.cpp

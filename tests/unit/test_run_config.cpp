@@ -9,7 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
+#include <map>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -1084,6 +1087,135 @@ TEST_F(BenchConfigTest, HelpListsEveryOptionWithDefaultAndUnit) {
     EXPECT_EQ(h.find("--sweep_csv"), std::string::npos);
   }
   expect_contains(parse_bench({"--version"}).help_text, {"cgemm-bench"});
+}
+
+// ---------------------------------------------------------------------------------------
+// The option rows: every INI writer reads back through its reader, and the sweep list is the
+// rows marked sweepable.
+
+// A value other than the default for every option that writes an INI line: a new row that
+// writes one needs an entry here.
+const std::map<std::string, std::string>& non_default_values() {
+  static const std::map<std::string, std::string> values{
+      {"dp", "2"},
+      {"tp", "4"},
+      {"batch", "8"},
+      {"seq_len", "1024"},
+      {"gemm", "up_proj reduce_scatter 768 3072"},
+      {"dtype", "fp16"},
+      {"bias", "off"},
+      {"transpose_batch_sequence", "on"},
+      {"std", "0.5"},
+      {"seed", "18446744073709551615"},
+      {"warmup", "0"},
+      {"iterations", "7"},
+      {"timeout", "0.25"},
+      {"backend", "cpu"},
+      {"gpu_sharing", "on"},
+      {"trace", "t.json"},
+      {"check", "off"},
+      {"check_rounds", "3"},
+      {"output_dump", "out.bin"},
+      {"report", "r.json"},
+      {"dry_run", "on"},
+      {"ranks_per_node", "4"},
+      {"gpus_per_node", "2"},
+      {"compute_capability", "100"},
+      {"overlap", "on"},
+      {"num_max_streams", "1"},
+      {"compute_stream_priority", "1"},
+      {"communication_stream_priority", "2"},
+      {"num_sm_for_communication", "8"},
+      {"use_ce", "off"},
+      {"aggregate_all_gather", "on"},
+      {"chunks_per_rank", "4"},
+      {"sweep_csv", "s.csv"},
+      {"sweep_jsonl", "s.jsonl"},
+      {"knobs", "off"},
+      {"peers", "peers.csv"},
+      {"parts_max_copy_mib", "64"},
+      {"torch_chunks", "torch.csv"},
+  };
+  return values;
+}
+
+template <typename Config>
+std::string ini_of(const OptionRow<Config>& row, const Config& c) {
+  std::ostringstream out;
+  row.ini(out, c);
+  return out.str();
+}
+
+// For every row of `rows` that writes INI lines: its default and a non-default value (given
+// on the command line) are written, read back from an INI file by `parse`, and written again
+// to the same text.
+template <typename Config, typename Parse>
+void expect_rows_round_trip(const std::vector<OptionRow<Config>>& rows, Parse parse,
+                            const std::function<std::string(const std::string&)>& write) {
+  const Config defaults = parse({});
+  for (const auto& row : rows) {
+    if (!row.ini) continue;
+    SCOPED_TRACE(row.name);
+    const std::string def = ini_of(row, defaults);
+    EXPECT_EQ(ini_of(row, parse({"--config", write(def)})), def);
+    const auto value = non_default_values().find(row.name);
+    ASSERT_NE(value, non_default_values().end()) << "no non-default value for " << row.name;
+    // output_dump needs check on; the others stand alone.
+    const Config given = parse({"--" + row.name, value->second});
+    const std::string text = ini_of(row, given);
+    EXPECT_NE(text, def);
+    EXPECT_EQ(ini_of(row, parse({"--config", write(text)})), text);
+  }
+}
+
+TEST_F(RunConfigTest, EveryRowsIniWriterReadsBackItsDefaultAndAnotherValue) {
+  const auto write_ini = [this](const std::string& text) { return write("row.ini", text); };
+  expect_rows_round_trip(
+      run_rows(), [](std::vector<std::string> args) { return parse_config(std::move(args)); },
+      write_ini);
+  expect_rows_round_trip(
+      bench_rows(),
+      [](std::vector<std::string> args) { return parse_bench(std::move(args)).config; }, write_ini);
+}
+
+TEST_F(RunConfigTest, SweepListIsTheRowsMarkedSweepable) {
+  std::vector<std::string_view> marked;
+  for (const auto& row : run_rows()) {
+    if (row.sweep == Sweep::kYes) marked.push_back(row.name);
+  }
+  EXPECT_EQ(run_sweepable_options(), marked);
+  // In --help order, as README's Sweeps section and the sweep CSV's columns list them.
+  const std::vector<std::string_view> documented{"batch",
+                                                 "seq_len",
+                                                 "hidden_in",
+                                                 "hidden_out",
+                                                 "collective",
+                                                 "dtype",
+                                                 "bias",
+                                                 "transpose_batch_sequence",
+                                                 "std",
+                                                 "seed",
+                                                 "warmup",
+                                                 "iterations",
+                                                 "check",
+                                                 "check_rounds",
+                                                 "overlap",
+                                                 "num_max_streams",
+                                                 "compute_stream_priority",
+                                                 "communication_stream_priority",
+                                                 "num_sm_for_communication",
+                                                 "use_ce",
+                                                 "aggregate_all_gather",
+                                                 "chunks_per_rank"};
+  EXPECT_EQ(run_sweepable_options(), documented);
+  // Refused as lists: the mesh and the backend.
+  std::vector<std::string_view> refused;
+  for (const auto& row : run_rows()) {
+    if (row.sweep == Sweep::kRefused) refused.push_back(row.name);
+  }
+  EXPECT_EQ(refused, (std::vector<std::string_view>{"dp", "tp", "backend", "gpu_sharing"}));
+  // cgemm-bench has no sweeps (--cases and --knobs are its sweep): a list is a bad value.
+  expect_contains(bench_error({"--warmup", "1,2"}), {"warmup", "1,2"});
 }
 
 }  // namespace

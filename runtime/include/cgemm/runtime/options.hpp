@@ -51,6 +51,9 @@ struct OverlapOptions {
   /// A piece is contiguous in its slot (rows, or whole batch blocks for batch-first
   /// activations), so it must divide those (PlanError otherwise). Not in Transformer Engine.
   int chunks_per_rank = 1;
+
+  /// Every knob: a Context is built for one set of them.
+  bool operator==(const OverlapOptions&) const = default;
 };
 
 }  // namespace cgemm

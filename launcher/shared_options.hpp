@@ -1,0 +1,29 @@
+#pragma once
+// The options every cgemm job program takes (cgemm-run, cgemm-bench): one row each, read the
+// same way and with the same messages by both; a program's own defaults (cgemm-bench's warmup
+// and iterations) come from its Config.
+
+#include <string>
+#include <vector>
+
+#include "cgemm/runtime/options.hpp"
+#include "option_table.hpp"
+
+namespace cgemm::launcher {
+
+struct SharedOptions {
+  int dp = 1;  // mesh: data-parallel size
+  int warmup = 2;
+  int iterations = 5;
+  BackendKind backend = BackendKind::kAuto;
+  bool gpu_sharing = false;  // ranks of a host may share its GPUs (CUDA backend, copy engines)
+  double timeout = 300.0;    // seconds any wait may last before the job ends (<= 0: forever)
+  std::string trace;         // trace path (Chrome JSON; FILE.svg beside it); empty: none
+  OverlapOptions overlap;
+  std::string config_file;  // the --config given, for the report
+};
+
+/// The shared rows, in --help order within each group (General, Mesh, Run, Overlap).
+const std::vector<OptionRow<SharedOptions>>& shared_rows();
+
+}  // namespace cgemm::launcher
