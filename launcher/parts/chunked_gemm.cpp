@@ -93,6 +93,10 @@ ChunkedGemm chunked_gemm(const BenchShape& shape, CollectiveOp op, int tp, int c
   g.step_lhs_elems = g.lhs_elems / tp;
   g.step_out_elems = g.out_elems / tp;
   for (const ProgramGemm& pg : d.overlapped.gemms) {
+    if (pg.rhs_buffer != "rhs" || pg.rhs_offset != 0) {
+      throw Error(where + ": a chunk GEMM reads its rhs from the plan's '" + pg.rhs_buffer +
+                  "', which --parts does not map");
+    }
     g.chunks.push_back({pg.task,
                         elements(pg.lhs_buffer, pg.lhs_offset,
                                  ag ? std::initializer_list<const char*>{"lhs", "ring"}

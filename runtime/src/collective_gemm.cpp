@@ -56,8 +56,11 @@ void split_into_pieces(const GemmGeometry& g) {
   }
 }
 
-const CollectiveGemmKind& choose_collective_gemm(const GemmGeometry& g) {
-  for (const CollectiveGemmKind& kind : kKinds) {
+std::span<const CollectiveGemmKind> collective_gemm_kinds() { return kKinds; }
+
+const CollectiveGemmKind& choose_collective_gemm(const GemmGeometry& g,
+                                                 std::span<const CollectiveGemmKind> kinds) {
+  for (const CollectiveGemmKind& kind : kinds) {
     if (kind.matches(g)) return kind;
   }
   throw Error("GEMM '" + g.name + "': no collective GEMM runs collective '" +

@@ -6,6 +6,7 @@
 // first row whose predicate matches the GEMM's geometry (as choose_transports picks a
 // transport). A new kind is a new file and a row in that table, above the rows it refines.
 
+#include <span>
 #include <string>
 
 #include "cgemm/core/collective_op.hpp"
@@ -47,16 +48,19 @@ void place_strided_if_reordered(GemmGeometry& g, ReorderKind kind, const Shape& 
 /// divide. Call after the chunk geometry is set (GemmPlan sets pieces to 1 at tp 1).
 void split_into_pieces(const GemmGeometry& g);
 
-/// A row of the kinds table: the kind's name (for errors and the dry run), which geometries it
-/// runs, and its factory.
+/// A row of the kinds table: the kind's name, which geometries it runs, and its factory.
 struct CollectiveGemmKind {
   const char* name;
   bool (*matches)(const GemmGeometry& g);
   CollectiveGemmFactory make;
 };
 
-/// The first row of the kinds table that matches `g`. Throws cgemm::Error naming the GEMM and
-/// its collective when none does.
-const CollectiveGemmKind& choose_collective_gemm(const GemmGeometry& g);
+/// The kinds table (collective_gemm.cpp), in order.
+std::span<const CollectiveGemmKind> collective_gemm_kinds();
+
+/// The first row of `kinds` that matches `g`. Throws cgemm::Error naming the GEMM and its
+/// collective when none does.
+const CollectiveGemmKind& choose_collective_gemm(
+    const GemmGeometry& g, std::span<const CollectiveGemmKind> kinds = collective_gemm_kinds());
 
 }  // namespace cgemm

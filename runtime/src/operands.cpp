@@ -22,6 +22,9 @@ Operands& Operands::set_input(Operand slot, const void* p) {
 }
 
 Operands& Operands::set_output(Operand slot, void* p) {
+  if (!kOperandSlots[index(slot)].written) {
+    throw Error("operand '" + std::string(name(slot)) + "' is only read by the call: set_input");
+  }
   ptr_[index(slot)] = p;
   return *this;
 }

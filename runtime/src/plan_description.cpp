@@ -136,9 +136,9 @@ ProgramView view_of(const Program& p) {
   ProgramView v;
   const Overloaded add{
       [&](const GemmOp& o) {
-        v.gemms.push_back({o.task, buffer_name(o.lhs), buffer_name(o.out),
-                           static_cast<int64_t>(o.lhs.offset), static_cast<int64_t>(o.out.offset),
-                           o.stream, o.label});
+        v.gemms.push_back({o.task, buffer_name(o.lhs), buffer_name(o.rhs), buffer_name(o.out),
+                           static_cast<int64_t>(o.lhs.offset), static_cast<int64_t>(o.rhs.offset),
+                           static_cast<int64_t>(o.out.offset), o.stream, o.label});
       },
       [&](const ExchangeOp& o) {
         ProgramExchange x;
@@ -421,6 +421,10 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   out.geometry = plan_shards(desc, m, opt, out.description);
   fill_geometry(out.geometry, desc, m, opt, out.description);
   out.kind = choose_collective_gemm(out.geometry).make(out.geometry);
+  for (const Program* p : {&out.kind.overlapped, &out.kind.sequential, &out.kind.gemm_only,
+                           &out.kind.collective_only}) {
+    p->check_writes(desc.name);
+  }
   describe(out, m, opt);
   return out;
 }

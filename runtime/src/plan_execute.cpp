@@ -7,29 +7,13 @@
 
 namespace cgemm {
 
-namespace {
-
-// A slot the program names must be bound (the engine would otherwise hand a null pointer to
-// the backend). The bias keeps the message users know.
-void require_operands(const std::string& gemm, const Program& p, const Operands& x) {
-  for (Operand slot : p.operands_used()) {
-    if (x.has(slot)) continue;
-    if (slot == Operand::kBias)
-      throw Error("GEMM '" + gemm + "' was planned with a bias but got none");
-    throw Error("GEMM '" + gemm + "': operand '" + std::string(Operands::name(slot)) +
-                "' is null; the plan reads or writes it");
-  }
-}
-
-}  // namespace
-
 void GemmPlan::execute_overlapped(const Operands& x) {
-  require_operands(desc_.name, impl_->kind.overlapped, x);
+  require_operands(desc_.name, impl_->overlapped_operands, x);
   impl_->engine.run(impl_->kind.overlapped, x);
 }
 
 void GemmPlan::execute_sequential(const Operands& x) {
-  require_operands(desc_.name, impl_->kind.sequential, x);
+  require_operands(desc_.name, impl_->sequential_operands, x);
   impl_->engine.run(impl_->kind.sequential, x);
 }
 

@@ -10,10 +10,16 @@ namespace cgemm {
 
 struct GemmPlan::Impl {
   Impl(Backend& be, int world_rank, GemmGeometry g, CollectiveGemm k)
-      : geometry(std::move(g)), kind(std::move(k)), engine(be, world_rank) {}
+      : geometry(std::move(g)),
+        kind(std::move(k)),
+        overlapped_operands(kind.overlapped.operands_used()),
+        sequential_operands(kind.sequential.operands_used()),
+        engine(be, world_rank) {}
 
   GemmGeometry geometry;
   CollectiveGemm kind;
+  // The caller's slots each path uses, checked on every call.
+  std::vector<Operand> overlapped_operands, sequential_operands;
   PlanDescription description;  // what plan_gemm says of it (shapes, offsets, bytes)
   Engine engine;
 

@@ -1,44 +1,51 @@
 #include "program.hpp"
 
 #include <algorithm>
+#include <string>
+
+#include "cgemm/core/error.hpp"
 
 namespace cgemm {
 
 namespace {
 
-// Every Ref an op names, read or written.
-std::vector<Ref> refs(const Op& op) {
-  const auto with_bias = [](std::vector<Ref> r, const std::optional<Ref>& bias) {
-    if (bias) r.push_back(*bias);
+// The Refs an op reads and the ones it writes.
+struct Access {
+  std::vector<Ref> reads, writes;
+};
+
+Access access(const Op& op) {
+  const auto with = [](std::vector<Ref> r, const std::optional<Ref>& extra) {
+    if (extra) r.push_back(*extra);
     return r;
   };
   return std::visit(Overloaded{
-                        [](const ForkOp&) { return std::vector<Ref>{}; },
-                        [](const JoinOp&) { return std::vector<Ref>{}; },
+                        [](const ForkOp&) { return Access{}; },
+                        [](const JoinOp&) { return Access{}; },
                         [&](const GemmOp& o) {
-                          return with_bias({o.lhs, o.rhs, o.out}, o.bias);
+                          return Access{with({o.lhs, o.rhs}, o.bias), {o.out}};
                         },
                         [](const ExchangeOp& o) {
-                          std::vector<Ref> r;
-                          for (const Transfer& t : o.transfers) r.push_back(t.src);
-                          return r;
+                          Access a;
+                          for (const Transfer& t : o.transfers) a.reads.push_back(t.src);
+                          return a;
                         },
-                        [](const WaitOp&) { return std::vector<Ref>{}; },
+                        [](const WaitOp&) { return Access{}; },
                         [&](const SumOp& o) {
-                          std::vector<Ref> r = o.parts;
-                          r.push_back(o.out);
-                          return with_bias(std::move(r), o.bias);
+                          return Access{with(o.parts, o.bias), {o.out}};
                         },
                         [](const ReorderOp& o) {
-                          return std::vector<Ref>{o.src, o.dst};
+                          return Access{{o.src}, {o.dst}};
                         },
                         [](const AllGatherOp& o) {
-                          return std::vector<Ref>{o.src, o.dst};
+                          return Access{{o.src}, {o.dst}};
                         },
                         [](const ReduceScatterOp& o) {
-                          return std::vector<Ref>{o.src, o.dst};
+                          return Access{{o.src}, {o.dst}};
                         },
-                        [](const AllReduceOp& o) { return std::vector<Ref>{o.buf}; },
+                        [](const AllReduceOp& o) {
+                          return Access{{o.buf}, {o.buf}};
+                        },
                     },
                     op);
 }
@@ -47,15 +54,44 @@ std::vector<Ref> refs(const Op& op) {
 
 std::vector<Operand> Program::operands_used() const {
   std::vector<Operand> out;
-  for (const Op& op : ops) {
-    for (const Ref& r : refs(op)) {
+  const auto add = [&](const std::vector<Ref>& refs) {
+    for (const Ref& r : refs) {
       if (const auto* o = std::get_if<Operand>(&r.buf)) {
         if (std::find(out.begin(), out.end(), *o) == out.end()) out.push_back(*o);
       }
     }
+  };
+  for (const Op& op : ops) {
+    const Access a = access(op);
+    add(a.reads);
+    add(a.writes);
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+void Program::check_writes(const std::string& gemm) const {
+  for (const Op& op : ops) {
+    for (const Ref& r : access(op).writes) {
+      const auto* o = std::get_if<Operand>(&r.buf);
+      if (o != nullptr && !kOperandSlots[Operands::index(*o)].written) {
+        throw Error("GEMM '" + gemm + "': a planned operation writes the caller's " +
+                    std::string(Operands::name(*o)) + ", which the call only reads");
+      }
+    }
+  }
+}
+
+void require_operands(const std::string& gemm, const std::vector<Operand>& used,
+                      const Operands& x) {
+  for (Operand slot : used) {
+    if (x.has(slot)) continue;
+    if (slot == Operand::kBias) {
+      throw Error("GEMM '" + gemm + "' was planned with a bias but got none");
+    }
+    throw Error("GEMM '" + gemm + "': operand '" + std::string(Operands::name(slot)) +
+                "' is null; the plan reads or writes it");
+  }
 }
 
 int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w) {

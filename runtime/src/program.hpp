@@ -6,8 +6,10 @@
 // operation below and nothing about the collectives.
 //
 // A new kind of operation is a new struct here and a new alternative of Op; every visitor of
-// Op (the engine, the planner's CPU scratch count, the tests' op printer) handles each
-// alternative by name, so one that forgets the new op does not compile.
+// Op (the engine, access() in program.cpp, the planner's CPU scratch count and its program
+// view in plan_description.cpp) handles each alternative by name, so one that forgets the new
+// op does not compile. Keep the op structs unrelated types: one derived from another would be
+// taken by its base's lambda.
 
 #include <cstddef>
 #include <cstdint>
@@ -143,9 +145,16 @@ struct Program {
   WorkspaceSizes workspace;  // bytes of each workspace the ops use (0: none)
   int tokens = 0;            // exchange token slots the ops use
 
-  /// The caller's operand slots any op names (GemmPlan checks them on every call).
+  /// The caller's operand slots any op reads or writes, in enum order.
   std::vector<Operand> operands_used() const;
+  /// Throws cgemm::Error naming `gemm` when an op writes a caller's slot that the call only
+  /// reads (checked at planning, so a bad program never starts on one rank only).
+  void check_writes(const std::string& gemm) const;
 };
+
+/// Throws cgemm::Error naming `gemm` and the slot when a slot of `used` is null in `x` (a
+/// missing bias keeps the message "GEMM 'NAME' was planned with a bias but got none").
+void require_operands(const std::string& gemm, const std::vector<Operand>& used, const Operands& x);
 
 /// Bytes of workspace `w` in `s`.
 int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w);

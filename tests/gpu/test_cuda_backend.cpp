@@ -35,7 +35,7 @@ bool all_have_gpu() {
   return ok == 1;
 }
 
-bool sharing() { return env_flag("CGEMM_TEST_GPU_SHARING").value_or(false); }
+bool sharing() { return env_flag(env::kTestGpuSharing).value_or(false); }
 
 CudaPlacement placement() {
   CudaPlacement p;

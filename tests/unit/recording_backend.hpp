@@ -28,6 +28,8 @@ class RecordingBackend final : public Backend {
   struct Posted {
     int send_peer = -1, recv_peer = -1;
     size_t send_offset = 0, recv_offset = 0, bytes = 0;
+    const void* src = nullptr;  // in one of this backend's regions
+    int exchange = 0;           // the start_exchange call it belongs to, from 0
   };
   const std::vector<Posted>& posted() const { return posted_; }
 
@@ -101,7 +103,8 @@ class RecordingBackend final : public Backend {
     std::string s =
         "exchange #" + std::to_string(tokens_) + " after s" + std::to_string(after_stream) + ":";
     for (const Exchange& x : group) {
-      posted_.push_back({x.send_peer, x.recv_peer, x.send_offset, x.recv_offset, x.bytes});
+      posted_.push_back({x.send_peer, x.recv_peer, x.send_offset, x.recv_offset, x.bytes, x.src,
+                         static_cast<int>(tokens_)});
       s += " {" + where(x.src) + " " + std::to_string(x.bytes) + " -> rank " +
            std::to_string(x.send_peer) + "@" + std::to_string(x.send_offset) + ", rank " +
            std::to_string(x.recv_peer) + " -> @" + std::to_string(x.recv_offset) + " '" +
@@ -140,6 +143,14 @@ class RecordingBackend final : public Backend {
   void set_tracing(bool) override {}
   bool tracing() const override { return false; }
   std::vector<TraceSpan> take_trace() override { return {}; }
+
+  /// The symmetric ring's memory (null before the engine allocates it).
+  char* ring() const {
+    for (const Region& r : regions_) {
+      if (r.name == "ring") return r.data.get();
+    }
+    return nullptr;
+  }
 
   /// "NAME+OFFSET" of the region `p` points into; "-" for null; "?" outside every region.
   std::string where(const void* p) const {

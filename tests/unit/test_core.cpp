@@ -131,8 +131,8 @@ TEST(EnvRegistry, ReadmeTableIsTheRegistry) {
   std::set<std::string> names;
   for (const EnvKnob* k : kEnvKnobs) {
     EXPECT_TRUE(names.insert(std::string(k->name)).second) << k->name;
-    const std::string row =
-        "| `" + std::string(k->name) + "` | " + std::string(k->default_text) + " | ";
+    const std::string row = "| `" + std::string(k->name) + "` | " + std::string(k->default_text) +
+                            " | " + std::string(k->meaning) + " |";
     EXPECT_NE(section.find(row), std::string::npos) << "README lacks the row " << row;
   }
   size_t rows = 0;
@@ -140,6 +140,19 @@ TEST(EnvRegistry, ReadmeTableIsTheRegistry) {
     ++rows;
   }
   EXPECT_EQ(rows, kEnvKnobs.size()) << "README lists a variable the registry does not";
+
+  // Every knob declared in the header is in the registry (a row left out of kEnvKnobs would
+  // escape the table).
+  std::ifstream hin(std::string(CGEMM_SOURCE_DIR) + "/core/include/cgemm/core/env.hpp");
+  std::stringstream header;
+  header << hin.rdbuf();
+  const std::string h = header.str();
+  size_t declared = 0;
+  for (size_t p = h.find("inline constexpr EnvKnob "); p != std::string::npos;
+       p = h.find("inline constexpr EnvKnob ", p + 1)) {
+    ++declared;
+  }
+  EXPECT_EQ(declared, kEnvKnobs.size());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -40,6 +41,7 @@ TEST(Operands, SlotsKnowWhetherTheCallWritesThem) {
   EXPECT_FALSE(x.has(Operand::kBias));
   EXPECT_THROW(x.output(Operand::kRhs), Error);
   EXPECT_THROW(x.set_input(Operand::kOut, &lhs), Error);
+  EXPECT_THROW(x.set_output(Operand::kLhs, &out), Error);
   EXPECT_EQ(Operands::name(Operand::kBias), "bias");
   EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kOut) + 1);
 }
@@ -51,7 +53,7 @@ TEST(Program, OperandsUsedNameEverySlotAndNoOther) {
   const PlannedGemm without = plan(CollectiveOp::kReduceScatter, 2, 0);
   EXPECT_EQ(without.kind.overlapped.operands_used(),
             (std::vector<Operand>{Operand::kLhs, Operand::kRhs, Operand::kOut}));
-  // The benchmark's collective alone reads lhs and writes out only.
+  // The benchmark's collective alone reads the lhs into a workspace: no other slot.
   EXPECT_EQ(plan(CollectiveOp::kAllGather, 2, 0).kind.collective_only.operands_used(),
             (std::vector<Operand>{Operand::kLhs}));
 }
@@ -71,7 +73,92 @@ TEST(Engine, AWriteToACallersInputIsRefused) {
   EXPECT_THROW(engine.run(p, Operands(buf, buf, nullptr, buf)), Error);
 }
 
+TEST(Program, WritesToACallersInputAreRefusedAtPlanning) {
+  Program p;
+  p.ops.push_back(SumOp{{{Operand::kOut}},
+                        DType::kBFloat16,
+                        8,
+                        std::nullopt,
+                        0,
+                        {Operand::kRhs},
+                        DType::kBFloat16,
+                        0});
+  try {
+    p.check_writes("g");
+    FAIL() << "a write to rhs must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GEMM 'g'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rhs"), std::string::npos) << e.what();
+  }
+  // Every planned program of every kind writes only the output among the caller's slots.
+  for (CollectiveOp op :
+       {CollectiveOp::kNone, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    const PlannedGemm planned = plan(op, 2, 1, 2, true);
+    for (const Program* q : {&planned.kind.overlapped, &planned.kind.sequential,
+                             &planned.kind.gemm_only, &planned.kind.collective_only}) {
+      EXPECT_NO_THROW(q->check_writes("g"));
+    }
+  }
+}
+
+TEST(Program, RequireOperandsNamesTheMissingSlot) {
+  int b = 0;
+  const std::vector<Operand> used{Operand::kLhs, Operand::kRhs, Operand::kBias, Operand::kOut};
+  const auto message = [&](const Operands& x) {
+    try {
+      require_operands("up", used, x);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(message(Operands(&b, &b, &b, &b)), "");
+  EXPECT_EQ(message(Operands(&b, &b, nullptr, &b)),
+            "GEMM 'up' was planned with a bias but got none");
+  EXPECT_EQ(message(Operands(&b, nullptr, &b, &b)),
+            "GEMM 'up': operand 'rhs' is null; the plan reads or writes it");
+  EXPECT_EQ(message(Operands(&b, &b, &b, nullptr)),
+            "GEMM 'up': operand 'out' is null; the plan reads or writes it");
+  // A slot the plan does not use may stay null.
+  EXPECT_NO_THROW(require_operands("up", {Operand::kLhs}, Operands(&b, nullptr, nullptr, nullptr)));
+}
+
+// One engine running a plan's four programs twice allocates its workspaces in the first round
+// only: plans keep their buffers between calls.
+TEST(Engine, WorkspacesAreAllocatedOnceAndReused) {
+  const PlannedGemm planned = plan(CollectiveOp::kAllGather, 4, 2, 1, true);
+  RecordingBackend be(4, 2, 3);
+  const PlanBytes& b = planned.description.bytes;
+  const Operands x(
+      be.region("lhs", static_cast<size_t>(b.lhs)), be.region("rhs", static_cast<size_t>(b.rhs)),
+      be.region("bias", static_cast<size_t>(b.bias)), be.region("out", static_cast<size_t>(b.out)));
+  Engine engine(be, 2);
+  const auto allocations = [&] {
+    return std::count_if(be.calls().begin(), be.calls().end(),
+                         [](const std::string& c) { return c.rfind("allocate", 0) == 0; });
+  };
+  const std::vector<const Program*> programs{&planned.kind.overlapped, &planned.kind.sequential,
+                                             &planned.kind.gemm_only,
+                                             &planned.kind.collective_only};
+  for (const Program* p : programs) engine.run(*p, x);
+  const auto first = allocations();
+  EXPECT_GE(first, 2);  // the ring and the gathered lhs at least
+  for (const Program* p : programs) engine.run(*p, x);
+  EXPECT_EQ(allocations(), first);
+}
+
 TEST(CollectiveGemmKinds, FirstMatchingRowWinsAndNoneIsAnError) {
+  // Two rows match an all-gather GEMM: the first wins, as a refining kind placed above.
+  const std::vector<CollectiveGemmKind> kinds{
+      {"refined", [](const GemmGeometry& g) { return g.in == DType::kFloat16; },
+       make_all_gather_gemm},
+      {"general", [](const GemmGeometry&) { return true; }, make_all_gather_gemm}};
+  GemmGeometry h;
+  h.in = DType::kFloat16;
+  EXPECT_STREQ(choose_collective_gemm(h, kinds).name, "refined");
+  h.in = DType::kBFloat16;
+  EXPECT_STREQ(choose_collective_gemm(h, kinds).name, "general");
+
   GemmGeometry g;
   g.name = "x";
   g.collective = CollectiveOp::kAllGather;
@@ -130,6 +217,93 @@ TEST(AllGatherRing, SideBandTravelsWithEveryChunk) {
     EXPECT_TRUE(named);
   }
   EXPECT_EQ(sent, received);
+}
+
+// The data of an all-gather ring, moved as the transfers say (each exchange at once on every
+// rank, in start order): at the end every rank holds every other rank's lhs chunk and side
+// band in the slots its GEMMs read, for tp 2 to 8, one and two pieces, aggregate on and off.
+TEST(AllGatherRing, EveryChunkAndSideBandLandsInItsSlot) {
+  constexpr size_t kSide = 6;
+  int cases = 0;
+  for (int tp = 2; tp <= 8; ++tp) {
+    for (int pieces : {1, 2}) {
+      for (bool aggregate : {false, true}) {
+        SCOPED_TRACE("tp " + std::to_string(tp) + " pieces " + std::to_string(pieces) +
+                     (aggregate ? " aggregate" : ""));
+        std::vector<std::unique_ptr<RecordingBackend>> be;
+        std::vector<std::vector<unsigned char>> lhs(tp), side(tp);
+        size_t chunk = 0, lhs_ring = 0;
+        for (int r = 0; r < tp; ++r) {
+          PlanningMesh m;
+          m.tp = tp;
+          m.tp_rank = r;
+          PlanningOptions opt;
+          opt.backend = BackendKind::kCpu;
+          opt.overlap.chunks_per_rank = pieces;
+          opt.overlap.aggregate_all_gather = aggregate;
+          // batch 1, 4 rows per piece: 8 * tp rows of 8 columns.
+          const PlannedGemm planned = plan_gemm_programs(
+              tensor_sequence_parallel_gemm(m, "g", CollectiveOp::kAllGather, 1, 8 * tp, 8, 2 * tp,
+                                            DType::kBFloat16, false, false),
+              m, opt);
+          GemmGeometry g = planned.geometry;
+          g.lhs_side_band.push_back({"scale_inv", Operand::kBias, kSide});
+          const CollectiveGemm k = make_all_gather_gemm(g);
+          chunk = g.chunk_lhs_bytes();
+          lhs_ring = chunk * static_cast<size_t>(tp);
+          be.push_back(std::make_unique<RecordingBackend>(tp, r, 3));
+          auto* l = static_cast<unsigned char*>(be[r]->region("lhs", chunk));
+          auto* s = static_cast<unsigned char*>(be[r]->region("side", kSide));
+          for (size_t i = 0; i < chunk; ++i) l[i] = static_cast<unsigned char>(r * 37 + i * 7);
+          for (size_t i = 0; i < kSide; ++i) s[i] = static_cast<unsigned char>(200 + r * 5 + i);
+          lhs[r].assign(l, l + chunk);
+          side[r].assign(s, s + kSide);
+          const PlanBytes& b = planned.description.bytes;
+          Engine engine(*be[r], r);
+          engine.run(k.overlapped, Operands(l, be[r]->region("rhs", static_cast<size_t>(b.rhs)), s,
+                                            be[r]->region("out", static_cast<size_t>(b.out))));
+        }
+        // Move the bytes: exchange i on every rank together, sources read before any write.
+        int last = -1;
+        for (int r = 0; r < tp; ++r) {
+          for (const auto& x : be[r]->posted()) last = std::max(last, x.exchange);
+        }
+        for (int i = 0; i <= last; ++i) {
+          struct Write {
+            int to;
+            size_t at;
+            std::vector<unsigned char> bytes;
+          };
+          std::vector<Write> writes;
+          for (int r = 0; r < tp; ++r) {
+            for (const auto& x : be[r]->posted()) {
+              if (x.exchange != i) continue;
+              const auto* src = static_cast<const unsigned char*>(x.src);
+              writes.push_back({x.send_peer, x.send_offset, {src, src + x.bytes}});
+            }
+          }
+          for (const Write& w : writes) {
+            std::copy(w.bytes.begin(), w.bytes.end(), be[w.to]->ring() + w.at);
+          }
+        }
+        for (int r = 0; r < tp; ++r) {
+          const unsigned char* ring = reinterpret_cast<const unsigned char*>(be[r]->ring());
+          ASSERT_NE(ring, nullptr);
+          for (int c = 0; c < tp; ++c) {
+            if (c == r) continue;
+            const unsigned char* data = ring + static_cast<size_t>(c) * chunk;
+            EXPECT_TRUE(std::equal(lhs[c].begin(), lhs[c].end(), data))
+                << "rank " << r << " chunk " << c;
+            const unsigned char* sb = ring + lhs_ring + static_cast<size_t>(c) * kSide;
+            EXPECT_TRUE(std::equal(side[c].begin(), side[c].end(), sb))
+                << "rank " << r << " side band " << c;
+          }
+        }
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 28);
 }
 
 TEST(GemmPlanOperands, ProgramsNameOnlyTheSlotsThePlanHas) {

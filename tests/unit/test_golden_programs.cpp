@@ -1,19 +1,21 @@
 // Golden programs: every collective GEMM kind's programs, planned without MPI (plan_gemm) for
-// tp 2 to 8 and run by the engine on a backend that only records its calls, compared with the
-// op lists in tests/unit/golden/. A change of a schedule shows here as a diff of readable
-// lines; CGEMM_UPDATE_GOLDEN=1 rewrites the files after a deliberate change (review the diff).
-// Independently of the files, the transfers every rank posts must pair up with its peers'.
+// tp 2 to 8 (ranks 0, 1 and tp - 1) and run by the engine on a backend that only records its calls,
+// compared with the op lists in tests/unit/golden/. A change of a schedule shows here as a diff of
+// readable lines; CGEMM_UPDATE_GOLDEN=1 rewrites the files after a deliberate change (review the
+// diff). Independently of the files, the transfers every rank posts must pair up with its peers'.
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "cgemm/core/env.hpp"
 #include "engine.hpp"
 #include "planning.hpp"
 #include "recording_backend.hpp"
@@ -45,9 +47,9 @@ PlannedGemm plan(const Case& c, int rank) {
   PlanningMesh m;
   m.tp = c.tp;
   m.tp_rank = rank;
-  // Small shapes that tp 2, 3, 4 and 8 with chunks_per_rank 2 all split.
-  GemmDesc d = tensor_sequence_parallel_gemm(m, "g", c.op, c.batch, 48, 48, 72, DType::kBFloat16,
-                                             c.bias, false);
+  // Shapes that every tp from 2 to 8 with chunks_per_rank 2 splits (840 = lcm(2..8)).
+  GemmDesc d = tensor_sequence_parallel_gemm(m, "g", c.op, c.batch, 1680, 840, 840,
+                                             DType::kBFloat16, c.bias, false);
   PlanningOptions opt;
   opt.backend = BackendKind::kCpu;
   opt.overlap.num_max_streams = c.streams;
@@ -93,7 +95,7 @@ Recorded record(const Case& c, int rank) {
 std::vector<Case> cases(CollectiveOp op) {
   std::vector<Case> out;
   const std::vector<int> tps =
-      op == CollectiveOp::kNone ? std::vector<int>{1, 2, 4} : std::vector<int>{2, 3, 4, 8};
+      op == CollectiveOp::kNone ? std::vector<int>{1, 2, 4} : std::vector<int>{2, 3, 4, 5, 6, 7, 8};
   for (int tp : tps) {
     out.push_back({.op = op, .tp = tp});
     if (op == CollectiveOp::kNone) {
@@ -114,10 +116,12 @@ std::string golden_path(CollectiveOp op) {
 
 void check_golden(CollectiveOp op) {
   std::string got;
-  for (const Case& c : cases(op)) got += record(c, 1 % c.tp).text;
+  for (const Case& c : cases(op)) {
+    // The first, second and last rank of the group: the ring's edges and a middle rank.
+    for (int rank : std::set<int>{0, 1 % c.tp, c.tp - 1}) got += record(c, rank).text;
+  }
   const std::string path = golden_path(op);
-  const char* update = std::getenv("CGEMM_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
+  if (env_flag(env::kUpdateGolden).value_or(false)) {
     std::ofstream(path) << got;
     GTEST_SKIP() << "rewrote " << path;
   }

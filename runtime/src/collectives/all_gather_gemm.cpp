@@ -144,16 +144,36 @@ GemmTask whole(const GemmGeometry& g) {
   return t;
 }
 
-// The sequential path's all-gather of every rank's lhs into kWorkIn, rank-major.
-AllGatherOp gather(const GemmGeometry& g) {
-  return {
-      {Operand::kLhs}, {Workspace::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"};
+// The sequential path's all-gathers into kWorkIn, rank-major: every rank's lhs, then each
+// side band behind it (where a GEMM of this path finds them: work_in_bytes covers both).
+std::vector<AllGatherOp> gathers(const GemmGeometry& g) {
+  std::vector<AllGatherOp> out{
+      {{Operand::kLhs}, {Workspace::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"}};
+  size_t at = g.times(g.lhs_bytes(), g.tp, "gathered lhs");
+  for (const SideBand& s : g.lhs_side_band) {
+    out.push_back({{s.source},
+                   {Workspace::kWorkIn, at},
+                   s.bytes,
+                   0,
+                   g.name + " sequential all-gather " + s.name});
+    at += g.times(s.bytes, g.tp, "gathered side band");
+  }
+  return out;
+}
+
+int64_t work_in_bytes(const GemmGeometry& g) {
+  int64_t bytes = static_cast<int64_t>(g.times(g.lhs_bytes(), g.tp, "gathered lhs"));
+  for (const SideBand& s : g.lhs_side_band) {
+    bytes = checked_add(bytes, static_cast<int64_t>(g.times(s.bytes, g.tp, "gathered side band")),
+                        "GEMM '" + g.name + "' gathered lhs");
+  }
+  return bytes;
 }
 
 Program sequential(const GemmGeometry& g) {
   Program p;
-  p.workspace.work_in = static_cast<int64_t>(g.times(g.lhs_bytes(), g.tp, "gathered lhs"));
-  p.ops.push_back(gather(g));
+  p.workspace.work_in = work_in_bytes(g);
+  for (AllGatherOp& x : gathers(g)) p.ops.push_back(std::move(x));
   const std::string label = g.name + " gemm";
   const Ref gathered{Workspace::kWorkIn};
   if (g.strided) {
@@ -189,8 +209,7 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   g.bytes(c.gemm_rows, g.k, g.in_size(), "gathered lhs");
   c.overlapped = overlapped(g);
   c.sequential = sequential(g);
-  c.gemm_only.workspace.work_in =
-      static_cast<int64_t>(g.times(g.lhs_bytes(), g.tp, "gathered lhs"));
+  c.gemm_only.workspace.work_in = work_in_bytes(g);
   c.gemm_only.ops.push_back(GemmOp{whole(g),
                                    {Workspace::kWorkIn},
                                    {Operand::kRhs},
@@ -199,7 +218,7 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
                                    0,
                                    g.name + " gemm"});
   c.collective_only.workspace.work_in = c.gemm_only.workspace.work_in;
-  c.collective_only.ops.push_back(gather(g));
+  for (AllGatherOp& x : gathers(g)) c.collective_only.ops.push_back(std::move(x));
   const auto steps = all_gather_schedule(g.tp, g.me, g.aggregate).size();
   c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows" +
               (g.pieces > 1 ? " in " + std::to_string(g.pieces) + " pieces each" : "") + " in " +

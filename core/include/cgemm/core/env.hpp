@@ -26,8 +26,9 @@ inline constexpr EnvKnob kGemmAutotune{
 inline constexpr EnvKnob kGemmCandidates{
     "CGEMM_GEMM_CANDIDATES", "8",
     "integer 1-64: how many of cuBLASLt's heuristic algorithms the autotuner times"};
-inline constexpr EnvKnob kGemmLog{"CGEMM_GEMM_LOG", "0",
-                                  "flag: print each cuBLASLt algorithm choice to stderr"};
+inline constexpr EnvKnob kGemmLog{
+    "CGEMM_GEMM_LOG", "0",
+    "flag: print every tuning's candidate times (the chosen one starred) to stderr"};
 inline constexpr EnvKnob kNcclMaxCtas{
     "CGEMM_NCCL_MAX_CTAS", "NCCL's default",
     "positive integer: maxCTAs of the NCCL communicators cgemm creates"};
@@ -41,13 +42,20 @@ inline constexpr EnvKnob kTestFault{
     "CGEMM_TEST_FAULT", "unset",
     "tests only: stop:RANK[:N] or skip_exchange:RANK[:N] makes a rank stall or skip its N-th "
     "exchange (the watchdog's tests)"};
+inline constexpr EnvKnob kTestGpuSharing{
+    "CGEMM_TEST_GPU_SHARING", "0",
+    "tests only: flag: test_cuda_backend runs its ranks sharing the GPUs (copy engines, no NCCL)"};
+inline constexpr EnvKnob kUpdateGolden{"CGEMM_UPDATE_GOLDEN", "0",
+                                       "tests only: 1 makes test_golden_programs rewrite "
+                                       "tests/unit/golden/ from the current programs"};
 }  // namespace env
 
-/// The registry: every knob the library reads.
-inline constexpr std::array<const EnvKnob*, 7> kEnvKnobs{
+/// The registry: every knob cgemm reads (a unit test checks that every EnvKnob declared in
+/// this header is listed here, and that the README's table shows each with its text).
+inline constexpr std::array<const EnvKnob*, 9> kEnvKnobs{
     &env::kGemmAutotune, &env::kGemmCandidates, &env::kGemmLog,
     &env::kNcclMaxCtas,  &env::kNcclMinCtas,    &env::kFp8HighPrecisionAccumulation,
-    &env::kTestFault,
+    &env::kTestFault,    &env::kTestGpuSharing, &env::kUpdateGolden,
 };
 
 /// The flag: std::nullopt when unset or empty; true for 1/on/true/yes and false for

@@ -19,6 +19,7 @@ enum class Operand : std::size_t {
   kRhs,   // the rhs shard (read)
   kBias,  // the bias shard, out dtype (read); null when the plan has no bias
   kOut,   // the output shard (written)
+  kCount  // the number of slots; not a slot
 };
 
 struct OperandSlot {
@@ -27,12 +28,21 @@ struct OperandSlot {
 };
 
 /// One row per Operand, in enum order.
-inline constexpr std::array<OperandSlot, 4> kOperandSlots{{
+inline constexpr std::array<OperandSlot, static_cast<std::size_t>(Operand::kCount)> kOperandSlots{{
     {"lhs", false},
     {"rhs", false},
     {"bias", false},
     {"out", true},
 }};
+// A slot added to the enum without its row here leaves a row unnamed.
+static_assert(
+    [] {
+      for (const OperandSlot& s : kOperandSlots) {
+        if (s.name.empty()) return false;
+      }
+      return true;
+    }(),
+    "kOperandSlots needs one row per Operand, in enum order");
 
 class Operands {
  public:
@@ -42,7 +52,7 @@ class Operands {
 
   /// Sets a slot the call only reads. Throws cgemm::Error if the slot is written.
   Operands& set_input(Operand slot, const void* p);
-  /// Sets a slot the call writes.
+  /// Sets a slot the call writes. Throws cgemm::Error if the call only reads the slot.
   Operands& set_output(Operand slot, void* p);
 
   const void* input(Operand slot) const { return ptr_[index(slot)]; }

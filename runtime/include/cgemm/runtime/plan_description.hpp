@@ -85,13 +85,13 @@ struct PlanBytes {
 
 /// One GEMM of a planned program as tools see it (cgemm-bench --parts times these alone): the
 /// task with null pointers, and where it reads its lhs and writes its output, as a buffer
-/// name and a byte offset. Buffers are the caller's operand slots ("lhs", "out": operands.hpp)
-/// or the plan's workspaces ("ring", "send", "work_in", "work_out"; bytes in WorkspaceSizes).
-/// The rhs is always the caller's "rhs" at offset 0 today.
+/// name and a byte offset. Buffers are the caller's operand slots ("lhs", "rhs", "out":
+/// operands.hpp) or the plan's workspaces ("ring", "send", "work_in", "work_out"; bytes in
+/// WorkspaceSizes).
 struct ProgramGemm {
   GemmTask task;
-  std::string lhs_buffer, out_buffer;
-  int64_t lhs_offset = 0, out_offset = 0;  // bytes
+  std::string lhs_buffer, rhs_buffer, out_buffer;
+  int64_t lhs_offset = 0, rhs_offset = 0, out_offset = 0;  // bytes
   int stream = 0;
   std::string label;
 };
