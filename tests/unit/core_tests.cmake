@@ -2,3 +2,8 @@
 cgemm_add_unit_test(test_core
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_core.cpp LIBS cgemm_core)
 target_compile_definitions(test_core PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# The include graph keeps its layers (no upward #include "cgemm/LAYER/...").
+find_package(Python3 COMPONENTS Interpreter REQUIRED)
+add_test(NAME include_layers
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_layers.py ${CMAKE_SOURCE_DIR})
+set_tests_properties(include_layers PROPERTIES LABELS unit)
