@@ -791,17 +791,17 @@ TEST_F(CublasLtGemmTest, EachCallUsesItsOwnBias) {
     std::vector<std::thread> threads;
     for (int i = 0; i < kThreads; ++i) {
       threads.emplace_back([&, i] {
+        // Both threads enqueue at the same time, round after round; every round is checked,
+        // since a later correct round would overwrite a crossed one.
+        started.fetch_add(1);
+        while (started.load() < kThreads) {
+        }
         if (cudaSetDevice(0) != cudaSuccess) {
           ADD_FAILURE() << "cudaSetDevice in thread " << i;
           return;
         }
         Problem& p = *problems[static_cast<size_t>(i)];
         const cudaStream_t s = streams[static_cast<size_t>(i)];
-        // Both threads enqueue at the same time, round after round; every round is checked,
-        // since a later correct round would overwrite a crossed one.
-        started.fetch_add(1);
-        while (started.load() < kThreads) {
-        }
         try {
           for (int r = 0; r < kRounds; ++r) {
             p.poison(s);
