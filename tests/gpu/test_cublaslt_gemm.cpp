@@ -817,6 +817,11 @@ TEST_F(CublasLtGemmTest, EachCallUsesItsOwnBias) {
   }
   for (cudaStream_t s : streams) cudaStreamDestroy(s);
   EXPECT_EQ(gemm.cached_problems(), 1u) << "the threads' calls were not one key";
+  // The pointer went through the matmul descriptor (the fused epilogue), not the fallback
+  // kernel, which takes it as an argument and so would pass whatever the descriptor did.
+  const std::vector<GemmChoice> choices = gemm.choices();
+  ASSERT_EQ(choices.size(), 1u);
+  EXPECT_TRUE(choices[0].fused_bias) << choices[0].problem;
 }
 
 // choices() says whether the bias was fused into the GEMM's epilogue. bf16 in and out with a
