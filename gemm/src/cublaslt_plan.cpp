@@ -203,6 +203,7 @@ void build_plan(LtPlan& p, const LtContext& ctx, const GemmTask& t, const PlanKe
   }
   p.choice.problem = problem_str(t);
   p.choice.candidates = found;
+  p.choice.fused_bias = p.fused_bias;
 }
 
 CallDesc::CallDesc(const LtContext& ctx, const GemmTask& t, bool fuse_bias) {

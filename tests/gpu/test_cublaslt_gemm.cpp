@@ -9,11 +9,13 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -130,6 +132,7 @@ struct Case {
   // row_offset on), followed by this many unused rows before the next block.
   int64_t lhs_gap_rows = 1;
   float alpha = 1.0f, beta = 0.0f;
+  uint64_t bias_seed = 33;  // calls that must not see each other's bias get different seeds
 };
 
 struct Tolerance {
@@ -147,6 +150,137 @@ Tolerance tolerance(DType out) {
       return {1e-5, 1e-5};
   }
 }
+
+// One case on the device: its inputs, its NaN-poisoned output and the task, built once so that
+// several calls (on several streams or threads) can each have their own buffers, and checked
+// against the fp64 reference of its own values.
+class Problem {
+ public:
+  explicit Problem(const Case& c)
+      : c_(c),
+        rows_(c.rows_per_block > 0 ? c.rows_per_block : c.m + c.row_offset),
+        t_(make_task(c, rows_)),
+        out_count_(static_cast<size_t>(c.batch * rows_ * t_.ldc)),
+        lhs_(c.in, static_cast<size_t>(c.batch * t_.lhs_batch_stride)),
+        rhs_(c.in, static_cast<size_t>((c.rhs_transposed ? c.n : c.k) * t_.ldb)),
+        out_(c.out, out_count_),
+        bias_(c.out, static_cast<size_t>(c.n)) {
+    lhs_.fill_normal(11, 1.0f);
+    rhs_.fill_normal(22, 1.0f);
+    bias_.fill_normal(c.bias_seed, 1.0f);
+    out_.fill_nan();
+    // The output region gets defined values when beta reads them; gaps stay NaN.
+    HostTensor c_init(c.out, out_count_);
+    c_init.fill_normal(44, 1.0f);
+    lhs_off_ = static_cast<size_t>(c.lhs_transposed ? c.row_offset : c.row_offset * t_.lda);
+    out_off_ = static_cast<size_t>(c.row_offset * t_.ldc);
+    if (c.beta != 0.0f) {
+      for_region([&](size_t o) {
+        std::memcpy(out_.bits.data() + o * elem_size(c.out),
+                    c_init.bits.data() + o * elem_size(c.out), elem_size(c.out));
+        out_.values[o] = c_init.values[o];
+      });
+    }
+    d_lhs_ = std::make_unique<DeviceBuffer>(lhs_);
+    d_rhs_ = std::make_unique<DeviceBuffer>(rhs_);
+    d_out_ = std::make_unique<DeviceBuffer>(out_);
+    d_bias_ = std::make_unique<DeviceBuffer>(bias_);
+    t_.lhs = d_lhs_->at(lhs_off_ * elem_size(c.in));
+    t_.rhs = d_rhs_->p;
+    t_.out = d_out_->at(out_off_ * elem_size(c.out));
+    t_.bias = c.bias ? d_bias_->p : nullptr;
+  }
+
+  const GemmTask& task() const { return t_; }
+  const std::vector<double>& bias_values() const { return bias_.values; }
+
+  // Poisons the output again, in stream order, so the next run has to write every element.
+  void poison(cudaStream_t stream) {
+    EXPECT_EQ(cudaMemcpyAsync(d_out_->p, out_.bits.data(), out_.bits.size(), cudaMemcpyHostToDevice,
+                              stream),
+              cudaSuccess);
+  }
+
+  // Waits for `stream` and checks the output region against the reference and the gaps for
+  // NaN. Returns the output bits for further comparisons.
+  std::vector<unsigned char> check(cudaStream_t stream) const {
+    const Case& c = c_;
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<unsigned char> got(out_.bits.size());
+    EXPECT_EQ(cudaMemcpy(got.data(), d_out_->p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+
+    // Reference on the same indexing, with the GEMM's operands shifted to their offsets.
+    std::vector<double> lhs_v(lhs_.values.begin() + static_cast<std::ptrdiff_t>(lhs_off_),
+                              lhs_.values.end());
+    std::vector<double> ref(out_.values.begin() + static_cast<std::ptrdiff_t>(out_off_),
+                            out_.values.end());
+    std::vector<double> mag;
+    test::reference_gemm(t_, lhs_v, rhs_.values, c.bias ? &bias_.values : nullptr, ref, mag);
+
+    const Tolerance tol = tolerance(c.out);
+    std::vector<bool> in_region(out_count_, false);
+    int bad = 0;
+    for_region([&](size_t o) {
+      in_region[o] = true;
+      const double g = load(got, o, c.out);
+      const double r = ref[o - out_off_];
+      const double err = std::abs(g - r);
+      const bool ok = std::isfinite(g) &&
+                      (err <= tol.rtol * std::abs(r) || err <= tol.atol * mag[o - out_off_]);
+      if (!ok && ++bad <= 5) {
+        ADD_FAILURE() << "element " << o << ": got " << g << ", reference " << r << " (error "
+                      << err << ", magnitude " << mag[o - out_off_] << ")";
+      }
+    });
+    EXPECT_EQ(bad, 0) << "mismatches in " << dtype_name(c.in) << " -> " << dtype_name(c.out);
+    int written_outside = 0;
+    for (size_t o = 0; o < out_count_; ++o) {
+      if (!in_region[o] && !std::isnan(load(got, o, c.out))) ++written_outside;
+    }
+    EXPECT_EQ(written_outside, 0) << "elements outside the output region were written";
+    return got;
+  }
+
+ private:
+  static GemmTask make_task(const Case& c, int64_t rows) {
+    GemmTask t;
+    t.m = c.m;
+    t.n = c.n;
+    t.k = c.k;
+    t.in_dtype = c.in;
+    t.out_dtype = c.out;
+    t.lda = (c.lhs_transposed ? rows : c.k) + c.lda_pad;
+    t.lhs_transposed = c.lhs_transposed;
+    t.ldb = (c.rhs_transposed ? c.k : c.n) + c.ldb_pad;
+    t.ldc = c.n + c.ldc_pad;
+    t.rhs_transposed = c.rhs_transposed;
+    t.batch = c.batch;
+    t.lhs_batch_stride = (c.lhs_transposed ? c.k + c.lhs_gap_rows : rows) * t.lda;
+    t.out_batch_stride = rows * t.ldc;
+    t.alpha = c.alpha;
+    t.beta = c.beta;
+    return t;
+  }
+
+  template <typename Fn>
+  void for_region(Fn&& fn) const {
+    for (int64_t b = 0; b < c_.batch; ++b) {
+      for (int64_t i = 0; i < c_.m; ++i) {
+        for (int64_t j = 0; j < c_.n; ++j) {
+          fn(out_off_ + static_cast<size_t>(b * t_.out_batch_stride + i * t_.ldc + j));
+        }
+      }
+    }
+  }
+
+  Case c_;
+  int64_t rows_;
+  GemmTask t_;
+  size_t out_count_;
+  size_t lhs_off_ = 0, out_off_ = 0;
+  HostTensor lhs_, rhs_, out_, bias_;
+  std::unique_ptr<DeviceBuffer> d_lhs_, d_rhs_, d_out_, d_bias_;
+};
 
 class CublasLtGemmTest : public ::testing::Test {
  protected:
@@ -166,103 +300,12 @@ class CublasLtGemmTest : public ::testing::Test {
   std::vector<unsigned char> run_and_check(const Case& c, CublasLtGemm& gemm, int runs = 1,
                                            cudaStream_t stream = nullptr) {
     if (stream == nullptr) stream = stream_;
-    const int64_t rows = c.rows_per_block > 0 ? c.rows_per_block : c.m + c.row_offset;
-    GemmTask t;
-    t.m = c.m;
-    t.n = c.n;
-    t.k = c.k;
-    t.in_dtype = c.in;
-    t.out_dtype = c.out;
-    t.lda = (c.lhs_transposed ? rows : c.k) + c.lda_pad;
-    t.lhs_transposed = c.lhs_transposed;
-    t.ldb = (c.rhs_transposed ? c.k : c.n) + c.ldb_pad;
-    t.ldc = c.n + c.ldc_pad;
-    t.rhs_transposed = c.rhs_transposed;
-    t.batch = c.batch;
-    t.lhs_batch_stride = (c.lhs_transposed ? c.k + c.lhs_gap_rows : rows) * t.lda;
-    t.out_batch_stride = rows * t.ldc;
-    t.alpha = c.alpha;
-    t.beta = c.beta;
-
-    const auto lhs_count = static_cast<size_t>(c.batch * t.lhs_batch_stride);
-    const auto rhs_count = static_cast<size_t>((c.rhs_transposed ? c.n : c.k) * t.ldb);
-    const auto out_count = static_cast<size_t>(c.batch * rows * t.ldc);
-    HostTensor lhs(c.in, lhs_count), rhs(c.in, rhs_count), out(c.out, out_count),
-        bias(c.out, static_cast<size_t>(c.n));
-    lhs.fill_normal(11, 1.0f);
-    rhs.fill_normal(22, 1.0f);
-    bias.fill_normal(33, 1.0f);
-    out.fill_nan();
-    // The output region gets defined values when beta reads them; gaps stay NaN.
-    HostTensor c_init(c.out, out_count);
-    c_init.fill_normal(44, 1.0f);
-    const size_t lhs_off =
-        static_cast<size_t>(c.lhs_transposed ? c.row_offset : c.row_offset * t.lda);
-    const size_t out_off = static_cast<size_t>(c.row_offset * t.ldc);
-    auto region = [&](auto&& fn) {
-      for (int64_t b = 0; b < c.batch; ++b) {
-        for (int64_t i = 0; i < c.m; ++i) {
-          for (int64_t j = 0; j < c.n; ++j) {
-            fn(out_off + static_cast<size_t>(b * t.out_batch_stride + i * t.ldc + j));
-          }
-        }
-      }
-    };
-    if (c.beta != 0.0f) {
-      region([&](size_t o) {
-        std::memcpy(out.bits.data() + o * elem_size(c.out),
-                    c_init.bits.data() + o * elem_size(c.out), elem_size(c.out));
-        out.values[o] = c_init.values[o];
-      });
-    }
-
-    DeviceBuffer d_lhs(lhs), d_rhs(rhs), d_out(out), d_bias(bias);
-    t.lhs = d_lhs.at(lhs_off * elem_size(c.in));
-    t.rhs = d_rhs.p;
-    t.out = d_out.at(out_off * elem_size(c.out));
-    t.bias = c.bias ? d_bias.p : nullptr;
+    Problem p(c);
     for (int r = 0; r < runs; ++r) {
-      if (r > 0) {  // poison again so every run has to write every element
-        EXPECT_EQ(cudaMemcpyAsync(d_out.p, out.bits.data(), out.bits.size(), cudaMemcpyHostToDevice,
-                                  stream),
-                  cudaSuccess);
-      }
-      gemm.run(t, stream);
+      if (r > 0) p.poison(stream);
+      gemm.run(p.task(), stream);
     }
-    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    std::vector<unsigned char> got(out.bits.size());
-    EXPECT_EQ(cudaMemcpy(got.data(), d_out.p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-
-    // Reference on the same indexing, with the GEMM's operands shifted to their offsets.
-    std::vector<double> lhs_v(lhs.values.begin() + static_cast<std::ptrdiff_t>(lhs_off),
-                              lhs.values.end());
-    std::vector<double> ref(out.values.begin() + static_cast<std::ptrdiff_t>(out_off),
-                            out.values.end());
-    std::vector<double> mag;
-    test::reference_gemm(t, lhs_v, rhs.values, c.bias ? &bias.values : nullptr, ref, mag);
-
-    const Tolerance tol = tolerance(c.out);
-    std::vector<bool> in_region(out_count, false);
-    int bad = 0;
-    region([&](size_t o) {
-      in_region[o] = true;
-      const double g = load(got, o, c.out);
-      const double r = ref[o - out_off];
-      const double err = std::abs(g - r);
-      const bool ok =
-          std::isfinite(g) && (err <= tol.rtol * std::abs(r) || err <= tol.atol * mag[o - out_off]);
-      if (!ok && ++bad <= 5) {
-        ADD_FAILURE() << "element " << o << ": got " << g << ", reference " << r << " (error "
-                      << err << ", magnitude " << mag[o - out_off] << ")";
-      }
-    });
-    EXPECT_EQ(bad, 0) << "mismatches in " << dtype_name(c.in) << " -> " << dtype_name(c.out);
-    int written_outside = 0;
-    for (size_t o = 0; o < out_count; ++o) {
-      if (!in_region[o] && !std::isnan(load(got, o, c.out))) ++written_outside;
-    }
-    EXPECT_EQ(written_outside, 0) << "elements outside the output region were written";
-    return got;
+    return p.check(stream);
   }
 
   cudaStream_t stream_ = nullptr;
@@ -420,6 +463,14 @@ TEST_F(CublasLtGemmTest, PaddedLeadingDimensions) {
   }
 }
 
+// The problem text of the one cached key ("" when there is not exactly one): the shape the
+// GEMM really ran, after any batch folding.
+std::string only_problem(const CublasLtGemm& gemm) {
+  const std::vector<GemmChoice> choices = gemm.choices();
+  EXPECT_EQ(choices.size(), 1u);
+  return choices.size() == 1 ? choices[0].problem : std::string();
+}
+
 // Batch blocks that follow each other row after row are folded into one taller GEMM.
 TEST_F(CublasLtGemmTest, ContiguousBatchIsFolded) {
   Case c;
@@ -433,6 +484,9 @@ TEST_F(CublasLtGemmTest, ContiguousBatchIsFolded) {
   c.bias = true;
   CublasLtGemm gemm("test");
   run_and_check(c, gemm);
+  // Folded: one GEMM of 4 * 16 rows, not a batch of 4 (the output alone cannot tell).
+  const std::string problem = only_problem(gemm);
+  EXPECT_NE(problem.find("GEMM m=64 n=32 k=48 batch=1 ("), std::string::npos) << problem;
 }
 
 // The same with beta != 0: the folded GEMM accumulates into every block.
@@ -449,6 +503,8 @@ TEST_F(CublasLtGemmTest, ContiguousBatchIsFoldedWithBeta) {
   c.beta = 0.5f;
   CublasLtGemm gemm("test");
   run_and_check(c, gemm);
+  const std::string problem = only_problem(gemm);
+  EXPECT_NE(problem.find("GEMM m=64 n=32 k=48 batch=1 ("), std::string::npos) << problem;
 }
 
 // A transposed lhs [k, m] whose blocks follow each other (k == m, so its batch stride equals
@@ -469,6 +525,8 @@ TEST_F(CublasLtGemmTest, TransposedLhsContiguousBatchIsNotFolded) {
     c.bias = true;
     CublasLtGemm gemm("test");
     run_and_check(c, gemm);
+    const std::string problem = only_problem(gemm);
+    EXPECT_NE(problem.find("GEMM m=32 n=24 k=32 batch=3 ("), std::string::npos) << problem;
   }
 }
 
@@ -679,7 +737,111 @@ TEST_F(CublasLtGemmTest, RejectsInvalidTasks) {
   t.in_dtype = DType::kFloat32;
   t.out_dtype = DType::kBFloat16;  // fp32 in needs fp32 out
   EXPECT_THROW(gemm.run(t, stream_), Error);
+  t.out_dtype = DType::kFloat32;
+  t.m = 16;
+  t.lda = 8;  // >= k but < m, the row length of a transposed lhs [k, m]
+  t.lhs_transposed = true;
+  try {
+    gemm.run(t, stream_);
+    ADD_FAILURE() << "a transposed lhs with lda < m was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lda < m"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(gemm.cached_problems(), 0u);
   cudaFree(d);
+}
+
+// --- the call's own pointers ---
+
+// The bias pointer is the call's, not the cached key's: two calls of one key (same shapes and
+// alignments) with biases of different values each get their own, whether back to back on one
+// stream or at once from two threads on two streams. A descriptor shared between calls would
+// give the second call the first one's bias (or, with threads, either one's).
+TEST_F(CublasLtGemmTest, EachCallUsesItsOwnBias) {
+  Case a;
+  a.m = 64;
+  a.n = 96;
+  a.k = 64;
+  a.bias = true;
+  Case b = a;
+  b.bias_seed = 133;
+  CublasLtGemm gemm("test");
+  {
+    Problem pa(a), pb(b);
+    ASSERT_NE(pa.bias_values(), pb.bias_values());
+    gemm.run(pa.task(), stream_);
+    gemm.run(pb.task(), stream_);
+    gemm.run(pa.task(), stream_);  // and back: a stale pointer from pb's call would show here
+    pa.check(stream_);
+    pb.check(stream_);
+    EXPECT_EQ(gemm.cached_problems(), 1u) << "the two calls were not one key";
+  }
+
+  constexpr int kThreads = 2;
+  constexpr int kRounds = 20;
+  std::vector<cudaStream_t> streams(kThreads, nullptr);
+  for (cudaStream_t& s : streams) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    gemm.add_stream(s);
+  }
+  {
+    Problem pa(a), pb(b);
+    std::vector<Problem*> problems = {&pa, &pb};
+    std::atomic<int> started{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        // Both threads enqueue at the same time, round after round; every round is checked,
+        // since a later correct round would overwrite a crossed one.
+        started.fetch_add(1);
+        while (started.load() < kThreads) {
+        }
+        if (cudaSetDevice(0) != cudaSuccess) {
+          ADD_FAILURE() << "cudaSetDevice in thread " << i;
+          return;
+        }
+        Problem& p = *problems[static_cast<size_t>(i)];
+        const cudaStream_t s = streams[static_cast<size_t>(i)];
+        try {
+          for (int r = 0; r < kRounds; ++r) {
+            p.poison(s);
+            gemm.run(p.task(), s);
+            p.check(s);
+          }
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "thread " << i << ": " << e.what();
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+  }
+  for (cudaStream_t s : streams) cudaStreamDestroy(s);
+  EXPECT_EQ(gemm.cached_problems(), 1u) << "the threads' calls were not one key";
+  // The pointer went through the matmul descriptor (the fused epilogue), not the fallback
+  // kernel, which takes it as an argument and so would pass whatever the descriptor did.
+  const std::vector<GemmChoice> choices = gemm.choices();
+  ASSERT_EQ(choices.size(), 1u);
+  EXPECT_TRUE(choices[0].fused_bias) << choices[0].problem;
+}
+
+// choices() says whether the bias was fused into the GEMM's epilogue. bf16 in and out with a
+// bf16 bias is CUBLASLT_EPILOGUE_BIAS's plainest case, at aligned sizes: the fallback kernel
+// there would mean the epilogue is never asked for. Without a bias nothing is fused.
+TEST_F(CublasLtGemmTest, ReportsWhetherTheBiasWasFused) {
+  Case c;
+  c.in = DType::kBFloat16;
+  c.out = DType::kBFloat16;
+  c.m = 64;
+  c.n = 96;
+  c.k = 128;
+  for (const bool bias : {true, false}) {
+    c.bias = bias;
+    CublasLtGemm gemm("test");
+    run_and_check(c, gemm);
+    const std::vector<GemmChoice> choices = gemm.choices();
+    ASSERT_EQ(choices.size(), 1u);
+    EXPECT_EQ(choices[0].fused_bias, bias) << choices[0].problem;
+  }
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 //   it was made for. When the heuristic offers no algorithm, run() throws.
 // - beta: honoured for every layout and batch; beta == 0 never reads out.
 // - Bias: fused as CUBLASLT_EPILOGUE_BIAS when cuBLASLt offers an algorithm for it, else added
-//   by a separate kernel after the GEMM, on the same stream.
+//   by a separate kernel after the GEMM, on the same stream (GemmChoice::fused_bias says which).
 //
 // Mapping: row-major operands are handed to column-major cuBLASLt as the transposed problem
 //   out^T [n, m] = op(rhs)^T [n, k] * op(lhs)^T [k, m],
@@ -62,12 +62,13 @@ namespace cgemm {
 
 /// How one problem key's algorithm was chosen (for reports).
 struct GemmChoice {
-  std::string problem;    // the (batch-folded) problem, as error messages name it
-  int candidates = 0;     // algorithms the heuristic offered (at most candidates())
-  int chosen = 0;         // the one in use, by heuristic rank: 0 = heuristic #1
-  int algo_id = -1;       // its cuBLASLt algorithm id (CUBLASLT_ALGO_CONFIG_ID), -1 if unknown
-  bool timed = false;     // chosen by timing; false: heuristic #1, see `note`
-  double chosen_ms = -1;  // median time of the chosen one; -1 when not timed
+  std::string problem;      // the (batch-folded) problem, as error messages name it
+  int candidates = 0;       // algorithms the heuristic offered (at most candidates())
+  int chosen = 0;           // the one in use, by heuristic rank: 0 = heuristic #1
+  int algo_id = -1;         // its cuBLASLt algorithm id (CUBLASLT_ALGO_CONFIG_ID), -1 if unknown
+  bool fused_bias = false;  // bias added by the GEMM's epilogue; false: by a kernel, or no bias
+  bool timed = false;       // chosen by timing; false: heuristic #1, see `note`
+  double chosen_ms = -1;    // median time of the chosen one; -1 when not timed
   std::vector<double> candidate_ms;  // median per candidate by rank; -1: failed (or not timed)
   std::string note;                  // why not timed, or what failed
 };
