@@ -48,7 +48,7 @@ std::vector<Payload> payloads(const GemmGeometry& g) {
 }
 
 size_t ring_bytes(const GemmGeometry& g) {
-  const Payload& last = payloads(g).back();
+  const Payload last = payloads(g).back();  // a copy: the list is a temporary
   return last.ring_at + g.times(last.chunk_bytes, g.tp, "ring");
 }
 
