@@ -49,7 +49,11 @@ mpirun -np 2 "$root/build/_consumer/consumer"
 # message and every rank ending through MPI_Finalize (no MPI_Abort and its kill notices).
 out=$("$root/tests/mpi/expect_failure.sh" --program consumer "not divisible by 3" \
   mpirun -np 3 "$root/build/_consumer/consumer") || { echo "$out"; false; }
-if grep -q MPI_ABORT <<<"$out"; then echo "$out"; echo "FAIL: the consumer at -np 3 aborted"; false; fi
+if grep -q MPI_ABORT <<<"$out"; then
+  echo "$out"
+  echo "FAIL: the consumer at -np 3 aborted"
+  false
+fi
 
 if [ "$sanitize" = 1 ]; then
   step "ASan + UBSan build of the CPU path"

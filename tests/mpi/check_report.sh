@@ -38,7 +38,8 @@ assert up["rhs_spec"] == [None, "tpsp"], up["rhs_spec"]
 assert up["out_spec"] == [None, "dp", "tpsp"], up["out_spec"]
 assert down["rhs_spec"] == ["tpsp", None], down["rhs_spec"]
 assert down["out_spec"] == ["tpsp", "dp", None], down["out_spec"]
-print("PASS: report: specs as arrays, typed config, version %s commit %s" % (r["version"], r["commit"]))
+print("PASS: report: specs as arrays, typed config, version %s commit %s"
+      % (r["version"], r["commit"]))
 PY
 python3 "$merge" "$dir" --expect 1 >"$dir/merge.out"
 python3 - "$dir/sweep.jsonl" <<'PY'
