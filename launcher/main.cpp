@@ -25,6 +25,7 @@
 #include "job.hpp"
 #include "output_dump.hpp"
 #include "output_files.hpp"
+#include "report_json.hpp"
 #include "run_config.hpp"
 #include "table.hpp"
 #include "trace_writer.hpp"
@@ -117,9 +118,9 @@ void time_gemm(GemmJob& job, Backend& be) {
   j["lhs_local"] = shape_json(plan.lhs_local());
   j["rhs_local"] = shape_json(plan.rhs_local());
   j["out_local"] = shape_json(plan.out_local());
-  j["lhs_spec"] = spec_str(plan.sharding().lhs);
-  j["rhs_spec"] = spec_str(plan.sharding().rhs);
-  j["out_spec"] = spec_str(plan.sharding().out);
+  j["lhs_spec"] = spec_json(plan.sharding().lhs);
+  j["rhs_spec"] = spec_json(plan.sharding().rhs);
+  j["out_spec"] = spec_json(plan.sharding().out);
   j["schedule"] = plan.schedule_summary();
   j["transport"] = be.transport();
   j["path"] = plan.path_summary();
@@ -233,10 +234,10 @@ struct Outcome {
   int64_t failures = 0;
 };
 
-/// The report's header: the config, the mesh, the backend.
+/// The report's header: where it came from, the config, the mesh, the backend.
 nlohmann::json report_header(const RunConfig& cfg, const Context& ctx, const JobInfo& info) {
-  nlohmann::json report;
-  report["config"] = to_ini(cfg);
+  nlohmann::json report = provenance_json();
+  report["config"] = config_json(cfg);
   report["world_size"] = info.world;
   const MeshComms& comms = ctx.comms();
   report["mesh"] = {{"dp", comms.dp()},

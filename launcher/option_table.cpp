@@ -18,12 +18,9 @@
 #include <boost/make_shared.hpp>
 #include <boost/program_options.hpp>
 
+#include "build_info.hpp"
 #include "option_sources.hpp"
 #include "option_sweep.hpp"
-
-#ifndef CGEMM_VERSION
-#define CGEMM_VERSION "(version unknown)"
-#endif
 
 namespace cgemm::launcher {
 
@@ -315,7 +312,7 @@ ParsedOptions parse_options(const ProgramSpec& spec, int argc, const char* const
   }
   if (src.on_command_line("version")) {
     result.help = true;
-    result.help_text = spec.name + " " + CGEMM_VERSION + "\n";
+    result.help_text = build_info::version_line(spec.name);
     return result;
   }
   std::optional<po::parsed_options> file = parse_config_file(spec, d, cli, src);

@@ -25,19 +25,41 @@ COLUMNS = [
 ]
 
 
-def ini_value(config, name):
-    m = re.search(r"^\s*%s\s*=\s*(.*?)\s*$" % re.escape(name), config or "", re.M)
-    return m.group(1) if m else ""
+def option_text(value):
+    """An option's value as the INI file writes it (on/off for booleans)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def options_of(config):
+    """The resolved options, name -> INI text: from the report's "config" object, or from the
+    INI text that older reports (those without a "commit" field) held there."""
+    if isinstance(config, dict):
+        out = {}
+        for name, value in config.items():
+            if name == "gemm":
+                out[name] = "; ".join("%s %s %s %s" % (g["name"], g["collective"], g["hidden_in"],
+                                                       g["hidden_out"]) for g in value)
+            elif value is not None:
+                out[name] = option_text(value)
+        return out
+    out = {}
+    for line in (config or "").splitlines():
+        m = re.match(r"^\s*([A-Za-z_]+)\s*=\s*(.*?)\s*$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
 
 
 def rows_of(task, path, report):
-    config = report.get("config", "")
+    options = options_of(report.get("config"))
     mesh = report.get("mesh", {})
     for g in report.get("gemms", []):
         check = g.get("check", {})
         lhs = g.get("lhs_shape", [])
         out = g.get("out_shape", [])
-        seq_first = ini_value(config, "transpose_batch_sequence") in ("on", "true", "1", "yes")
+        seq_first = options.get("transpose_batch_sequence") in ("on", "true", "1", "yes")
         batch, seq = ("", "")
         if len(lhs) == 3:
             batch, seq = (lhs[1], lhs[0]) if seq_first else (lhs[0], lhs[1])
@@ -45,7 +67,7 @@ def rows_of(task, path, report):
             "task": task,
             "name": g.get("name", ""),
             "collective": g.get("collective", ""),
-            "dtype": ini_value(config, "dtype"),
+            "dtype": options.get("dtype", ""),
             "batch": batch,
             "seq_len": seq,
             "hidden_in": lhs[-1] if lhs else "",
@@ -66,8 +88,8 @@ def rows_of(task, path, report):
             "max_abs_error": check.get("max_abs_error", ""),
             "max_rel_error": check.get("max_rel_error", ""),
             "options": " ".join(
-                line.strip() for line in config.splitlines() if line.strip()
-                and not line.lstrip().startswith(("#", "report", "trace"))),
+                "%s = %s" % (name, value) for name, value in options.items()
+                if name not in ("config", "report", "trace")),
             "report": os.path.basename(path),
         }
 

@@ -7,11 +7,13 @@
 #include <iostream>
 #include <new>
 
+#include "build_info.hpp"
 #include "line_protocol.hpp"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: cgemm-plan [--help] < cases.jsonl > answers.jsonl
+constexpr const char* kUsage =
+    R"(usage: cgemm-plan [--help | --version] < cases.jsonl > answers.jsonl
 
 Answers collective-GEMM planning cases with cgemm's planner, which reproduces the rules of
 Transformer Engine's JAX cpp_extensions/gemm.py exactly, quirks included.
@@ -46,6 +48,8 @@ Numeric ids keep their input text (e.g. integers beyond 64 bits).
 The full contract (encodings, comparison rule, the corners reproduced literally) is
 tests/data/PLANNER_SCHEMA.md; tests/data/planner_public.jsonl
 holds answered examples.
+
+--version prints the version and the git commit, as cgemm-run's does.
 
 Exit status: 0 when every non-blank line was JSON (even if some answers are errors);
 1 when a line was not JSON or too long (reported on standard error and answered with an
@@ -101,6 +105,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::cout << kUsage;
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::cout << cgemm::build_info::version_line("cgemm-plan");
       return 0;
     }
     std::cerr << "cgemm-plan: unknown argument '" << argv[i] << "'\n\n" << kUsage;

@@ -44,7 +44,7 @@ if(CGEMM_FUZZ)
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include
                              ${CMAKE_SOURCE_DIR}/launcher ${CMAKE_SOURCE_DIR}/core/include)
   target_link_libraries(fuzz_run_config PRIVATE Boost::program_options Threads::Threads
-                        cgemm_warnings)
+                        cgemm_build_info cgemm_warnings)
 
   foreach(t fuzz_plan_line fuzz_run_config)
     target_compile_definitions(${t} PRIVATE CGEMM_FUZZ_MAIN)

@@ -76,6 +76,17 @@ cgemm_add_mpi_test(tp4_all_gather_aggregate_3streams 4 ${small} --collective all
 cgemm_add_mpi_test(tp2_block_from_config 2 --config ${CMAKE_SOURCE_DIR}/configs/demo.ini --dp 1
   --seq_len 64 --batch 2 --report ${CMAKE_CURRENT_BINARY_DIR}/mpi_block_report.json)
 
+# The report in JSON's own types (specs, options, provenance), and merge_reports.py reading it.
+add_test(NAME mpi_report_json
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_report.sh ${CMAKE_CURRENT_BINARY_DIR}/report_json
+          ${CMAKE_SOURCE_DIR}/scripts/slurm/merge_reports.py
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --warmup 0 --iterations 1 --seq_len 16
+          --batch 2 --dtype fp16 --transpose_batch_sequence on --gemm "up all_gather 32 64"
+          --gemm "down reduce_scatter 64 32")
+set_tests_properties(mpi_report_json PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+
 # Bad input ends every rank with one message naming the problem.
 cgemm_add_mpi_failure_test(dp_does_not_divide 4 "--dp 3|dp.*3.*4" --dp 3)
 cgemm_add_mpi_failure_test(seq_not_divisible 4 "seq_len" --seq_len 10 --collective all_gather)

@@ -11,6 +11,10 @@ target_compile_definitions(test_run_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOU
 cgemm_add_unit_test(test_transport
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_transport.cpp
   LIBS cgemm_collective)
+# launcher/report_json: cgemm-run's report in JSON types (specs, options, provenance).
+cgemm_add_unit_test(test_report_json
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_report_json.cpp
+  LIBS cgemm_launcher_lib nlohmann_json::nlohmann_json)
 # launcher/output_files: distinct outputs, the writable check, write-then-rename.
 cgemm_add_unit_test(test_output_files
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_output_files.cpp

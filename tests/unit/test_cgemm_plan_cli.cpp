@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,6 +69,33 @@ TEST(PlannerCli, NonJsonInputGivesNonZeroExit) {
   const RunResult r = run("2>/dev/null <<'EOF'\n{\"id\":1,\"op\":\"nope\"}\nnot json\nEOF");
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+}
+
+// The schema names its case files as they are called beside it (it once said `public.jsonl`).
+TEST(PlannerCli, SchemaNamesCaseFilesThatExist) {
+  const std::string dir = CGEMM_TEST_DATA_DIR;
+  std::ifstream in(dir + "/PLANNER_SCHEMA.md");
+  ASSERT_TRUE(in) << dir;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string schema = text.str();
+  const std::regex file_name(R"(`([A-Za-z0-9_.]+\.jsonl)`)");
+  int named = 0;
+  for (std::sregex_iterator m(schema.begin(), schema.end(), file_name), end; m != end; ++m) {
+    ++named;
+    EXPECT_TRUE(std::ifstream(dir + "/" + (*m)[1].str()).good()) << (*m)[1] << " is not in " << dir;
+  }
+  EXPECT_GT(named, 0) << "the schema names no case file";
+}
+
+// As cgemm-run's and cgemm-bench's (test_run_config's VersionLine): name, version, commit.
+TEST(PlannerCli, VersionLikeTheOtherTools) {
+  const RunResult r = run("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_TRUE(std::regex_match(
+      r.out,
+      std::regex(R"(cgemm-plan [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+(-dirty)?|unknown)\)\n)")))
+      << r.out;
 }
 
 TEST(PlannerCli, HelpNamesTheOpsAndTheSchema) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -1087,6 +1088,19 @@ TEST_F(BenchConfigTest, HelpListsEveryOptionWithDefaultAndUnit) {
     EXPECT_EQ(h.find("--sweep_csv"), std::string::npos);
   }
   expect_contains(parse_bench({"--version"}).help_text, {"cgemm-bench"});
+}
+
+// The line every tool prints (cgemm-plan's too, test_cgemm_plan_cli): the commit says which
+// source a binary, and so its reports, came from.
+TEST_F(RunConfigTest, VersionLine) {
+  for (const auto& [name, text] :
+       {std::pair{"cgemm-run", parse({"--version"}).help_text},
+        std::pair{"cgemm-bench", parse_bench({"--version"}).help_text}}) {
+    EXPECT_TRUE(std::regex_match(
+        text, std::regex(std::string(name) +
+                         R"( [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+(-dirty)?|unknown)\)\n)")))
+        << text;
+  }
 }
 
 // ---------------------------------------------------------------------------------------
