@@ -9,7 +9,7 @@ rm -rf "$base" && mkdir -p "$base"
 out=$base/new/nested
 fail() { echo "FAIL: $*"; exit 1; }
 "$mpiexec" -np 2 "$bench" --backend cpu --cases tiny --knobs off --warmup 0 --iterations 2 \
-  --l2_mib 1 --out "$out" >"$base/log" 2>&1 || { cat "$base/log"; fail "exit $?"; }
+  --l2_mib 1 --out "$out" >"$base/log" 2>&1 || { rc=$?; cat "$base/log"; fail "exit $rc"; }
 for f in csv json md; do [ -s "$out/cgemm_bench.$f" ] || fail "no $out/cgemm_bench.$f"; done
 # stdout: one line per row with the bytes and both bandwidths.
 [ "$(grep -cE '^tiny (all_gather|reduce_scatter) \[default\]: .* TFLOP/s, .*16384 bytes \(8192 sent per rank\): algbw [0-9.]+, busbw [0-9.]+ GB/s alone, [0-9.]+ GB/s overlapped' "$base/log")" -eq 2 ] ||
