@@ -325,7 +325,7 @@ nlohmann::ordered_json bench_json(const BenchConfig& cfg, int world, const std::
   const std::time_t t = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  const std::string commit = git_commit();
+  const std::string commit = build_info::commit();
   const nlohmann::json fields = describe_fields(machine);
   // The backend that ran (describe()'s first word), not --backend's "auto".
   std::string ran = fields.value("backend", backend_name(cfg.backend));
@@ -333,8 +333,10 @@ nlohmann::ordered_json bench_json(const BenchConfig& cfg, int world, const std::
   nlohmann::ordered_json run = {
       {"date", date},
       {"command", "mpirun -np " + std::to_string(world) + " " + command},
-      {"cgemm_version", cgemm_version()},
-      {"git_commit", commit.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(commit)},
+      {"cgemm_version", build_info::version()},
+      // null outside a git checkout (build_info says "unknown").
+      {"git_commit",
+       commit == "unknown" ? nlohmann::ordered_json() : nlohmann::ordered_json(commit)},
       {"host", processor_name()},
       {"ranks", world},
       {"dp", cfg.dp},
@@ -382,12 +384,11 @@ void write_results(const BenchConfig& cfg, int world, const std::string& command
                picks,
                r.path});
   }
-  const std::string commit = git_commit();
   std::ostringstream md;
   md << "Run " << now_utc() << ", " << world << " ranks (dp " << cfg.dp << " x tp "
-     << world / cfg.dp << "), cgemm " << cgemm_version()
-     << (commit.empty() ? "" : " (commit " + commit + ")") << ", command: `mpirun -np " << world
-     << " " << command << "`\n\n```\n"
+     << world / cfg.dp << "), cgemm " << build_info::version() << " (commit "
+     << build_info::commit() << "), command: `mpirun -np " << world << " " << command
+     << "`\n\n```\n"
      << machine << "\n```\n\n"
      << table.markdown();
   if (!peers.empty()) {

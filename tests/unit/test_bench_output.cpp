@@ -1,16 +1,14 @@
 // cgemm-bench's figures and words: nccl-tests' bytes, algbw and busbw
 // (launcher/collective_bandwidth), the digits small rates keep (table.hpp's significant),
-// --help's shape sizes and bandwidth definitions, and the build's version and commit.
+// --help's shape sizes and bandwidth definitions.
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "bench_config.hpp"
-#include "build_info.hpp"
 #include "cgemm/core/error.hpp"
 #include "collective_bandwidth.hpp"
 #include "table.hpp"
@@ -89,20 +87,6 @@ TEST(BenchHelp, DefinesTheBandwidthsAndOut) {
         "created, with its parents, when missing"}) {
     EXPECT_NE(h.find(words), std::string::npos) << words << "\n" << h;
   }
-}
-
-TEST(BuildInfo, VersionAndCommit) {
-  EXPECT_EQ(cgemm_version().find("unknown"), std::string::npos) << cgemm_version();
-  EXPECT_TRUE(std::regex_match(cgemm_version(), std::regex("[0-9]+\\.[0-9]+\\.[0-9]+")));
-  const std::string commit = git_commit();
-  EXPECT_TRUE(commit.empty() || std::regex_match(commit, std::regex("[0-9a-f]{40}(-dirty)?")))
-      << commit;
-#ifdef CGEMM_SOURCE_DIR
-  // Built from a git checkout: the commit is known.
-  if (std::filesystem::exists(std::filesystem::path(CGEMM_SOURCE_DIR) / ".git")) {
-    EXPECT_FALSE(commit.empty());
-  }
-#endif
 }
 
 }  // namespace
