@@ -21,7 +21,7 @@ const std::vector<BenchShape> kShapes = {
     {"llama70b", 1, 8192, 8192, 28672, 28672, 8192},
     {"gpt3_175b", 1, 4096, 12288, 49152, 49152, 12288},
     {"small", 1, 2048, 4096, 4096, 4096, 4096},
-    {"tiny", 2, 64, 64, 128, 128, 64},  // for tests on CPUs
+    {"tiny", 2, 64, 64, 128, 128, 64, "for tests on CPUs"},
 };
 
 constexpr const char* kDefaultCases = "standard,llama70b,gpt3_175b,small";
@@ -105,11 +105,8 @@ std::vector<Row> own_rows() {
   std::vector<Row> rows;
   // Benchmark
   rows.push_back(list_row(
-      "cases", G::kBenchmark,
-      "comma-separated shapes: standard (batch 4, seq 8192, AG 4096->8192, RS 8192->4096), "
-      "llama70b (seq 8192, AG 8192->28672, RS 28672->8192), gpt3_175b (seq 4096, "
-      "AG 12288->49152, RS 49152->12288), small (seq 2048, 4096->4096), tiny (for CPUs)",
-      kDefaultCases, [](const OptionReader& r, BenchConfig& cfg) {
+      "cases", G::kBenchmark, cases_help(), kDefaultCases,
+      [](const OptionReader& r, BenchConfig& cfg) {
         const auto text = r.get<std::string>("cases");
         std::stringstream in(text);
         cfg.cases.clear();
@@ -150,7 +147,8 @@ std::vector<Row> own_rows() {
           {}});
   rows.push_back(Row{"out",
                      G::kBenchmark,
-                     "folder for cgemm_bench.csv, cgemm_bench.json and cgemm_bench.md",
+                     "folder for cgemm_bench.csv, cgemm_bench.json and cgemm_bench.md (with "
+                     "--parts, cgemm_parts*); created, with its parents, when missing",
                      "path",
                      true,
                      Sweep::kPlain,
@@ -235,8 +233,12 @@ ProgramSpec bench_program_spec() {
       "Usage: mpirun -np N cgemm-bench [--config FILE] [--NAME VALUE]...\n"
       "Benchmarks the overlapped collective GEMMs of cgemm against GEMM alone, collective alone\n"
       "and the sequential path (bf16, tp = world / dp). Times in ms are medians over ranks'\n"
-      "slowest of the timed iterations; TFLOP/s per GPU; efficiency = max(GEMM, collective) /\n"
-      "overlapped; speed-up = sequential / overlapped.\n"
+      "slowest of the timed iterations; TFLOP/s per GPU (per rank on the CPU backend);\n"
+      "efficiency = max(GEMM, collective) / overlapped; speed-up = sequential / overlapped.\n"
+      "Bandwidths in GB/s (1e9 bytes/s) as nccl-tests reports them: bytes = the collective's\n"
+      "whole array (the all-gather's gathered output, the reduce-scatter's input on one rank);\n"
+      "algbw = bytes / collective-alone time; busbw = algbw x (tp-1)/tp; overlapped busbw =\n"
+      "bytes x (tp-1)/tp / overlapped time (a floor on the link speed while it overlaps).\n"
       "Options come from the command line, then from the INI file of --config (same names,\n"
       "'NAME = VALUE'), then from the defaults shown as (=...). Booleans take on|off,\n"
       "true|false, yes|no or 1|0. Units are in [brackets]. The options of the General, Mesh,\n"
@@ -270,6 +272,20 @@ const BenchShape& bench_shape(const std::string& name) {
     if (s.name == name) return s;
   }
   throw Error("unknown case '" + name + "' (known: " + known_cases() + ")");
+}
+
+std::string cases_help() {
+  std::string out =
+      "comma-separated shapes (global batch and seq; hidden sizes K->N of the all-gather (AG) "
+      "and reduce-scatter (RS) GEMMs, before sharding): ";
+  for (size_t i = 0; i < kShapes.size(); ++i) {
+    const BenchShape& s = kShapes[i];
+    out += (i ? ", " : "") + s.name + " (batch " + std::to_string(s.batch) + ", seq " +
+           std::to_string(s.seq) + ", AG " + std::to_string(s.ag_in) + "->" +
+           std::to_string(s.ag_out) + ", RS " + std::to_string(s.rs_in) + "->" +
+           std::to_string(s.rs_out) + (s.note.empty() ? "" : "; " + s.note) + ")";
+  }
+  return out;
 }
 
 BenchParseResult parse_bench_config(int argc, const char* const* argv) {

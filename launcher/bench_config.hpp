@@ -21,11 +21,14 @@ struct BenchShape {
   int64_t batch, seq;
   int64_t ag_in, ag_out;  // all-gather GEMM (column-parallel up projection)
   int64_t rs_in, rs_out;  // reduce-scatter GEMM (row-parallel down projection)
+  std::string note = {};  // said after the sizes in --help; may be empty
 };
 
 /// The known shapes, in --help order.
 const std::vector<BenchShape>& bench_shapes();
 const BenchShape& bench_shape(const std::string& name);  // throws Error when unknown
+/// --cases' help: every shape with its sizes, from bench_shapes() (so the two cannot differ).
+std::string cases_help();
 
 struct BenchConfig : SharedOptions {
   BenchConfig();                   // cgemm-bench's defaults: warmup 5, iterations 20

@@ -3,8 +3,9 @@
 // slowest of >= 20 runs with rotating inputs larger than L2:
 //   GEMM alone | collective alone | sequential (collective then GEMM, or GEMM then
 //   collective) | overlapped (the ring schedule) | and which path execute()'s auto policy keeps
-// and reports TFLOP/s, overlap efficiency = max(GEMM, collective) / overlapped and the
-// speed-up over sequential, as a table on rank 0 and as CSV, JSON and Markdown files.
+// and reports TFLOP/s, overlap efficiency = max(GEMM, collective) / overlapped, the speed-up
+// over sequential and nccl-tests' bandwidths of the collective (collective_bandwidth.hpp), as a
+// table on rank 0 and as CSV, JSON (with the run's metadata) and Markdown files.
 // Optional: a CSV of the PyTorch peers (bench/peers/torch_async_tp.py) joined by case.
 
 #include <mpi.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -22,11 +24,13 @@
 #include <vector>
 
 #include "bench_config.hpp"
+#include "build_info.hpp"
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "cgemm/runtime/plan_description.hpp"
+#include "collective_bandwidth.hpp"
 #include "csv_file.hpp"
 #include "job.hpp"
 #include "output_files.hpp"
@@ -50,16 +54,14 @@ struct Row {
   int64_t m = 0, n = 0, k = 0;  // the local GEMM of one rank: [m, k] @ [k, n]
   double gemm_ms = 0, coll_ms = 0, seq_ms = 0, over_ms = 0, tflops = 0;
   double efficiency = 0, speedup = 0;
+  // nccl-tests' size of the collective, what a ring moves per rank, and the GB/s of the
+  // collective alone (algbw, busbw) and of its bytes over the overlapped time.
+  int64_t bytes = 0, rank_bytes = 0;
+  double algbw = 0, busbw = 0, over_busbw = 0;
   bool auto_overlaps = true;
 };
 
-std::string fmt(double v, int prec = 3) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(prec);
-  s << v;
-  return s.str();
-}
+std::string fmt(double v, int prec = 3) { return format_double(v, prec); }
 
 // The knob sweep on the standard shape: each knob moved alone from the defaults.
 std::vector<Knobs> knob_sweep(const OverlapOptions& base) {
@@ -155,6 +157,12 @@ Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const Knobs& knobs,
   r.tflops = plan.local_flops() / (r.over_ms * 1e-3) / 1e12;
   r.efficiency = std::max(r.gemm_ms, r.coll_ms) / r.over_ms;
   r.speedup = r.seq_ms / r.over_ms;
+  const int tp = ctx.comms().tp();
+  r.bytes = collective_bytes(op, static_cast<int64_t>(ag ? lhs_bytes : out_bytes), tp);
+  r.rank_bytes = ring_bytes_per_rank(op, r.bytes, tp);
+  r.algbw = algbw_gb_s(r.bytes, r.coll_ms);
+  r.busbw = busbw_gb_s(op, tp, r.bytes, r.coll_ms);
+  r.over_busbw = busbw_gb_s(op, tp, r.bytes, r.over_ms);
   return r;
 }
 
@@ -184,11 +192,18 @@ std::string now_utc() {
   return buf;
 }
 
+// Digits kept by FLOP/s and GB/s: a CPU's 0.0166 TFLOP/s shows, a GPU's 612.3 keeps one decimal.
+constexpr int kSignificant = 3;
+
 // cgemm-bench's results: one column list for cgemm_bench.csv, .json and .md (the Markdown
 // merges m, n, k into one column and says which path execute() picks; the JSON gives the
 // whole path summary).
 Table bench_table() {
   constexpr unsigned kData = Column::kCsv | Column::kJson;
+  const auto rate = [](std::string name, std::string title, std::string unit, unsigned formats) {
+    return Column{std::move(name), std::move(title), std::move(unit), 1, 1, "",
+                  formats,         kSignificant};
+  };
   return Table({{"case", "", "", 0, -1, "", Column::kAll},
                 {"collective", "", "", 0, -1, "", Column::kAll},
                 {"knobs", "", "", 0, -1, "", Column::kAll},
@@ -200,9 +215,14 @@ Table bench_table() {
                 {"collective_ms", "collective ms", "ms", 4, 3, "", Column::kAll},
                 {"sequential_ms", "sequential ms", "ms", 4, 3, "", Column::kAll},
                 {"overlapped_ms", "overlapped ms", "ms", 4, 3, "", Column::kAll},
-                {"tflops", "TFLOP/s", "TFLOP/s", 1, 1, "", Column::kAll},
+                rate("tflops", "TFLOP/s", "TFLOP/s", Column::kAll),
                 {"efficiency", "", "", 3, 2, "", Column::kAll},
                 {"speedup", "speed-up", "", 3, 2, "x", Column::kAll},
+                {"bytes", "bytes", "B", 0, -1, "", Column::kAll},
+                {"rank_bytes", "", "", 0, -1, "", kData},
+                rate("algbw_gb_s", "algbw GB/s", "GB/s", Column::kAll),
+                rate("busbw_gb_s", "busbw GB/s", "GB/s", Column::kAll),
+                rate("overlapped_busbw_gb_s", "overlapped busbw GB/s", "GB/s", Column::kAll),
                 {"execute_path", "execute() picks", "", 0, -1, "", Column::kCsv | Column::kText},
                 {"execute_path", "", "", 0, -1, "", Column::kJson}});
 }
@@ -261,9 +281,14 @@ bool measure_cases(const BenchConfig& cfg, int world, std::unique_ptr<Context>& 
           }
           say(r.shape + " " + r.collective + " [" + r.knobs + "]: gemm " + fmt(r.gemm_ms) +
               " | collective " + fmt(r.coll_ms) + " | sequential " + fmt(r.seq_ms) +
-              " | overlapped " + fmt(r.over_ms) + " ms, " + fmt(r.tflops, 1) +
-              " TFLOP/s, efficiency " + fmt(r.efficiency, 2) + ", speed-up " + fmt(r.speedup, 2) +
-              "x; execute(): " + r.path);
+              " | overlapped " + fmt(r.over_ms) + " ms, " +
+              format_double(r.tflops, 1, kSignificant) + " TFLOP/s, efficiency " +
+              fmt(r.efficiency, 2) + ", speed-up " + fmt(r.speedup, 2) + "x; " +
+              std::to_string(r.bytes) + " bytes (" + std::to_string(r.rank_bytes) +
+              " sent per rank): algbw " + format_double(r.algbw, 1, kSignificant) + ", busbw " +
+              format_double(r.busbw, 1, kSignificant) + " GB/s alone, " +
+              format_double(r.over_busbw, 1, kSignificant) +
+              " GB/s overlapped; execute(): " + r.path);
           rows.push_back(r);
         }
       } catch (const std::exception& e) {
@@ -274,6 +299,61 @@ bool measure_cases(const BenchConfig& cfg, int world, std::unique_ptr<Context>& 
   return true;
 }
 
+// "backend: cpu (...)\nmpi: ..." -> {"backend": "cpu (...)", "mpi": ...}: the lines of
+// Backend::describe() whose head is one word; the whole text stays in "describe".
+nlohmann::json describe_fields(const std::string& machine) {
+  nlohmann::json out = nlohmann::json::object();
+  std::istringstream in(machine);
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(": ");
+    if (colon == std::string::npos || colon == 0 || line.find(' ') < colon) continue;
+    out[line.substr(0, colon)] = line.substr(colon + 2);
+  }
+  return out;
+}
+
+std::string processor_name() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  return std::string(name, static_cast<size_t>(std::max(len, 0)));
+}
+
+/// cgemm_bench.json: the run's metadata, then the rows.
+nlohmann::ordered_json bench_json(const BenchConfig& cfg, int world, const std::string& command,
+                                  const std::string& machine, const Table& table) {
+  const std::time_t t = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  const std::string commit = build_info::commit();
+  const nlohmann::json fields = describe_fields(machine);
+  // The backend that ran (describe()'s first word), not --backend's "auto".
+  std::string ran = fields.value("backend", backend_name(cfg.backend));
+  ran = ran.substr(0, ran.find(' '));
+  nlohmann::ordered_json run = {
+      {"date", date},
+      {"command", "mpirun -np " + std::to_string(world) + " " + command},
+      {"cgemm_version", build_info::version()},
+      // null outside a git checkout (build_info says "unknown").
+      {"git_commit",
+       commit == "unknown" ? nlohmann::ordered_json() : nlohmann::ordered_json(commit)},
+      {"host", processor_name()},
+      {"ranks", world},
+      {"dp", cfg.dp},
+      {"tp", world / cfg.dp},
+      {"backend", ran},
+      {"warmup", cfg.warmup},
+      {"iterations", cfg.iterations},
+      {"l2_mib", cfg.l2_mib},
+      {"cases", cfg.cases},
+      {"machine", fields},
+      {"describe", machine}};
+  nlohmann::ordered_json out;
+  out["run"] = std::move(run);
+  out["results"] = nlohmann::ordered_json::parse(table.json(0));
+  return out;
+}
+
 /// report: one table, three files, on rank 0.
 void write_results(const BenchConfig& cfg, int world, const std::string& command,
                    const std::string& machine, const std::vector<Row>& rows,
@@ -282,14 +362,33 @@ void write_results(const BenchConfig& cfg, int world, const std::string& command
   Table table = bench_table();
   for (const Row& r : rows) {
     const std::string picks = r.auto_overlaps ? "overlapped" : "sequential";
-    table.add({r.shape, r.collective, r.knobs, r.m, r.n, r.k,
+    table.add({r.shape,
+               r.collective,
+               r.knobs,
+               r.m,
+               r.n,
+               r.k,
                std::to_string(r.m) + " x " + std::to_string(r.n) + " x " + std::to_string(r.k),
-               r.gemm_ms, r.coll_ms, r.seq_ms, r.over_ms, r.tflops, r.efficiency, r.speedup, picks,
+               r.gemm_ms,
+               r.coll_ms,
+               r.seq_ms,
+               r.over_ms,
+               r.tflops,
+               r.efficiency,
+               r.speedup,
+               r.bytes,
+               r.rank_bytes,
+               r.algbw,
+               r.busbw,
+               r.over_busbw,
+               picks,
                r.path});
   }
   std::ostringstream md;
   md << "Run " << now_utc() << ", " << world << " ranks (dp " << cfg.dp << " x tp "
-     << world / cfg.dp << "), command: `mpirun -np " << world << " " << command << "`\n\n```\n"
+     << world / cfg.dp << "), cgemm " << build_info::version() << " (commit "
+     << build_info::commit() << "), command: `mpirun -np " << world << " " << command
+     << "`\n\n```\n"
      << machine << "\n```\n\n"
      << table.markdown();
   if (!peers.empty()) {
@@ -310,10 +409,17 @@ void write_results(const BenchConfig& cfg, int world, const std::string& command
   }
   const std::string& outdir = cfg.out;
   write_replacing("--out", outdir + "/cgemm_bench.csv", table.csv());
-  write_replacing("--out", outdir + "/cgemm_bench.json", table.json(2));
+  write_replacing("--out", outdir + "/cgemm_bench.json",
+                  bench_json(cfg, world, command, machine, table).dump(2) + "\n");
   write_replacing("--out", outdir + "/cgemm_bench.md", md.str());
   say("\n" + md.str());
   say("written: " + outdir + "/cgemm_bench.{csv,json,md}");
+}
+
+void create_out_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("--out " + dir + ": cannot create the folder (" + ec.message() + ")");
 }
 
 // The phases, as cgemm-run's: parse -> plan -> outputs -> mesh -> run -> report, each ending
@@ -339,10 +445,13 @@ int run(int argc, char** argv) {
     return 0;
   }
   const BenchConfig& cfg = parsed.config;
-  // outputs: checked before the run, not after it; nothing is created here. --parts writes
-  // only its own files (checked by run_parts).
+  // outputs: checked before the run, not after it; only --out's folder is created here (with
+  // its parents: a new folder per run is the usual use). --parts writes only its own files
+  // (checked by run_parts).
   if (!all_ranks_ok([&] {
-        if (world_rank() != 0 || !cfg.parts.empty()) return;
+        if (world_rank() != 0) return;
+        create_out_folder(cfg.out);
+        if (!cfg.parts.empty()) return;
         for (const NamedPath& out : bench_outputs(cfg.out, cfg.trace)) {
           if (!out.path.empty()) check_writable(out);
         }

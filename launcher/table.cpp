@@ -1,6 +1,7 @@
 #include "table.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -10,17 +11,21 @@ namespace cgemm::launcher {
 
 namespace {
 
-std::string fixed(double v, int precision) {
+const std::string& title_of(const Column& c) { return c.title.empty() ? c.name : c.title; }
+
+}  // namespace
+
+std::string format_double(double v, int precision, int significant) {
+  if (significant > 0 && v != 0 && std::isfinite(v)) {
+    const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(v))));
+    precision = std::max(precision, significant - 1 - magnitude);
+  }
   std::ostringstream s;
   s.setf(std::ios::fixed);
   s.precision(precision);
   s << v;
   return s.str();
 }
-
-const std::string& title_of(const Column& c) { return c.title.empty() ? c.name : c.title; }
-
-}  // namespace
 
 void Table::add(std::vector<Cell> row) {
   if (row.size() != columns_.size()) {
@@ -37,7 +42,8 @@ std::string Table::cell_text(const Column& c, const Cell& v, bool text) const {
   } else if (const auto* i = std::get_if<int64_t>(&v)) {
     out = std::to_string(*i);
   } else if (const auto* d = std::get_if<double>(&v)) {
-    out = fixed(*d, text && c.text_precision >= 0 ? c.text_precision : c.precision);
+    out = format_double(*d, text && c.text_precision >= 0 ? c.text_precision : c.precision,
+                        c.significant);
   } else {
     out = std::get<bool>(v) ? "true" : "false";
   }

@@ -21,7 +21,13 @@ struct Column {
   int text_precision = -1;  // ... in Markdown and text; -1: precision
   std::string text_suffix;  // appended to values in Markdown and text ("x")
   unsigned formats = kAll;  // the formats the column appears in
+  // > 0: doubles keep at least this many significant digits in CSV, Markdown and text, so a
+  // small figure (a CPU's 0.0012 TFLOP/s) is not printed as 0.0.
+  int significant = 0;
 };
+
+/// `v` with `precision` fixed digits, or more where `significant` (> 0) digits need them.
+std::string format_double(double v, int precision, int significant = 0);
 
 class Table {
  public:

@@ -123,6 +123,14 @@ add_test(NAME mpi_tp2_bench_tiny
 set_tests_properties(mpi_tp2_bench_tiny PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "written: .*cgemm_bench")
 
+# cgemm-bench's outputs: --out created with its parents; nccl-tests' bytes, algbw and busbw in
+# stdout, CSV, JSON and Markdown; TFLOP/s with digits on CPUs; the JSON's run metadata.
+add_test(NAME mpi_tp2_bench_outputs
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_bench.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_outputs)
+set_tests_properties(mpi_tp2_bench_outputs PROPERTIES LABELS mpi TIMEOUT 90 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "^PASS")
+
 # cgemm-bench from an INI file (cgemm-run's --config rules; the command line wins).
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bench_tiny.ini
   "# cgemm-bench, tiny shapes on CPUs\ncases = tiny\nknobs = off\nwarmup = 1\n"

@@ -41,3 +41,8 @@ cgemm_add_unit_test(test_engine
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_engine.cpp
   LIBS cgemm)
 target_include_directories(test_engine PRIVATE ${CMAKE_SOURCE_DIR}/runtime/src)
+# cgemm-bench's figures: nccl-tests' bytes, algbw and busbw, the digits of small rates, --help's
+# case sizes and bandwidth definitions.
+cgemm_add_unit_test(test_bench_output
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_bench_output.cpp
+  LIBS cgemm_launcher_lib)
