@@ -273,7 +273,8 @@ std::vector<Row> own_rows() {
           r.fail("std", float_text(c.std), "must be a positive, finite standard deviation");
         }
       },
-      [](std::ostream& out, const RunConfig& c) { out << "std = " << float_text(c.std) << "\n"; }});
+      [](std::ostream& out, const RunConfig& c) { out << "std = " << float_text(c.std) << "\n"; },
+      ValueKind::kNumber});
   rows.push_back(
       Row{"seed", G::kProblem, "seed of the random inputs; every rank derives its shard from it",
           "unsigned integer", true, Sweep::kYes,
@@ -287,7 +288,8 @@ std::vector<Row> own_rows() {
             if (!seed) r.fail("seed", text, "must be an unsigned 64-bit integer");
             c.seed = *seed;
           },
-          [](std::ostream& out, const RunConfig& c) { out << "seed = " << c.seed << "\n"; }});
+          [](std::ostream& out, const RunConfig& c) { out << "seed = " << c.seed << "\n"; },
+          ValueKind::kInteger});
 
   // Run
   rows.push_back(boolean(
