@@ -10,18 +10,27 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
 #include "cgemm/runtime/memory_check.hpp"
 #include "cgemm/runtime/plan_description.hpp"
 #include "job.hpp"
+#include "output_files.hpp"
 
 namespace cgemm::launcher {
 
 namespace {
 
-// A dry run plans --backend auto as cuda (the default: cuda, sm 90).
+// Whether this cgemm has the CUDA backend (launcher/CMakeLists.txt), known without a CUDA call.
+#ifndef CGEMM_LAUNCHER_CUDA
+#define CGEMM_LAUNCHER_CUDA 0
+#endif
+constexpr bool kCudaBuilt = CGEMM_LAUNCHER_CUDA != 0;
+
+// The checks before a run plan --backend auto as cuda (its workspaces); the dry run plans for
+// the backend it predicts (predict_backend) and memory_refusal plans again for the CPU.
 BackendKind planned_backend(const RunConfig& cfg) {
   return cfg.backend == BackendKind::kCpu ? BackendKind::kCpu : BackendKind::kCuda;
 }
@@ -112,17 +121,10 @@ int visible_gpus_without_cuda() {
   return ec ? 0 : n;
 }
 
-struct Place {
-  std::string host;
-  int local_rank = 0;
-  int gpus = 0;  // GPUs the rank sees
-  int gpu = -1;  // the backend rule's GPU: local rank modulo gpus; -1: none
-};
-
 // The job's placement: from MPI (host names and visible GPUs of every rank), or, under
 // --ranks_per_node, dp x tp ranks placed N per host "node0", "node1", ...
-std::vector<Place> placement(const RunConfig& cfg, int world, int mpi_world) {
-  std::vector<Place> places(static_cast<size_t>(world));
+std::vector<RankPlace> placement(const RunConfig& cfg, int world, int mpi_world) {
+  std::vector<RankPlace> places(static_cast<size_t>(world));
   if (cfg.ranks_per_node > 0) {
     const int gpus = cfg.gpus_per_node > 0 ? cfg.gpus_per_node : cfg.ranks_per_node;
     for (int r = 0; r < world; ++r) {
@@ -137,13 +139,13 @@ std::vector<Place> placement(const RunConfig& cfg, int world, int mpi_world) {
               "MPI_Gather(visible GPUs)");
     std::map<std::string, int> seen;
     for (int r = 0; r < world; ++r) {
-      Place& p = places[static_cast<size_t>(r)];
+      RankPlace& p = places[static_cast<size_t>(r)];
       p.host = hosts[static_cast<size_t>(r)];
       p.local_rank = seen[p.host]++;
       p.gpus = gpus[static_cast<size_t>(r)];
     }
   }
-  for (Place& p : places) p.gpu = p.gpus > 0 ? p.local_rank % p.gpus : -1;
+  for (RankPlace& p : places) p.gpu = p.gpus > 0 ? p.local_rank % p.gpus : -1;
   return places;
 }
 
@@ -154,6 +156,59 @@ std::string shapes_line(const char* what, const Shape& global, const PartitionSp
 }
 
 }  // namespace
+
+PredictedBackend predict_backend(BackendKind asked, bool gpu_sharing, bool cuda_built,
+                                 const std::vector<RankPlace>& places) {
+  PredictedBackend p;
+  if (asked == BackendKind::kCpu) return p;
+  // The backend rule's reasons against the CUDA backend, in its order: a rank without a GPU,
+  // a GPU of several ranks (unless gpu_sharing), uneven ranks per host.
+  std::map<std::string, int> per_host;
+  std::map<std::pair<std::string, int>, int> per_gpu;
+  for (const RankPlace& r : places) {
+    ++per_host[r.host];
+    ++per_gpu[{r.host, r.gpu}];
+  }
+  std::string no_gpu, shared, uneven;
+  for (size_t r = 0; r < places.size(); ++r) {
+    const RankPlace& pl = places[r];
+    if (no_gpu.empty() && (!cuda_built || pl.gpus == 0)) {
+      no_gpu = cuda_built ? "rank " + std::to_string(r) + " on host " + pl.host + " sees no GPU"
+                          : "this cgemm was built without CUDA";
+    }
+    if (shared.empty() && pl.gpus > 0 && per_gpu[{pl.host, pl.gpu}] > 1) {
+      shared = std::to_string(per_host[pl.host]) + " ranks on host " + pl.host + " but " +
+               std::to_string(pl.gpus) + " GPU(s) among them";
+    }
+  }
+  const auto [lo, hi] =
+      std::minmax_element(per_host.begin(), per_host.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (lo != per_host.end() && lo->second != hi->second) {
+    for (const auto& [host, n] : per_host) {
+      uneven +=
+          (uneven.empty() ? "uneven ranks per host (" : ", ") + host + " " + std::to_string(n);
+    }
+    uneven += ")";
+  }
+  std::string against = no_gpu;
+  if (against.empty() && !gpu_sharing) against = shared;
+  if (against.empty()) against = uneven;
+  if (asked == BackendKind::kCuda) {
+    p.kind = BackendKind::kCuda;
+    p.refusal = against;
+    return p;
+  }
+  if (!against.empty()) {
+    p.why = "auto: " + against + ", so a real run takes the CPU backend";
+    return p;
+  }
+  p.kind = BackendKind::kCuda;
+  p.why = shared.empty()
+              ? "auto: every rank has a GPU of its own, so a real run takes cuda"
+              : "auto: " + shared + ", shared under gpu_sharing, so a real run takes cuda";
+  return p;
+}
 
 int planned_world(const RunConfig& cfg, int mpi_world) {
   if (cfg.ranks_per_node == 0) return mpi_world;
@@ -237,17 +292,23 @@ PlannedBlock plan_block(const RunConfig& cfg, int rank) {
   return PlannedBlock{backend, plans_of(cfg, rank, backend)};
 }
 
-static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places,
-                          BackendKind backend);
+static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<RankPlace>& places,
+                                    const PredictedBackend& predicted);
 
 int dry_run(const RunConfig& cfg, int mpi_world) {
   const int world = cfg.dp * cfg.tp;
-  const BackendKind backend = planned_backend(cfg);
-  const std::vector<Place> places = placement(cfg, world, mpi_world);
+  const std::vector<RankPlace> places = placement(cfg, world, mpi_world);
   if (world_rank() != 0) return 0;
   // Rank 0 alone from here: an error is printed here, not agreed with ranks that are done.
   try {
-    print_dry_run(cfg, places, backend);
+    // A described job (--ranks_per_node) runs elsewhere: its GPUs are the described ones.
+    const PredictedBackend predicted =
+        predict_backend(cfg.backend, cfg.gpu_sharing, kCudaBuilt || cfg.ranks_per_node > 0, places);
+    const nlohmann::json report = print_dry_run(cfg, places, predicted);
+    if (!cfg.report.empty()) {
+      write_replacing("--report", cfg.report, report.dump(2) + "\n");
+      say("plan written to " + cfg.report + " (the dry run's report)");
+    }
   } catch (const std::exception& e) {
     std::cerr << "cgemm-run: error: " << e.what() << "\n";
     return kExitUsage;
@@ -255,22 +316,49 @@ int dry_run(const RunConfig& cfg, int mpi_world) {
   return 0;
 }
 
-static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places,
-                          BackendKind backend) {
+static nlohmann::json shapes_json(const Shape& global, const PartitionSpec& spec,
+                                  const Shape& local) {
+  return {{"shape", global}, {"spec", spec_str(spec)}, {"local", local}};
+}
+
+// Prints the plan and returns it as the report's JSON (the same facts, one key each).
+static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<RankPlace>& places,
+                                    const PredictedBackend& predicted) {
   const int world = cfg.dp * cfg.tp;
+  const BackendKind backend = predicted.kind;
 
   std::ostringstream out;
   std::map<std::string, int> per_host;
-  for (const Place& p : places) ++per_host[p.host];
+  for (const RankPlace& p : places) ++per_host[p.host];
   out << "cgemm-run --dry_run: " << world << " ranks (dp " << cfg.dp << " x tp " << cfg.tp
       << ") on " << per_host.size() << " host(s)"
       << (cfg.ranks_per_node > 0
               ? ", described as " + std::to_string(cfg.ranks_per_node) + " ranks per host"
               : std::string(", placed by MPI"))
       << "; backend " << backend_name(backend)
-      << (cfg.backend == BackendKind::kAuto ? " (auto planned as cuda)" : "");
+      << (predicted.why.empty() ? "" : " (" + predicted.why + ")");
   if (backend == BackendKind::kCuda) out << ", planned for sm " << cfg.compute_capability;
-  out << "\nnothing created: no backend, no allocation, no CUDA call\n";
+  out << "\n";
+  if (!predicted.refusal.empty()) {
+    out << "note: a real run of this job would refuse backend cuda: " << predicted.refusal
+        << " (planned for cuda as asked)\n";
+  }
+  out << "nothing created: no backend, no allocation, no CUDA call\n";
+
+  nlohmann::json report;
+  report["dry_run"] = true;
+  report["config"] = to_ini(cfg);
+  report["world_size"] = world;
+  report["mesh"] = {{"dp", cfg.dp}, {"tp", cfg.tp}};
+  report["backend"] = backend_name(backend);
+  report["backend_asked"] = backend_name(cfg.backend);
+  report["backend_reason"] =
+      predicted.why.empty() ? nlohmann::json(nullptr) : nlohmann::json(predicted.why);
+  report["backend_refusal"] =
+      predicted.refusal.empty() ? nlohmann::json(nullptr) : nlohmann::json(predicted.refusal);
+  report["placement"] = cfg.ranks_per_node > 0 ? "described" : "mpi";
+  report["compute_capability"] =
+      backend == BackendKind::kCuda ? nlohmann::json(cfg.compute_capability) : nullptr;
 
   // Every rank: place, coordinates, transports to its TP peers, bytes.
   std::vector<int64_t> need(static_cast<size_t>(world));
@@ -280,9 +368,10 @@ static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places
     need[static_cast<size_t>(r)] = job_bytes(plans.back(), backend);
   }
   std::map<std::pair<std::string, int>, int> per_gpu;
-  for (const Place& p : places) ++per_gpu[{p.host, p.gpu}];
+  for (const RankPlace& p : places) ++per_gpu[{p.host, p.gpu}];
+  report["ranks"] = nlohmann::json::array();
   for (int r = 0; r < world; ++r) {
-    const Place& p = places[static_cast<size_t>(r)];
+    const RankPlace& p = places[static_cast<size_t>(r)];
     const int group = r / cfg.tp;
     bool one_host = true;
     for (int q = group * cfg.tp; q < (group + 1) * cfg.tp; ++q) {
@@ -290,8 +379,13 @@ static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places
     }
     const std::string transport =
         predict_transport(backend, cfg.tp, one_host, cfg.overlap.use_ce || cfg.gpu_sharing);
+    nlohmann::json rank = {
+        {"rank", r},        {"host", p.host},   {"local_rank", p.local_rank},
+        {"dp", r / cfg.tp}, {"tp", r % cfg.tp}, {"bytes", need[static_cast<size_t>(r)]}};
     out << "rank " << r << ": host " << p.host << ", local rank " << p.local_rank;
     if (backend == BackendKind::kCuda) {
+      rank["gpu"] = p.gpu < 0 ? nlohmann::json(nullptr) : nlohmann::json(p.gpu);
+      rank["gpus_seen"] = p.gpus;
       if (p.gpu < 0) {
         out << ", GPU none (no GPU visible here)";
       } else {
@@ -302,24 +396,38 @@ static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places
     }
     out << ", dp " << r / cfg.tp << ", tp " << r % cfg.tp << ", to TP peers:";
     if (cfg.tp == 1) out << " none";
+    rank["tp_peers"] = nlohmann::json::array();
     for (int t = 0; t < cfg.tp; ++t) {
       if (t == r % cfg.tp) continue;
       out << (t == (r % cfg.tp == 0 ? 1 : 0) ? " " : ", ") << "rank " << group * cfg.tp + t << " "
           << transport;
+      rank["tp_peers"].push_back({{"rank", group * cfg.tp + t}, {"transport", transport}});
     }
     out << "; needs " << bytes_str(need[static_cast<size_t>(r)]) << "\n";
+    report["ranks"].push_back(std::move(rank));
   }
 
   // Every GEMM: specs and shapes, schedule, bytes (rank 0's; the mesh splits evenly, so
   // every rank's shards have the same shapes).
+  report["gemms"] = nlohmann::json::array();
   for (size_t i = 0; i < cfg.gemms.size(); ++i) {
     const PlanDescription& d = plans[0][i];
     const PlanBytes& b = d.bytes;
     out << "[" << i + 1 << "/" << cfg.gemms.size() << " " << d.desc.name << "] "
         << shapes_line("lhs", d.desc.lhs_shape, d.sharding.lhs, d.lhs_local) << ", "
         << shapes_line("rhs", d.desc.rhs_shape, d.sharding.rhs, d.rhs_local);
+    nlohmann::json g = {{"name", d.desc.name},
+                        {"collective", collective_name(d.desc.collective)},
+                        {"lhs", shapes_json(d.desc.lhs_shape, d.sharding.lhs, d.lhs_local)},
+                        {"rhs", shapes_json(d.desc.rhs_shape, d.sharding.rhs, d.rhs_local)},
+                        {"bias", nullptr},
+                        {"out", shapes_json(d.out_global, d.sharding.out, d.out_local)},
+                        {"schedule", d.schedule_summary},
+                        {"chunks", d.chunks},
+                        {"chunk_rows", d.chunk_rows}};
     if (d.desc.bias_shape) {
       out << ", " << shapes_line("bias", *d.desc.bias_shape, d.sharding.bias, d.bias_local);
+      g["bias"] = shapes_json(*d.desc.bias_shape, d.sharding.bias, d.bias_local);
     }
     out << ", " << shapes_line("out", d.out_global, d.sharding.out, d.out_local) << "\n";
     out << "  schedule: " << d.schedule_summary << "; " << d.chunks << " chunk(s) of "
@@ -329,37 +437,65 @@ static void print_dry_run(const RunConfig& cfg, const std::vector<Place>& places
         << b.overlapped.ring << ", send " << b.overlapped.send << "), sequential workspace "
         << b.sequential.total() << " (work_in " << b.sequential.work_in << ", work_out "
         << b.sequential.work_out << ")";
+    nlohmann::json bytes = {{"lhs", b.lhs},
+                            {"rhs", b.rhs},
+                            {"bias", b.bias},
+                            {"out", b.out},
+                            {"overlapped_workspace",
+                             {{"total", b.overlapped.total()},
+                              {"ring", b.overlapped.ring},
+                              {"send", b.overlapped.send}}},
+                            {"sequential_workspace",
+                             {{"total", b.sequential.total()},
+                              {"work_in", b.sequential.work_in},
+                              {"work_out", b.sequential.work_out}}}};
     if (backend == BackendKind::kCuda) {
       out << "; cuBLAS workspace " << b.cublas_workspace << " (" << b.cublas_workspace_per_stream
           << " per stream)";
+      bytes["cublas_workspace"] = b.cublas_workspace;
+      bytes["cublas_workspace_per_stream"] = b.cublas_workspace_per_stream;
     } else {
       out << "; fp64 copies " << b.cpu_fp64_copies << ", scratch " << b.cpu_scratch;
+      bytes["cpu_fp64_copies"] = b.cpu_fp64_copies;
+      bytes["cpu_scratch"] = b.cpu_scratch;
     }
+    g["bytes_per_rank"] = std::move(bytes);
     out << "\n";
+    report["gemms"].push_back(std::move(g));
   }
   // What shares one memory, as the memory check before a run sums it.
   std::map<std::string, int64_t> host_need;
   std::map<std::pair<std::string, int>, int64_t> gpu_need;
   for (int r = 0; r < world; ++r) {
-    const Place& p = places[static_cast<size_t>(r)];
+    const RankPlace& p = places[static_cast<size_t>(r)];
     host_need[p.host] = checked_add(host_need[p.host], need[static_cast<size_t>(r)], "need");
     gpu_need[{p.host, p.gpu}] =
         checked_add(gpu_need[{p.host, p.gpu}], need[static_cast<size_t>(r)], "need");
   }
+  report["memory"] = nlohmann::json::array();
   if (backend == BackendKind::kCpu) {
     for (const auto& [host, n] : host_need) {
       out << "host " << host << ": " << per_host[host] << " rank(s) need " << bytes_str(n)
           << " of host memory\n";
+      report["memory"].push_back(
+          {{"memory", "host"}, {"host", host}, {"ranks", per_host[host]}, {"bytes", n}});
     }
   } else {
     for (const auto& [key, n] : gpu_need) {
       out << "host " << key.first << ", GPU "
           << (key.second < 0 ? std::string("none") : std::to_string(key.second)) << ": "
           << per_gpu[key] << " rank(s) need " << bytes_str(n) << " of GPU memory\n";
+      report["memory"].push_back(
+          {{"memory", "gpu"},
+           {"host", key.first},
+           {"gpu", key.second < 0 ? nlohmann::json(nullptr) : nlohmann::json(key.second)},
+           {"ranks", per_gpu[key]},
+           {"bytes", n}});
     }
   }
   out << "cgemm-run --dry_run: done (nothing was run)";
   say(out.str());
+  return report;
 }
 
 std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, const Context& ctx) {

@@ -27,6 +27,7 @@
 #include "output_files.hpp"
 #include "report_json.hpp"
 #include "run_config.hpp"
+#include "sweep_rows.hpp"
 #include "table.hpp"
 #include "trace_writer.hpp"
 
@@ -48,6 +49,11 @@ struct GemmJob {
   CheckStats checked;  // this rank's, summed over the check rounds
   // FNV-1a of this rank's output shards (overlapped, sequential) in the last check round.
   uint64_t out_checksum = 0, sequential_checksum = 0;
+  bool detail = true;  // off in a sweep: one line per experiment, a failed check still prints
+
+  void note(const std::string& line) const {
+    if (detail) say(tag + line);
+  }
 
   static size_t bytes(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
   GemmJob(Backend& be, GemmPlan& p, const RunConfig& c, size_t i)
@@ -88,14 +94,13 @@ void time_gemm(GemmJob& job, Backend& be) {
   GemmPlan& plan = job.plan;
   const GemmDesc& d = plan.desc();
   const RunConfig& cfg = job.cfg;
-  const std::string& tag = job.tag;
   job.fill_inputs(job.seed());
-  say(tag + "lhs " + shape_str(d.lhs_shape) + " -> local " + shape_str(plan.lhs_local()) +
-      ", rhs " + shape_str(d.rhs_shape) + " -> " + shape_str(plan.rhs_local()) + ", out " +
-      shape_str(plan.out_global()) + " -> " + shape_str(plan.out_local()));
-  say(tag + "schedule: " + plan.schedule_summary());
-  say(tag + "warm-up " + std::to_string(cfg.warmup) + ", then " + std::to_string(cfg.iterations) +
-      (cfg.iterations == 1 ? " timed iteration" : " timed iterations") + " of each path");
+  job.note("lhs " + shape_str(d.lhs_shape) + " -> local " + shape_str(plan.lhs_local()) + ", rhs " +
+           shape_str(d.rhs_shape) + " -> " + shape_str(plan.rhs_local()) + ", out " +
+           shape_str(plan.out_global()) + " -> " + shape_str(plan.out_local()));
+  job.note("schedule: " + plan.schedule_summary());
+  job.note("warm-up " + std::to_string(cfg.warmup) + ", then " + std::to_string(cfg.iterations) +
+           (cfg.iterations == 1 ? " timed iteration" : " timed iterations") + " of each path");
   // execute() runs the path the overlap policy picked at planning (auto: a rule, not a timing).
   plan.execute(job.lhs.p, job.rhs.p, job.bias_p(), job.out.p);
   for (int i = 0; i < cfg.warmup; ++i) {
@@ -103,7 +108,7 @@ void time_gemm(GemmJob& job, Backend& be) {
     job.sequential();
   }
   be.synchronize();
-  say(tag + "execute() path: " + plan.path_summary());
+  job.note("execute() path: " + plan.path_summary());
   const auto t_over = time_iterations(be, cfg.iterations, [&] { job.overlapped(); });
   const auto t_ref = time_iterations(be, cfg.iterations, [&] { job.sequential(); });
   const double med_over = median(t_over), med_ref = median(t_ref);
@@ -135,7 +140,7 @@ void time_gemm(GemmJob& job, Backend& be) {
   std::snprintf(line, sizeof(line),
                 "overlapped %.3f ms | sequential %.3f ms | speed-up %.2fx | %.2f TFLOP/s per rank",
                 med_over, med_ref, med_over > 0 ? med_ref / med_over : 0.0, tflops);
-  say(tag + line);
+  job.note(line);
 }
 
 /// One checked call of both paths on fresh inputs (round r), folded into job.checked.
@@ -180,7 +185,8 @@ bool report_check(GemmJob& job) {
     }
     job.report["output_checksums"] = out;
     job.report["sequential_checksums"] = seq;
-    say(job.tag + "output checksum " + hex64(checksum(all.data(), all.size() * 8)) +
+    job.note(
+        "output checksum " + hex64(checksum(all.data(), all.size() * 8)) +
         " (FNV-1a over every rank's overlapped and sequential shards; per rank in the report)");
   }
   int64_t counts[2] = {s.compared, s.failures};
@@ -205,7 +211,7 @@ bool report_check(GemmJob& job) {
                 job.cfg.check_rounds > 1
                     ? (" over " + std::to_string(job.cfg.check_rounds) + " rounds").c_str()
                     : "");
-  say(job.tag + line);
+  if (job.detail || !pass) say(job.tag + line);
   return pass;
 }
 
@@ -226,12 +232,9 @@ struct JobInfo {
   bool tp_local = true;
 };
 
-/// One experiment's result, for the sweep's row.
-struct Outcome {
+/// One experiment's result: its exit status and its sweep row's results.
+struct Outcome : SweepResult {
   int rc = kExitUsage;  // 0, kExitCheckFailed, or kExitUsage (already reported)
-  double overlapped_ms = 0, sequential_ms = 0, flops = 0;  // summed over the block
-  std::string check = "skipped";
-  int64_t failures = 0;
 };
 
 /// The report's header: where it came from, the config, the mesh, the backend.
@@ -269,10 +272,11 @@ struct Measured {
 /// Times and checks every GEMM of the block, then records the dump and the trace. An error
 /// here is one rank's (a device or transport fault): it aborts the job.
 void measure_block(const RunConfig& cfg, Backend& be, std::vector<std::unique_ptr<GemmPlan>>& plans,
-                   Measured& m) {
+                   bool detail, Measured& m) {
   try {
     for (size_t i = 0; i < plans.size(); ++i) {
       m.jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
+      m.jobs.back()->detail = detail;
       time_gemm(*m.jobs.back(), be);
     }
     if (cfg.check) {
@@ -305,10 +309,14 @@ bool written_by_rank0(const std::function<void()>& write) {
 }
 
 /// One experiment on `ctx`: plans, times and checks every GEMM of the block, then writes the
-/// output dump, the trace and the report. Each phase ends in the all-ranks agreement.
-Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) {
+/// output dump, the trace and the report. Each phase ends in the all-ranks agreement. An
+/// experiment of a sweep prints nothing but a failed check (the sweep prints its line).
+Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info, bool in_sweep) {
   Outcome out;
-  say("resolved config:\n" + to_ini(cfg));
+  out.dp = ctx.comms().dp();
+  out.tp = ctx.comms().tp();
+  out.backend = ctx.backend().name();
+  if (!in_sweep) say("resolved config:\n" + to_ini(cfg));
 
   // plan: planner errors are the same on every rank.
   std::vector<std::unique_ptr<GemmPlan>> plans;
@@ -326,7 +334,7 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) 
   // run and check
   nlohmann::json report = report_header(cfg, ctx, info);
   Measured m;
-  measure_block(cfg, ctx.backend(), plans, m);
+  measure_block(cfg, ctx.backend(), plans, !in_sweep, m);
   for (auto& job : m.jobs) {
     report["gemms"].push_back(job->report);
     out.overlapped_ms += job->report["overlapped_ms"].get<double>();
@@ -358,9 +366,11 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) 
   report["passed"] = cfg.check ? nlohmann::json(m.all_passed) : nlohmann::json(nullptr);
   m.jobs.clear();
   plans.clear();
-  say(std::string("cgemm-run: ") +
-      (cfg.check ? (m.all_passed ? "all checks PASSED" : "a check FAILED") : "checks skipped"));
-  if (ctx.ranks_per_gpu() > 1) {
+  if (!in_sweep) {
+    say(std::string("cgemm-run: ") +
+        (cfg.check ? (m.all_passed ? "all checks PASSED" : "a check FAILED") : "checks skipped"));
+  }
+  if (!in_sweep && ctx.ranks_per_gpu() > 1) {
     say("cgemm-run: GPU shared by " + std::to_string(ctx.ranks_per_gpu()) +
         " ranks: times are not a speed measurement");
   }
@@ -376,91 +386,6 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) 
   }
   out.rc = m.all_passed ? 0 : kExitCheckFailed;
   return out;
-}
-
-// A value of the experiment as its INI line says it ("on", "bf16", "1024").
-std::string ini_value(const std::string& ini, const std::string& name) {
-  std::istringstream in(ini);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + " = ", 0) == 0) {
-      std::string v = line.substr(name.size() + 3);
-      return v.substr(0, v.find("  #"));
-    }
-  }
-  return "";
-}
-
-std::string joined(const RunConfig& cfg, const std::function<std::string(const GemmSpec&)>& f) {
-  std::string out;
-  for (const GemmSpec& g : cfg.gemms) out += (out.empty() ? "" : "+") + f(g);
-  return out;
-}
-
-// The sweep's rows: every column in the CSV and JSON Lines files (a fixed header, so files
-// of several sweeps line up); the printed table shows the swept options, sizes and results.
-// The sweepable options that have no column of their own below (the GEMM's sizes do).
-std::vector<std::string> option_columns() {
-  std::vector<std::string> out;
-  for (std::string_view name : run_sweepable_options()) {
-    if (name != "batch" && name != "seq_len" && name != "hidden_in" && name != "hidden_out" &&
-        name != "collective") {
-      out.emplace_back(name);
-    }
-  }
-  return out;
-}
-const std::vector<std::string> kSweepOptions = option_columns();
-
-Table sweep_table(const std::vector<std::string>& swept) {
-  const auto shown = [&](const std::string& name, bool always = false) {
-    const bool on = always || std::find(swept.begin(), swept.end(), name) != swept.end();
-    return on ? Column::kAll : Column::kCsv | Column::kJson;
-  };
-  std::vector<Column> c{{"experiment", "#", "", 0, -1, "", Column::kAll},
-                        {"swept", "", "", 0, -1, "", Column::kCsv | Column::kJson},
-                        {"gemms", "", "", 0, -1, "", shown("gemm")},
-                        {"collective", "", "", 0, -1, "", shown("collective", true)},
-                        {"batch", "B", "", 0, -1, "", shown("batch", true)},
-                        {"seq_len", "S", "", 0, -1, "", shown("seq_len", true)},
-                        {"hidden_in", "K", "", 0, -1, "", shown("hidden_in", true)},
-                        {"hidden_out", "N", "", 0, -1, "", shown("hidden_out", true)}};
-  for (const std::string& name : kSweepOptions) c.push_back({name, "", "", 0, -1, "", shown(name)});
-  for (Column col :
-       std::vector<Column>{{"dp", "", "", 0, -1, "", Column::kCsv | Column::kJson},
-                           {"tp", "", "", 0, -1, "", Column::kCsv | Column::kJson},
-                           {"backend", "", "", 0, -1, "", Column::kCsv | Column::kJson},
-                           {"overlapped_ms", "overlapped", "(ms)", 4, 3, "", Column::kAll},
-                           {"sequential_ms", "sequential", "(ms)", 4, 3, "", Column::kAll},
-                           {"speedup", "speed-up", "", 3, 2, "", Column::kAll},
-                           {"tflops_per_rank", "TFLOP/s", "(rank)", 3, 2, "", Column::kAll},
-                           {"check_result", "check", "", 0, -1, "", Column::kAll},
-                           {"failures", "#wrong", "", 0, -1, "", Column::kAll}}) {
-    c.push_back(col);
-  }
-  return Table(std::move(c));
-}
-
-std::vector<Cell> sweep_row(size_t index, const std::string& label, const RunConfig& cfg,
-                            const Context& ctx, const Outcome& o) {
-  const std::string ini = to_ini(cfg);
-  std::vector<Cell> row{
-      static_cast<int64_t>(index + 1),
-      label,
-      joined(cfg, [](const GemmSpec& g) { return g.name; }),
-      joined(cfg, [](const GemmSpec& g) { return std::string(collective_name(g.collective)); }),
-      cfg.batch,
-      cfg.seq_len,
-      joined(cfg, [](const GemmSpec& g) { return std::to_string(g.hidden_in); }),
-      joined(cfg, [](const GemmSpec& g) { return std::to_string(g.hidden_out); })};
-  for (const std::string& name : kSweepOptions) row.emplace_back(ini_value(ini, name));
-  const double over = o.overlapped_ms, seq = o.sequential_ms;
-  for (Cell v :
-       std::vector<Cell>{int64_t{ctx.comms().dp()}, int64_t{ctx.comms().tp()},
-                         std::string(ctx.backend().name()), over, seq, over > 0 ? seq / over : 0.0,
-                         over > 0 ? o.flops / (over * 1e-3) / 1e12 : 0.0, o.check, o.failures}) {
-    row.push_back(std::move(v));
-  }
-  return row;
 }
 
 /// parse: every experiment's options, mesh rules and values, before the first runs.
@@ -585,24 +510,29 @@ int run(int argc, char** argv) {
   }
   const JobInfo info = describe_job(*ctx, world);
 
+  // A sweep prints its config once (the lists in place of the swept values), then a line per
+  // experiment; the verdict comes once, after the table.
+  const bool sweep = count > 1;
+  if (sweep) say("resolved config:\n" + sweep_ini(experiments, parsed.swept));
   int rc = 0;
   for (size_t i = 0; i < count; ++i) {
     const RunConfig& cfg = experiments[i];
-    if (count > 1) {
-      say("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + ": " +
-          parsed.labels[i]);
-    }
     if (!context_for(first, first.tp, cfg.overlap, ctx)) return kExitUsage;
-    const Outcome o = run_experiment(cfg, *ctx, info);
+    const Outcome o = run_experiment(cfg, *ctx, info, sweep);
     if (o.rc == kExitUsage) return kExitUsage;
     if (o.rc != 0) rc = o.rc;
-    rows.add(sweep_row(i, parsed.labels[i], cfg, *ctx, o));
+    rows.add(sweep_row(i, parsed.labels[i], cfg, o));
+    if (sweep) say(experiment_line(i, count, parsed.labels[i], o));
     if (!all_ranks_ok([&] { append_row(cfg, rows); })) return kExitUsage;
   }
-  if (count > 1) {
+  if (sweep) {
     say("\n# cgemm-run sweep: " + std::to_string(count) + " experiments on " +
         std::to_string(world) + " ranks\n#\n" + rows.text() + "# " +
-        (rc == 0 ? "all checks PASSED" : "a check FAILED"));
+        (!first.check ? "checks skipped" : (rc == 0 ? "all checks PASSED" : "a check FAILED")));
+    if (ctx->ranks_per_gpu() > 1) {
+      say("cgemm-run: GPU shared by " + std::to_string(ctx->ranks_per_gpu()) +
+          " ranks: times are not a speed measurement");
+    }
   }
   for (const std::string& path : {first.sweep_csv, first.sweep_jsonl}) {
     if (!path.empty()) say("sweep rows appended to " + path);

@@ -17,6 +17,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "cgemm/core/error.hpp"
@@ -72,6 +73,10 @@ enum class Sweep {
   kRefused,  // a list is an error: one job runs one mesh on one backend
 };
 
+/// The JSON type of an option's value (sweep rows keep numbers as numbers, booleans as
+/// booleans): its INI text read back as that type.
+enum class ValueKind { kText, kInteger, kNumber, kBool };
+
 /// One option of Config. `value` gives Boost's value, its default taken from the program's
 /// defaults; null for a switch (--help). `read` stores the checked value into a Config;
 /// `ini` writes its 'NAME = VALUE' line(s); null: not written (or written by another row).
@@ -86,6 +91,7 @@ struct OptionRow {
   std::function<boost::program_options::value_semantic*(const Config& defaults)> value;
   std::function<void(const OptionReader&, Config&)> read;
   std::function<void(std::ostream&, const Config&)> ini;
+  ValueKind kind = ValueKind::kText;
 };
 
 /// What parse_options needs of a row: Boost's value bound to the program's defaults.
@@ -116,6 +122,7 @@ OptionRow<Config> number_row(std::string name, OptionGroup group, const char* va
   };
   row.read = [=](const OptionReader& r, Config& c) { field(c) = r.at_least<T>(name, min, what); };
   row.ini = [=](std::ostream& out, const Config& c) { out << name << " = " << field(c) << "\n"; };
+  row.kind = std::is_floating_point_v<T> ? ValueKind::kNumber : ValueKind::kInteger;
   return row;
 }
 
@@ -128,6 +135,7 @@ OptionRow<Config> bool_row(std::string name, OptionGroup group, std::string help
   row.ini = [=](std::ostream& out, const Config& c) {
     out << name << " = " << on_off(field(c)) << "\n";
   };
+  row.kind = ValueKind::kBool;
   return row;
 }
 
@@ -159,6 +167,7 @@ std::vector<OptionRow<Config>> widen(const std::vector<OptionRow<Base>>& rows) {
     if (b.value) row.value = b.value;
     if (b.read) row.read = b.read;
     if (b.ini) row.ini = b.ini;
+    row.kind = b.kind;
     out.push_back(std::move(row));
   }
   return out;

@@ -273,7 +273,8 @@ std::vector<Row> own_rows() {
           r.fail("std", float_text(c.std), "must be a positive, finite standard deviation");
         }
       },
-      [](std::ostream& out, const RunConfig& c) { out << "std = " << float_text(c.std) << "\n"; }});
+      [](std::ostream& out, const RunConfig& c) { out << "std = " << float_text(c.std) << "\n"; },
+      ValueKind::kNumber});
   rows.push_back(
       Row{"seed", G::kProblem, "seed of the random inputs; every rank derives its shard from it",
           "unsigned integer", true, Sweep::kYes,
@@ -287,7 +288,8 @@ std::vector<Row> own_rows() {
             if (!seed) r.fail("seed", text, "must be an unsigned 64-bit integer");
             c.seed = *seed;
           },
-          [](std::ostream& out, const RunConfig& c) { out << "seed = " << c.seed << "\n"; }});
+          [](std::ostream& out, const RunConfig& c) { out << "seed = " << c.seed << "\n"; },
+          ValueKind::kInteger});
 
   // Run
   rows.push_back(boolean(
@@ -315,7 +317,9 @@ std::vector<Row> own_rows() {
   };
   rows.push_back(std::move(dump));
   rows.push_back(path(
-      "report", G::kRun, "write the results and the resolved options as JSON to this file",
+      "report", G::kRun,
+      "write the results and the resolved options as JSON to this file (with --dry_run: the "
+      "plan)",
       [](auto& c) -> auto& { return c.report; }));
   // Planning without a backend (launcher/dry_run.cpp).
   Row dry = boolean(
@@ -323,8 +327,9 @@ std::vector<Row> own_rows() {
       "plan only: print every rank's host, local rank, GPU (local rank modulo the "
       "GPUs it sees), dp and tp coordinates and transports, each GEMM's plan and "
       "the bytes of its buffers, then exit 0; creates no backend, allocates "
-      "nothing, makes no CUDA call (runs on a login node); --backend auto plans as "
-      "cuda",
+      "nothing, makes no CUDA call (runs on a login node); --backend auto plans for the "
+      "backend a real run of this job would take (cpu where no rank sees a GPU), "
+      "--ranks_per_node for the described hosts' GPUs; --report FILE gets the plan as JSON",
       [](auto& c) -> auto& { return c.dry_run; }, Sweep::kPlain);
   dry.value = [](const RunConfig& d) { return bool_value(d.dry_run)->implicit_value(true, "on"); };
   rows.push_back(std::move(dry));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
 
 #include "cgemm/core/error.hpp"
 
@@ -21,6 +22,17 @@ std::string format_double(double v, int precision, int significant) {
     precision = std::max(precision, significant - 1 - magnitude);
   }
   std::ostringstream s;
+  if (precision < 0) {  // the shortest text that reads back as v (option values: 0.023)
+    s.precision(17);
+    s << v;
+    for (int p = 1; p < 17; ++p) {
+      std::ostringstream t;
+      t.precision(p);
+      t << v;
+      if (std::stod(t.str()) == v) return t.str();
+    }
+    return s.str();
+  }
   s.setf(std::ios::fixed);
   s.precision(precision);
   s << v;

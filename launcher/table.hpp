@@ -17,7 +17,7 @@ struct Column {
   std::string name;         // CSV header and JSON key
   std::string title;        // Markdown and text header; empty: the name
   std::string unit;         // text tables show it in a second header line ("ms")
-  int precision = 3;        // fixed digits of doubles in CSV
+  int precision = 3;        // fixed digits of doubles in CSV; -1: the shortest exact text
   int text_precision = -1;  // ... in Markdown and text; -1: precision
   std::string text_suffix;  // appended to values in Markdown and text ("x")
   unsigned formats = kAll;  // the formats the column appears in

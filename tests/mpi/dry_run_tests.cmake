@@ -46,3 +46,47 @@ add_test(NAME mpi_dry_run_chunks_per_rank
           --hidden_in 32 --hidden_out 48 --collective reduce_scatter --chunks_per_rank 4)
 set_tests_properties(mpi_dry_run_chunks_per_rank PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "in 4 pieces each.*8 chunk\\(s\\) of 8 rows")
+
+# A host without a GPU (none visible here): backend auto plans for the CPU backend a real run
+# here takes, with its transport (mpi) and host memory, and says why; --ranks_per_node (a job
+# described for elsewhere, one GPU per rank) and --backend cuda still plan for CUDA, the
+# latter saying a real run here would refuse it.
+set(CGEMM_NO_GPU_ENV ${CGEMM_MPI_ENV} CUDA_VISIBLE_DEVICES=-1)
+add_test(NAME mpi_dry_run_auto_without_gpu
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --dry_run --tp 2 --seq_len 16 --hidden_in 32 --hidden_out 48)
+set_tests_properties(mpi_dry_run_auto_without_gpu PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_NO_GPU_ENV}"
+  PASS_REGULAR_EXPRESSION "backend cpu \\(auto: (this cgemm was built without CUDA|rank 0 on host [^ ]+ sees no GPU), so a real run takes the CPU backend\\)\nnothing created[^\n]*\nrank 0: host [^,]+, local rank 0, dp 0, tp 0, to TP peers: rank 1 mpi;.*fp64 copies.*: 2 rank\\(s\\) need [^\n]* of host memory\ncgemm-run --dry_run: done"
+  FAIL_REGULAR_EXPRESSION "GPU memory|copy-engine|cuBLAS|planned as cuda")
+add_test(NAME mpi_dry_run_described_plans_cuda
+  COMMAND $<TARGET_FILE:cgemm-run> --dry_run --tp 2 --ranks_per_node 2 --seq_len 16
+          --hidden_in 32 --hidden_out 48)
+set_tests_properties(mpi_dry_run_described_plans_cuda PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_NO_GPU_ENV}"
+  PASS_REGULAR_EXPRESSION "backend cuda \\(auto: every rank has a GPU of its own, so a real run takes cuda\\), planned for sm 90.*of GPU memory")
+add_test(NAME mpi_dry_run_cuda_asked_without_gpu
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --dry_run --backend cuda --tp 2 --seq_len 16 --hidden_in 32
+          --hidden_out 48)
+set_tests_properties(mpi_dry_run_cuda_asked_without_gpu PROPERTIES LABELS mpi TIMEOUT 60
+  PROCESSORS 2 ENVIRONMENT "${CGEMM_NO_GPU_ENV}"
+  PASS_REGULAR_EXPRESSION "backend cuda, planned for sm 90\nnote: a real run of this job would refuse backend cuda: (this cgemm was built without CUDA|rank 0 on host [^ ]+ sees no GPU) \\(planned for cuda as asked\\).*of GPU memory")
+
+# --dry_run --report FILE: the plan as the JSON report (not silently nothing).
+add_test(NAME mpi_dry_run_report
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_dry_run_report.sh ${out}/dry_run_report.json 4 cpu
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --dry_run --dp 2 --tp 2 --config
+          ${CMAKE_SOURCE_DIR}/configs/demo.ini --report ${out}/dry_run_report.json)
+add_test(NAME mpi_dry_run_report_described
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_dry_run_report.sh ${out}/dry_run_described.json 8
+          cuda $<TARGET_FILE:cgemm-run> --dry_run --dp 2 --tp 4 --ranks_per_node 4
+          --report ${out}/dry_run_described.json)
+set_tests_properties(mpi_dry_run_report PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 4
+  ENVIRONMENT "${CGEMM_NO_GPU_ENV}")
+set_tests_properties(mpi_dry_run_report_described PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_NO_GPU_ENV}")
+# A report it cannot write: one message, exit status 2.
+cgemm_add_usage_error_test(dry_run_report_unwritable 2 "--report /nonexistent/plan.json"
+  --dry_run --tp 2 --seq_len 16 --hidden_in 32 --hidden_out 48 --report /nonexistent/plan.json)

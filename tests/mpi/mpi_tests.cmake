@@ -320,8 +320,16 @@ add_test(NAME mpi_sweep_bad_third_value
           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
           $<TARGET_FILE:cgemm-run> --backend cpu --seq_len 16,32,6 --hidden_in 32 --hidden_out 48
           --sweep_csv ${out}/sweep_bad/sweep.csv --sweep_jsonl ${out}/sweep_bad/sweep.jsonl)
-set_tests_properties(mpi_sweep_2x2 mpi_sweep_knobs_cli PROPERTIES LABELS mpi TIMEOUT 120
-  PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV}")
+# Every sweepable option in every row, typed in JSON; the config once, a line per experiment,
+# the verdict once at the end.
+add_test(NAME mpi_sweep_columns
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_sweep_columns.sh ${out}/sweep_columns 4
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --warmup 0 --iterations 1 --seq_len 16,32
+          --hidden_in 32 --hidden_out 48 --dtype bf16,fp32
+          --sweep_csv ${out}/sweep_columns/sweep.csv --sweep_jsonl ${out}/sweep_columns/sweep.jsonl)
+set_tests_properties(mpi_sweep_2x2 mpi_sweep_knobs_cli mpi_sweep_columns PROPERTIES LABELS mpi
+  TIMEOUT 120 PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV}")
 set_tests_properties(mpi_sweep_bad_third_value PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 4
   ENVIRONMENT "${CGEMM_MPI_ENV}")
 cgemm_add_mpi_failure_test(sweep_bad_third_value 4 "experiment 3/3 \\(seq_len=6\\).*--seq_len 6"

@@ -5,6 +5,14 @@ cgemm_add_unit_test(test_run_config
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_run_config.cpp
   LIBS cgemm_launcher_lib)
 target_compile_definitions(test_run_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# cgemm-run's sweep rows (launcher/sweep_rows.cpp): a column per sweepable option, typed JSON.
+cgemm_add_unit_test(test_sweep_rows
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sweep_rows.cpp
+  LIBS cgemm_launcher_lib nlohmann_json::nlohmann_json)
+# cgemm-run --dry_run's backend: the backend rule predicted from the placement, without CUDA.
+cgemm_add_unit_test(test_dry_run_backend
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_dry_run_backend.cpp
+  LIBS cgemm_launcher_lib)
 
 # collective/'s transport layer: exchange validation, the transport chosen per peer, the split
 # of a group over transports (fake transports; no MPI, no GPU).
