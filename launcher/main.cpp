@@ -294,7 +294,8 @@ void measure_block(const RunConfig& cfg, Backend& be, std::vector<std::unique_pt
     if (cfg.trace.empty()) return;
     // GEMMs of the block follow one another on the timeline.
     for (auto& job : m.jobs) {
-      append_after(m.trace, trace_call(be, MPI_COMM_WORLD, [&] { job->overlapped(); }));
+      append_after(m.trace, trace_call(be, MPI_COMM_WORLD, [&] { job->overlapped(); }),
+                   job->plan.desc().name);
     }
   } catch (const std::exception& e) {
     abort_job(e.what());

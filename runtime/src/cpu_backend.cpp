@@ -123,25 +123,33 @@ class CpuBackend final : public Backend {
     if (ranges_overlap(dst, src, bytes)) {
       throw Error(named(label, "copy") + ": source and destination overlap");
     }
-    traced("transfer", named(label, "copy"), stream, [&] {
+    traced("transfer", named(label, "copy"), stream, static_cast<int64_t>(bytes), 0, [&] {
       if (bytes != 0) std::memcpy(dst, src, bytes);
     });
   }
   void gemm(const GemmTask& task, int stream) override {
-    traced("gemm", task.label ? task.label : "gemm", stream, [&] { cpu_gemm(task); });
+    traced("gemm", task.label ? task.label : "gemm", stream, trace_gemm_bytes(task),
+           trace_gemm_flops(task), [&] { cpu_gemm(task); });
     transport_.progress();  // let in-flight ring transfers move between chunks
   }
   void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
                DType dtype, int stream) override {
+    // Read once, written once.
+    const int64_t bytes = 2 * num_elements(shape) * static_cast<int64_t>(dtype_size(dtype));
     traced("reorder",
            kind == ReorderKind::kTpspLeading ? "reorder tpsp-leading" : "reorder dp-leading",
-           stream,
+           stream, bytes, 0,
            [&] { apply_reorder(kind, shape, dp_size, comms_.tp(), src, dst, dtype_size(dtype)); });
   }
   void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                     const void* bias, int64_t bias_len, void* out, DType out_dtype,
                     int stream) override {
-    traced("reduce", "sum " + std::to_string(parts.size()) + " partial(s)", stream,
+    // Every part read, the output written, the bias read.
+    const int64_t bytes =
+        count *
+            (static_cast<int64_t>(parts.size() * dtype_size(part_dtype) + dtype_size(out_dtype))) +
+        (bias != nullptr ? bias_len * static_cast<int64_t>(dtype_size(out_dtype)) : 0);
+    traced("reduce", "sum " + std::to_string(parts.size()) + " partial(s)", stream, bytes, 0,
            [&] { sum(parts, part_dtype, count, bias, bias_len, out, out_dtype); });
   }
   void sum(std::span<const void* const> parts, DType part_dtype, int64_t count, const void* bias,
@@ -166,9 +174,10 @@ class CpuBackend final : public Backend {
     convert_from_float(acc.data(), out, out_dtype, count);
   }
 
-  ExchangeToken start_exchange(std::span<const Exchange> group, int) override {
-    // The interface's transport is a FIFO: a group starts after the previous ones finished.
-    while (!groups_.empty()) wait_exchange(groups_.begin()->first, 0);
+  ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override {
+    // The interface's transport is a FIFO: a group starts after the previous ones finished. The
+    // rank waits here, so the wait is traced on the stream the group was to follow.
+    while (!groups_.empty()) wait_exchange(groups_.begin()->first, std::max(after_stream, 0));
     validate_exchange_group(group, comms_.tp_rank(), comms_.tp(), "cpu backend");
     std::string what = "exchange '";
     for (size_t i = 0; i < group.size(); ++i) {
@@ -181,22 +190,27 @@ class CpuBackend final : public Backend {
     }
     groups_[next_token_] = {start_group(peer_transport_, group, nullptr, "cpu backend"),
                             group.empty() || !group[0].label ? "exchange" : group[0].label,
-                            std::move(what), now_ms()};
+                            std::move(what), now_ms(), trace_exchange_bytes(group)};
     return next_token_++;
   }
-  void wait_exchange(ExchangeToken token, int) override {
+  void wait_exchange(ExchangeToken token, int stream) override {
     auto it = groups_.find(token);
     if (it == groups_.end()) {
       if (token >= 0 && token < next_token_) return;  // already waited: complete
       throw Error("cpu backend: unknown exchange " + std::to_string(token));
     }
+    const double wait_start = tracing_ ? now_ms() : 0.0;
     {
       const watchdog::WaitScope wait(where(it->second.what));
       for (auto& [transport, handle] : it->second.started.parts) transport->wait(handle);
     }
-    // On the CPU a transfer is known to be done only when waited: the span ends there.
+    // On the CPU a transfer is known to be done only when waited: the span ends there. The
+    // wait, which moves the data or waits for the peer inside MPI, is the stream's own span.
     if (tracing_) {
-      spans_.push_back({it->second.name, "transfer", num_streams(), it->second.start_ms, now_ms()});
+      const PendingExchange& x = it->second;
+      const double end = now_ms();
+      spans_.push_back({x.name, "transfer", num_streams(), x.start_ms, end, x.bytes, 0});
+      spans_.push_back({"wait for " + x.name, "wait", stream, wait_start, end, 0, 0});
     }
     groups_.erase(it);
   }
@@ -205,6 +219,7 @@ class CpuBackend final : public Backend {
                   const char* label) override {
     const watchdog::WaitScope wait(where(named(label, "all-gather over the TP group")));
     traced("collective", named(label, "all-gather"), stream,
+           static_cast<int64_t>(bytes_per_rank) * comms_.tp(), 0,
            [&] { all_gather_now(src, dst, bytes_per_rank); });
   }
   void all_gather_now(const void* src, void* dst, size_t bytes_per_rank) {
@@ -218,7 +233,8 @@ class CpuBackend final : public Backend {
   }
   void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank, int stream,
                       const char* label) override {
-    traced("collective", named(label, "reduce-scatter"), stream, [&] {
+    const int64_t bytes = count_per_rank * comms_.tp() * static_cast<int64_t>(dtype_size(dtype));
+    traced("collective", named(label, "reduce-scatter"), stream, bytes, 0, [&] {
       const watchdog::WaitScope wait(where(named(label, "reduce-scatter over the TP group")));
       reduce_scatter_now(src, dst, dtype, count_per_rank);
     });
@@ -244,6 +260,7 @@ class CpuBackend final : public Backend {
   void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) override {
     const watchdog::WaitScope wait(where(named(label, "all-reduce over the TP group")));
     traced("collective", named(label, "all-reduce"), stream,
+           count * static_cast<int64_t>(dtype_size(dtype)), 0,
            [&] { all_reduce_now(buf, dtype, count); });
   }
   void all_reduce_now(void* buf, DType dtype, int64_t count) {
@@ -285,14 +302,15 @@ class CpuBackend final : public Backend {
         .count();
   }
   template <class F>
-  void traced(const char* category, std::string name, int lane, F&& work) {
+  void traced(const char* category, std::string name, int lane, int64_t bytes, int64_t flops,
+              F&& work) {
     if (!tracing_) {
       work();
       return;
     }
     const double start = now_ms();
     work();
-    spans_.push_back({std::move(name), category, lane, start, now_ms()});
+    spans_.push_back({std::move(name), category, lane, start, now_ms(), bytes, flops});
   }
 
   static std::string named(const char* label, const char* what) {
@@ -308,6 +326,7 @@ class CpuBackend final : public Backend {
     std::string name;
     std::string what;
     double start_ms = 0.0;
+    int64_t bytes = 0;  // sent by this rank
   };
 
   const MeshComms& comms_;

@@ -93,7 +93,12 @@ class CudaBackend final : public Backend {
 
   ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override;
   void wait_exchange(ExchangeToken token, int s) override {
-    exchanges_->wait(token, streams_->at(s, "wait_exchange"));
+    // Traced between two events on the waiting stream: the second completes when both the
+    // stream's earlier work and the exchange have, so the span is how long the stream stood still.
+    cudaStream_t st = streams_->at(s, "wait_exchange");
+    trace_->span(
+        "wait", [&] { return "wait for " + exchanges_->name(token); }, s, st,
+        [&] { exchanges_->wait(token, st); });
   }
 
   void all_gather(const void* src, void* dst, size_t bytes_per_rank, int s,
@@ -163,9 +168,10 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
   exchanges_ = std::make_unique<cuda::ExchangeFifo>(where_);
   memory_ = std::make_unique<cuda::DeviceMemory>(offered_, *exchanges_, where_);
   // Chosen once: NCCL's collectives wherever there is a communicator (GPUs not shared).
-  collectives_ = transports_.nccl != nullptr
-                     ? cuda::make_nccl_collectives(*transports_.nccl, *streams_, *trace_)
-                     : cuda::make_ce_collectives(*this, *streams_, where_);
+  collectives_ =
+      transports_.nccl != nullptr
+          ? cuda::make_nccl_collectives(*transports_.nccl, *streams_, *trace_, comms.tp())
+          : cuda::make_ce_collectives(*this, *streams_, where_);
 }
 
 CudaBackend::~CudaBackend() {
@@ -238,7 +244,7 @@ ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int a
   cudaStream_t comm = streams_->communication();
   trace_->span(
       "transfer", [&] { return cuda::group_name(group); }, streams_->count(), comm,
-      [&] { start_group(peer_transport_, group, comm, where_); });
+      [&] { start_group(peer_transport_, group, comm, where_); }, trace_exchange_bytes(group));
   return exchanges_->push(group, comm);
 }
 

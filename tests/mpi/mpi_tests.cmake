@@ -114,6 +114,16 @@ add_test(NAME mpi_tp2_trace
           --hidden_in 32 --hidden_out 48 --batch 2 --collective reduce_scatter
           --trace ${CMAKE_CURRENT_BINARY_DIR}/mpi_trace.json)
 set_tests_properties(mpi_tp2_trace PROPERTIES LABELS mpi TIMEOUT 60 ENVIRONMENT "${CGEMM_MPI_ENV}")
+# A block's trace: each GEMM a labelled call, the same on both ranks; bytes and FLOPs in every
+# event's args; every transfer's wait; the labels as text in the SVG.
+add_test(NAME mpi_tp2_trace_block
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_trace_block.sh ${CMAKE_CURRENT_BINARY_DIR}/mpi_trace_block.json 2 16
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --warmup 0 --iterations 1 --seq_len 16 --batch 2
+          --gemm "up_proj all_gather 32 48" --gemm "down_proj reduce_scatter 48 32"
+          --trace ${CMAKE_CURRENT_BINARY_DIR}/mpi_trace_block.json)
+set_tests_properties(mpi_tp2_trace_block PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
 
 # cgemm-bench runs its whole measurement path (tiny shapes on CPUs, no knob sweep).
 add_test(NAME mpi_tp2_bench_tiny

@@ -27,6 +27,11 @@ cgemm_add_unit_test(test_report_json
 cgemm_add_unit_test(test_output_files
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_output_files.cpp
   LIBS cgemm_launcher_lib)
+# launcher/trace_writer and trace_svg on synthetic spans: calls laid out and named, bytes and
+# FLOPs in the Chrome events' args, the SVG's call bands, bar labels and hatched waits.
+cgemm_add_unit_test(test_trace_writer
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_trace_writer.cpp
+  LIBS cgemm_launcher_lib nlohmann_json::nlohmann_json)
 # plan_gemm without a backend (runtime/src/plan_description.cpp), the memory check and the
 # checked size arithmetic.
 cgemm_add_unit_test(test_plan_description

@@ -37,14 +37,14 @@ void Compute::copy(void* dst, const void* src, size_t bytes, int s, const char* 
   if (ranges_overlap(dst, src, bytes)) fail(std::string(what) + ": source and destination overlap");
   trace_.span(
       "transfer", [&] { return std::string(what); }, s, st,
-      [&] { copy_async(dst, src, bytes, st, what, where_); });
+      [&] { copy_async(dst, src, bytes, st, what, where_); }, static_cast<int64_t>(bytes));
 }
 
 void Compute::gemm(const GemmTask& task, int s) {
   cudaStream_t st = streams_.at(s, "gemm");
   trace_.span(
       "gemm", [&] { return std::string(task.label ? task.label : "gemm"); }, s, st,
-      [&] { gemm_->run(task, st); });
+      [&] { gemm_->run(task, st); }, trace_gemm_bytes(task), trace_gemm_flops(task));
 }
 
 void Compute::reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
@@ -63,9 +63,11 @@ void Compute::reorder(ReorderKind kind, const Shape& shape, int dp_size, const v
   for (size_t d = 2; d < shape.size(); ++d) rest *= shape[d];
   const int64_t m = shape[1] / tp;
   const size_t block_bytes = static_cast<size_t>(m * rest) * dtype_size(dtype);
+  // Read once, written once.
+  const int64_t bytes = 2 * num_elements(shape) * static_cast<int64_t>(dtype_size(dtype));
   trace_.span(
       "reorder", [&] { return what; }, s, st,
-      [&] { check(launch_reorder(kind, shape[0], tp, block_bytes, src, dst, st), what); });
+      [&] { check(launch_reorder(kind, shape[0], tp, block_bytes, src, dst, st), what); }, bytes);
 }
 
 void Compute::sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
@@ -89,13 +91,18 @@ void Compute::sum_partials(std::span<const void* const> parts, DType part_dtype,
   for (const void* p : parts) {
     if (p == nullptr && count > 0) fail(what + ": null part");
   }
+  // Every part read, the output written, the bias read.
+  const int64_t bytes =
+      count * static_cast<int64_t>(parts.size() * dtype_size(part_dtype) + dtype_size(out_dtype)) +
+      (bias != nullptr ? bias_len * static_cast<int64_t>(dtype_size(out_dtype)) : 0);
   trace_.span(
       "reduce", [&] { return what; }, s, st,
       [&] {
         check(launch_sum_partials(parts.data(), static_cast<int>(parts.size()), part_dtype, count,
                                   bias, bias_len, out, out_dtype, st),
               what);
-      });
+      },
+      bytes);
 }
 
 void Compute::fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,

@@ -38,13 +38,20 @@ ExchangeToken ExchangeFifo::push(std::span<const Exchange> group, cudaStream_t c
   if (pending_.size() >= kMaxPending) recycle(false);
   cudaEvent_t e = take_event();
   check_cuda(cudaEventRecord(e, comm), "cudaEventRecord(exchange)", where_);
-  std::string what = "exchange '" + group_name(group) + "'";
+  std::string name = group_name(group);
+  std::string what = "exchange '" + name + "'";
   for (const Exchange& x : group) {
     what += " (to tp rank " + std::to_string(x.send_peer) + ", from tp rank " +
             std::to_string(x.recv_peer) + ")";
   }
-  pending_[next_token_] = {e, std::move(what)};
+  pending_[next_token_] = {e, std::move(what), std::move(name)};
   return next_token_++;
+}
+
+std::string ExchangeFifo::name(ExchangeToken token) const {
+  auto it = pending_.find(token);
+  return it != pending_.end() ? it->second.name
+                              : "exchange " + std::to_string(token) + " (complete)";
 }
 
 void ExchangeFifo::wait(ExchangeToken token, cudaStream_t st) {

@@ -32,6 +32,8 @@ class ExchangeFifo {
   /// Records the completion of `group`, just started on `comm` (the communication stream), and
   /// returns its token.
   ExchangeToken push(std::span<const Exchange> group, cudaStream_t comm);
+  /// The group's name (group_name) while it is pending, else "exchange N (complete)".
+  std::string name(ExchangeToken token) const;
   /// Later work on `st` waits for exchange `token`. Throws for a token never returned by push.
   void wait(ExchangeToken token, cudaStream_t st);
   /// Forgets the completed exchanges, oldest first, their events kept for reuse; `all_done`:
@@ -51,6 +53,7 @@ class ExchangeFifo {
   struct Pending {
     cudaEvent_t event = nullptr;
     std::string what;
+    std::string name;  // for traces
   };
   std::string where_;
   std::map<ExchangeToken, Pending> pending_;

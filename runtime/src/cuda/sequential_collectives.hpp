@@ -36,9 +36,9 @@ inline std::string named(const char* label, const char* what) {
   return label != nullptr ? std::string(label) : std::string(what);
 }
 
-/// NCCL's collectives on `nccl`'s communicator, traced as "collective" spans.
+/// NCCL's collectives on `nccl`'s communicator of `tp` ranks, traced as "collective" spans.
 std::unique_ptr<SequentialCollectives> make_nccl_collectives(NcclTransport& nccl, Streams& streams,
-                                                             Trace& trace);
+                                                             Trace& trace, int tp);
 
 /// Built on `backend`'s own calls (exchanges, partial sums, symmetric buffers), so they run
 /// through the same checks, FIFO and traces as the ring's; `streams` are the backend's.

@@ -28,7 +28,7 @@ std::vector<TraceSpan> Trace::take() {
     float b = 0.0f, e = 0.0f;
     check_cuda(cudaEventElapsedTime(&b, origin_, p.begin), "cudaEventElapsedTime(trace)", where_);
     check_cuda(cudaEventElapsedTime(&e, origin_, p.end), "cudaEventElapsedTime(trace)", where_);
-    out.push_back({std::move(p.name), p.category, p.lane, b, e});
+    out.push_back({std::move(p.name), p.category, p.lane, b, e, p.bytes, p.flops});
     cudaEventDestroy(p.begin);
     cudaEventDestroy(p.end);
   }

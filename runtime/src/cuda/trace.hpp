@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,14 +28,16 @@ class Trace {
   void set(bool on, cudaStream_t main);
 
   /// Runs `work`, which issues work on `st`; while tracing, between two events on `st`, as a
-  /// span named name() in `category` on `lane`. name() is only called while tracing.
+  /// span named name() in `category` on `lane` that moved `bytes` and did `flops` (TraceSpan
+  /// says what they count). name() is only called while tracing.
   template <class Name, class Work>
-  void span(const char* category, Name&& name, int lane, cudaStream_t st, Work&& work) {
+  void span(const char* category, Name&& name, int lane, cudaStream_t st, Work&& work,
+            int64_t bytes = 0, int64_t flops = 0) {
     if (!on_) {
       work();
       return;
     }
-    PendingSpan p{name(), category, lane, nullptr, nullptr};
+    PendingSpan p{name(), category, lane, bytes, flops, nullptr, nullptr};
     check_cuda(cudaEventCreate(&p.begin), "cudaEventCreate(trace)", where_);
     check_cuda(cudaEventCreate(&p.end), "cudaEventCreate(trace)", where_);
     check_cuda(cudaEventRecord(p.begin, st), "cudaEventRecord(trace)", where_);
@@ -52,6 +55,7 @@ class Trace {
     std::string name;
     const char* category;
     int lane;
+    int64_t bytes, flops;
     cudaEvent_t begin, end;
   };
 

@@ -46,13 +46,53 @@ inline bool ranges_overlap(const void* a, const void* b, size_t bytes) {
 
 /// One traced interval of work. Lanes 0..num_streams()-1 are the compute streams; lane
 /// num_streams() is the transport. Times are ms since set_tracing(true) on this rank.
+///
+/// Categories: "gemm", "reorder", "reduce" (partial sums), "collective" (the sequential
+/// path's), "transfer" (an exchange group or a copy) and "wait" (a compute stream held until
+/// an exchange completed, named "wait for <the exchange's name>", on the waiting stream's lane).
+/// What a backend can measure of an exchange differs, so a transfer and its wait are recorded
+/// apart: the CPU backend's transfer runs from posting the MPI requests to the wait that saw
+/// them complete (MPI moves data only inside MPI calls), its wait is the time the rank spent
+/// in that MPI_Waitall; the CUDA backend's transfer is the group's time on the communication
+/// stream (which includes any wait for the peer inside the transport), its wait the time the
+/// compute stream stood still on the exchange's event.
+///
+/// `bytes`: what the call moved. Transfers: the bytes this rank sent (it receives as many);
+/// copies: the bytes copied; collectives: the collective's size as nccl-tests counts it
+/// (all-gather: the gathered output, reduce-scatter: the input, all-reduce: the buffer);
+/// GEMMs, reorders and sums: the memory they read and wrote. Waits move nothing: 0.
+/// `flops`: GEMMs only, 2 * m * n * k * batch (trace_gemm_flops).
 struct TraceSpan {
   std::string name;
-  std::string category;  // "gemm", "transfer", "reorder", "reduce", "collective"
+  std::string category;
   int lane = 0;
   double start_ms = 0.0;
   double end_ms = 0.0;
+  int64_t bytes = 0;
+  int64_t flops = 0;
+  /// The traced call the span belongs to (the GEMM of a block); set by whoever lays calls on
+  /// one timeline (the launcher), empty from a backend.
+  std::string group = {};
 };
+
+/// `flops` of a GEMM span: 2 * m * n * k * batch (the bias and beta's reads are not counted).
+inline int64_t trace_gemm_flops(const GemmTask& t) { return 2 * t.m * t.n * t.k * t.batch; }
+
+/// `bytes` of a GEMM span: its operands once each (lhs and out per batch, rhs once, out twice
+/// when beta reads it, the bias).
+inline int64_t trace_gemm_bytes(const GemmTask& t) {
+  const auto in = static_cast<int64_t>(dtype_size(t.in_dtype));
+  const auto out = static_cast<int64_t>(dtype_size(t.out_dtype));
+  return t.batch * t.m * t.k * in + t.k * t.n * in +
+         t.batch * t.m * t.n * out * (t.beta != 0.0f ? 2 : 1) + (t.bias != nullptr ? t.n * out : 0);
+}
+
+/// `bytes` of an exchange group's span: the bytes this rank sends.
+inline int64_t trace_exchange_bytes(std::span<const Exchange> group) {
+  int64_t bytes = 0;
+  for (const Exchange& x : group) bytes += static_cast<int64_t>(x.bytes);
+  return bytes;
+}
 
 class Backend {
  public:
