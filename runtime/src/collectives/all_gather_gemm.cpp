@@ -47,13 +47,10 @@ std::vector<Payload> payloads(const GemmGeometry& g) {
   return list;
 }
 
-size_t ring_bytes(const GemmGeometry& g) {
-  const Payload last = payloads(g).back();  // a copy: the list is a temporary
-  return last.ring_at + g.times(last.chunk_bytes, g.tp, "ring");
+// The ring holds every payload's tp slots, one payload after another.
+size_t ring_bytes(const GemmGeometry& g, const std::vector<Payload>& list) {
+  return list.back().ring_at + g.times(list.back().chunk_bytes, g.tp, "ring");
 }
-
-// Where chunk c's GEMM reads its lhs rows.
-Ref chunk_lhs(const GemmGeometry& g, int c) { return payloads(g).front().chunk(g, c); }
 
 // Where it writes: rows c*S/tp.. of every batch block (strided) or the c-th block of rows.
 Ref chunk_out(const GemmGeometry& g, int c) {
@@ -93,7 +90,7 @@ std::vector<Transfer> piece_transfers(const GemmGeometry& g, const std::vector<P
 Program overlapped(const GemmGeometry& g) {
   Program p;
   const std::vector<Payload> list = payloads(g);
-  p.workspace.ring = g.tp > 1 ? static_cast<int64_t>(ring_bytes(g)) : 0;
+  p.workspace.ring = g.tp > 1 ? static_cast<int64_t>(ring_bytes(g, list)) : 0;
   p.ops.push_back(ForkOp{});
   const size_t piece_lhs = static_cast<size_t>(g.piece_step(true, g.k)) * g.in_size();
   const size_t piece_out = static_cast<size_t>(g.piece_step(false, g.n)) * g.out_size();
@@ -117,7 +114,7 @@ Program overlapped(const GemmGeometry& g) {
         const int token = arrived[static_cast<size_t>(j)];
         if (c != g.me && token >= 0) p.ops.push_back(WaitOp{token, s});
         p.ops.push_back(GemmOp{g.piece_task(g.seq_rows * g.k, g.seq_total * g.n),
-                               chunk_lhs(g, c).plus(static_cast<size_t>(j) * piece_lhs),
+                               list.front().chunk(g, c).plus(static_cast<size_t>(j) * piece_lhs),
                                {Operand::kRhs},
                                chunk_out(g, c).plus(static_cast<size_t>(j) * piece_out),
                                bias(g),
