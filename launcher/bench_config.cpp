@@ -2,6 +2,7 @@
 
 #include "bench_config.hpp"
 
+#include "l2_flush_memory.hpp"
 #include "parts/parts.hpp"
 
 #include <algorithm>
@@ -30,8 +31,7 @@ constexpr const char* kDefaultCases = "standard,llama70b,gpt3_175b,small";
 std::vector<int> int_list(const OptionReader& r, const std::string& name, int min) {
   const auto text = r.get<std::string>(name);
   std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
+  for (const std::string& item : r.list(name)) {
     size_t used = 0;
     int v = 0;
     try {
@@ -46,17 +46,17 @@ std::vector<int> int_list(const OptionReader& r, const std::string& name, int mi
     }
     out.push_back(v);
   }
-  if (out.empty()) r.fail(name, text, "no value");
   return out;
 }
 
 std::vector<std::string> study_list(const OptionReader& r) {
+  // Not given: none (the sweep); given, a list like any other (an empty one is refused).
+  if (!r.given("parts")) return {};
   const auto text = r.get<std::string>("parts");
   const std::vector<std::string>& known = parts::study_names();
   std::vector<std::string> out;
   bool all = false;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
+  for (const std::string& item : r.list("parts")) {
     if (item == "all") {
       all = true;
       continue;
@@ -74,6 +74,13 @@ std::vector<std::string> study_list(const OptionReader& r) {
     if (std::find(out.begin(), out.end(), k) != out.end()) ordered.push_back(k);
   }
   return ordered;
+}
+
+// 4096, 1e+12: the shortest text of an --l2_mib value.
+std::string format_mib(double mib) {
+  std::ostringstream text;
+  text << mib;
+  return text.str();
 }
 
 std::string known_cases() {
@@ -108,17 +115,14 @@ std::vector<Row> own_rows() {
       "cases", G::kBenchmark, cases_help(), kDefaultCases,
       [](const OptionReader& r, BenchConfig& cfg) {
         const auto text = r.get<std::string>("cases");
-        std::stringstream in(text);
         cfg.cases.clear();
-        for (std::string item; std::getline(in, item, ',');) {
-          if (item.empty()) continue;
+        for (const std::string& item : r.list("cases")) {
           if (std::none_of(kShapes.begin(), kShapes.end(),
                            [&](const BenchShape& s) { return s.name == item; })) {
             r.fail("cases", text, "unknown case '" + item + "' (known: " + known_cases() + ")");
           }
           cfg.cases.push_back(item);
         }
-        if (cfg.cases.empty()) r.fail("cases", text, "no case (known: " + known_cases() + ")");
       }));
   rows.push_back(bool_row<BenchConfig>(
       "knobs", G::kBenchmark,
@@ -129,7 +133,9 @@ std::vector<Row> own_rows() {
   rows.push_back(
       Row{"l2_mib",
           G::kBenchmark,
-          "L2 size: inputs rotate over enough copies to exceed twice this",
+          "L2 size: inputs rotate over enough copies to exceed twice this (at most " +
+              format_mib(kMaxL2Mib) +
+              "; the copies are checked against the free memory before they are allocated)",
           "MiB",
           true,
           Sweep::kPlain,
@@ -142,6 +148,10 @@ std::vector<Row> own_rows() {
             cfg.l2_mib = r.get<double>("l2_mib");
             if (!std::isfinite(cfg.l2_mib) || !(cfg.l2_mib > 0)) {
               r.fail("l2_mib", std::to_string(cfg.l2_mib), "must be a positive size [MiB]");
+            }
+            if (cfg.l2_mib > kMaxL2Mib) {
+              r.fail("l2_mib", format_mib(cfg.l2_mib),
+                     "must be at most " + format_mib(kMaxL2Mib) + " [MiB]");
             }
           },
           {}});

@@ -33,6 +33,7 @@
 #include "collective_bandwidth.hpp"
 #include "csv_file.hpp"
 #include "job.hpp"
+#include "l2_flush_memory.hpp"
 #include "output_files.hpp"
 #include "parts/parts.hpp"
 #include "run_config.hpp"
@@ -471,6 +472,7 @@ int run(int argc, char** argv) {
   if (!all_ranks_ok([&] { plan_cases(cfg, world); })) return kExitUsage;
   std::unique_ptr<Context> ctx;
   if (!context_for(cfg, world / cfg.dp, cfg.overlap, ctx)) return kExitUsage;
+  if (any_rank_failed(l2_memory_refusal(cfg.l2_mib, *ctx))) return kExitUsage;
   const std::string machine = ctx->backend().describe();
 
   std::vector<Row> rows;

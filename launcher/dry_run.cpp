@@ -18,6 +18,7 @@
 #include "cgemm/runtime/plan_description.hpp"
 #include "job.hpp"
 #include "output_files.hpp"
+#include "printable_text.hpp"
 
 namespace cgemm::launcher {
 
@@ -227,9 +228,11 @@ int planned_world(const RunConfig& cfg, int mpi_world) {
                       ": needs --tp (the described world is dp x tp)");
   }
   const int64_t world = static_cast<int64_t>(cfg.dp) * cfg.tp;
-  if (world > std::numeric_limits<int>::max()) {
+  if (world > kMaxDescribedRanks) {
     throw OptionError("--dp " + std::to_string(cfg.dp) + " x --tp " + std::to_string(cfg.tp) +
-                      ": too many ranks");
+                      " = " + std::to_string(world) +
+                      " ranks: a described dry run (--ranks_per_node) plans and prints at most " +
+                      std::to_string(kMaxDescribedRanks) + " ranks, one line each");
   }
   return static_cast<int>(world);
 }
@@ -310,7 +313,7 @@ int dry_run(const RunConfig& cfg, int mpi_world) {
       say("plan written to " + cfg.report + " (the dry run's report)");
     }
   } catch (const std::exception& e) {
-    std::cerr << "cgemm-run: error: " << e.what() << "\n";
+    std::cerr << "cgemm-run: error: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
   return 0;

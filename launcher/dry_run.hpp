@@ -22,8 +22,14 @@
 
 namespace cgemm::launcher {
 
+/// The most ranks a described dry run (--ranks_per_node) plans and prints: each is planned,
+/// kept (about 100 KB) and printed on a line of its own, so a world of a million ranks would
+/// print for minutes and hold about 100 GB before its first line.
+inline constexpr int kMaxDescribedRanks = 8192;
+
 /// The world size the run plans for: the MPI world, or dp x tp under --ranks_per_node (which
-/// needs a single process, tp given, and --dry_run). Throws OptionError.
+/// needs a single process, tp given, and --dry_run, and at most kMaxDescribedRanks ranks).
+/// Throws OptionError.
 int planned_world(const RunConfig& cfg, int mpi_world);
 
 /// Option values that need the dtype or the GEMMs: --std must give inputs and outputs that

@@ -12,6 +12,7 @@
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/watchdog.hpp"
+#include "printable_text.hpp"
 
 namespace cgemm::launcher {
 
@@ -89,14 +90,14 @@ bool any_rank_failed(const std::string& error) {
             "MPI_Allreduce(errors)");
   if (first == INT_MAX) return false;
   if (first == me) {
-    std::cerr << program() << ": error: " << error << "\n";
+    std::cerr << program() << ": error: " << printable(error) << "\n";
     std::cerr.flush();
   }
   return true;
 }
 
 void abort_job(const std::string& error) {
-  std::cerr << program() << ": rank " << world_rank() << ": error: " << error << "\n"
+  std::cerr << program() << ": rank " << world_rank() << ": error: " << printable(error) << "\n"
             << program() << ": aborting the job so no rank waits forever\n";
   std::cerr.flush();
   MPI_Abort(MPI_COMM_WORLD, 1);  // its code is not checked: the job ends either way

@@ -1,7 +1,9 @@
 #include "option_sweep.hpp"
 
 #include <algorithm>
-#include <sstream>
+#include <string>
+
+#include "option_list.hpp"
 
 namespace cgemm::launcher {
 
@@ -30,17 +32,8 @@ void find_axes(const ProgramSpec& spec, boost::program_options::parsed_options& 
                         "be swept: one job runs one mesh on one backend (start a job per mesh)");
     }
     if (e->sweep != Sweep::kYes) continue;
-    SweepAxis a{&opts, i, o.string_key, {}};
-    std::istringstream items(o.value[0]);
-    for (std::string item; std::getline(items, item, ',');) a.values.push_back(trim(item));
-    if (o.value[0].back() == ',') a.values.emplace_back();
-    for (const auto& v : a.values) {
-      if (v.empty()) {
-        throw OptionError(src.describe(o.string_key, o.value[0]) +
-                          ": an empty value in the list (sweep lists are 'A, B, C')");
-      }
-    }
-    axes.push_back(std::move(a));
+    axes.push_back(SweepAxis{&opts, i, o.string_key,
+                             list_items(o.value[0], src.describe(o.string_key, o.value[0]))});
   }
 }
 
@@ -59,8 +52,21 @@ void refuse_axes_beside_block(const std::vector<SweepAxis>& axes, bool has_block
 }
 
 size_t experiment_count(const std::vector<SweepAxis>& axes) {
+  // Checked: lists whose product wraps (16 lists of 16 values: 2^64) must not read as a
+  // small count, and a count over the limit is refused before any experiment is expanded.
   size_t count = 1;
-  for (const auto& a : axes) count *= a.values.size();
+  bool over = false;
+  std::string sizes;
+  for (const auto& a : axes) {
+    over =
+        over || __builtin_mul_overflow(count, a.values.size(), &count) || count > kMaxExperiments;
+    sizes += (sizes.empty() ? "" : " x ") + std::to_string(a.values.size()) + " (" + a.name + ")";
+  }
+  if (over) {
+    throw OptionError("the sweep's lists give " + sizes + " = more than " +
+                      std::to_string(kMaxExperiments) + " experiments; a job runs at most " +
+                      std::to_string(kMaxExperiments) + " (split the sweep over several jobs)");
+  }
   return count;
 }
 

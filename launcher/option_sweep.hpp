@@ -30,7 +30,12 @@ void find_axes(const ProgramSpec& spec, boost::program_options::parsed_options& 
 void refuse_axes_beside_block(const std::vector<SweepAxis>& axes, bool has_block,
                               const OptionSources& src);
 
-/// The number of experiments: the product of the axes' sizes.
+/// The most experiments one sweep may hold: each is parsed, checked and kept before the first
+/// runs, so a product of lists in the millions would fill memory before any result.
+inline constexpr size_t kMaxExperiments = 100000;
+
+/// The number of experiments: the product of the axes' sizes. Throws OptionError, naming the
+/// lists' sizes, when it is over kMaxExperiments.
 size_t experiment_count(const std::vector<SweepAxis>& axes);
 
 /// Sets every axis to its value of experiment k (k / stride % size, the last fastest) and

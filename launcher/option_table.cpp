@@ -19,12 +19,16 @@
 #include <boost/program_options.hpp>
 
 #include "build_info.hpp"
+#include "option_list.hpp"
 #include "option_sources.hpp"
 #include "option_sweep.hpp"
+#include "printable_text.hpp"
 
 namespace cgemm::launcher {
 
 namespace po = boost::program_options;
+
+OptionError::OptionError(const std::string& what) : Error(printable(what)) {}
 
 const char* on_off(bool b) { return b ? "on" : "off"; }
 
@@ -35,10 +39,28 @@ std::string float_text(float v) {
   return std::string(buf.data(), end);
 }
 
+namespace {
+
+// Boost reads an empty boolean ("--bias ''", "bias =") as true; an empty value of any other
+// option is refused, so an empty boolean is refused the same way (Boost's "the argument for
+// option '--bias' is invalid"), not taken as on.
+class OnOffValue : public po::typed_value<bool> {
+ public:
+  OnOffValue() : po::typed_value<bool>(nullptr) {}
+  void xparse(boost::any& store, const std::vector<std::string>& tokens) const override {
+    if (tokens.size() == 1 && trim(tokens.front()).empty()) {
+      throw po::invalid_option_value(tokens.front());
+    }
+    po::typed_value<bool>::xparse(store, tokens);
+  }
+};
+
+}  // namespace
+
 // Bool options take a value (on|off, true|false, yes|no, 1|0) on the command line as in the
 // file, so "--bias off" reads the same as "bias = off".
 po::typed_value<bool>* bool_value(bool def) {
-  return po::value<bool>()->value_name("on|off")->default_value(def, on_off(def));
+  return (new OnOffValue())->value_name("on|off")->default_value(def, on_off(def));
 }
 
 std::string help_with_unit(const std::string& help, const std::string& unit, bool defaulted,
@@ -240,6 +262,20 @@ po::parsed_options parse_command_line(const ProgramSpec& spec, const Description
   }
 }
 
+// A NUL byte means the file is not text (a binary given as --config); refused with its line
+// before Boost reads it, as every message after this would be cut at the NUL wherever it
+// passes through a C string (what()).
+void refuse_nul(const std::string& path, const std::string& text) {
+  const size_t at = text.find('\0');
+  if (at == std::string::npos) return;
+  const size_t begin = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+  const size_t end = text.find('\n', at);
+  const int line = static_cast<int>(std::count(text.begin(), text.begin() + begin, '\n')) + 1;
+  throw OptionError(path + ", line " + std::to_string(line) + ": a NUL byte in '" +
+                    text.substr(begin, end == std::string::npos ? end : end - begin) +
+                    "' (an INI file is text: 'NAME = VALUE' lines)");
+}
+
 // The --config file of the command line, parsed; none when not given.
 std::optional<po::parsed_options> parse_config_file(const ProgramSpec& spec, const Descriptions& d,
                                                     const po::parsed_options& cli,
@@ -259,6 +295,7 @@ std::optional<po::parsed_options> parse_config_file(const ProgramSpec& spec, con
     }
     std::ostringstream text;
     text << in.rdbuf();
+    refuse_nul(path, text.str());
     src.set_file(path, text.str());
     try {
       std::istringstream file_in(text.str());
@@ -285,6 +322,11 @@ std::string OptionReader::path(const std::string& name) const {
   const auto v = get<std::string>(name);
   if (v.empty()) fail(name, v, "an empty path (leave the option out for no file)");
   return v;
+}
+
+std::vector<std::string> OptionReader::list(const std::string& name) const {
+  const auto text = get<std::string>(name);
+  return list_items(text, src_.describe(name, text));
 }
 
 bool OptionReader::on_command_line(const std::string& name) const {

@@ -27,9 +27,11 @@ namespace cgemm::launcher {
 class OptionSources;
 
 /// Thrown for anything wrong in the options: the message names the option and the value.
+/// The user's text in it (values, names, lines of the file) is shown escaped
+/// (printable_text.hpp), so a NUL, a byte-order mark or an escape byte is seen, not obeyed.
 class OptionError : public Error {
  public:
-  using Error::Error;
+  explicit OptionError(const std::string& what);
 };
 
 /// Reads the values of one experiment; every check that fails throws an OptionError naming
@@ -53,6 +55,10 @@ class OptionReader {
   std::string path(const std::string& name) const;
   /// Whether the option has a value (given, or defaulted).
   bool has(const std::string& name) const { return vm_.count(name) > 0; }
+  /// Whether the option was given (on the command line or in the file), not defaulted.
+  bool given(const std::string& name) const { return has(name) && !vm_[name].defaulted(); }
+  /// A list option's items (option_list.hpp: split at commas, trimmed, no empty item).
+  std::vector<std::string> list(const std::string& name) const;
   bool on_command_line(const std::string& name) const;
   const std::string& file() const;  // the --config file; empty: none
   [[noreturn]] void fail(const std::string& name, const std::string& value,

@@ -13,6 +13,9 @@
 
 #include <boost/program_options.hpp>
 
+#include "dry_run.hpp"
+#include "option_sweep.hpp"
+
 namespace cgemm::launcher {
 
 namespace po = boost::program_options;
@@ -335,8 +338,11 @@ std::vector<Row> own_rows() {
   rows.push_back(std::move(dry));
   rows.push_back(number<int>(
       "ranks_per_node", G::kRun, "N", "ranks",
-      "with --dry_run from one process: describe a job of dp x tp ranks (--tp needed) placed "
-      "N per host; 0 = the placement of this MPI job",
+      "with --dry_run from one process: describe a job of dp x tp ranks (--tp needed; at "
+      "most " +
+          std::to_string(kMaxDescribedRanks) +
+          ") placed N per host; 0 = the placement "
+          "of this MPI job",
       [](auto& c) -> auto& { return c.ranks_per_node; }, 0, "must be 0 or more [ranks]",
       Sweep::kPlain));
   rows.push_back(number<int>(
@@ -396,8 +402,8 @@ std::string sweep_notes() {
       "all_gather,reduce_scatter). The lists expand to their product, one experiment each, run "
       "one after another in this job (the last list varies fastest); every experiment is "
       "checked before the first runs. " +
-      listed(refused) +
-      " may not be swept. Rank 0 prints a table, one row per experiment; --sweep_csv and "
+      listed(refused) + " may not be swept. A job runs at most " + std::to_string(kMaxExperiments) +
+      " experiments. Rank 0 prints a table, one row per experiment; --sweep_csv and "
       "--sweep_jsonl collect the rows. A sweep writes no --report, --trace or --output_dump.";
   std::string out, line;
   std::istringstream words(text);

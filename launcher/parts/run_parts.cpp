@@ -8,6 +8,7 @@
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "job.hpp"
+#include "l2_flush_memory.hpp"
 #include "output_files.hpp"
 #include "parts.hpp"
 
@@ -59,6 +60,7 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
   try {
     Context ctx(MPI_COMM_WORLD, MeshConfig{1, 1, "dp", "tpsp"},
                 BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout}, cfg.overlap);
+    if (any_rank_failed(l2_memory_refusal(cfg.l2_mib, ctx))) return kExitUsage;
     Backend& be = ctx.backend();
     md << "Run " << when << ", one rank, command: `" << command << "`\n\n```\n"
        << be.describe() << "\n```\n";
