@@ -39,6 +39,18 @@ cgemm_add_usage_error_test(std_overflows 2 "--std 1e\\+20.*overflow" --std 1e20)
 cgemm_add_usage_error_test(std_underflows 2 "--std.*underflow to zero" --std 1e-45)
 cgemm_add_usage_error_test(ranks_per_node_needs_dry_run 1 "ranks_per_node.*dry_run"
   --ranks_per_node 4 --tp 2)
+# A described world of a million ranks printed nothing for minutes: refused at once.
+cgemm_add_usage_error_test(described_world_too_large 1
+  "--dp 1000 x --tp 1000 = 1000000 ranks: .*at most 8192 ranks" --dry_run --dp 1000 --tp 1000
+  --ranks_per_node 8)
+# 16 lists of 16 values: 2^64 experiments wrapped the count to 0 and every rank segfaulted.
+set(sixteen 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16)
+cgemm_add_usage_error_test(sweep_count_wraps 2 "the sweep's lists give 16 \\(batch\\).* = more than 100000 experiments"
+  --batch ${sixteen} --seq_len ${sixteen} --hidden_in ${sixteen} --hidden_out ${sixteen}
+  --warmup ${sixteen} --iterations ${sixteen} --check_rounds ${sixteen} --std ${sixteen}
+  --seed ${sixteen} --num_max_streams ${sixteen} --chunks_per_rank ${sixteen}
+  --compute_stream_priority ${sixteen} --communication_stream_priority ${sixteen}
+  --dtype ${sixteen} --bias ${sixteen} --check ${sixteen})
 
 # chunks_per_rank in the dry run: tp x N pieces, each of a piece's rows (64 rows / 2 / 4).
 add_test(NAME mpi_dry_run_chunks_per_rank

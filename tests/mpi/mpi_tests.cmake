@@ -221,6 +221,19 @@ cgemm_add_bench_failure_test(parts_tp
 cgemm_add_bench_failure_test(parts_chunks
   "cgemm-bench: error: --parts_chunks_per_rank 1,x: 'x' is not an integer"
   --cases tiny --parts all --parts_chunks_per_rank 1,x)
+# Lists: one rule with cgemm-run's (an empty item is refused, not skipped); --l2_mib bounded.
+cgemm_add_bench_failure_test(cases_empty_item
+  "cgemm-bench: error: --cases tiny,: an empty value in the list" --cases tiny,)
+cgemm_add_bench_failure_test(parts_empty
+  "cgemm-bench: error: --parts \" \": an empty value in the list" --cases tiny --parts " ")
+cgemm_add_bench_failure_test(l2_mib_bound
+  "cgemm-bench: error: --l2_mib 1e\\+12: must be at most 4096 \\[MiB\\]" --cases tiny --l2_mib 1e12)
+# --l2_mib's copies over the host's memory: refused before they are allocated.
+add_test(NAME mpi_bench_l2_memory
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_l2_memory.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_l2_memory_out)
+set_tests_properties(mpi_bench_l2_memory PROPERTIES LABELS mpi TIMEOUT 90
+  ENVIRONMENT "${CGEMM_MPI_ENV}" SKIP_RETURN_CODE 77)
 cgemm_add_bench_failure_test(config_file
   "cgemm-bench: error: --config .*no_such.ini: cannot open the config file"
   --cases tiny --config ${CMAKE_CURRENT_BINARY_DIR}/no_such.ini)

@@ -59,3 +59,8 @@ target_include_directories(test_engine PRIVATE ${CMAKE_SOURCE_DIR}/runtime/src)
 cgemm_add_unit_test(test_bench_output
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_bench_output.cpp
   LIBS cgemm_launcher_lib)
+# Hostile option input (issue 22): sweep counts, empty booleans and list items, control bytes
+# in messages, the bounds of --l2_mib and of a described dry run.
+cgemm_add_unit_test(test_option_input
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_option_input.cpp
+  LIBS cgemm_launcher_lib)
