@@ -42,7 +42,7 @@ cgemm_add_usage_error_test(ranks_per_node_needs_dry_run 1 "ranks_per_node.*dry_r
 # A described world of a million ranks printed nothing for minutes: refused at once.
 cgemm_add_usage_error_test(described_world_too_large 1
   "--dp 1000 x --tp 1000 = 1000000 ranks: .*at most 8192 ranks" --dry_run --dp 1000 --tp 1000
-  --ranks_per_node 8)
+  --ranks_per_node 8 --batch 1000 --seq_len 1000 --hidden_out 1000)
 # 16 lists of 16 values: 2^64 experiments wrapped the count to 0 and every rank segfaulted.
 set(sixteen 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16)
 cgemm_add_usage_error_test(sweep_count_wraps 2 "the sweep's lists give 16 \\(batch\\).* = more than 100000 experiments"
