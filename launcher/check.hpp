@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cgemm/core/dtype.hpp"
 
@@ -34,7 +35,12 @@ uint64_t checksum(const void* data, size_t bytes);
 /// 16 lowercase hex digits.
 std::string hex64(uint64_t v);
 
-/// Compares `count` elements of dtype `dtype` (host memory).
+/// The `count` elements of dtype `dtype` at `data` (host memory) as floats: float32,
+/// bfloat16, float16, float8_e4m3fn and float8_e5m2 (NaN, inf and subnormals kept). Throws
+/// cgemm::Error for float4_e2m1fn.
+std::vector<float> values_as_float(const void* data, DType dtype, int64_t count);
+
+/// Compares `count` elements of dtype `dtype` (host memory; the dtypes of values_as_float).
 CheckStats compare(const void* out, const void* ref, DType dtype, int64_t count, Tolerance tol);
 
 }  // namespace cgemm::launcher

@@ -8,7 +8,6 @@
 #include <iostream>
 #include <string>
 
-#include "cgemm/core/convert.hpp"
 #include "check.hpp"
 #include "output_dump.hpp"
 
@@ -26,16 +25,21 @@ int run(int argc, char** argv) {
       "Compares the tensors of two cgemm-run output dumps (--output_dump) element by element:\n"
       "same names, dtypes and shapes in the same order, and every element within the\n"
       "tolerance (it fails only if |a - b| > atol and |a - b| > rtol x |b|; NaN and inf fail).\n"
+      "Dtypes: float32, bfloat16, float16, and float8_e4m3fn and float8_e5m2 (decoded to\n"
+      "float). Tensors have at least one element.\n"
       "B is the reference. Exit status: 0 all within tolerance, 3 some element differs,\n"
       "2 bad arguments or unreadable/mismatched files.\nOptions");
   opts.add_options()("help,h", "print this help and exit")(
       "rtol", po::value<double>()->value_name("X"),
-      "relative tolerance [unitless; default: the dtype's, bf16 0.02, fp16 1e-3, fp32 1e-5]")(
+      "relative tolerance, finite and >= 0 [unitless; default: the dtype's, bf16 0.02, fp16 "
+      "1e-3, fp32 1e-5, fp8 0.125]")(
       "atol", po::value<double>()->value_name("X"),
-      "absolute tolerance [unitless; default: the dtype's, bf16 0.002, fp16 1e-6, fp32 1e-8]")(
+      "absolute tolerance, finite and >= 0 [unitless; default: the dtype's, bf16 0.002, fp16 "
+      "1e-6, fp32 1e-8, fp8 0.625]")(
       "atol_scale", po::value<double>()->value_name("S")->default_value(0.0),
-      "raise the absolute tolerance to S x max|B| of each tensor: two implementations (fp32 "
-      "against fp64 accumulation, another order of partial sums) differ by rounding errors "
+      "raise the absolute tolerance to S x max|B| of each tensor (S finite and >= 0): two "
+      "implementations (fp32 against fp64 accumulation, another order of partial sums) "
+      "differ by rounding errors "
       "that scale with the tensor's magnitude, not with each element's, and an element near "
       "zero meets no relative tolerance [unitless; e.g. 4 units of the dtype's rounding for "
       "fp16, K x 2^-24 for fp32]");
@@ -64,6 +68,15 @@ int run(int argc, char** argv) {
               << " (see --help)\n";
     return kExitUsage;
   }
+  // A NaN tolerance passed every element, a negative one failed identical files.
+  for (const char* name : {"rtol", "atol", "atol_scale"}) {
+    if (!vm.count(name)) continue;
+    if (const double v = vm[name].as<double>(); !std::isfinite(v) || v < 0) {
+      std::cerr << "cgemm-compare: error: --" << name << " " << v
+                << ": a tolerance must be a finite number >= 0 (see --help)\n";
+      return kExitUsage;
+    }
+  }
   std::vector<DumpRecord> a, b;
   try {
     a = read_dump(files[0]);
@@ -90,9 +103,8 @@ int run(int argc, char** argv) {
     if (vm.count("rtol")) tol.rtol = vm["rtol"].as<double>();
     if (vm.count("atol")) tol.atol = vm["atol"].as<double>();
     if (const double scale = vm["atol_scale"].as<double>(); scale > 0) {
-      const int64_t n = num_elements(b[i].shape);
-      std::vector<float> ref(static_cast<size_t>(n));
-      convert_to_float(b[i].data.data(), b[i].dtype, ref.data(), n);
+      const std::vector<float> ref =
+          values_as_float(b[i].data.data(), b[i].dtype, num_elements(b[i].shape));
       float peak = 0.0f;
       for (const float v : ref) {
         if (std::isfinite(v)) peak = std::max(peak, std::fabs(v));
@@ -116,4 +128,12 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run(argc, argv); }
+int main(int argc, char** argv) {
+  // Whatever escapes (memory running out while comparing) is one message, not an abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "cgemm-compare: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+}

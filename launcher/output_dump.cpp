@@ -1,8 +1,12 @@
 #include "output_dump.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <fstream>
+#include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/watchdog.hpp"
@@ -35,6 +39,70 @@ void place(const char* block, const Shape& local, const Shape& offset, char* glo
       idx[d] = 0;
     }
   }
+}
+
+// Reading: a dump is input a user names, perhaps hostile or damaged, so every header field
+// is checked before the data it describes is read.
+
+// Read at most this much at a time where the stream's size is unknown.
+constexpr uint64_t kReadPiece = uint64_t{64} << 20;
+
+// The size of a seekable file (and the stream back at its start), or none (a pipe).
+std::optional<uint64_t> stream_size(std::istream& f) {
+  std::streambuf& buf = *f.rdbuf();
+  const std::streamoff end = buf.pubseekoff(0, std::ios::end, std::ios::in);
+  if (end < 0 || buf.pubseekoff(0, std::ios::beg, std::ios::in) != 0) return std::nullopt;
+  return static_cast<uint64_t>(end);
+}
+
+uint64_t stream_at(std::istream& f) {
+  const std::streamoff at = f.rdbuf()->pubseekoff(0, std::ios::cur, std::ios::in);
+  return at < 0 ? 0 : static_cast<uint64_t>(at);
+}
+
+std::string truncated(const std::string& where, const std::string& name, uint64_t have,
+                      uint64_t bytes) {
+  return where + " ('" + name + "'): truncated, " + std::to_string(have) + " of " +
+         std::to_string(bytes) + " bytes";
+}
+
+// Fills `r`'s name, dtype and shape from a header line; returns its "bytes". Throws for a
+// field missing or of another type, a dtype a dump cannot hold, a dimension that is not a
+// whole number >= 1 (a zero-element tensor has nothing to compare), or bytes that do not
+// match shape and dtype.
+uint64_t read_header(const std::string& line, DumpRecord& r) {
+  const nlohmann::json h = nlohmann::json::parse(line);
+  r.name = h.at("name").get<std::string>();
+  r.dtype = parse_dtype(h.at("dtype").get<std::string>());
+  if (r.dtype == DType::kFloat4E2M1) {
+    throw Error(
+        "dtype float4_e2m1fn: dumps hold float32, bfloat16, float16, float8_e4m3fn "
+        "or float8_e5m2 (float4's packing in memory is not defined)");
+  }
+  const nlohmann::json& shape = h.at("shape");
+  if (!shape.is_array()) throw Error("shape " + shape.dump() + " is not a list");
+  for (const nlohmann::json& d : shape) {
+    if (!d.is_number_integer()) {
+      throw Error("shape " + shape.dump() + ": dimensions must be whole numbers");
+    }
+    if (d.get<int64_t>() < 0 || (d.is_number_unsigned() && d.get<uint64_t>() > INT64_MAX)) {
+      throw Error("shape " + shape.dump() + ": negative dimension or past 64 bits");
+    }
+    if (d.get<int64_t>() == 0) {
+      throw Error("shape " + shape.dump() + " has no elements: nothing to compare");
+    }
+    r.shape.push_back(d.get<int64_t>());
+  }
+  const nlohmann::json& bytes = h.at("bytes");
+  if (!bytes.is_number_unsigned()) {
+    throw Error("bytes " + bytes.dump() + " is not a whole number >= 0");
+  }
+  const uint64_t want = static_cast<uint64_t>(num_elements(r.shape)) * dtype_size(r.dtype);
+  if (bytes.get<uint64_t>() != want) {
+    throw Error("bytes " + bytes.dump() + " do not match shape " + shape_str(r.shape) + " of " +
+                std::string(dtype_name(r.dtype)));
+  }
+  return want;
 }
 
 }  // namespace
@@ -94,6 +162,7 @@ void write_dump(const std::string& path, const std::vector<DumpRecord>& records)
 std::vector<DumpRecord> read_dump(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(path + ": cannot open the file for reading");
+  const std::optional<uint64_t> file_bytes = stream_size(f);
   std::string line;
   if (!std::getline(f, line) || line != kMagic) {
     throw Error(path + ": not a cgemm output dump (first line is not '" + kMagic + "')");
@@ -102,29 +171,35 @@ std::vector<DumpRecord> read_dump(const std::string& path) {
   while (std::getline(f, line)) {
     const std::string where = path + ", tensor " + std::to_string(out.size() + 1);
     DumpRecord r;
+    uint64_t bytes = 0;
     try {
-      const nlohmann::json h = nlohmann::json::parse(line);
-      r.name = h.at("name").get<std::string>();
-      r.dtype = parse_dtype(h.at("dtype").get<std::string>());
-      r.shape = h.at("shape").get<Shape>();
-      const auto bytes = h.at("bytes").get<uint64_t>();
-      for (int64_t d : r.shape) {
-        if (d < 0) throw Error("negative dimension");
-      }
-      if (bytes != static_cast<uint64_t>(num_elements(r.shape)) * dtype_size(r.dtype)) {
-        throw Error("bytes " + std::to_string(bytes) + " do not match shape " + shape_str(r.shape) +
-                    " of " + std::string(dtype_name(r.dtype)));
-      }
-      r.data.resize(bytes);
+      bytes = read_header(line, r);
     } catch (const std::exception& e) {
       throw Error(where + ": bad header line: " + e.what());
     }
-    f.read(r.data.data(), static_cast<std::streamsize>(r.data.size()));
-    if (static_cast<size_t>(f.gcount()) != r.data.size()) {
-      throw Error(where + " ('" + r.name + "'): truncated, " + std::to_string(f.gcount()) + " of " +
-                  std::to_string(r.data.size()) + " bytes");
+    // The size the header claims is checked against the file before anything is allocated
+    // for it (a 3 KB file claiming 2 GiB was zero-filled first).
+    if (file_bytes) {
+      const uint64_t left = *file_bytes - std::min<uint64_t>(*file_bytes, stream_at(f));
+      if (bytes > left) throw Error(truncated(where, r.name, left, bytes));
     }
-    out.push_back(std::move(r));
+    try {
+      if (file_bytes) r.data.reserve(static_cast<size_t>(bytes));
+      // In bounded pieces: a stream of unknown size grows the buffer as bytes arrive.
+      while (r.data.size() < bytes) {
+        const size_t have = r.data.size();
+        const size_t piece = static_cast<size_t>(std::min<uint64_t>(bytes - have, kReadPiece));
+        r.data.resize(have + piece);
+        f.read(r.data.data() + have, static_cast<std::streamsize>(piece));
+        if (static_cast<size_t>(f.gcount()) != piece) {
+          throw Error(truncated(where, r.name, have + static_cast<uint64_t>(f.gcount()), bytes));
+        }
+      }
+      out.push_back(std::move(r));
+    } catch (const std::bad_alloc&) {
+      throw Error(where + " ('" + r.name + "'): its " + std::to_string(bytes) +
+                  " bytes do not fit in memory");
+    }
   }
   return out;
 }

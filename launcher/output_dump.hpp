@@ -34,7 +34,9 @@ DumpRecord gather_output(Backend& be, const GemmPlan& plan, const void* out, MPI
 /// Writes the header line and the records. Throws cgemm::Error naming the path.
 void write_dump(const std::string& path, const std::vector<DumpRecord>& records);
 /// Reads a dump. Throws cgemm::Error naming the path and what is wrong (not a dump, truncated,
-/// a size that does not match the shape and dtype).
+/// a size that does not match the shape and dtype, or more than the file holds, checked before
+/// allocating; a dimension that is not a whole number >= 1; float4_e2m1fn, which a dump cannot
+/// hold).
 std::vector<DumpRecord> read_dump(const std::string& path);
 
 }  // namespace cgemm::launcher

@@ -3,9 +3,11 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "build_info.hpp"
 #include "line_protocol.hpp"
@@ -54,7 +56,10 @@ holds answered examples.
 Exit status: 0 when every non-blank line was JSON (even if some answers are errors);
 1 when a line was not JSON or too long (reported on standard error and answered with an
 error line);
-2 on bad command-line arguments.
+2 on bad command-line arguments, or when standard input cannot be read (a folder, a closed
+descriptor);
+3 when the answers cannot be written (standard output full, closed or gone): no more
+lines are read.
 )";
 
 // The memory reserve: cgemm-plan answers every line even when memory runs out. 16 MiB of
@@ -99,17 +104,24 @@ class MemoryReserve final : public cgemm::plan::MemoryPolicy {
   }
 };
 
+// --help's and --version's text, flushed and checked like the answers.
+int print(const std::string& text) {
+  std::cout << text << std::flush;
+  if (std::cout) return 0;
+  std::cerr << "cgemm-plan: "
+            << cgemm::plan::stream_failure("cannot write to standard output", errno) << '\n';
+  return cgemm::plan::kExitOutputLost;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::cout << kUsage;
-      return 0;
+      return print(kUsage);
     }
     if (std::strcmp(argv[i], "--version") == 0) {
-      std::cout << cgemm::build_info::version_line("cgemm-plan");
-      return 0;
+      return print(cgemm::build_info::version_line("cgemm-plan"));
     }
     std::cerr << "cgemm-plan: unknown argument '" << argv[i] << "'\n\n" << kUsage;
     return 2;

@@ -1,5 +1,7 @@
 #include "line_protocol.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <istream>
 #include <new>
@@ -8,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "json_release.hpp"
 #include "lenient_scan.hpp"
 #include "plan_answer.hpp"
 #include "plan_json.hpp"
@@ -73,6 +76,7 @@ LineAnswer answer_too_deep(std::string_view line, size_t lineno) {
 // The answer to a parsed case, within kMaxAnswerBytes.
 LineAnswer answer_parsed(const Json& c, std::string_view line, MemoryPolicy* memory) {
   Answer answer{answer_case(c), std::nullopt};
+  const ReleaseOnExit release_answer(answer.object);
   checkpoint(memory);
   if (c.is_object() && c.contains("id") && c.at("id").is_number()) {
     answer.id_text = recovered_id(line);
@@ -98,6 +102,7 @@ LineAnswer answer_line_or_throw(std::string_view line, size_t lineno, MemoryPoli
   }
   if (nesting_depth(line) > kMaxDepth) return answer_too_deep(line, lineno);
   Json c;
+  const ReleaseOnExit release_case(c);
   try {
     c = Json::parse(line, [memory](int, Json::parse_event_t, Json&) {
       checkpoint(memory);
@@ -115,13 +120,22 @@ LineAnswer answer_line_or_throw(std::string_view line, size_t lineno, MemoryPoli
 }
 
 // Reads one line (without its newline) into `line`, keeping at most kMaxLineBytes + 1
-// bytes of it; false at the end of the input.
-bool read_line(std::istream& in, std::string& line) {
+// bytes of it; false at the end of the input, or when it cannot be read (badbit set, the
+// errno in `read_errno`: libstdc++'s file buffer throws on a read error, a folder or a
+// closed descriptor as stdin).
+bool read_line(std::istream& in, std::string& line, int& read_errno) {
   line.clear();
   std::streambuf* buf = in.rdbuf();
   bool any = false;
   for (;;) {
-    const int c = buf->sbumpc();
+    int c = 0;
+    try {
+      c = buf->sbumpc();
+    } catch (...) {
+      read_errno = errno;
+      in.setstate(std::ios::badbit);
+      return false;
+    }
     if (c == std::char_traits<char>::eof()) {
       in.setstate(std::ios::eofbit);
       return any;
@@ -169,7 +183,8 @@ int run_plan_lines(std::istream& in, std::ostream& out, std::ostream& err, Memor
   int status = 0;
   std::string line;
   line.reserve(kMaxLineBytes + 1);  // read_line never allocates
-  for (size_t lineno = 1; read_line(in, line); ++lineno) {
+  int read_errno = 0;
+  for (size_t lineno = 1; read_line(in, line, read_errno); ++lineno) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t\f\v") == std::string::npos) continue;
     if (memory) memory->rearm();  // again, after a case that ran out of memory
@@ -180,8 +195,20 @@ int run_plan_lines(std::istream& in, std::ostream& out, std::ostream& err, Memor
     }
     out << answer.text << '\n';
     out.flush();
+    if (!out) {
+      err << "cgemm-plan: " << stream_failure("cannot write to standard output", errno) << '\n';
+      return kExitOutputLost;
+    }
+  }
+  if (in.bad()) {
+    err << "cgemm-plan: " << stream_failure("cannot read standard input", read_errno) << '\n';
+    return kExitInputUnreadable;
   }
   return status;
+}
+
+std::string stream_failure(const std::string& what, int errno_value) {
+  return what + ": " + (errno_value ? std::strerror(errno_value) : "an I/O error");
 }
 
 }  // namespace cgemm::plan

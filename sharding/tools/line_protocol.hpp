@@ -35,10 +35,20 @@ struct LineAnswer {
 LineAnswer answer_line(std::string_view line, size_t lineno = 0,
                        MemoryPolicy* memory = nullptr) noexcept;
 
+/// cgemm-plan's exit statuses beyond 0 and 1 (a line not JSON).
+inline constexpr int kExitInputUnreadable = 2;  // as bad arguments: the input is unusable
+inline constexpr int kExitOutputLost = 3;       // answers that could not be written
+
 /// The cgemm-plan protocol: one answer line per non-blank input line. A line that is not
 /// JSON (or longer than kMaxLineBytes) is answered with an error too (so answers stay
-/// aligned with lines), reported on `err`, and makes the return value 1; otherwise 0.
+/// aligned with lines), reported on `err`, and makes the return value 1; otherwise 0. An
+/// answer that cannot be written (`out` failed after the flush of its line) ends the loop
+/// with kExitOutputLost, input that cannot be read with kExitInputUnreadable; either is
+/// reported on `err` in one line.
 int run_plan_lines(std::istream& in, std::ostream& out, std::ostream& err,
                    MemoryPolicy* memory = nullptr);
+
+/// "<what>: <strerror(errno_value)>", for a stream that failed.
+std::string stream_failure(const std::string& what, int errno_value);
 
 }  // namespace cgemm::plan

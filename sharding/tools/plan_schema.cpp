@@ -4,8 +4,10 @@
 #include <exception>
 #include <iterator>
 #include <utility>
+#include <vector>
 
 #include "case_fields.hpp"
+#include "json_release.hpp"
 
 namespace cgemm::plan {
 
@@ -221,11 +223,14 @@ Json answer_gemm_abstract(const Json& c) {
 
 Json answer_reorder(const Json& c) {
   const ReorderCase r = reorder_case_from_json(c);
-  Json perm = Json::array();
-  for (int64_t v : reorder_permutation(r.kind, r.shape, r.dp_size, r.tpsp_size)) {
-    perm.push_back(v);
-  }
-  return Json{{"permutation", std::move(perm)}};
+  const std::vector<int64_t> perm = reorder_permutation(r.kind, r.shape, r.dp_size, r.tpsp_size);
+  Json answer = {{"permutation", Json::array()}};
+  // Reserved in one allocation, so that a case short of memory fails before the list holds
+  // anything, and filling it allocates nothing.
+  auto& list = answer.at("permutation").get_ref<Json::array_t&>();
+  list.reserve(perm.size());
+  for (const int64_t v : perm) list.emplace_back(v);
+  return answer;
 }
 
 // The ops a case may name, in the order the unknown-op message lists them.
@@ -258,10 +263,12 @@ Json answer_case(const Json& c) {
     if (!c.is_object())
       throw CaseError("a case must be a JSON object, got " + std::string(c.type_name()));
     Json result = answer_op(c);
+    const ReleaseOnExit release_result(result);
     for (auto& [key, value] : result.items()) answer[key] = std::move(value);
   } catch (const std::exception& e) {
     // PlanError (gemm.py raised), CaseError (unusable case), or a library failure such as
     // bad_alloc: all are answered, never fatal to the stream.
+    for (auto it = std::next(answer.begin()); it != answer.end(); ++it) release(it.value());
     answer.erase(std::next(answer.begin()), answer.end());
     std::string msg = e.what()[0] ? e.what() : "unknown error";
     if (msg.size() > 1000) msg = msg.substr(0, 1000) + "...";

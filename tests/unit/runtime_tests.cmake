@@ -64,3 +64,11 @@ cgemm_add_unit_test(test_bench_output
 cgemm_add_unit_test(test_option_input
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_option_input.cpp
   LIBS cgemm_launcher_lib)
+# cgemm-compare (launcher/compare_main.cpp, output_dump.cpp's reading side) on dumps written
+# byte by byte: the tolerances, the dtypes, headers that lie; the FP8 decoding of check.cpp.
+cgemm_add_unit_test(test_cgemm_compare_cli
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cgemm_compare_cli.cpp
+  LIBS cgemm_launcher_lib)
+target_compile_definitions(test_cgemm_compare_cli PRIVATE
+  CGEMM_COMPARE_BIN="$<TARGET_FILE:cgemm-compare>")
+add_dependencies(test_cgemm_compare_cli cgemm-compare)

@@ -108,6 +108,44 @@ TEST(PlannerCli, HelpNamesTheOpsAndTheSchema) {
   EXPECT_EQ(run("--bogus 2>/dev/null").status, 2);
 }
 
+// Answers that cannot be written are not lost in silence: one message, exit status 3, and no
+// more lines read (exited 0 and printed nothing).
+TEST(PlannerCli, LostOutputIsAnError) {
+  const std::string input = ::testing::TempDir() + "planner_cli_lost_output.jsonl";
+  {
+    std::ofstream f(input);
+    f << R"({"id":1,"op":"nope"})"
+      << "\n"
+      << R"({"id":2,"op":"nope"})"
+      << "\n";
+  }
+  // stderr goes to the pipe read here, stdout where the test says.
+  for (const char* to : {">/dev/full", ">&-"}) {
+    SCOPED_TRACE(to);
+    const RunResult r = run("< \"" + input + "\" 2>&1 " + to);
+    EXPECT_EQ(r.status, 3);
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_NE(r.out.find("cgemm-plan: cannot write to standard output: "), std::string::npos)
+        << r.out;
+  }
+  const RunResult help = run("--help 2>&1 >/dev/full");
+  EXPECT_EQ(help.status, 3);
+  EXPECT_NE(help.out.find("cannot write"), std::string::npos) << help.out;
+  std::remove(input.c_str());
+}
+
+// Standard input that cannot be read (a folder, a closed descriptor): one message, exit status
+// 2 (aborted with an uncaught std::ios_base::failure).
+TEST(PlannerCli, UnreadableInputIsAnError) {
+  for (const std::string& from : {"< \"" + ::testing::TempDir() + "\"", std::string("<&-")}) {
+    SCOPED_TRACE(from);
+    const RunResult r = run(from + " 2>&1");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_EQ(r.out.rfind("cgemm-plan: cannot read standard input: ", 0), 0u) << r.out;
+  }
+}
+
 // --- hostile lines -----------------------------------------------------------------------
 
 // A good line after each hostile one: it must still be answered, exactly so.
@@ -238,6 +276,30 @@ TEST(PlannerCliHostile, ReorderBeyondTheElementCap) {
   EXPECT_EQ(a.lines[0].rfind(R"({"id":"cap","permutation":[0,1,2,)", 0), 0u);
   EXPECT_LT(a.lines[0].size(), plan::kMaxAnswerBytes);
   EXPECT_EQ(a.lines[1], kAfterAnswer);
+}
+
+// A reorder at its element cap under a low address-space limit: the permutation, or an
+// out-of-memory error with the case's id, and the next line answered (aborted with
+// std::bad_alloc at 40-80 MB: destroying the permutation's JSON array allocates).
+TEST(PlannerCliHostile, ReorderAtTheCapUnderAnAddressSpaceLimit) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+#endif
+#endif
+  for (const int kib : {40'000, 50'000, 60'000, 70'000, 80'000}) {
+    SCOPED_TRACE(kib);
+    const Answers a =
+        run_hostile(reorder_case("\"cap\"", 1024, 1024), "ulimit -v " + std::to_string(kib) + "; ");
+    EXPECT_EQ(a.status, 0);
+    ASSERT_EQ(a.lines.size(), 2u) << "every line is answered";
+    if (a.lines[0].rfind(R"({"id":"cap","permutation":[0,1,2,)", 0) != 0) {
+      expect_error(a.lines[0], "\"cap\"", "out of memory");
+    }
+    EXPECT_EQ(a.lines[1], kAfterAnswer);
+  }
 }
 
 TEST(PlannerCliHostile, IdsAreCopiedAsTheirText) {
