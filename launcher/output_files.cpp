@@ -234,6 +234,13 @@ void append_text(const std::string& what, const std::string& path, const std::st
   if (close(fd) != 0) throw Error(head + "append failed (" + errno_text() + ")");
 }
 
+std::string file_notes() {
+  return "Files: an output replaced by a run is written beside its file and renamed into place\n"
+         "(a symlink is followed: the file it names is replaced); a character device such as\n"
+         "/dev/null is written in place; a FIFO, socket or block device is refused. Files read\n"
+         "(--config and other FILE inputs) must be regular files.\n";
+}
+
 std::string first_line(const std::string& path) {
   // Only a regular file has a header to read: a terminal or a FIFO would wait for input.
   struct stat st {};

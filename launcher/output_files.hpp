@@ -49,6 +49,9 @@ void write_replacing(const std::string& what, const std::string& path, const std
 /// there whole or absent (a failed write is cut back off the file). Creates the file. Throws
 /// cgemm::Error naming `what`, the path and the reason ("No space left on device").
 void append_text(const std::string& what, const std::string& path, const std::string& text);
+/// The --help paragraph on what a file option may name.
+std::string file_notes();
+
 /// The first line of `path` without its newline; empty when the file is missing, empty or not
 /// a regular file (a terminal would wait for input).
 std::string first_line(const std::string& path);
