@@ -257,7 +257,8 @@ ProgramSpec bench_program_spec() {
       "warmup and iterations count runs of each path (GEMM, collective, sequential,\n"
       "overlapped); at least 20 timed iterations for reported figures. --trace records the\n"
       "first case's all-gather and reduce-scatter GEMMs with the default knobs. The overlap\n"
-      "knobs are the defaults the knob sweep moves one at a time.\n";
+      "knobs are the defaults the knob sweep moves one at a time.\n\n" +
+      file_notes();
   spec.mesh_caption = "Mesh (tp = world size / dp; a TP group is tp consecutive ranks)";
   spec.options = entries_of(bench_rows(), BenchConfig());
   return spec;  // no sweeps: --cases and --knobs are the benchmark's sweep

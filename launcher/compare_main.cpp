@@ -9,6 +9,7 @@
 #include <string>
 
 #include "check.hpp"
+#include "input_files.hpp"
 #include "output_dump.hpp"
 
 namespace po = boost::program_options;
@@ -79,6 +80,7 @@ int run(int argc, char** argv) {
   }
   std::vector<DumpRecord> a, b;
   try {
+    for (const std::string& f : files) require_regular_input("dump file", f);
     a = read_dump(files[0]);
     b = read_dump(files[1]);
   } catch (const std::exception& e) {

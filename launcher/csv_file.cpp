@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cgemm/core/error.hpp"
+#include "input_files.hpp"
 
 namespace cgemm::launcher {
 
@@ -24,6 +25,7 @@ size_t CsvFile::column(const std::string& name) const {
 }
 
 CsvFile read_csv(const std::string& option, const std::string& path) {
+  require_regular_input(option, path);
   std::ifstream f(path);
   if (!f) throw Error(option + ": cannot read '" + path + "'");
   CsvFile csv{option, path, {}, {}};

@@ -19,6 +19,7 @@
 #include <boost/program_options.hpp>
 
 #include "build_info.hpp"
+#include "input_files.hpp"
 #include "option_list.hpp"
 #include "option_sources.hpp"
 #include "option_sweep.hpp"
@@ -287,6 +288,7 @@ std::optional<po::parsed_options> parse_config_file(const ProgramSpec& spec, con
     if (std::filesystem::is_directory(path, ec)) {
       throw OptionError("--config " + path + ": is a directory, not an INI file");
     }
+    require_regular_input("--config", path);
     std::ifstream in(path);
     if (!in) {
       throw OptionError("--config " + path + ": cannot open the config file (" +

@@ -432,7 +432,7 @@ ProgramSpec run_program_spec() {
       "collective_gemm_bootstrap.\nThe CPU backend ignores compute_stream_priority, "
       "communication_stream_priority,\nnum_sm_for_communication and use_ce; num_max_streams, "
       "aggregate_all_gather and\nchunks_per_rank shape the schedule on both backends.\n\n" +
-      sweep_notes();
+      sweep_notes() + "\n" + file_notes();
   spec.mesh_caption = "Mesh (world size = dp x tp; a TP group is tp consecutive ranks)";
   spec.positional_hint = "; quote a gemm entry: --gemm \"up_proj all_gather 768 3072\"";
   spec.options = entries_of(run_rows(), RunConfig());

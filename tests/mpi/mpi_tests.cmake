@@ -321,6 +321,17 @@ add_test(NAME mpi_failed_run_keeps_old_report
           --report ${out}/failed_run/report.json --trace ${out}/failed_run/trace.json)
 set_tests_properties(mpi_failed_run_keeps_old_report PROPERTIES LABELS mpi TIMEOUT 60
   PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")
+# Paths that are not plain files (output_target.hpp, input_files.hpp): a symlinked report is
+# followed, /dev/null stays a device, a FIFO is refused at once as output, --config and
+# cgemm-compare input, a killed run's temporary file goes, a row on /dev/full names ENOSPC.
+add_test(NAME mpi_special_paths
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/special_paths.sh ${out}/special_paths
+          $<TARGET_FILE:cgemm-compare>
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --seq_len 16 --hidden_in 32 --hidden_out 48
+          --warmup 0 --iterations 1)
+set_tests_properties(mpi_special_paths PROPERTIES LABELS mpi TIMEOUT 240 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
 
 # Sweeps: lists of values expand to their product, run one after another in this job; each
 # experiment appends a row to the CSV and JSON Lines files and to the printed table.

@@ -23,9 +23,14 @@ cgemm_add_unit_test(test_transport
 cgemm_add_unit_test(test_report_json
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_report_json.cpp
   LIBS cgemm_launcher_lib nlohmann_json::nlohmann_json)
-# launcher/output_files: distinct outputs, the writable check, write-then-rename.
+# launcher/output_files: distinct outputs, the writable check, write-then-rename, symlinks,
+# devices and FIFOs, rows cut back on a failed write, stale temporary files.
 cgemm_add_unit_test(test_output_files
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_output_files.cpp
+  LIBS cgemm_launcher_lib)
+# launcher/input_files: inputs must be regular files (a FIFO is refused, not opened).
+cgemm_add_unit_test(test_input_files
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_input_files.cpp
   LIBS cgemm_launcher_lib)
 # launcher/trace_writer and trace_svg on synthetic spans: calls laid out and named, bytes and
 # FLOPs in the Chrome events' args, the SVG's call bands, bar labels and hatched waits.

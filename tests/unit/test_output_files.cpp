@@ -1,10 +1,18 @@
 // launcher/output_files: outputs must not name inputs or each other, the writable check
-// creates nothing, and a replaced file is either the old one or the whole new one.
+// creates nothing, a replaced file is either the old one or the whole new one, symlinks are
+// followed, devices are written in place, FIFOs refused, a failed row is cut back, and stale
+// temporary files are removed.
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -119,6 +127,177 @@ TEST_F(OutputFilesTest, AFailedWriteLeavesTheOldFile) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--report " + path("no/such/r.json")), std::string::npos);
   }
+}
+
+// What the error of `f` says; fails the test when `f` throws nothing.
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an Error";
+  return {};
+}
+
+bool is_kind(const std::string& p, mode_t kind) {
+  struct stat st {};
+  return lstat(p.c_str(), &st) == 0 && (st.st_mode & S_IFMT) == kind;
+}
+
+TEST_F(OutputFilesTest, ASymlinkIsFollowed) {
+  // A chain of links, one relative: the file at its end is replaced, in its own folder.
+  fs::create_directory(path("real"));
+  const std::string file = path("real/r.json");
+  std::ofstream(file) << "old";
+  fs::create_symlink("real/r.json", path("hop"));
+  fs::create_symlink(path("hop"), path("link.json"));
+  EXPECT_NO_THROW(check_writable({"--report", path("link.json")}));
+  write_replacing("--report", path("link.json"), "new");
+  EXPECT_TRUE(is_kind(path("link.json"), S_IFLNK));
+  EXPECT_TRUE(is_kind(path("hop"), S_IFLNK));
+  EXPECT_EQ(read(file), "new");
+  EXPECT_EQ(entries(), 3u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(path("real")), {}), 1);
+  // A dangling link: the file it names is created.
+  fs::create_symlink("made.json", path("dangling.json"));
+  EXPECT_NO_THROW(check_writable({"--trace", path("dangling.json")}));
+  write_replacing("--trace", path("dangling.json"), "made");
+  EXPECT_TRUE(is_kind(path("dangling.json"), S_IFLNK));
+  EXPECT_EQ(read(path("made.json")), "made");
+  // Appending goes through the link too.
+  fs::create_symlink("rows.csv", path("rows_link.csv"));
+  append_text("--sweep_csv", path("rows_link.csv"), "a\n");
+  append_text("--sweep_csv", path("rows_link.csv"), "b\n");
+  EXPECT_TRUE(is_kind(path("rows_link.csv"), S_IFLNK));
+  EXPECT_EQ(read(path("rows.csv")), "a\nb\n");
+  // A loop is refused with one message.
+  fs::create_symlink("loop_b", path("loop_a"));
+  fs::create_symlink("loop_a", path("loop_b"));
+  const std::string loop = error_of([&] { write_replacing("--report", path("loop_a"), "x"); });
+  EXPECT_NE(loop.find("symbolic links"), std::string::npos) << loop;
+}
+
+// Whether /dev/null is still the null device; if a regression replaced it (as root), it is
+// made again so that the host survives the failed test.
+bool dev_null_intact() {
+  if (is_kind("/dev/null", S_IFCHR)) return true;
+  if (geteuid() == 0 && unlink("/dev/null") == 0) {
+    mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
+    chmod("/dev/null", 0666);
+  }
+  return false;
+}
+
+TEST_F(OutputFilesTest, ACharacterDeviceIsWrittenInPlace) {
+  // Through a symlink in the test's folder and by its own name: /dev/null stays a device.
+  fs::create_symlink("/dev/null", path("null.json"));
+  for (const std::string& p : {path("null.json"), std::string("/dev/null")}) {
+    EXPECT_NO_THROW(check_writable({"--report", p}));
+    EXPECT_NO_THROW(write_replacing("--report", p, "{}\n"));
+    EXPECT_NO_THROW(append_text("--sweep_jsonl", p, "{}\n"));
+    EXPECT_TRUE(dev_null_intact()) << "after writing " << p;
+  }
+  EXPECT_TRUE(is_kind(path("null.json"), S_IFLNK));
+  EXPECT_EQ(entries(), 1u);
+}
+
+TEST_F(OutputFilesTest, AFifoIsRefusedWithoutWaiting) {
+  const std::string fifo = path("fifo.json");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& e : {error_of([&] {
+                                 check_writable({"--report", fifo});
+                               }),
+                               error_of([&] {
+                                 check_writable({"--sweep_csv", fifo, true});
+                               }),
+                               error_of([&] { write_replacing("--trace", fifo, "x"); })}) {
+    EXPECT_NE(e.find(fifo + ": is a FIFO (named pipe)"), std::string::npos) << e;
+  }
+  // No reader: the append fails at once instead of waiting for one.
+  EXPECT_THROW(append_text("--sweep_csv", fifo, "a\n"), Error);
+  EXPECT_EQ(first_line(fifo), "");
+  EXPECT_TRUE(is_kind(fifo, S_IFIFO));
+  EXPECT_EQ(entries(), 1u);
+}
+
+TEST_F(OutputFilesTest, AWriteErrorNamesItsReason) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string reason = std::strerror(ENOSPC);
+  fs::create_symlink("/dev/full", path("full.jsonl"));
+  const std::string e1 = error_of([&] { write_replacing("--report", path("full.jsonl"), "{}"); });
+  EXPECT_NE(e1.find("--report " + path("full.jsonl") + ": write failed (" + reason + ")"),
+            std::string::npos)
+      << e1;
+  const std::string e2 =
+      error_of([&] { append_text("--sweep_jsonl", path("full.jsonl"), "{}\n"); });
+  EXPECT_NE(e2.find("--sweep_jsonl " + path("full.jsonl") + ": append failed (" + reason + ")"),
+            std::string::npos)
+      << e2;
+  EXPECT_TRUE(is_kind("/dev/full", S_IFCHR));
+}
+
+// A disk that takes only part of a row (here: a file size limit 10 bytes past the end of the
+// file): the row is cut back off, and the error names the reason, not a stale errno.
+TEST_F(OutputFilesTest, APartlyWrittenRowIsCutBack) {
+  const std::string rows = path("rows.jsonl");
+  const std::string old = "{\"experiment\":1}\n";
+  std::ofstream(rows) << old;
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    signal(SIGXFSZ, SIG_IGN);  // the failed write then sets EFBIG instead of killing us
+    const rlimit limit{old.size() + 10, old.size() + 10};
+    std::string message = "no error";
+    if (setrlimit(RLIMIT_FSIZE, &limit) == 0) {
+      message = error_of([&] {
+        append_text("--sweep_jsonl", rows, "{\"experiment\":2,\"label\":\"a long row\"}\n");
+      });
+    }
+    const ssize_t n = write(pipe_fds[1], message.data(), message.size());
+    _exit(n == static_cast<ssize_t>(message.size()) ? 0 : 1);
+  }
+  close(pipe_fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof(buf))) > 0;) {
+    message.append(buf, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(message, "--sweep_jsonl " + rows + ": append failed (" + std::strerror(EFBIG) + ")");
+  EXPECT_EQ(read(rows), old);
+}
+
+// A temporary file a killed run left beside its output is removed by the next write of that
+// output, if its process (on this host) is gone; a live process's, another host's and another
+// output's are left.
+TEST_F(OutputFilesTest, StaleTemporariesAreRemoved) {
+  const pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  const std::string me = std::string(host) + ".", live = std::to_string(getppid());
+  const std::string stale = ".r.json.cgemm-tmp." + me + std::to_string(gone) + ".AbC123";
+  const std::vector<std::string> kept = {
+      ".r.json.cgemm-tmp." + me + live + ".AbC123",
+      ".r.json.cgemm-tmp.elsewhere." + std::to_string(gone) + ".AbC123",
+      ".t.json.cgemm-tmp." + me + std::to_string(gone) + ".AbC123"};
+  std::ofstream(path(stale)) << "half a report";
+  for (const std::string& name : kept) std::ofstream(path(name)) << "x";
+  write_replacing("--report", path("r.json"), "whole");
+  EXPECT_FALSE(fs::exists(path(stale)));
+  for (const std::string& name : kept) EXPECT_TRUE(fs::exists(path(name))) << name;
+  EXPECT_EQ(read(path("r.json")), "whole");
+  EXPECT_EQ(entries(), 1u + kept.size());
 }
 
 }  // namespace
