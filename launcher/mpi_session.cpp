@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/collective/watchdog_channel.hpp"
 #include "cgemm/core/env.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/process_timer.hpp"
@@ -78,7 +79,11 @@ bool init_mpi(int& argc, char**& argv, const char* program) {
     std::exit(kExitUsage);
   }
   // Threads: the watchdog ends the job with MPI_Abort from its own thread.
-  return MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return false;
+  // Still under the timer (it is collective): the timed-out ranks agree on one reporter from
+  // the tools' first wait on.
+  install_watchdog_channel(MPI_COMM_WORLD);
+  return true;
 }
 
 void finalize_mpi() {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <string>
 
 #include "cgemm/core/error.hpp"
@@ -49,15 +50,25 @@ MeshComms::MeshComms(MPI_Comm world, int dp, int tp) : dp_(dp), tp_(tp) {
 
   // Names for the watchdog's lines: a peer is told by world rank and host, not by its rank in
   // a group the reader would have to map back.
+  hosts_ = gather_host_names(world_);
+}
+
+std::vector<std::string> gather_host_names(MPI_Comm comm) {
   std::array<char, MPI_MAX_PROCESSOR_NAME> mine{};
-  const std::string me = host_name();
-  me.copy(mine.data(), mine.size() - 1);
-  std::vector<char> all(mine.size() * static_cast<size_t>(world_size_));
+  int len = 0;
+  check_mpi(MPI_Get_processor_name(mine.data(), &len), "MPI_Get_processor_name");
+  int size = 1;
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  std::vector<char> all(mine.size() * static_cast<size_t>(size));
   check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
-                          static_cast<int>(mine.size()), MPI_CHAR, world_),
+                          static_cast<int>(mine.size()), MPI_CHAR, comm),
             "MPI_Allgather(host names)");
-  for (int r = 0; r < world_size_; ++r)
-    hosts_.emplace_back(all.data() + static_cast<size_t>(r) * mine.size());
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size; ++r) {
+    const char* name = all.data() + static_cast<size_t>(r) * mine.size();
+    hosts.emplace_back(name, strnlen(name, mine.size()));
+  }
+  return hosts;
 }
 
 std::string MeshComms::describe_rank(int world_rank) const {

@@ -22,21 +22,25 @@ struct Channel {
   std::vector<MPI_Request> sent;   // never waited: the process ends after a timeout
 };
 
-}  // namespace
+bool installed = false;
 
-void install_watchdog_channel(const MeshComms& comms) {
-  static bool installed = false;
-  if (installed) return;
+// False when the channel is installed already or cannot be (no MPI_THREAD_MULTIPLE): alike on
+// every rank, so the collective calls after it are made by all or none.
+bool want_channel() {
+  if (installed) return false;
   int level = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&level), "MPI_Query_thread");
-  if (level != MPI_THREAD_MULTIPLE) return;
+  return level == MPI_THREAD_MULTIPLE;
+}
+
+void install(MPI_Comm world, std::vector<std::string> names) {
   installed = true;
   // Never freed: the watchdog's thread may use it until the process ends.
   auto ch = std::make_shared<Channel>();
-  check_mpi(MPI_Comm_dup(comms.world(), &ch->comm), "MPI_Comm_dup(watchdog)");
-  ch->rank = comms.world_rank();
-  ch->size = comms.world_size();
-  for (int r = 0; r < ch->size; ++r) ch->names.push_back(comms.describe_rank(r));
+  check_mpi(MPI_Comm_dup(world, &ch->comm), "MPI_Comm_dup(watchdog)");
+  check_mpi(MPI_Comm_rank(ch->comm, &ch->rank), "MPI_Comm_rank(watchdog)");
+  check_mpi(MPI_Comm_size(ch->comm, &ch->size), "MPI_Comm_size(watchdog)");
+  ch->names = std::move(names);
   watchdog::PeerChannel channel;
   channel.size = ch->size;
   channel.tell = [ch](bool reported) {
@@ -67,6 +71,25 @@ void install_watchdog_channel(const MeshComms& comms) {
                                   : "world rank " + std::to_string(r);
   };
   watchdog::set_peer_channel(std::move(channel));
+}
+
+}  // namespace
+
+void install_watchdog_channel(const MeshComms& comms) {
+  if (!want_channel()) return;
+  std::vector<std::string> names;
+  for (int r = 0; r < comms.world_size(); ++r) names.push_back(comms.describe_rank(r));
+  install(comms.world(), std::move(names));
+}
+
+void install_watchdog_channel(MPI_Comm world) {
+  if (!want_channel()) return;
+  const std::vector<std::string> hosts = gather_host_names(world);
+  std::vector<std::string> names;
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    names.push_back("world rank " + std::to_string(r) + " (host " + hosts[r] + ")");
+  }
+  install(world, std::move(names));
 }
 
 }  // namespace cgemm

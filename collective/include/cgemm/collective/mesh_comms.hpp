@@ -58,6 +58,10 @@ class MeshComms {
            node_comm_ = MPI_COMM_NULL;
 };
 
+/// Every rank's host name (MPI_Get_processor_name), by rank of `comm`, on every rank
+/// (collective over `comm`).
+std::vector<std::string> gather_host_names(MPI_Comm comm);
+
 /// Ends the whole job from any thread (the watchdog's ender): MPI_Abort on MPI_COMM_WORLD
 /// when MPI runs with MPI_THREAD_MULTIPLE, else _exit(code), after which mpirun ends the
 /// other ranks. Never returns; runs no destructor.

@@ -11,5 +11,8 @@ namespace cgemm {
 /// nothing). Only under MPI_THREAD_MULTIPLE, as the watchdog's thread sends and probes while
 /// the main thread waits inside MPI; otherwise every rank that times out reports, as before.
 void install_watchdog_channel(const MeshComms& comms);
+/// The same over `world` without a mesh (the tools, right after MPI_Init: their own waits
+/// before the first Context get one line per stall too); gathers the host names.
+void install_watchdog_channel(MPI_Comm world);
 
 }  // namespace cgemm
