@@ -34,6 +34,7 @@
 #include "csv_file.hpp"
 #include "job.hpp"
 #include "l2_flush_memory.hpp"
+#include "mpi_session.hpp"
 #include "output_files.hpp"
 #include "parts/parts.hpp"
 #include "run_config.hpp"
@@ -497,10 +498,7 @@ int run(int argc, char** argv) {
 }  // namespace cgemm::launcher
 
 int main(int argc, char** argv) {
-  // Threads: the watchdog (--timeout) ends the job with MPI_Abort from its own thread.
-  int provided = MPI_THREAD_SINGLE;
-  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return 1;
-  cgemm::launcher::set_program_name("cgemm-bench");
+  if (!cgemm::launcher::init_mpi(argc, argv, "cgemm-bench")) return 1;
   int rc = 1;
   try {
     rc = cgemm::launcher::run(argc, argv);
@@ -508,6 +506,6 @@ int main(int argc, char** argv) {
     // A failed MPI call (check_mpi) outside a phase: one rank's error.
     cgemm::launcher::abort_job(e.what());
   }
-  cgemm::check_mpi(MPI_Finalize(), "MPI_Finalize");
+  cgemm::launcher::finalize_mpi();
   return rc;
 }

@@ -530,7 +530,7 @@ std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, co
               "MPI_Allreduce(memory need)");
     together = checked_mul(most, sharing, "memory need");
   }
-  const MemoryCheck c = check_memory(backend, together, sharing);
+  const MemoryCheck c = check_memory(backend, together, sharing, mine);
   if (c.ok) return {};
   std::ostringstream s;
   s << c.message << " (batch " << cfg.batch << ", seq_len " << cfg.seq_len << ", dtype "

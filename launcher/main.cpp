@@ -23,6 +23,7 @@
 #include "check.hpp"
 #include "dry_run.hpp"
 #include "job.hpp"
+#include "mpi_session.hpp"
 #include "output_dump.hpp"
 #include "output_files.hpp"
 #include "report_json.hpp"
@@ -545,10 +546,7 @@ int run(int argc, char** argv) {
 }  // namespace cgemm::launcher
 
 int main(int argc, char** argv) {
-  // Threads: the watchdog ends the job with MPI_Abort from its own thread.
-  int provided = MPI_THREAD_SINGLE;
-  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return 1;
-  cgemm::launcher::set_program_name("cgemm-run");
+  if (!cgemm::launcher::init_mpi(argc, argv, "cgemm-run")) return 1;
   int rc = 1;
   try {
     cgemm::watchdog::start(300.0, cgemm::launcher::world_rank(), "cgemm-run",
@@ -558,6 +556,6 @@ int main(int argc, char** argv) {
     // A failed MPI call (check_mpi) outside a phase: one rank's error.
     cgemm::launcher::abort_job(e.what());
   }
-  cgemm::check_mpi(MPI_Finalize(), "MPI_Finalize");
+  cgemm::launcher::finalize_mpi();
   return rc;
 }

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <string>
 
 #include "cgemm/core/error.hpp"
@@ -45,6 +47,47 @@ MeshComms::MeshComms(MPI_Comm world, int dp, int tp) : dp_(dp), tp_(tp) {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, tp_comm_), "MPI_Allreduce");
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, tp_comm_), "MPI_Allreduce");
   tp_on_node_ = lo == hi;
+
+  // Names for the watchdog's lines: a peer is told by world rank and host, not by its rank in
+  // a group the reader would have to map back.
+  hosts_ = gather_host_names(world_);
+}
+
+std::vector<std::string> gather_host_names(MPI_Comm comm) {
+  std::array<char, MPI_MAX_PROCESSOR_NAME> mine{};
+  int len = 0;
+  check_mpi(MPI_Get_processor_name(mine.data(), &len), "MPI_Get_processor_name");
+  int size = 1;
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  std::vector<char> all(mine.size() * static_cast<size_t>(size));
+  check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
+                          static_cast<int>(mine.size()), MPI_CHAR, comm),
+            "MPI_Allgather(host names)");
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size; ++r) {
+    const char* name = all.data() + static_cast<size_t>(r) * mine.size();
+    hosts.emplace_back(name, strnlen(name, mine.size()));
+  }
+  return hosts;
+}
+
+std::string MeshComms::describe_rank(int world_rank) const {
+  const bool known = world_rank >= 0 && world_rank < static_cast<int>(hosts_.size());
+  return "world rank " + std::to_string(world_rank) + " (host " +
+         (known ? hosts_[static_cast<size_t>(world_rank)] : std::string("unknown")) + ")";
+}
+
+std::string MeshComms::describe_tp_group() const {
+  const int first = world_rank_of_tp(0), last = world_rank_of_tp(tp_ - 1);
+  std::vector<std::string> hosts;
+  for (int r = first; r <= last; ++r) {
+    const std::string& h = hosts_[static_cast<size_t>(r)];
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  }
+  std::string text = "world ranks " + std::to_string(first) + "-" + std::to_string(last) +
+                     (hosts.size() == 1 ? " (host " : " (hosts ");
+  for (size_t i = 0; i < hosts.size(); ++i) text += (i ? ", " : "") + hosts[i];
+  return text + ")";
 }
 
 MeshComms::~MeshComms() {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/cuda_check.hpp"
@@ -44,6 +45,19 @@ int env_positive_int(const EnvKnob& knob) {
 NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::move(where)) {
   check_mpi(MPI_Comm_rank(tp_comm, &rank_), "MPI_Comm_rank(tp)");
   check_mpi(MPI_Comm_size(tp_comm, &size_), "MPI_Comm_size(tp)");
+  {
+    MPI_Group tp_group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+    check_mpi(MPI_Comm_group(tp_comm, &tp_group), "MPI_Comm_group(tp)");
+    check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group(world)");
+    std::vector<int> tp_ranks(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) tp_ranks[static_cast<size_t>(r)] = r;
+    world_ranks_.resize(tp_ranks.size());
+    check_mpi(MPI_Group_translate_ranks(tp_group, size_, tp_ranks.data(), world_group,
+                                        world_ranks_.data()),
+              "MPI_Group_translate_ranks");
+    MPI_Group_free(&tp_group);
+    MPI_Group_free(&world_group);
+  }
 
   // Read the caps on every rank before any collective, so a bad value fails everywhere alike
   // instead of leaving the other ranks in MPI_Bcast.
@@ -97,6 +111,14 @@ NcclTransport::~NcclTransport() {
   }
 }
 
+std::string NcclTransport::peer(int tp_rank) const {
+  std::string text = "tp rank " + std::to_string(tp_rank);
+  if (tp_rank >= 0 && tp_rank < static_cast<int>(world_ranks_.size())) {
+    text += " (world rank " + std::to_string(world_ranks_[static_cast<size_t>(tp_rank)]) + ")";
+  }
+  return text;
+}
+
 void NcclTransport::check(ncclResult_t rc, const std::string& call) {
   if (rc == ncclSuccess || rc == ncclInProgress) return;
   healthy_ = false;
@@ -117,12 +139,10 @@ int64_t NcclTransport::start(std::span<const Exchange> group, void* stream_handl
     for (const Exchange& x : group) {
       if (x.bytes == 0) continue;
       check(ncclSend(x.src, x.bytes, ncclUint8, x.send_peer, comm_, stream),
-            "ncclSend(" + std::to_string(x.bytes) + " bytes to tp rank " +
-                std::to_string(x.send_peer) + ")");
+            "ncclSend(" + std::to_string(x.bytes) + " bytes to " + peer(x.send_peer) + ")");
       check(ncclRecv(static_cast<char*>(x.dst->local) + x.recv_offset, x.bytes, ncclUint8,
                      x.recv_peer, comm_, stream),
-            "ncclRecv(" + std::to_string(x.bytes) + " bytes from tp rank " +
-                std::to_string(x.recv_peer) + ")");
+            "ncclRecv(" + std::to_string(x.bytes) + " bytes from " + peer(x.recv_peer) + ")");
     }
   } catch (...) {
     ncclGroupEnd();

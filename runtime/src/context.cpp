@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "cgemm/collective/watchdog_channel.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/backends.hpp"
 
@@ -224,6 +225,7 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   resource_.dp_resource = mesh_config_.dp_axis;
   resource_.tpsp_resource = mesh_config_.tpsp_axis;
   comms_ = std::make_unique<MeshComms>(world, mesh_config_.dp, mesh_config_.tp);
+  install_watchdog_channel(*comms_);
 
   BackendChoice choice = choose_backend(*comms_, backend);
   notice_ = choice.notice;

@@ -185,8 +185,8 @@ class CpuBackend final : public Backend {
     }
     what += "'";
     for (const Exchange& x : group) {
-      what += " (to tp rank " + std::to_string(x.send_peer) + ", from tp rank " +
-              std::to_string(x.recv_peer) + ")";
+      what += " (to " + comms_.describe_rank(comms_.world_rank_of_tp(x.send_peer)) + ", from " +
+              comms_.describe_rank(comms_.world_rank_of_tp(x.recv_peer)) + ")";
     }
     groups_[next_token_] = {start_group(peer_transport_, group, nullptr, "cpu backend"),
                             group.empty() || !group[0].label ? "exchange" : group[0].label,
@@ -217,7 +217,7 @@ class CpuBackend final : public Backend {
 
   void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
                   const char* label) override {
-    const watchdog::WaitScope wait(where(named(label, "all-gather over the TP group")));
+    const watchdog::WaitScope wait(where(group_wait(label, "all-gather")));
     traced("collective", named(label, "all-gather"), stream,
            static_cast<int64_t>(bytes_per_rank) * comms_.tp(), 0,
            [&] { all_gather_now(src, dst, bytes_per_rank); });
@@ -235,7 +235,7 @@ class CpuBackend final : public Backend {
                       const char* label) override {
     const int64_t bytes = count_per_rank * comms_.tp() * static_cast<int64_t>(dtype_size(dtype));
     traced("collective", named(label, "reduce-scatter"), stream, bytes, 0, [&] {
-      const watchdog::WaitScope wait(where(named(label, "reduce-scatter over the TP group")));
+      const watchdog::WaitScope wait(where(group_wait(label, "reduce-scatter")));
       reduce_scatter_now(src, dst, dtype, count_per_rank);
     });
   }
@@ -258,7 +258,7 @@ class CpuBackend final : public Backend {
     sum(parts, dtype, count_per_rank, nullptr, 0, dst, dtype);
   }
   void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) override {
-    const watchdog::WaitScope wait(where(named(label, "all-reduce over the TP group")));
+    const watchdog::WaitScope wait(where(group_wait(label, "all-reduce")));
     traced("collective", named(label, "all-reduce"), stream,
            count * static_cast<int64_t>(dtype_size(dtype)), 0,
            [&] { all_reduce_now(buf, dtype, count); });
@@ -315,6 +315,12 @@ class CpuBackend final : public Backend {
 
   static std::string named(const char* label, const char* what) {
     return label != nullptr ? std::string(label) : std::string(what);
+  }
+  // A collective of MPI cannot tell which ranks have not arrived: name the collective and the
+  // whole group.
+  std::string group_wait(const char* label, const char* collective) const {
+    return std::string(collective) + (label != nullptr ? " '" + std::string(label) + "'" : "") +
+           " over the TP group, " + comms_.describe_tp_group() + ", some of which have not arrived";
   }
   // "<what> (cpu backend, tp rank r)" for timeout messages.
   std::string where(const std::string& what) const {

@@ -165,7 +165,9 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
   if (comms.tp() > 1) {
     peer_transport_ = choose_transports(offered_, comms.tp_rank(), comms.tp(), where_);
   }
-  exchanges_ = std::make_unique<cuda::ExchangeFifo>(where_);
+  exchanges_ = std::make_unique<cuda::ExchangeFifo>(where_, [&comms](int tp_rank) {
+    return comms.describe_rank(comms.world_rank_of_tp(tp_rank));
+  });
   memory_ = std::make_unique<cuda::DeviceMemory>(offered_, *exchanges_, where_);
   // Chosen once: NCCL's collectives wherever there is a communicator (GPUs not shared).
   collectives_ =

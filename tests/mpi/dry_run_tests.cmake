@@ -35,6 +35,16 @@ cgemm_add_usage_error_test(size_overflows_int64 2 "overflows int64"
   --seq_len 1099511627776 --hidden_in 1073741824)
 cgemm_add_usage_error_test(memory_larger_than_host 2 "not enough memory.*host memory"
   --batch 1000000 --seq_len 1000000 --hidden_in 512 --hidden_out 512)
+# Under `ulimit -v` (RLIMIT_AS) a job that fits the host's memory but not the address space
+# each rank may map is refused up front, naming the limit (it used to fail at allocation).
+add_test(NAME mpi_error_memory_over_rlimit_as
+  COMMAND sh -c "ulimit -v 3000000 && exec \"$@\"" sh
+          ${CMAKE_CURRENT_LIST_DIR}/expect_usage_error.sh "not enough memory: this rank's address space \\(RLIMIT_AS"
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --seq_len 8192 --hidden_in 8192 --hidden_out 8192
+          --check off)
+set_tests_properties(mpi_error_memory_over_rlimit_as PROPERTIES LABELS mpi TIMEOUT 90
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
 cgemm_add_usage_error_test(std_overflows 2 "--std 1e\\+20.*overflow" --std 1e20)
 cgemm_add_usage_error_test(std_underflows 2 "--std.*underflow to zero" --std 1e-45)
 cgemm_add_usage_error_test(ranks_per_node_needs_dry_run 1 "ranks_per_node.*dry_run"

@@ -283,6 +283,21 @@ foreach(fault "stop:2:5;all_gather" "skip_exchange:1:3;reduce_scatter")
   set_tests_properties(mpi_watchdog_${kind}_${coll} PROPERTIES LABELS mpi TIMEOUT 60
     PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+# The process timers (cgemm/core/process_timer.hpp): a rank stalled in MPI_Init (every rank,
+# before MPI_Init) or in MPI_Finalize (one rank) ends the job within --timeout + 10 s, exit 4.
+foreach(stall "init;MPI_Init;cgemm-run" "finalize:1;MPI_Finalize;cgemm-run"
+              "init;MPI_Init;cgemm-bench")
+  list(GET stall 0 spec)
+  list(GET stall 1 call)
+  list(GET stall 2 tool)
+  string(REGEX REPLACE ":.*" "" kind ${spec})
+  add_test(NAME mpi_timer_${kind}_stall_${tool}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/stall_check.sh 3 ${spec} ${call}
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:${tool}> --backend cpu --timeout 3)
+  set_tests_properties(mpi_timer_${kind}_stall_${tool} PROPERTIES LABELS mpi TIMEOUT 60
+    PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
 # Output files (launcher/output_files.hpp): no output may name the config or another output,
 # an explicitly empty path is a bad option, and every output is checked writable up front
 # without creating it.

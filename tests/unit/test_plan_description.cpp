@@ -2,6 +2,10 @@
 // its bytes, its refusals; the memory check; checked size arithmetic.
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <string>
 
@@ -115,6 +119,34 @@ TEST(MemoryCheck, HostMemory) {
   EXPECT_FALSE(c.ok);
   EXPECT_NE(c.message.find("3 rank(s)"), std::string::npos) << c.message;
   EXPECT_NE(c.message.find(std::to_string(int64_t{1} << 60)), std::string::npos) << c.message;
+}
+
+// RLIMIT_AS binds before MemAvailable when it leaves less: the message names it and this
+// rank's own need (a child process, as the limit is the process's).
+TEST(MemoryCheckDeathTest, AddressSpaceLimit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        rlimit as{};
+        getrlimit(RLIMIT_AS, &as);
+        as.rlim_cur = rlim_t{1} << 30;
+        if (setrlimit(RLIMIT_AS, &as) != 0) std::_Exit(1);  // cannot lower it: nothing to see
+        // 2 GiB: within MemAvailable (the test machines have more), beyond the 1 GiB limit.
+        const MemoryCheck c =
+            check_memory(BackendKind::kCpu, int64_t{2} << 30, 1, int64_t{2} << 30);
+        std::fprintf(stderr, "%s\n", c.message.c_str());
+        std::_Exit(c.ok ? 0 : 1);
+      },
+      testing::ExitedWithCode(1),
+      "not enough memory: this rank's address space \\(RLIMIT_AS.* leaves [0-9]+ bytes .*, this "
+      "rank needs 2147483648 bytes");
+}
+
+TEST(MemoryCheck, LimitsIncludeMemAvailable) {
+  const std::vector<HostMemoryLimit> limits = host_memory_limits();
+  ASSERT_FALSE(limits.empty());
+  EXPECT_EQ(limits[0].name, "host memory (MemAvailable)");
+  for (const HostMemoryLimit& l : limits) EXPECT_GE(l.available, 0) << l.name;
 }
 
 TEST(CheckedArithmetic, Throws) {

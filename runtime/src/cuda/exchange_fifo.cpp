@@ -34,6 +34,10 @@ cudaEvent_t ExchangeFifo::take_event() {
   return e;
 }
 
+std::string ExchangeFifo::peer(int tp_rank) const {
+  return peer_ ? peer_(tp_rank) : "tp rank " + std::to_string(tp_rank);
+}
+
 ExchangeToken ExchangeFifo::push(std::span<const Exchange> group, cudaStream_t comm) {
   if (pending_.size() >= kMaxPending) recycle(false);
   cudaEvent_t e = take_event();
@@ -41,8 +45,7 @@ ExchangeToken ExchangeFifo::push(std::span<const Exchange> group, cudaStream_t c
   std::string name = group_name(group);
   std::string what = "exchange '" + name + "'";
   for (const Exchange& x : group) {
-    what += " (to tp rank " + std::to_string(x.send_peer) + ", from tp rank " +
-            std::to_string(x.recv_peer) + ")";
+    what += " (to " + peer(x.send_peer) + ", from " + peer(x.recv_peer) + ")";
   }
   pending_[next_token_] = {e, std::move(what), std::move(name)};
   return next_token_++;

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -24,7 +25,10 @@ std::string group_name(std::span<const Exchange> group);
 
 class ExchangeFifo {
  public:
-  explicit ExchangeFifo(std::string where) : where_(std::move(where)) {}
+  /// `peer` names TP rank p in the watchdog's lines ("world rank R (host H)": MeshComms's
+  /// describe_rank); unset: "tp rank p".
+  explicit ExchangeFifo(std::string where, std::function<std::string(int)> peer = {})
+      : where_(std::move(where)), peer_(std::move(peer)) {}
   ~ExchangeFifo();
   ExchangeFifo(const ExchangeFifo&) = delete;
   ExchangeFifo& operator=(const ExchangeFifo&) = delete;
@@ -48,6 +52,7 @@ class ExchangeFifo {
   static constexpr size_t kMaxPending = 256;  // beyond this, completed ones are recycled
 
   cudaEvent_t take_event();
+  std::string peer(int tp_rank) const;
 
   // Exchanges not yet known to be complete: their event and what they are (for timeouts).
   struct Pending {
@@ -56,6 +61,7 @@ class ExchangeFifo {
     std::string name;  // for traces
   };
   std::string where_;
+  std::function<std::string(int)> peer_;
   std::map<ExchangeToken, Pending> pending_;
   std::vector<cudaEvent_t> free_events_;
   ExchangeToken next_token_ = 0;

@@ -41,15 +41,26 @@ class MeshComms {
   std::vector<std::vector<int>> tp_groups() const;
   std::vector<std::vector<int>> dp_groups() const;
   std::string host_name() const;
+  /// The world rank of this rank's TP-group peer `tp_rank`.
+  int world_rank_of_tp(int tp_rank) const { return dp_rank() * tp_ + tp_rank; }
+  /// "world rank R (host H)": how messages name a rank (the hosts are gathered once, here).
+  std::string describe_rank(int world_rank) const;
+  /// "world ranks A-B (hosts H...)" of this rank's TP group, for waits on a collective of it.
+  std::string describe_tp_group() const;
 
  private:
   int dp_ = 1, tp_ = 1;
   int world_rank_ = 0, world_size_ = 1;
   int local_rank_ = 0, local_size_ = 1;
   bool tp_on_node_ = true;
+  std::vector<std::string> hosts_;  // by world rank
   MPI_Comm world_ = MPI_COMM_NULL, tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL,
            node_comm_ = MPI_COMM_NULL;
 };
+
+/// Every rank's host name (MPI_Get_processor_name), by rank of `comm`, on every rank
+/// (collective over `comm`).
+std::vector<std::string> gather_host_names(MPI_Comm comm);
 
 /// Ends the whole job from any thread (the watchdog's ender): MPI_Abort on MPI_COMM_WORLD
 /// when MPI runs with MPI_THREAD_MULTIPLE, else _exit(code), after which mpirun ends the

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cgemm/collective/transport.hpp"
 #include "cgemm/core/dtype.hpp"
@@ -70,6 +71,8 @@ class NcclTransport final : public Transport {
 
  private:
   void check(ncclResult_t rc, const std::string& call);
+  /// "tp rank p (world rank R)": messages name a peer as the user counts ranks.
+  std::string peer(int tp_rank) const;
 
   ncclComm_t comm_ = nullptr;
   int abort_hook_ = -1;  // the watchdog's (cgemm/core/watchdog.hpp)
@@ -77,6 +80,7 @@ class NcclTransport final : public Transport {
   bool healthy_ = true;
   std::string where_;
   std::string settings_;
+  std::vector<int> world_ranks_;  // of the TP ranks, in MPI_COMM_WORLD
 };
 
 }  // namespace cgemm

@@ -42,6 +42,10 @@ inline constexpr EnvKnob kTestFault{
     "CGEMM_TEST_FAULT", "unset",
     "tests only: stop:RANK[:N] or skip_exchange:RANK[:N] makes a rank stall or skip its N-th "
     "exchange (the watchdog's tests)"};
+inline constexpr EnvKnob kTestStall{
+    "CGEMM_TEST_STALL", "unset",
+    "tests only: init makes every rank stall before MPI_Init, finalize:RANK makes a rank stall "
+    "before MPI_Finalize (the process timers' tests)"};
 inline constexpr EnvKnob kTestGpuSharing{
     "CGEMM_TEST_GPU_SHARING", "0",
     "tests only: flag: test_cuda_backend runs its ranks sharing the GPUs (copy engines, no NCCL)"};
@@ -52,10 +56,11 @@ inline constexpr EnvKnob kUpdateGolden{"CGEMM_UPDATE_GOLDEN", "0",
 
 /// The registry: every knob cgemm reads (a unit test checks that every EnvKnob declared in
 /// this header is listed here, and that the README's table shows each with its text).
-inline constexpr std::array<const EnvKnob*, 9> kEnvKnobs{
+inline constexpr std::array<const EnvKnob*, 10> kEnvKnobs{
     &env::kGemmAutotune, &env::kGemmCandidates, &env::kGemmLog,
     &env::kNcclMaxCtas,  &env::kNcclMinCtas,    &env::kFp8HighPrecisionAccumulation,
-    &env::kTestFault,    &env::kTestGpuSharing, &env::kUpdateGolden,
+    &env::kTestFault,    &env::kTestStall,      &env::kTestGpuSharing,
+    &env::kUpdateGolden,
 };
 
 /// The flag: std::nullopt when unset or empty; true for 1/on/true/yes and false for

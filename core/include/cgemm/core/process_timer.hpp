@@ -1,0 +1,38 @@
+#pragma once
+// A deadline for the calls the watchdog cannot cover: MPI_Init (before it returns there is no
+// rank number and no MPI_Abort) and MPI_Finalize (after it starts MPI_Abort is illegal). The
+// tools run both under a ProcessTimer, so no rank waits forever from the first line of main to
+// the last. When the call outlives the timeout the timer prints one line
+//   <program>: error: rank R (host H, pid P): <call> did not return within T s (<source>)
+// (R is "?" before MPI_Init returned) and ends the process with _exit(watchdog::kExitTimeout):
+// mpirun then ends the other ranks. Ranks other than 0 fire 3 s
+// later than the timeout, so one rank reports a stall all ranks wait for.
+
+#include <memory>
+#include <string>
+
+namespace cgemm {
+
+/// --timeout from the command line before MPI_Init: `--timeout T` or `--timeout=T` with one
+/// plain number T >= 0 (0: no deadline). Anything else (no --timeout, a sweep list, a value
+/// that does not parse; a --config file is not read) gives -1: the caller uses its
+/// default. The last occurrence counts, as for the option parser.
+double timeout_from_args(int argc, char** argv);
+
+class ProcessTimer {
+ public:
+  /// Arms the timer: `timeout_s` <= 0 arms nothing. `source` says where the timeout came from
+  /// ("--timeout", "the default --timeout ..."); `rank` < 0 prints "?".
+  ProcessTimer(std::string program, std::string call, double timeout_s, std::string source,
+               int rank = -1);
+  /// Disarms it (the call returned).
+  ~ProcessTimer();
+  ProcessTimer(const ProcessTimer&) = delete;
+  ProcessTimer& operator=(const ProcessTimer&) = delete;
+
+ private:
+  struct Armed;
+  std::shared_ptr<Armed> armed_;
+};
+
+}  // namespace cgemm

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# stall_check.sh TIMEOUT_S STALL CALL CMD...: runs CMD (an mpirun of a cgemm tool with --timeout
+# TIMEOUT_S) with CGEMM_TEST_STALL=STALL (init: every rank stalls before MPI_Init; finalize:RANK:
+# a rank stalls before MPI_Finalize). Passes when the job ends within TIMEOUT_S + 10 s with exit
+# status 4 and a line saying that CALL (MPI_Init or MPI_Finalize) did not return in time: one
+# line for a stall in MPI_Finalize (rank 0 reports, the others' timers are later), where every
+# rank waits; before MPI_Init no rank knows its number, so each may print its own.
+set -u
+timeout_s=$1 stall=$2 call=$3
+shift 3
+errfile=$(mktemp)
+trap 'rm -f "$errfile"' EXIT
+limit=$((${timeout_s%.*} + 10))
+start=$(date +%s%N)
+CGEMM_TEST_STALL=$stall timeout $((limit + 20)) "$@" >/dev/null 2>"$errfile"
+rc=$?
+took=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+echo "--- stderr"
+cat "$errfile"
+echo "--- exit status $rc after $took s (stall $stall, timeout $timeout_s s)"
+[ "$rc" -eq 0 ] && { echo "FAIL: the job succeeded despite the stall"; exit 1; }
+[ "$rc" -eq 124 ] && { echo "FAIL: the job hung past $((limit + 20)) s"; exit 1; }
+awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' ||
+  { echo "FAIL: the job took $took s, more than the timeout + 10 s ($limit s)"; exit 1; }
+[ "$rc" -eq 4 ] || { echo "FAIL: exit status $rc, expected 4 (the timer's)"; exit 1; }
+grep -E -q "error: rank [0-9?]+ \(host [^,]+, pid [0-9]+\): $call did not return within $timeout_s s" "$errfile" ||
+  { echo "FAIL: no line saying that $call did not return within $timeout_s s"; exit 1; }
+lines=$(grep -c "did not return within" "$errfile")
+case $stall in
+  finalize:*) [ "$lines" -eq 1 ] || { echo "FAIL: $lines timeout lines, expected 1"; exit 1; } ;;
+esac
+echo "PASS"
