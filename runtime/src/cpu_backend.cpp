@@ -174,6 +174,19 @@ class CpuBackend final : public Backend {
     convert_from_float(acc.data(), out, out_dtype, count);
   }
 
+  void amax(const void*, DType, int64_t, float*, int) override {
+    throw Error("cpu backend: amax is not implemented yet");
+  }
+  void all_reduce_max(float*, int, int, const char*) override {
+    throw Error("cpu backend: all_reduce_max is not implemented yet");
+  }
+  void update_scale(const ScaleUpdate&, int) override {
+    throw Error("cpu backend: update_scale is not implemented yet");
+  }
+  void quantize(const QuantizeTask&, int) override {
+    throw Error("cpu backend: quantize is not implemented yet");
+  }
+
   ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override {
     // The interface's transport is a FIFO: a group starts after the previous ones finished. The
     // rank waits here, so the wait is traced on the stream the group was to follow.
