@@ -25,7 +25,7 @@ class Engine {
   Backend& backend() { return be_; }
 
  private:
-  void ensure(const WorkspaceSizes& need);
+  void ensure(const Program& p);
   const void* at(const Ref& r, const Operands& x) const;
   void* at_mut(const Ref& r, const Operands& x) const;
   void* base(Workspace w) const;
@@ -33,7 +33,7 @@ class Engine {
   Backend& be_;
   SymmetricBuffer ring_;
   // The private workspaces (all but the ring), indexed by Workspace.
-  std::array<void*, 4> private_{};
+  std::array<void*, 6> private_{};
   WorkspaceSizes have_;
   std::vector<ExchangeToken> tokens_;
   int world_rank_ = 0;

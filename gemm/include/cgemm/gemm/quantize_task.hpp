@@ -41,13 +41,14 @@ struct ScalingRecipe {
 /// A plan's scale state of one operand, in backend memory (floats; `steps` is stored as a
 /// float value, kept below 2 x amax_history_len so it stays exact):
 ///   [0] scale      the scale the next quantization uses
-///   [1] scale_inv  1 / scale, read by the GEMM (TE's scale_inv)
-///   [2] steps      delayed scaling: amaxes recorded so far
-///   [3 ...]        delayed scaling: the amax history, a ring of amax_history_len floats
+///   [1] scale_inv  1 / scale, read by the GEMM (TE's scale_inv); NVFP4: amax / (6 x 448)
+///   [2] amax       the amax of the last update (over the ranks holding pieces)
+///   [3] steps      delayed scaling: amaxes recorded so far
+///   [4 ...]        delayed scaling: the amax history, a ring of amax_history_len floats
 /// A fresh state holds scale 1 (TE: the first step uses scale 1) and an empty history. The
 /// amax of a call lives apart (Backend::amax), so the amaxes of both operands reduce together.
 struct ScaleStateLayout {
-  static constexpr int kScale = 0, kScaleInv = 1, kSteps = 2, kHistory = 3;
+  static constexpr int kScale = 0, kScaleInv = 1, kAmax = 2, kSteps = 3, kHistory = 4;
   static int64_t floats(int history_len) { return kHistory + history_len; }
 };
 
@@ -67,6 +68,7 @@ CGEMM_HD float scale_from_amax(float amax, float fp8_max, int margin, float prev
 
 /// Current scaling: the scale of this call from this call's amax; an amax of 0 gives scale 1.
 CGEMM_HD void update_current_scale(float* state, float amax, float fp8_max, int margin) {
+  state[ScaleStateLayout::kAmax] = amax;
   const float s = scale_from_amax(amax, fp8_max, margin, 1.0f);
   state[ScaleStateLayout::kScale] = s;
   state[ScaleStateLayout::kScaleInv] = 1.0f / s;
@@ -76,6 +78,7 @@ CGEMM_HD void update_current_scale(float* state, float amax, float fp8_max, int 
 /// the next step uses, from the max (or the most recent) of the last history_len amaxes.
 CGEMM_HD void update_delayed_scale(float* state, float amax, int history_len, AmaxAlgo algo,
                                    float fp8_max, int margin) {
+  state[ScaleStateLayout::kAmax] = amax;
   float* history = state + ScaleStateLayout::kHistory;
   const auto steps = static_cast<int64_t>(state[ScaleStateLayout::kSteps]);
   history[steps % history_len] = amax;
@@ -93,17 +96,56 @@ CGEMM_HD void update_delayed_scale(float* state, float amax, int history_len, Am
   state[ScaleStateLayout::kSteps] = static_cast<float>(next);
 }
 
+/// NVFP4's per-tensor scales (seed: _get_nvfp4_tensor_scale_inv; TE's global encode scale):
+/// scale_inv = amax / (6 x 448), scale = 6 x 448 / amax (FLT_MAX where that overflows, 1 where
+/// amax is 0 or not finite).
+CGEMM_HD void update_nvfp4_scale(float* state, float amax) {
+  constexpr float kRange = 6.0f * 448.0f;
+  state[ScaleStateLayout::kAmax] = amax;
+  state[ScaleStateLayout::kScaleInv] = amax / kRange;
+  float s = 1.0f;
+  if (amax > 0.0f && finite(amax)) {
+    s = kRange / amax;
+    if (!finite(s)) s = 3.402823466e+38f;
+  }
+  state[ScaleStateLayout::kScale] = s;
+}
+
 }  // namespace numeric
+
+/// How an operand's scale follows its amax.
+enum class ScaleRule {
+  kCurrent,  // from this call's amax (Float8CurrentScaling)
+  kDelayed,  // from the history of earlier calls' amaxes (DelayedScaling)
+  kNvfp4,    // NVFP4's per-tensor scale from this call's amax
+};
 
 /// One scale update (Backend::update_scale): `state` is one operand's ScaleStateLayout,
 /// `amax` this call's amax of it (already reduced over the ranks).
 struct ScaleUpdate {
   float* state = nullptr;
   const float* amax = nullptr;
-  bool delayed = false;  // delayed scaling; else current scaling
+  ScaleRule rule = ScaleRule::kCurrent;
   ScalingRecipe recipe;
   float fp8_max = 448.0f;
 };
+
+namespace numeric {
+
+/// The one implementation of Backend::update_scale, on host and device.
+CGEMM_HD void apply_scale_update(float* state, float amax, ScaleRule rule,
+                                 const ScalingRecipe& recipe, float fp8_max) {
+  if (rule == ScaleRule::kDelayed) {
+    update_delayed_scale(state, amax, recipe.amax_history_len, recipe.algo, fp8_max,
+                         recipe.margin);
+  } else if (rule == ScaleRule::kNvfp4) {
+    update_nvfp4_scale(state, amax);
+  } else {
+    update_current_scale(state, amax, fp8_max, recipe.margin);
+  }
+}
+
+}  // namespace numeric
 
 /// One quantization (Backend::quantize): `src` [rows, cols] row-major of src_dtype (float32,
 /// bfloat16, float16) to `dst` in `format` (float8_e4m3fn, float8_e5m2, float4_e2m1fn: one

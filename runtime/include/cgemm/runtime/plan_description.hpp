@@ -58,6 +58,8 @@ struct WorkspaceSizes {
   int64_t send = 0;      // partials read by the transport
   int64_t work_in = 0;   // the sequential path's gathered or reordered lhs
   int64_t work_out = 0;  // the sequential path's GEMM results before a collective or reorder
+  int64_t quant = 0;     // quantized operands, their block scales and amaxes (FP8)
+  int64_t scales = 0;    // the scale state of the quantized operands, kept across calls (FP8)
   int64_t total() const;
 };
 
