@@ -110,7 +110,8 @@ int64_t nvfp4_data_bytes(int64_t rows, int64_t cols);
 
 /// Blocks of 16 along the last dim (1-D), or 16 x 16 tiles (two_d, TE's nvfp4_2d for weights:
 /// each of a tile's 16 rows stores the tile's scale). With S_enc = nvfp4_global_encode_scale(
-/// tensor_amax): block scale (E4M3) = cast(block_amax / 6 * S_enc); values are multiplied by
+/// tensor_amax): block scale (E4M3) = cast(min(block_amax * (S_enc * (1 / 6)), FLT_MAX)) (TE's
+/// compute_decoding_scaling_factor); values are multiplied by
 /// min(1 / (float(block scale) * (1 / S_enc)), FLT_MAX) and cast to e2m1 (RNE, saturating).
 /// `tensor_amax` is the amax of the whole (global) tensor. `data` holds two values a byte, the
 /// lower-index element in the low nibble; `scale` is nvfp4_scale_shape bytes (E4M3).
