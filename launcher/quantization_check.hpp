@@ -1,0 +1,45 @@
+#pragma once
+// The check of a quantized GEMM (scaling != none) against the same GEMM unquantized: the
+// overlapped quantized output against the sequential path of the unquantized plan on the same
+// inputs (CPU backend: the fp64 GEMM of the inputs, rounded once to the output dtype), by
+// Transformer Engine's FP8 tolerances (rtol 0.125, atol 0.625) and by a relative bound that can
+// fail whatever the input scale: max |out - ref| / max |ref| below a figure per mode
+// (quantization_bound). The overlapped-against-sequential check stays as tight as for any
+// dtype: both paths multiply the same quantized operands.
+
+#include <memory>
+#include <string>
+
+#include "cgemm/runtime/plan.hpp"
+#include "check.hpp"
+#include "job.hpp"
+#include <nlohmann/json.hpp>
+
+namespace cgemm::launcher {
+
+/// The relative bound of a mode (max |err| / max |ref|, err against the unquantized GEMM, inputs
+/// normal): per-tensor e4m3 0.04, with e5m2 0.08; MXFP8 e4m3 0.04, with e5m2 0.08; NVFP4 0.2.
+double quantization_bound(const QuantizationDesc& q);
+
+class QuantizationCheck {
+ public:
+  /// Plans `quantized`'s GEMM unquantized on the same context (collective over the job, as
+  /// any plan) and allocates its output.
+  QuantizationCheck(Context& ctx, const GemmPlan& quantized);
+  /// Runs the unquantized sequential path on the inputs `quantized` just ran on and folds the
+  /// comparison of `out` (the quantized result, backend memory) into this rank's stats.
+  void round(const void* lhs, const void* rhs, const void* bias, const void* out);
+  /// Reduces the stats over the job (collective) and says PASSED / FAILED in one line.
+  bool verdict(nlohmann::json& report, std::string& line) const;
+
+ private:
+  Backend& be_;
+  std::unique_ptr<GemmPlan> plan_;
+  QuantizationDesc quantization_;
+  Buffer ref_;
+  int64_t count_ = 0;
+  CheckStats stats_;
+  double max_ref_ = 0.0;  // max |ref| over finite elements
+};
+
+}  // namespace cgemm::launcher
