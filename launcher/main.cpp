@@ -153,7 +153,12 @@ void check_round(GemmJob& job, Backend& be, int round) {
   job.fill_inputs(job.seed() + 10 + static_cast<uint64_t>(round));
   be.fill_nan(job.out.p, d.out_dtype, job.out_n);
   be.fill_nan(job.ref.p, d.out_dtype, job.out_n);
+  // Both paths from the same scales: delayed scaling's history moves with every call, so the
+  // sequential call starts from the state the overlapped one started from (and leaves the
+  // history as one call of this round would).
+  const std::vector<float> scales = job.plan.scale_state();
   job.overlapped();
+  job.plan.set_scale_state(scales);
   job.sequential();
   be.synchronize();
   const size_t bytes = static_cast<size_t>(job.out_n) * dtype_size(d.out_dtype);
@@ -288,7 +293,8 @@ void measure_block(const RunConfig& cfg, Context& ctx,
       m.jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
       m.jobs.back()->detail = detail;
       if (cfg.check && plans[i]->desc().quantization.mode != ScalingMode::kNoScaling) {
-        m.jobs.back()->quantization = std::make_unique<QuantizationCheck>(ctx, *plans[i]);
+        m.jobs.back()->quantization =
+            std::make_unique<QuantizationCheck>(ctx, *plans[i], cfg.std);
       }
       time_gemm(*m.jobs.back(), be);
     }

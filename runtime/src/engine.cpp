@@ -112,6 +112,24 @@ void Engine::ensure(const Program& p) {
   }
 }
 
+std::vector<float> Engine::scales(const Program& p) {
+  if (p.workspace.scales == 0) return {};
+  ensure(p);
+  std::vector<float> s(p.scales_init.size());
+  be_.copy_to_host(s.data(), base(Workspace::kScales), s.size() * sizeof(float));
+  return s;
+}
+
+void Engine::set_scales(const Program& p, const std::vector<float>& s) {
+  if (s.size() != p.scales_init.size()) {
+    throw Error("engine: a scale state of " + std::to_string(s.size()) + " floats for a plan " +
+                "that keeps " + std::to_string(p.scales_init.size()));
+  }
+  if (s.empty()) return;
+  ensure(p);
+  be_.copy_from_host(base(Workspace::kScales), s.data(), s.size() * sizeof(float));
+}
+
 void* Engine::base(Workspace w) const {
   return w == Workspace::kRing ? ring_.local : private_[slot(w)];
 }

@@ -23,6 +23,11 @@ class Engine {
   /// Issues every op of `p` in order (asynchronous on the CUDA backend).
   void run(const Program& p, const Operands& x);
   Backend& backend() { return be_; }
+  /// The scale state (kScales) `p` uses, as floats (host copy; synchronous), allocated and set
+  /// to p.scales_init first if no program ran yet. Empty when p keeps none.
+  std::vector<float> scales(const Program& p);
+  /// Overwrites it. Throws cgemm::Error when `s` is not the state's size.
+  void set_scales(const Program& p, const std::vector<float>& s);
 
  private:
   void ensure(const Program& p);

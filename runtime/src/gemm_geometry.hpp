@@ -59,6 +59,7 @@ struct GemmGeometry {
   std::optional<DType> rhs_in;  // the rhs's dtype where it differs from `in` (FP8 pairs)
   GemmScales scales;            // lhs_block / rhs_block: of the whole local operand
   int lhs_block = 0;            // lhs bytes per block scale (MXFP8, NVFP4); 0: none
+  BlockScaling block_scaling = BlockScaling::kTensor;
   bool fast_accumulation = true;
 
   // Chunk geometry, set by the collective GEMM. A chunk is one ring step's rows: chunk_rows
@@ -97,6 +98,7 @@ struct GemmGeometry {
     t.ldc = n;
     t.rhs_dtype = rhs_in;
     t.fast_accumulation = fast_accumulation;
+    t.block_scaling = block_scaling;
     return t;
   }
 

@@ -122,6 +122,13 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   if (q.recipe.margin < 0 || q.recipe.margin > 127) {
     throw Error(where + ": margin must be in [0, 127], got " + std::to_string(q.recipe.margin));
   }
+  if (is_nvfp4(q.mode) && d.collective != CollectiveOp::kNone) {
+    // gemm.py's _te_gemm asserts it before binding the primitive.
+    throw PlanError(where + ": Collective GEMM is not yet supported with " +
+                    std::string(scaling_mode_name(q.mode)) +
+                    " quantization. Only DELAYED_TENSOR_SCALING, CURRENT_TENSOR_SCALING, and "
+                    "MXFP8_1D_SCALING are supported.");
+  }
   check_backend(d, opt);
 
   QuantizationPlan p;
@@ -183,6 +190,7 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
     g.scales.rhs_scale_inv =
         Ref{Workspace::kScales, p.rhs_state_at + ScaleStateLayout::kScaleInv * sizeof(float)};
   }
+  g.block_scaling = p.scaling;
   if (block > 0) {
     g.lhs_block = block;
     g.scales.lhs_block = Ref{Workspace::kQuant, p.lhs_block_at};
