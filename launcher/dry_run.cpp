@@ -57,12 +57,12 @@ std::vector<PlanDescription> plans_of(const RunConfig& cfg, int rank, BackendKin
   const PlanningOptions o = planning_options(cfg, backend);
   std::vector<PlanDescription> out;
   for (const GemmSpec& g : cfg.gemms) {
-    out.push_back(plan_gemm(with_run_options(tensor_sequence_parallel_gemm(
-                                                 m, g.name, g.collective, cfg.batch, cfg.seq_len,
-                                                 g.hidden_in, g.hidden_out, cfg.dtype, cfg.bias,
-                                                 cfg.transpose_batch_sequence),
-                                             cfg),
-                            m, o));
+    out.push_back(plan_gemm(
+        with_run_options(tensor_sequence_parallel_gemm(
+                             m, g.name, g.collective, cfg.batch, cfg.seq_len, g.hidden_in,
+                             g.hidden_out, cfg.dtype, cfg.bias, cfg.transpose_batch_sequence),
+                         cfg),
+        m, o));
   }
   return out;
 }

@@ -21,11 +21,11 @@
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "check.hpp"
-#include "quantization_check.hpp"
 #include "dry_run.hpp"
 #include "job.hpp"
 #include "output_dump.hpp"
 #include "output_files.hpp"
+#include "quantization_check.hpp"
 #include "report_json.hpp"
 #include "run_config.hpp"
 #include "sweep_rows.hpp"
@@ -221,6 +221,22 @@ bool report_check(GemmJob& job) {
                     : "");
   if (job.detail || !pass) say(job.tag + line);
   if (job.quantization) {
+    // The scales the last call used: the same on every rank and on every mesh, since each
+    // per-tensor amax is max-reduced over the job (one scale per global tensor).
+    const std::vector<float> st = job.plan.scale_state();
+    const size_t half = st.size() / 2;
+    nlohmann::json scales;
+    for (const auto& [name, at] : {std::pair{"lhs", size_t{0}}, std::pair{"rhs", half}}) {
+      scales[name] = {{"scale", st[at + ScaleStateLayout::kScale]},
+                      {"scale_inv", st[at + ScaleStateLayout::kScaleInv]},
+                      {"amax", st[at + ScaleStateLayout::kAmax]}};
+    }
+    job.report["scales"] = scales;
+    char sline[200];
+    std::snprintf(sline, sizeof(sline), "scale_inv lhs %.9g (amax %.9g), rhs %.9g (amax %.9g)",
+                  st[ScaleStateLayout::kScaleInv], st[ScaleStateLayout::kAmax],
+                  st[half + ScaleStateLayout::kScaleInv], st[half + ScaleStateLayout::kAmax]);
+    job.note(sline);
     std::string qline;
     const bool qpass = job.quantization->verdict(job.report, qline);
     if (job.detail || !qpass) say(job.tag + qline);
@@ -293,8 +309,7 @@ void measure_block(const RunConfig& cfg, Context& ctx,
       m.jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
       m.jobs.back()->detail = detail;
       if (cfg.check && plans[i]->desc().quantization.mode != ScalingMode::kNoScaling) {
-        m.jobs.back()->quantization =
-            std::make_unique<QuantizationCheck>(ctx, *plans[i], cfg.std);
+        m.jobs.back()->quantization = std::make_unique<QuantizationCheck>(ctx, *plans[i], cfg.std);
       }
       time_gemm(*m.jobs.back(), be);
     }
@@ -343,11 +358,11 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info, 
   if (!all_ranks_ok([&] {
         for (const GemmSpec& g : cfg.gemms) {
           plans.push_back(std::make_unique<GemmPlan>(
-              ctx, with_run_options(tensor_sequence_parallel_gemm(
-                                        ctx, g.name, g.collective, cfg.batch, cfg.seq_len,
-                                        g.hidden_in, g.hidden_out, cfg.dtype, cfg.bias,
-                                        cfg.transpose_batch_sequence),
-                                    cfg)));
+              ctx,
+              with_run_options(tensor_sequence_parallel_gemm(
+                                   ctx, g.name, g.collective, cfg.batch, cfg.seq_len, g.hidden_in,
+                                   g.hidden_out, cfg.dtype, cfg.bias, cfg.transpose_batch_sequence),
+                               cfg)));
         }
       })) {
     return out;

@@ -39,14 +39,12 @@ QuantizationCheck::QuantizationCheck(Context& ctx, const GemmPlan& quantized, do
     : be_(ctx.backend()),
       plan_(std::make_unique<GemmPlan>(ctx, unquantized(quantized.desc()))),
       quantization_(quantized.desc().quantization),
-      ref_(be_, static_cast<size_t>(out_count(quantized)) *
-                    dtype_size(quantized.desc().out_dtype)),
+      ref_(be_, static_cast<size_t>(out_count(quantized)) * dtype_size(quantized.desc().out_dtype)),
       count_(out_count(quantized)),
       unit_(input_std * input_std *
             std::sqrt(static_cast<double>(quantized.desc().lhs_shape.back()))) {}
 
-void QuantizationCheck::round(const void* lhs, const void* rhs, const void* bias,
-                              const void* out) {
+void QuantizationCheck::round(const void* lhs, const void* rhs, const void* bias, const void* out) {
   const DType t = plan_->desc().out_dtype;
   be_.fill_nan(ref_.p, t, count_);
   plan_->execute_sequential(lhs, rhs, bias, ref_.p);
@@ -86,12 +84,11 @@ bool QuantizationCheck::verdict(nlohmann::json& report, std::string& line) const
   const double rel = maxes[1] > 0 ? maxes[0] / maxes[1] : (maxes[0] > 0 ? INFINITY : 0.0);
   const bool pass = counts[1] == 0 && counts[0] > 0 && rel <= bound;
   const Tolerance tol = quantization_tolerance(quantization_);
-  report["quantization_check"] = {{"compared", counts[0]},   {"failures", counts[1]},
+  report["quantization_check"] = {{"compared", counts[0]},     {"failures", counts[1]},
                                   {"max_abs_error", maxes[0]}, {"max_abs_ref", maxes[1]},
                                   {"relative_error", rel},     {"relative_bound", bound},
                                   {"rtol", tol.rtol},          {"atol", tol.atol},
-                                  {"error_unit", unit_},
-                                  {"passed", pass}};
+                                  {"error_unit", unit_},       {"passed", pass}};
   char buf[320];
   std::snprintf(buf, sizeof(buf),
                 "quantization check %s against the unquantized GEMM: %lld elements, %lld "

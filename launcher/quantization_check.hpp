@@ -13,10 +13,10 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
 #include "cgemm/runtime/plan.hpp"
 #include "check.hpp"
 #include "job.hpp"
-#include <nlohmann/json.hpp>
 
 namespace cgemm::launcher {
 

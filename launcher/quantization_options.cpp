@@ -48,6 +48,8 @@ AmaxAlgo parse_amax_algo(const std::string& text) {
   throw Error("unknown amax_compute_algo '" + text + "' (expected max or most_recent)");
 }
 
-std::string amax_algo_name(AmaxAlgo a) { return a == AmaxAlgo::kMostRecent ? "most_recent" : "max"; }
+std::string amax_algo_name(AmaxAlgo a) {
+  return a == AmaxAlgo::kMostRecent ? "most_recent" : "max";
+}
 
 }  // namespace cgemm::launcher

@@ -117,10 +117,9 @@ void cpu_gemm(const GemmTask& t) {
     const char* lhs =
         static_cast<const char*>(t.lhs) + static_cast<size_t>(bi * t.lhs_batch_stride) * in_size;
     char* out = static_cast<char*>(t.out) + static_cast<size_t>(bi * t.out_batch_stride) * out_size;
-    const uint8_t* lhs_scales =
-        t.lhs_block_scale != nullptr && block > 0
-            ? t.lhs_block_scale + bi * t.lhs_batch_stride / block
-            : nullptr;
+    const uint8_t* lhs_scales = t.lhs_block_scale != nullptr && block > 0
+                                    ? t.lhs_block_scale + bi * t.lhs_batch_stride / block
+                                    : nullptr;
     load_operand(lhs, t.in_dtype, lhs_rows, lhs_cols, t.lda, lhs_scales, t.block_scaling, a);
     // beta == 0 never reads out (it may hold NaN); else its values are accumulated into.
     c.assign(static_cast<size_t>(t.m * t.n), 0.0f);

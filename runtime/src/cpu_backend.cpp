@@ -191,9 +191,8 @@ class CpuBackend final : public Backend {
            });
   }
   void update_scale(const ScaleUpdate& u, int stream) override {
-    traced("quantize", "scale update", stream, 0, 0, [&] {
-      numeric::apply_scale_update(u.state, *u.amax, u.rule, u.recipe, u.fp8_max);
-    });
+    traced("quantize", "scale update", stream, 0, 0,
+           [&] { numeric::apply_scale_update(u.state, *u.amax, u.rule, u.recipe, u.fp8_max); });
   }
   void quantize(const QuantizeTask& t, int stream) override {
     const int64_t count = t.rows * t.cols;

@@ -105,9 +105,8 @@ struct GemmGeometry {
   /// A GEMM of this geometry reading lhs at `lhs` (the lhs rows `lhs_offset` bytes into the
   /// local lhs, for its block scales) and the rhs at rhs_src, with the geometry's scales.
   /// `lhs_scales` overrides where the lhs block scales are (a chunk that came over the ring).
-  GemmOp gemm(GemmTask t, Ref lhs, Ref out, std::optional<Ref> bias, int stream,
-              std::string label, size_t lhs_offset = 0,
-              std::optional<Ref> lhs_scales = std::nullopt) const {
+  GemmOp gemm(GemmTask t, Ref lhs, Ref out, std::optional<Ref> bias, int stream, std::string label,
+              size_t lhs_offset = 0, std::optional<Ref> lhs_scales = std::nullopt) const {
     GemmScales sc = scales;
     if (lhs_block > 0) {
       const Ref base = lhs_scales ? *lhs_scales : *scales.lhs_block;

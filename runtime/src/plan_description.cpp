@@ -191,9 +191,9 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
   b.sequential = p.kind.sequential.workspace;
   const WorkspaceSizes& o = b.overlapped;
   const WorkspaceSizes& s = b.sequential;
-  WorkspaceSizes held{std::max(o.ring, s.ring),         std::max(o.send, s.send),
-                      std::max(o.work_in, s.work_in),   std::max(o.work_out, s.work_out),
-                      std::max(o.quant, s.quant),       std::max(o.scales, s.scales)};
+  WorkspaceSizes held{std::max(o.ring, s.ring),       std::max(o.send, s.send),
+                      std::max(o.work_in, s.work_in), std::max(o.work_out, s.work_out),
+                      std::max(o.quant, s.quant),     std::max(o.scales, s.scales)};
   b.workspace = held.total();
   if (opt.backend == BackendKind::kCpu) {
     CpuScratch cpu;

@@ -112,8 +112,7 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   }
   if (d.dtype != DType::kFloat32 && d.dtype != DType::kBFloat16 && d.dtype != DType::kFloat16) {
     throw Error(where + ": a quantized GEMM takes its lhs and rhs in float32, bfloat16 or " +
-                "float16 and quantizes them itself; got dtype " +
-                std::string(dtype_name(d.dtype)));
+                "float16 and quantizes them itself; got dtype " + std::string(dtype_name(d.dtype)));
   }
   if (q.recipe.amax_history_len < 1) {
     throw Error(where + ": amax_history_len must be at least 1, got " +
@@ -145,8 +144,8 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   } else if (is_mxfp8(q.mode)) {
     p.scaling = BlockScaling::kMxfp8;
   } else {
-    p.rule = q.mode == ScalingMode::kDelayedTensorScaling ? ScaleRule::kDelayed
-                                                          : ScaleRule::kCurrent;
+    p.rule =
+        q.mode == ScalingMode::kDelayedTensorScaling ? ScaleRule::kDelayed : ScaleRule::kCurrent;
   }
   if (is_mxfp8(q.mode) && g.collective != CollectiveOp::kNone) {
     check_mxfp8_collective(g, r, p.k, p.n);
@@ -242,22 +241,22 @@ void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std
   rhs.transpose = !p.rhs_source_transposed;
   rhs.two_d = p.desc.mode == ScalingMode::kNvfp4_2d;
   const bool blocks = p.scaling != BlockScaling::kTensor;
-  ops.push_back(QuantizeOp{lhs,
-                           {Operand::kLhs},
-                           {Workspace::kQuant, p.lhs_at},
-                           state_ref(p, 0),
-                           blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.lhs_block_at})
-                                  : std::nullopt,
-                           0,
-                           name + " quantize lhs"});
-  ops.push_back(QuantizeOp{rhs,
-                           {Operand::kRhs},
-                           {Workspace::kQuant, p.rhs_at},
-                           state_ref(p, 1),
-                           blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.rhs_block_at})
-                                  : std::nullopt,
-                           0,
-                           name + " quantize rhs"});
+  ops.push_back(
+      QuantizeOp{lhs,
+                 {Operand::kLhs},
+                 {Workspace::kQuant, p.lhs_at},
+                 state_ref(p, 0),
+                 blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.lhs_block_at}) : std::nullopt,
+                 0,
+                 name + " quantize lhs"});
+  ops.push_back(
+      QuantizeOp{rhs,
+                 {Operand::kRhs},
+                 {Workspace::kQuant, p.rhs_at},
+                 state_ref(p, 1),
+                 blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.rhs_block_at}) : std::nullopt,
+                 0,
+                 name + " quantize rhs"});
 }
 
 }  // namespace

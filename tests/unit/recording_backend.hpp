@@ -107,12 +107,12 @@ class RecordingBackend final : public Backend {
         " count=" + std::to_string(count) + " '" + (label != nullptr ? label : "") + "'");
   }
   void update_scale(const ScaleUpdate& u, int stream) override {
-    log("update_scale s" + std::to_string(stream) + " " + (u.rule == ScaleRule::kDelayed ? "delayed"
-                                                       : u.rule == ScaleRule::kNvfp4 ? "nvfp4"
-                                                                                     : "current") +
-        " state=" + where(u.state) + " amax=" + where(u.amax) +
-        " history=" + std::to_string(u.recipe.amax_history_len) +
-        " margin=" + std::to_string(u.recipe.margin));
+    log("update_scale s" + std::to_string(stream) + " " +
+        (u.rule == ScaleRule::kDelayed ? "delayed"
+         : u.rule == ScaleRule::kNvfp4 ? "nvfp4"
+                                       : "current") +
+        " state=" + where(u.state) + " amax=" + where(u.amax) + " history=" +
+        std::to_string(u.recipe.amax_history_len) + " margin=" + std::to_string(u.recipe.margin));
   }
   void quantize(const QuantizeTask& t, int stream) override {
     log("quantize s" + std::to_string(stream) + " " + std::to_string(t.rows) + "x" +

@@ -126,8 +126,7 @@ Program overlapped(const GemmGeometry& g) {
         const size_t at = static_cast<size_t>(j) * piece_lhs;
         p.ops.push_back(g.gemm(g.piece_task(g.seq_rows * g.k, g.seq_total * g.n),
                                list.front().chunk(g, c).plus(at),
-                               chunk_out(g, c).plus(static_cast<size_t>(j) * piece_out), bias(g),
-                               s,
+                               chunk_out(g, c).plus(static_cast<size_t>(j) * piece_out), bias(g), s,
                                g.name + " gemm chunk " + std::to_string(c) +
                                    (g.pieces > 1 ? " piece " + std::to_string(j) : ""),
                                at, chunk_scales(g, list, c)));
@@ -196,8 +195,8 @@ Program sequential(const GemmGeometry& g) {
   if (g.strided) {
     p.workspace.work_out =
         static_cast<int64_t>(g.bytes(c_rows(g), g.n, g.out_size(), "gathered output"));
-    p.ops.push_back(
-        g.gemm(whole(g), gathered, {Workspace::kWorkOut}, bias(g), 0, label, 0, gathered_scales(g)));
+    p.ops.push_back(g.gemm(whole(g), gathered, {Workspace::kWorkOut}, bias(g), 0, label, 0,
+                           gathered_scales(g)));
     p.ops.push_back(ReorderOp{ReorderKind::kDpLeading,
                               g.out_local,
                               g.dp,
@@ -227,8 +226,8 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   c.overlapped = overlapped(g);
   c.sequential = sequential(g);
   c.gemm_only.workspace.work_in = work_in_bytes(g);
-  c.gemm_only.ops.push_back(g.gemm(whole(g), {Workspace::kWorkIn}, {Operand::kOut}, std::nullopt,
-                                   0, g.name + " gemm", 0, gathered_scales(g)));
+  c.gemm_only.ops.push_back(g.gemm(whole(g), {Workspace::kWorkIn}, {Operand::kOut}, std::nullopt, 0,
+                                   g.name + " gemm", 0, gathered_scales(g)));
   c.collective_only.workspace.work_in = c.gemm_only.workspace.work_in;
   for (AllGatherOp& x : gathers(g)) c.collective_only.ops.push_back(std::move(x));
   const auto steps = all_gather_schedule(g.tp, g.me, g.aggregate).size();

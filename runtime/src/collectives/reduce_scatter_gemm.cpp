@@ -116,9 +116,8 @@ Program sequential(const GemmGeometry& g) {
   std::optional<Ref> scales;  // the lhs block scales, where the reorder moved them
   if (g.strided) {
     p.workspace.work_in = static_cast<int64_t>(g.lhs_bytes());
-    p.ops.push_back(
-        ReorderOp{ReorderKind::kTpspLeading, g.lhs_local, g.dp, g.lhs_src, {Workspace::kWorkIn},
-                  g.in, 0});
+    p.ops.push_back(ReorderOp{
+        ReorderKind::kTpspLeading, g.lhs_local, g.dp, g.lhs_src, {Workspace::kWorkIn}, g.in, 0});
     a = {Workspace::kWorkIn};
     if (g.lhs_block > 0) {
       // gemm.py reorders the lhs scale_inv tpsp-leading with the lhs (its impl, 739-746): one

@@ -56,9 +56,9 @@ struct GemmTask {
       nullptr;  // name of this GEMM in a trace (e.g. "up_proj chunk 1"); may be null
 
   // Quantized inputs: see the top of this file. Pointers are backend memory.
-  std::optional<DType> rhs_dtype;         // nullopt: in_dtype
-  const float* lhs_scale_inv = nullptr;   // one fp32 value; null: 1
-  const float* rhs_scale_inv = nullptr;   // one fp32 value; null: 1
+  std::optional<DType> rhs_dtype;        // nullopt: in_dtype
+  const float* lhs_scale_inv = nullptr;  // one fp32 value; null: 1
+  const float* rhs_scale_inv = nullptr;  // one fp32 value; null: 1
   BlockScaling block_scaling = BlockScaling::kTensor;
   const uint8_t* lhs_block_scale = nullptr;  // MXFP8 / NVFP4 only
   const uint8_t* rhs_block_scale = nullptr;

@@ -91,8 +91,8 @@ CGEMM_HD void update_delayed_scale(float* state, float amax, int history_len, Am
   state[ScaleStateLayout::kScale] = s;
   state[ScaleStateLayout::kScaleInv] = 1.0f / s;
   // The count wraps by whole periods of the ring, so the index stays continuous.
-  const int64_t next = steps + 1 >= 2 * static_cast<int64_t>(history_len) ? steps + 1 - history_len
-                                                                          : steps + 1;
+  const int64_t next =
+      steps + 1 >= 2 * static_cast<int64_t>(history_len) ? steps + 1 - history_len : steps + 1;
   state[ScaleStateLayout::kSteps] = static_cast<float>(next);
 }
 
@@ -136,8 +136,7 @@ namespace numeric {
 CGEMM_HD void apply_scale_update(float* state, float amax, ScaleRule rule,
                                  const ScalingRecipe& recipe, float fp8_max) {
   if (rule == ScaleRule::kDelayed) {
-    update_delayed_scale(state, amax, recipe.amax_history_len, recipe.algo, fp8_max,
-                         recipe.margin);
+    update_delayed_scale(state, amax, recipe.amax_history_len, recipe.algo, fp8_max, recipe.margin);
   } else if (rule == ScaleRule::kNvfp4) {
     update_nvfp4_scale(state, amax);
   } else {
@@ -158,7 +157,8 @@ CGEMM_HD void apply_scale_update(float* state, float amax, ScaleRule rule,
 ///            dst = saturate(src / scale_inv).
 ///   kNvfp4:  per block of 16 (or 16 x 16 tiles when `two_d`, the tile's scale repeated on its
 ///            16 rows): the E4M3 block scale of (block amax / 6) / state[kScaleInv] with the
-///            per-tensor scale_inv = amax / (6 * 448) in state[kScaleInv] (seed: _get_nvfp4_tensor_scale_inv).
+///            per-tensor scale_inv = amax / (6 * 448) in state[kScaleInv] (seed:
+///            _get_nvfp4_tensor_scale_inv).
 struct QuantizeTask {
   int64_t rows = 0, cols = 0;
   DType src_dtype = DType::kBFloat16;
