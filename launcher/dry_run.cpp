@@ -434,11 +434,27 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
     out << ", " << shapes_line("out", d.out_global, d.sharding.out, d.out_local) << "\n";
     out << "  schedule: " << d.schedule_summary << "; " << d.chunks << " chunk(s) of "
         << d.chunk_rows << " rows\n";
+    // What the overlapped path's exchanges move from this rank (quantized: the 1-byte data).
+    int64_t sent = 0;
+    std::vector<int64_t> per_exchange;
+    for (const ProgramExchange& x : d.overlapped.exchanges) {
+      sent += x.bytes;
+      per_exchange.push_back(x.bytes);
+    }
+    if (!per_exchange.empty()) {
+      out << "  transfers: " << per_exchange.size() << " exchange(s) of " << per_exchange.front()
+          << " bytes, " << sent << " bytes sent per call\n";
+    }
+    g["exchange_bytes"] = per_exchange;
     out << "  bytes per rank: lhs " << b.lhs << ", rhs " << b.rhs << ", bias " << b.bias << ", out "
         << b.out << "; overlapped workspace " << b.overlapped.total() << " (ring "
         << b.overlapped.ring << ", send " << b.overlapped.send << "), sequential workspace "
         << b.sequential.total() << " (work_in " << b.sequential.work_in << ", work_out "
         << b.sequential.work_out << ")";
+    if (b.overlapped.quant > 0) {
+      out << "; quantized operands " << b.overlapped.quant << ", scale state "
+          << b.overlapped.scales;
+    }
     nlohmann::json bytes = {{"lhs", b.lhs},
                             {"rhs", b.rhs},
                             {"bias", b.bias},
@@ -446,7 +462,9 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
                             {"overlapped_workspace",
                              {{"total", b.overlapped.total()},
                               {"ring", b.overlapped.ring},
-                              {"send", b.overlapped.send}}},
+                              {"send", b.overlapped.send},
+                              {"quant", b.overlapped.quant},
+                              {"scales", b.overlapped.scales}}},
                             {"sequential_workspace",
                              {{"total", b.sequential.total()},
                               {"work_in", b.sequential.work_in},
