@@ -177,13 +177,31 @@ __global__ void amax_kernel(const void* src, int64_t count, int64_t head, float*
 
 // --- update_scale ---
 
-__global__ void update_scale_kernel(ScaleUpdate u) {
-  const float amax = *u.amax;
-  if (u.delayed) {
-    numeric::update_delayed_scale(u.state, amax, u.recipe.amax_history_len, u.recipe.algo,
+// Thread 0 runs the CPU backend's function. Delayed scaling reads the whole amax history
+// (1024 floats by default): one thread reading it from global memory would wait a memory
+// latency per few entries (tens of microseconds), so the block first stages the state in shared
+// memory with coalesced loads and writes it back the same way (`staged`; else, for a history
+// beyond the shared memory, thread 0 works on global memory).
+__global__ void update_scale_kernel(ScaleUpdate u, int floats, bool staged) {
+  extern __shared__ float staged_state[];
+  const int tid = static_cast<int>(threadIdx.x);
+  if (!u.delayed) {
+    if (tid == 0) numeric::update_current_scale(u.state, *u.amax, u.fp8_max, u.recipe.margin);
+    return;
+  }
+  float* state = u.state;
+  if (staged) {
+    for (int i = tid; i < floats; i += static_cast<int>(blockDim.x)) staged_state[i] = state[i];
+    __syncthreads();
+    state = staged_state;
+  }
+  if (tid == 0) {
+    numeric::update_delayed_scale(state, *u.amax, u.recipe.amax_history_len, u.recipe.algo,
                                   u.fp8_max, u.recipe.margin);
-  } else {
-    numeric::update_current_scale(u.state, amax, u.fp8_max, u.recipe.margin);
+  }
+  if (staged) {
+    __syncthreads();
+    for (int i = tid; i < floats; i += static_cast<int>(blockDim.x)) u.state[i] = staged_state[i];
   }
 }
 
@@ -364,7 +382,14 @@ cudaError_t launch_amax(const void* src, DType dtype, int64_t count, float* amax
 
 cudaError_t launch_update_scale(const ScaleUpdate& u, cudaStream_t stream) {
   clear_stale_error();
-  update_scale_kernel<<<1, 1, 0, stream>>>(u);
+  if (!u.delayed) {
+    update_scale_kernel<<<1, 1, 0, stream>>>(u, 0, false);
+    return cudaGetLastError();
+  }
+  const int64_t floats = ScaleStateLayout::floats(u.recipe.amax_history_len);
+  const bool staged = floats * 4 <= 48 * 1024;  // the default dynamic shared memory limit
+  update_scale_kernel<<<1, staged ? kThreads : 1, staged ? static_cast<size_t>(floats) * 4 : 0,
+                        stream>>>(u, static_cast<int>(staged ? floats : 0), staged);
   return cudaGetLastError();
 }
 

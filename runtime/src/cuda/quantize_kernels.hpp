@@ -21,7 +21,8 @@ cudaError_t launch_amax(const void* src, DType dtype, int64_t count, float* amax
                         cudaStream_t stream);
 
 /// One thread runs numeric::update_current_scale or numeric::update_delayed_scale on u.state
-/// with *u.amax: the CPU backend's function, so the scales agree bit for bit.
+/// with *u.amax: the CPU backend's function, so the scales agree bit for bit (delayed scaling:
+/// on a copy of the state in shared memory, loaded and stored by one block).
 cudaError_t launch_update_scale(const ScaleUpdate& u, cudaStream_t stream);
 
 /// Per-tensor FP8: dst = cast(src * state[ScaleStateLayout::kScale]) to `format`
