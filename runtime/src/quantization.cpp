@@ -73,12 +73,6 @@ void check_backend(const GemmDesc& d, const PlanningOptions& opt) {
   }
 }
 
-// gemm.py reads NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION == "1" (any other value: fast
-// accumulation stays on).
-bool fp8_high_precision_accumulation() {
-  return env_text(env::kFp8HighPrecisionAccumulation).value_or("0") == "1";
-}
-
 }  // namespace
 
 std::string quantization_summary(const QuantizationDesc& q) {
@@ -183,7 +177,7 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   g.ldb = p.k;
   g.lhs_src = {Workspace::kQuant, p.lhs_at};
   g.rhs_src = {Workspace::kQuant, p.rhs_at};
-  g.fast_accumulation = !fp8_high_precision_accumulation();
+  g.fast_accumulation = !fp8_gemm_high_precision_accumulation();
   if (p.scaling != BlockScaling::kMxfp8) {
     g.scales.lhs_scale_inv = Ref{Workspace::kScales, ScaleStateLayout::kScaleInv * sizeof(float)};
     g.scales.rhs_scale_inv =

@@ -344,7 +344,7 @@ TEST_F(CudaQuantizeTest, UpdateScaleMatchesNumericBitForBit) {
     ScaleUpdate u;
     u.state = static_cast<float*>(state.p);
     u.amax = static_cast<const float*>(amax.p);
-    u.delayed = s.delayed;
+    u.rule = s.delayed ? ScaleRule::kDelayed : ScaleRule::kCurrent;
     u.recipe.amax_history_len = s.history;
     u.recipe.algo = s.algo;
     u.recipe.margin = s.margin;

@@ -190,19 +190,21 @@ void Compute::amax(const void* src, DType dtype, int64_t count, float* amax, int
 void Compute::update_scale(const ScaleUpdate& u, int s) {
   cudaStream_t st = streams_.at(s, "update_scale");
   const int len = u.recipe.amax_history_len;
-  const std::string what =
-      std::string("update_scale(") +
-      (u.delayed ? "delayed, amax history " + std::to_string(len) +
-                       (u.recipe.algo == AmaxAlgo::kMax ? ", max" : ", most_recent")
-                 : std::string("current")) +
-      ", margin " + std::to_string(u.recipe.margin) + ")";
+  const std::string what = std::string("update_scale(") +
+                           (u.rule == ScaleRule::kDelayed
+                                ? "delayed, amax history " + std::to_string(len) +
+                                      (u.recipe.algo == AmaxAlgo::kMax ? ", max" : ", most_recent")
+                                : std::string("current")) +
+                           ", margin " + std::to_string(u.recipe.margin) + ")";
   if (u.state == nullptr || u.amax == nullptr) fail(what + ": null pointer");
-  if (u.delayed && len < 1) fail(what + ": the amax history needs at least 1 entry");
+  if (u.rule == ScaleRule::kDelayed && len < 1)
+    fail(what + ": the amax history needs at least 1 entry");
   if (u.recipe.margin < 0 || u.recipe.margin > 127) fail(what + ": margin must be 0..127");
   if (!(u.fp8_max > 0.0f)) fail(what + ": fp8_max must be positive");
   // The amax and the state read (delayed: the whole history at most), scale, scale_inv and
   // the step written (delayed: and one history entry).
-  const int64_t bytes = 4 + (u.delayed ? 4 * ScaleStateLayout::floats(len) + 16 : 8);
+  const int64_t bytes =
+      4 + (u.rule == ScaleRule::kDelayed ? 4 * ScaleStateLayout::floats(len) + 16 : 8);
   trace_.span(
       "quantize", [&] { return what; }, s, st, [&] { check(launch_update_scale(u, st), what); },
       bytes);

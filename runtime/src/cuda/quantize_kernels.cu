@@ -185,8 +185,8 @@ __global__ void amax_kernel(const void* src, int64_t count, int64_t head, float*
 __global__ void update_scale_kernel(ScaleUpdate u, int floats, bool staged) {
   extern __shared__ float staged_state[];
   const int tid = static_cast<int>(threadIdx.x);
-  if (!u.delayed) {
-    if (tid == 0) numeric::update_current_scale(u.state, *u.amax, u.fp8_max, u.recipe.margin);
+  if (u.rule != ScaleRule::kDelayed) {
+    if (tid == 0) numeric::apply_scale_update(u.state, *u.amax, u.rule, u.recipe, u.fp8_max);
     return;
   }
   float* state = u.state;
@@ -382,7 +382,7 @@ cudaError_t launch_amax(const void* src, DType dtype, int64_t count, float* amax
 
 cudaError_t launch_update_scale(const ScaleUpdate& u, cudaStream_t stream) {
   clear_stale_error();
-  if (!u.delayed) {
+  if (u.rule != ScaleRule::kDelayed) {
     update_scale_kernel<<<1, 1, 0, stream>>>(u, 0, false);
     return cudaGetLastError();
   }
