@@ -58,10 +58,12 @@ std::vector<PlanDescription> plans_of(const RunConfig& cfg, int rank, BackendKin
   const PlanningOptions o = planning_options(cfg, backend);
   std::vector<PlanDescription> out;
   for (const GemmSpec& g : cfg.gemms) {
-    out.push_back(plan_gemm(tensor_sequence_parallel_gemm(
-                                m, g.name, g.collective, cfg.batch, cfg.seq_len, g.hidden_in,
-                                g.hidden_out, cfg.dtype, cfg.bias, cfg.transpose_batch_sequence),
-                            m, o));
+    out.push_back(plan_gemm(
+        with_run_options(tensor_sequence_parallel_gemm(
+                             m, g.name, g.collective, cfg.batch, cfg.seq_len, g.hidden_in,
+                             g.hidden_out, cfg.dtype, cfg.bias, cfg.transpose_batch_sequence),
+                         cfg),
+        m, o));
   }
   return out;
 }
@@ -435,11 +437,27 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
     out << ", " << shapes_line("out", d.out_global, d.sharding.out, d.out_local) << "\n";
     out << "  schedule: " << d.schedule_summary << "; " << d.chunks << " chunk(s) of "
         << d.chunk_rows << " rows\n";
+    // What the overlapped path's exchanges move from this rank (quantized: the 1-byte data).
+    int64_t sent = 0;
+    std::vector<int64_t> per_exchange;
+    for (const ProgramExchange& x : d.overlapped.exchanges) {
+      sent += x.bytes;
+      per_exchange.push_back(x.bytes);
+    }
+    if (!per_exchange.empty()) {
+      out << "  transfers: " << per_exchange.size() << " exchange(s) of " << per_exchange.front()
+          << " bytes, " << sent << " bytes sent per call\n";
+    }
+    g["exchange_bytes"] = per_exchange;
     out << "  bytes per rank: lhs " << b.lhs << ", rhs " << b.rhs << ", bias " << b.bias << ", out "
         << b.out << "; overlapped workspace " << b.overlapped.total() << " (ring "
         << b.overlapped.ring << ", send " << b.overlapped.send << "), sequential workspace "
         << b.sequential.total() << " (work_in " << b.sequential.work_in << ", work_out "
         << b.sequential.work_out << ")";
+    if (b.overlapped.quant > 0) {
+      out << "; quantized operands " << b.overlapped.quant << ", scale state "
+          << b.overlapped.scales;
+    }
     nlohmann::json bytes = {{"lhs", b.lhs},
                             {"rhs", b.rhs},
                             {"bias", b.bias},
@@ -447,7 +465,9 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
                             {"overlapped_workspace",
                              {{"total", b.overlapped.total()},
                               {"ring", b.overlapped.ring},
-                              {"send", b.overlapped.send}}},
+                              {"send", b.overlapped.send},
+                              {"quant", b.overlapped.quant},
+                              {"scales", b.overlapped.scales}}},
                             {"sequential_workspace",
                              {{"total", b.sequential.total()},
                               {"work_in", b.sequential.work_in},

@@ -26,6 +26,7 @@
 #include "mpi_session.hpp"
 #include "output_dump.hpp"
 #include "output_files.hpp"
+#include "quantization_check.hpp"
 #include "report_json.hpp"
 #include "run_config.hpp"
 #include "sweep_rows.hpp"
@@ -51,6 +52,7 @@ struct GemmJob {
   // FNV-1a of this rank's output shards (overlapped, sequential) in the last check round.
   uint64_t out_checksum = 0, sequential_checksum = 0;
   bool detail = true;  // off in a sweep: one line per experiment, a failed check still prints
+  std::unique_ptr<QuantizationCheck> quantization;  // quantized GEMMs: against the unquantized
 
   void note(const std::string& line) const {
     if (detail) say(tag + line);
@@ -152,7 +154,12 @@ void check_round(GemmJob& job, Backend& be, int round) {
   job.fill_inputs(job.seed() + 10 + static_cast<uint64_t>(round));
   be.fill_nan(job.out.p, d.out_dtype, job.out_n);
   be.fill_nan(job.ref.p, d.out_dtype, job.out_n);
+  // Both paths from the same scales: delayed scaling's history moves with every call, so the
+  // sequential call starts from the state the overlapped one started from (and leaves the
+  // history as one call of this round would).
+  const std::vector<float> scales = job.plan.scale_state();
   job.overlapped();
+  job.plan.set_scale_state(scales);
   job.sequential();
   be.synchronize();
   const size_t bytes = static_cast<size_t>(job.out_n) * dtype_size(d.out_dtype);
@@ -163,6 +170,7 @@ void check_round(GemmJob& job, Backend& be, int round) {
   job.sequential_checksum = checksum(h_ref.data(), bytes);
   job.checked.merge(
       compare(h_out.data(), h_ref.data(), d.out_dtype, job.out_n, tolerance_for(d.out_dtype)));
+  if (job.quantization) job.quantization->round(job.lhs.p, job.rhs.p, job.bias_p(), job.out.p);
 }
 
 /// The check's verdict over all ranks and rounds: prints it and fills the report entry.
@@ -213,6 +221,28 @@ bool report_check(GemmJob& job) {
                     ? (" over " + std::to_string(job.cfg.check_rounds) + " rounds").c_str()
                     : "");
   if (job.detail || !pass) say(job.tag + line);
+  if (job.quantization) {
+    // The scales the last call used: the same on every rank and on every mesh, since each
+    // per-tensor amax is max-reduced over the job (one scale per global tensor).
+    const std::vector<float> st = job.plan.scale_state();
+    const size_t half = st.size() / 2;
+    nlohmann::json scales;
+    for (const auto& [name, at] : {std::pair{"lhs", size_t{0}}, std::pair{"rhs", half}}) {
+      scales[name] = {{"scale", st[at + ScaleStateLayout::kScale]},
+                      {"scale_inv", st[at + ScaleStateLayout::kScaleInv]},
+                      {"amax", st[at + ScaleStateLayout::kAmax]}};
+    }
+    job.report["scales"] = scales;
+    char sline[200];
+    std::snprintf(sline, sizeof(sline), "scale_inv lhs %.9g (amax %.9g), rhs %.9g (amax %.9g)",
+                  st[ScaleStateLayout::kScaleInv], st[ScaleStateLayout::kAmax],
+                  st[half + ScaleStateLayout::kScaleInv], st[half + ScaleStateLayout::kAmax]);
+    job.note(sline);
+    std::string qline;
+    const bool qpass = job.quantization->verdict(job.report, qline);
+    if (job.detail || !qpass) say(job.tag + qline);
+    return pass && qpass;
+  }
   return pass;
 }
 
@@ -272,12 +302,16 @@ struct Measured {
 
 /// Times and checks every GEMM of the block, then records the dump and the trace. An error
 /// here is one rank's (a device or transport fault): it aborts the job.
-void measure_block(const RunConfig& cfg, Backend& be, std::vector<std::unique_ptr<GemmPlan>>& plans,
-                   bool detail, Measured& m) {
+void measure_block(const RunConfig& cfg, Context& ctx,
+                   std::vector<std::unique_ptr<GemmPlan>>& plans, bool detail, Measured& m) {
+  Backend& be = ctx.backend();
   try {
     for (size_t i = 0; i < plans.size(); ++i) {
       m.jobs.push_back(std::make_unique<GemmJob>(be, *plans[i], cfg, i));
       m.jobs.back()->detail = detail;
+      if (cfg.check && plans[i]->desc().quantization.mode != ScalingMode::kNoScaling) {
+        m.jobs.back()->quantization = std::make_unique<QuantizationCheck>(ctx, *plans[i], cfg.std);
+      }
       time_gemm(*m.jobs.back(), be);
     }
     if (cfg.check) {
@@ -325,9 +359,11 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info, 
   if (!all_ranks_ok([&] {
         for (const GemmSpec& g : cfg.gemms) {
           plans.push_back(std::make_unique<GemmPlan>(
-              ctx, tensor_sequence_parallel_gemm(ctx, g.name, g.collective, cfg.batch, cfg.seq_len,
-                                                 g.hidden_in, g.hidden_out, cfg.dtype, cfg.bias,
-                                                 cfg.transpose_batch_sequence)));
+              ctx,
+              with_run_options(tensor_sequence_parallel_gemm(
+                                   ctx, g.name, g.collective, cfg.batch, cfg.seq_len, g.hidden_in,
+                                   g.hidden_out, cfg.dtype, cfg.bias, cfg.transpose_batch_sequence),
+                               cfg)));
         }
       })) {
     return out;
@@ -336,7 +372,7 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info, 
   // run and check
   nlohmann::json report = report_header(cfg, ctx, info);
   Measured m;
-  measure_block(cfg, ctx.backend(), plans, !in_sweep, m);
+  measure_block(cfg, ctx, plans, !in_sweep, m);
   for (auto& job : m.jobs) {
     report["gemms"].push_back(job->report);
     out.overlapped_ms += job->report["overlapped_ms"].get<double>();

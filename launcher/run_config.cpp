@@ -4,6 +4,8 @@
 
 #include "run_config.hpp"
 
+#include "quantization_options.hpp"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -256,6 +258,7 @@ std::vector<Row> own_rows() {
           [](std::ostream& out, const RunConfig& c) {
             out << "dtype = " << dtype_name(c.dtype) << "\n";
           }});
+  for (Row& r : quantization_rows<RunConfig>()) rows.push_back(std::move(r));
   rows.push_back(boolean(
       "bias", G::kProblem, "add a bias [hidden_out] to every output",
       [](auto& c) -> auto& { return c.bias; }));
@@ -536,6 +539,11 @@ void resolve_mesh(RunConfig& cfg, int world_size) {
                         (shards_n ? "N" : "K") + " over the tensor-parallel group)");
     }
   }
+}
+
+GemmDesc with_run_options(GemmDesc d, const RunConfig& cfg) {
+  d.quantization = cfg.quantization;
+  return d;
 }
 
 }  // namespace cgemm::launcher

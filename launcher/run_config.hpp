@@ -13,6 +13,7 @@
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/options.hpp"
+#include "cgemm/runtime/plan_description.hpp"
 #include "option_table.hpp"
 #include "output_files.hpp"
 #include "shared_options.hpp"
@@ -41,6 +42,7 @@ struct RunConfig : SharedOptions {
   bool transpose_batch_sequence = false;  // [S, B, H] activations (sequence dim 0)
   float std = 0.023f;
   uint64_t seed = 1234;
+  QuantizationDesc quantization;  // scaling none: the GEMMs run in dtype
   // run (warmup, iterations, backend, gpu_sharing, timeout, trace: SharedOptions)
   bool check = true;
   int check_rounds = 1;     // checked calls per GEMM, fresh inputs each, GEMMs in turn
@@ -77,6 +79,9 @@ struct ParseResult {
 /// Parses argv (and the --config INI file it names). Validates everything that does not need
 /// the world size (sizes > 0, known enums, dp >= 1, ...). Throws OptionError.
 ParseResult parse_run_config(int argc, const char* const* argv);
+
+/// `d` with what cgemm-run's options add to every GEMM of the block (the quantization).
+GemmDesc with_run_options(GemmDesc d, const RunConfig& cfg);
 
 /// cgemm-run's option rows (the shared ones and its own), in --help order.
 const std::vector<OptionRow<RunConfig>>& run_rows();

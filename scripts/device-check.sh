@@ -45,6 +45,11 @@ step() {
 
 if [ "${SKIP_UNIT:-0}" != 1 ]; then
   step test_cublaslt_gemm "$bin/test_cublaslt_gemm" --gtest_brief=1
+  step test_cublaslt_fp8 "$bin/test_cublaslt_fp8" --gtest_brief=1
+  for np in 1 2; do
+    step "test_cuda_quantize_np$np" $mpi -x CGEMM_TEST_GPU_SHARING=1 -np $np \
+      "$bin/test_cuda_quantize" --gtest_brief=1
+  done
   step test_cuda_backend $mpi -np "$gpus" "$bin/test_cuda_backend" --gtest_brief=1
   for np in 2 4; do
     step "test_cuda_backend_shared_np$np" $mpi -x CGEMM_TEST_GPU_SHARING=1 -np $np \

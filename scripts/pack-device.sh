@@ -14,7 +14,7 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build"/bin/cgemm-run "$build"/bin/cgemm-bench "$build"/bin/cgemm-compare "$out/bin/"
 # The GPU tests only: the device tool carries at most 64 MiB.
-for t in test_cublaslt_gemm test_cuda_backend test_ce_transport; do cp "$build/tests/$t" "$out/bin/"; done
+for t in test_cublaslt_gemm test_cublaslt_fp8 test_cuda_quantize test_cuda_backend test_ce_transport; do cp "$build/tests/$t" "$out/bin/"; done
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/lib/"
 done

@@ -61,4 +61,9 @@ std::optional<std::string> env_text(const EnvKnob& knob) {
   return std::string(v);
 }
 
+bool fp8_gemm_high_precision_accumulation() {
+  const std::optional<std::string> v = env_text(env::kFp8HighPrecisionAccumulation);
+  return v.has_value() && *v == "1";
+}
+
 }  // namespace cgemm

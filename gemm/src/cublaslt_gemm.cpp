@@ -96,9 +96,7 @@ struct CublasLtGemm::Impl {
       throw Error(msg + "invalid " + problem_str(t) + ": " + why);
     };
     if (t.m < 0 || t.n < 0 || t.k < 0 || t.batch < 0) fail("negative size");
-    if (is_fp8(t.in_dtype) || t.in_dtype == DType::kFloat4E2M1) {
-      fail("FP8/FP4 inputs need scale_inv operands, which GemmTask does not carry yet");
-    }
+    validate_dtypes(t, fail);
     if (t.k == 0) fail("k = 0 (an empty contraction) is not supported by cuBLASLt");
     if (t.lhs == nullptr || t.rhs == nullptr || t.out == nullptr) fail("null operand pointer");
     if (t.lhs_transposed ? t.lda < t.m : t.lda < t.k) {
@@ -110,8 +108,52 @@ struct CublasLtGemm::Impl {
     if (t.batch > 1 && (t.lhs_batch_stride < 0 || t.out_batch_stride < 0)) {
       fail("negative batch stride");
     }
-    if (t.out_dtype != t.in_dtype && t.out_dtype != DType::kFloat32) {
-      fail("out dtype must be the in dtype or float32");
+  }
+
+  // The seed's rules for quantized operands (gemm.py's _compatible_fp8_gemm_dtypes,
+  // assert_cublas_requirements and the Hopper layout check), and the plain dtypes' rule.
+  template <typename Fail>
+  void validate_dtypes(const GemmTask& t, Fail&& fail) const {
+    const DType lhs = t.in_dtype, rhs = t.rhs_type();
+    const auto narrow = [](DType d) { return is_fp8(d) || d == DType::kFloat4E2M1; };
+    if (!narrow(lhs) && !narrow(rhs)) {
+      if (t.block_scaling != BlockScaling::kTensor) fail("block scaling needs quantized inputs");
+      if (rhs != lhs) fail("lhs and rhs dtypes differ (only FP8 operands may)");
+      if (t.out_dtype != t.in_dtype && t.out_dtype != DType::kFloat32) {
+        fail("out dtype must be the in dtype or float32");
+      }
+      return;
+    }
+    if (t.block_scaling != BlockScaling::kTensor) {
+      const std::string mode = t.block_scaling == BlockScaling::kMxfp8 ? "MXFP8" : "NVFP4";
+      if (cc < 100) {
+        fail(mode + " block scaling needs compute capability 10.0; this GPU is " +
+             std::to_string(cc / 10) + "." + std::to_string(cc % 10));
+      }
+      fail(mode + " block scaling is not implemented on cuBLASLt here (the CPU backend runs it)");
+    }
+    if (lhs == DType::kFloat4E2M1 || rhs == DType::kFloat4E2M1) {
+      fail("float4_e2m1fn operands need NVFP4 block scaling");
+    }
+    const bool e4m3_lhs = lhs == DType::kFloat8E4M3, e4m3_rhs = rhs == DType::kFloat8E4M3;
+    if (!(is_fp8(lhs) && is_fp8(rhs) && (e4m3_lhs || e4m3_rhs))) {
+      fail("cuBLAS GEMM quantized operands have incompatible data types: " +
+           std::string(dtype_name(lhs)) + " x " + std::string(dtype_name(rhs)) +
+           " (FP8 pairs: e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3)");
+    }
+    if (t.k % 16 != 0) {
+      fail("the contracting dimension must be a multiple of 16 with quantized inputs, got k=" +
+           std::to_string(t.k));
+    }
+    if (cc < 100 && (t.lhs_transposed || !t.rhs_transposed)) {
+      fail(
+          "FP8 GEMMs on compute capability < 10.0 (Hopper) need a non-transposed lhs [m, k] and "
+          "a transposed rhs stored [n, k] (contracting_dims ((-1,), (-1,)))");
+    }
+    if (t.out_dtype != DType::kBFloat16 && t.out_dtype != DType::kFloat16 &&
+        t.out_dtype != DType::kFloat32) {
+      fail("quantized inputs give bfloat16, float16 or float32 out (no 8-bit outputs), got " +
+           std::string(dtype_name(t.out_dtype)));
     }
   }
 
@@ -170,9 +212,21 @@ CublasLtGemm::CublasLtGemm(std::string where) : impl_(std::make_unique<Impl>()) 
   check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device),
              "cudaDeviceGetAttribute(compute capability)", at);
   s.cc = major * 10 + minor;
+  s.ctx.cc = s.cc;
   s.ctx.workspace = (major >= 9 ? 32 : 4) * kMiB;
   // Transformer Engine's switch: high-precision (split) accumulation means no fast accumulation.
-  s.ctx.fast_accum = !env_flag(env::kFp8HighPrecisionAccumulation).value_or(false);
+  // A task's own fast_accumulation decides (the planner sets it from the same variable).
+  s.ctx.fast_accum = !fp8_gemm_high_precision_accumulation();
+  // The scale_inv of an FP8 operand a task gives none of (GemmTask: null means 1): cuBLASLt
+  // reads scales through device pointers, so a constant one lives on the device.
+  {
+    void* one = nullptr;
+    check_cuda(cudaMalloc(&one, sizeof(float)), "cudaMalloc(cuBLASLt unit scale)", at);
+    s.ctx.one = static_cast<const float*>(one);
+    const float value = 1.0f;
+    check_cuda(cudaMemcpy(one, &value, sizeof(value), cudaMemcpyHostToDevice),
+               "cudaMemcpy(cuBLASLt unit scale)", at);
+  }
   s.tune.autotune = autotune_from_env();
   s.ctx.candidates = candidates_from_env(at);
   int l2 = 0;
@@ -189,6 +243,10 @@ CublasLtGemm::~CublasLtGemm() {
   // the whole device before freeing.
   if (!impl_->workspaces.empty()) cudaDeviceSynchronize();
   for (auto& [stream, p] : impl_->workspaces) cudaFree(p);
+  if (impl_->ctx.one != nullptr) {
+    cudaDeviceSynchronize();  // a queued FP8 GEMM may still read it
+    cudaFree(const_cast<float*>(impl_->ctx.one));
+  }
   if (impl_->ctx.handle != nullptr) cublasLtDestroy(impl_->ctx.handle);
 }
 

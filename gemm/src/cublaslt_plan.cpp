@@ -96,7 +96,8 @@ int query(LtPlan& p, const LtContext& ctx, const GemmTask& t, const PlanKey& key
 std::string problem_str(const GemmTask& t) {
   std::string s =
       "GEMM m=" + std::to_string(t.m) + " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k) +
-      " batch=" + std::to_string(t.batch) + " (" + std::string(dtype_name(t.in_dtype)) + " -> " +
+      " batch=" + std::to_string(t.batch) + " (" + std::string(dtype_name(t.in_dtype)) +
+      (t.rhs_type() != t.in_dtype ? " x " + std::string(dtype_name(t.rhs_type())) : "") + " -> " +
       std::string(dtype_name(t.out_dtype)) + ", lhs " + (t.lhs_transposed ? "[k, m]" : "[m, k]") +
       " lda=" + std::to_string(t.lda) + ", rhs " + (t.rhs_transposed ? "[n, k]" : "[k, n]") +
       " ldb=" + std::to_string(t.ldb) + ", out [m, n] ldc=" + std::to_string(t.ldc);
@@ -104,8 +105,9 @@ std::string problem_str(const GemmTask& t) {
     s += ", lhs batch stride " + std::to_string(t.lhs_batch_stride) + ", out batch stride " +
          std::to_string(t.out_batch_stride);
   }
-  s += t.bias != nullptr ? ", bias)" : ")";
-  return s;
+  if (t.bias != nullptr) s += ", bias";
+  if (t.quantized()) s += t.fast_accumulation ? ", fast accumulation" : ", split accumulation";
+  return s + ")";
 }
 
 uint32_t alignment_of(const void* p) {
@@ -137,7 +139,10 @@ PlanKey plan_key(const GemmTask& t) {
   key.lhs_stride = t.lhs_batch_stride;
   key.out_stride = t.out_batch_stride;
   key.in_dtype = static_cast<int>(t.in_dtype);
+  key.rhs_dtype = static_cast<int>(t.rhs_type());
   key.out_dtype = static_cast<int>(t.out_dtype);
+  key.scaling = t.quantized() ? static_cast<int>(t.block_scaling) : 0;
+  key.fast_accum = t.quantized() && t.fast_accumulation;
   key.lhs_transposed = t.lhs_transposed;
   key.rhs_transposed = t.rhs_transposed;
   key.bias = t.bias != nullptr;
@@ -169,8 +174,8 @@ void build_plan(LtPlan& p, const LtContext& ctx, const GemmTask& t, const PlanKe
   const cudaDataType_t in = cuda_type(t.in_dtype);
   const cudaDataType_t out = cuda_type(t.out_dtype);
   // A: rhs as stored, row-major [k, n] or, transposed, [n, k] (row stride ldb).
-  make_layout(ctx, &p.a, in, t.rhs_transposed ? t.n : t.k, t.rhs_transposed ? t.k : t.n, t.ldb,
-              "cublasLtMatrixLayoutCreate(rhs)", t);
+  make_layout(ctx, &p.a, cuda_type(t.rhs_type()), t.rhs_transposed ? t.n : t.k,
+              t.rhs_transposed ? t.k : t.n, t.ldb, "cublasLtMatrixLayoutCreate(rhs)", t);
   // B: lhs as stored, row-major [m, k] or, transposed, [k, m] (row stride lda).
   make_layout(ctx, &p.b, in, t.lhs_transposed ? t.k : t.m, t.lhs_transposed ? t.m : t.k, t.lda,
               "cublasLtMatrixLayoutCreate(lhs)", t);
@@ -198,7 +203,10 @@ void build_plan(LtPlan& p, const LtContext& ctx, const GemmTask& t, const PlanKe
     std::string msg;
     if (!ctx.where.empty()) msg.append(ctx.where).append(": ");
     msg += "cuBLASLt has no algorithm for " + problem_str(t) +
-           " (supported: bf16 or fp16 in with the same dtype or fp32 out; fp32 in and out)";
+           (t.quantized()
+                ? " (FP8 needs 16-byte aligned operands and leading dimensions, and bf16, fp16 "
+                  "or fp32 out)"
+                : " (supported: bf16 or fp16 in with the same dtype or fp32 out; fp32 in and out)");
     throw Error(msg);
   }
   p.choice.problem = problem_str(t);
@@ -214,9 +222,15 @@ CallDesc::CallDesc(const LtContext& ctx, const GemmTask& t, bool fuse_bias) {
   const cublasOperation_t op_b = t.lhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_desc(ctx, d, CUBLASLT_MATMUL_DESC_TRANSA, op_a, t);
   set_desc(ctx, d, CUBLASLT_MATMUL_DESC_TRANSB, op_b, t);
-  if (is_fp8(t.in_dtype)) {
-    const int8_t fast = ctx.fast_accum ? 1 : 0;
+  if (t.quantized()) {
+    const int8_t fast = t.fast_accumulation ? 1 : 0;
     set_desc(ctx, d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast, t);
+    // D = alpha * scale_A * scale_B * (A B) + ...: A is the rhs, B the lhs (see build_plan).
+    // Per-tensor scales are cuBLASLt's default scale mode (one fp32 scalar each).
+    const void* a_scale = t.rhs_scale_inv != nullptr ? t.rhs_scale_inv : ctx.one;
+    const void* b_scale = t.lhs_scale_inv != nullptr ? t.lhs_scale_inv : ctx.one;
+    set_desc(ctx, d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale, t);
+    set_desc(ctx, d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale, t);
   }
   if (fuse_bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;

@@ -27,8 +27,10 @@ uint32_t alignment_of(const void* p);
 struct LtContext {
   std::string where;  // prefixes every error message
   cublasLtHandle_t handle = nullptr;
-  size_t workspace = 0;  // bytes per stream
-  bool fast_accum = true;
+  size_t workspace = 0;        // bytes per stream
+  bool fast_accum = true;      // what NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION asks (reports only)
+  const float* one = nullptr;  // a device float 1.0: the scale_inv of an FP8 operand given none
+  int cc = 0;                  // the device's compute capability, e.g. 90
   int candidates = CublasLtGemm::kDefaultCandidates;
 
   /// Throws cgemm::Error naming the status, `call` and (when given) the problem.
@@ -41,7 +43,9 @@ struct LtContext {
 struct PlanKey {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t lda = 0, ldb = 0, ldc = 0, lhs_stride = 0, out_stride = 0;
-  int in_dtype = 0, out_dtype = 0;
+  int in_dtype = 0, rhs_dtype = 0, out_dtype = 0;
+  int scaling = 0;          // BlockScaling of quantized inputs
+  bool fast_accum = false;  // quantized inputs only (else false, so it splits no key)
   bool lhs_transposed = false, rhs_transposed = false, bias = false, beta_nonzero = false;
   uint32_t align_lhs = 0, align_rhs = 0, align_out = 0, align_bias = 0;
   auto operator<=>(const PlanKey&) const = default;
@@ -69,7 +73,7 @@ void build_plan(LtPlan& plan, const LtContext& ctx, const GemmTask& t, const Pla
 
 /// The matmul descriptor of one call, in storage of its own (cublasLtMatmulDescInit: no
 /// allocation, nothing to destroy). Nothing mutable is shared between calls, so the call's
-/// pointers (the bias today; FP8's scales and amax next) are set without a lock. cuBLASLt
+/// pointers (the bias, FP8's scale_inv) are set without a lock. cuBLASLt
 /// reads the descriptor during cublasLtMatmul only, so it may end with the call.
 class CallDesc {
  public:

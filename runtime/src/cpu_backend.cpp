@@ -17,6 +17,7 @@
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/gemm/cpu_gemm.hpp"
+#include "cgemm/gemm/quantize.hpp"
 #include "cgemm/runtime/backends.hpp"
 
 namespace cgemm {
@@ -172,6 +173,66 @@ class CpuBackend final : public Backend {
       }
     }
     convert_from_float(acc.data(), out, out_dtype, count);
+  }
+
+  void amax(const void* src, DType dtype, int64_t count, float* amax, int stream) override {
+    traced("quantize", "amax", stream, count * static_cast<int64_t>(dtype_size(dtype)), 0, [&] {
+      std::vector<float> x(static_cast<size_t>(count));
+      convert_to_float(src, dtype, x.data(), count);
+      *amax = quant::amax(x.data(), count);
+    });
+  }
+  void all_reduce_max(float* buf, int count, int stream, const char* label) override {
+    const watchdog::WaitScope wait(where(named(label, "amax all-reduce over the job")));
+    traced("collective", named(label, "amax all-reduce"), stream,
+           static_cast<int64_t>(count) * static_cast<int64_t>(sizeof(float)), 0, [&] {
+             check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_MAX, comms_.world()),
+                       "MPI_Allreduce(amax)");
+           });
+  }
+  void update_scale(const ScaleUpdate& u, int stream) override {
+    traced("quantize", "scale update", stream, 0, 0,
+           [&] { numeric::apply_scale_update(u.state, *u.amax, u.rule, u.recipe, u.fp8_max); });
+  }
+  void quantize(const QuantizeTask& t, int stream) override {
+    const int64_t count = t.rows * t.cols;
+    traced("quantize", named(t.label, "quantize"), stream,
+           count * static_cast<int64_t>(dtype_size(t.src_dtype) + 1), 0, [&] {
+             std::vector<float> x(static_cast<size_t>(count));
+             convert_to_float(t.src, t.src_dtype, x.data(), count);
+             quantize_now(t, x);
+           });
+  }
+  static void quantize_now(const QuantizeTask& t, std::vector<float>& x) {
+    auto* dst = static_cast<uint8_t*>(t.dst);
+    const float scale = t.state[ScaleStateLayout::kScale];
+    if (t.scaling == BlockScaling::kTensor) {
+      if (t.transpose) {
+        quant::quantize_transpose(x.data(), t.rows, t.cols, scale, t.format, dst);
+      } else {
+        quant::quantize_tensor(x.data(), t.rows * t.cols, scale, t.format, dst);
+      }
+      return;
+    }
+    // Block scaling runs along the last dim of dst: transpose the source first.
+    int64_t rows = t.rows, cols = t.cols;
+    if (t.transpose) {
+      std::vector<float> xt(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          xt[static_cast<size_t>(c * rows + r)] = x[static_cast<size_t>(r * cols + c)];
+        }
+      }
+      x.swap(xt);
+      std::swap(rows, cols);
+    }
+    if (t.scaling == BlockScaling::kMxfp8) {
+      quant::quantize_mxfp8(x.data(), rows, cols, t.format, quant::BlockDir::kRowwise, dst,
+                            t.block_scale);
+    } else {
+      quant::quantize_nvfp4(x.data(), rows, cols, t.state[ScaleStateLayout::kAmax], t.two_d, dst,
+                            t.block_scale);
+    }
   }
 
   ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override {

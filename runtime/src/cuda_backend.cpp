@@ -14,6 +14,7 @@
 //   trace            span events around traced calls
 //   event_timer      time_ms's events
 //   compute          GEMMs, copies and the backend's kernels on the compute streams
+//   world_max        the amaxes' max over the world (current scaling's one host round trip)
 //   exchange_fifo    the exchanges in flight, their completion events in start order
 //   device_memory    buffers, the symmetric-buffer registry, host copies
 //   *_collectives    the sequential path's collectives, NCCL or copy engines
@@ -37,6 +38,7 @@
 #include "cuda/sequential_collectives.hpp"
 #include "cuda/streams.hpp"
 #include "cuda/trace.hpp"
+#include "cuda/world_max.hpp"
 
 namespace cgemm {
 namespace {
@@ -90,6 +92,13 @@ class CudaBackend final : public Backend {
                     int s) override {
     compute_->sum_partials(parts, part_dtype, count, bias, bias_len, out, out_dtype, s);
   }
+
+  void amax(const void* src, DType dtype, int64_t count, float* amax, int s) override {
+    compute_->amax(src, dtype, count, amax, s);
+  }
+  void all_reduce_max(float* buf, int count, int s, const char* label) override;
+  void update_scale(const ScaleUpdate& u, int s) override { compute_->update_scale(u, s); }
+  void quantize(const QuantizeTask& t, int s) override { compute_->quantize(t, s); }
 
   ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override;
   void wait_exchange(ExchangeToken token, int s) override {
@@ -248,6 +257,18 @@ ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int a
       "transfer", [&] { return cuda::group_name(group); }, streams_->count(), comm,
       [&] { start_group(peer_transport_, group, comm, where_); }, trace_exchange_bytes(group));
   return exchanges_->push(group, comm);
+}
+
+void CudaBackend::all_reduce_max(float* buf, int count, int s, const char* label) {
+  cudaStream_t st = streams_->at(s, "all_reduce_max");
+  const std::string what = std::string(label != nullptr ? label : "all_reduce_max") + " (" +
+                           std::to_string(count) + " floats, max over " +
+                           std::to_string(comms_.world_size()) + " ranks)";
+  // As the collectives count an all-reduce: the buffer's bytes.
+  trace_->span(
+      "quantize", [&] { return what; }, s, st,
+      [&] { cuda::all_reduce_max_world(comms_.world(), buf, count, st, what, where_); },
+      int64_t{4} * count);
 }
 
 void CudaBackend::synchronize() {

@@ -22,8 +22,8 @@ void grow(Backend& be, void*& buf, int64_t& have, int64_t bytes) {
   have = bytes;
 }
 
-constexpr std::array<Workspace, 3> kPrivate{Workspace::kSend, Workspace::kWorkIn,
-                                            Workspace::kWorkOut};
+constexpr std::array<Workspace, 4> kPrivate{Workspace::kSend, Workspace::kWorkIn,
+                                            Workspace::kWorkOut, Workspace::kQuant};
 
 size_t slot(Workspace w) { return static_cast<size_t>(w); }
 
@@ -78,7 +78,8 @@ Engine::~Engine() {
   }
 }
 
-void Engine::ensure(const WorkspaceSizes& need) {
+void Engine::ensure(const Program& p) {
+  const WorkspaceSizes& need = p.workspace;
   // The ring is allocated once at its size: every rank of the TP group runs the same
   // programs, so every rank reaches this allocation (a collective one) at the same op.
   if (need.ring > 0 && ring_.local == nullptr) {
@@ -92,6 +93,41 @@ void Engine::ensure(const WorkspaceSizes& need) {
   for (Workspace w : kPrivate) {
     grow(be_, private_[slot(w)], workspace_bytes(have_, w), workspace_bytes(need, w));
   }
+  // The scale state lives as long as the plan: set once, then only the programs' scale
+  // updates change it (delayed scaling's history runs across calls and both paths).
+  if (need.scales > 0 && private_[slot(Workspace::kScales)] == nullptr) {
+    const size_t bytes = p.scales_init.size() * sizeof(float);
+    if (static_cast<int64_t>(bytes) != need.scales) {
+      throw Error("engine: a program's scale state holds " + std::to_string(bytes) +
+                  " bytes of initial values for " + std::to_string(need.scales) + " bytes");
+    }
+    void* state = be_.allocate(bytes);
+    be_.copy_from_host(state, p.scales_init.data(), bytes);
+    private_[slot(Workspace::kScales)] = state;
+    have_.scales = need.scales;
+  }
+  if (need.scales > have_.scales) {
+    throw Error("engine: a program needs a scale state of " + std::to_string(need.scales) +
+                " bytes, the plan holds " + std::to_string(have_.scales));
+  }
+}
+
+std::vector<float> Engine::scales(const Program& p) {
+  if (p.workspace.scales == 0) return {};
+  ensure(p);
+  std::vector<float> s(p.scales_init.size());
+  be_.copy_to_host(s.data(), base(Workspace::kScales), s.size() * sizeof(float));
+  return s;
+}
+
+void Engine::set_scales(const Program& p, const std::vector<float>& s) {
+  if (s.size() != p.scales_init.size()) {
+    throw Error("engine: a scale state of " + std::to_string(s.size()) + " floats for a plan " +
+                "that keeps " + std::to_string(p.scales_init.size()));
+  }
+  if (s.empty()) return;
+  ensure(p);
+  be_.copy_from_host(base(Workspace::kScales), s.data(), s.size() * sizeof(float));
 }
 
 void* Engine::base(Workspace w) const {
@@ -113,7 +149,7 @@ const void* Engine::at(const Ref& r, const Operands& x) const {
 }
 
 void Engine::run(const Program& p, const Operands& x) {
-  ensure(p.workspace);
+  ensure(p);
   tokens_.assign(static_cast<size_t>(p.tokens), -1);
   // Labels name the work in traces and in the watchdog's timeout messages.
   const auto label = [](const std::string& s) { return s.c_str(); };
@@ -130,6 +166,16 @@ void Engine::run(const Program& p, const Operands& x) {
         t.out = at_mut(o.out, x);
         t.bias = maybe(o.bias);
         t.label = label(o.label);
+        const auto scale = [&](const std::optional<Ref>& r) {
+          return static_cast<const float*>(maybe(r));
+        };
+        const auto block = [&](const std::optional<Ref>& r) {
+          return static_cast<const uint8_t*>(maybe(r));
+        };
+        t.lhs_scale_inv = scale(o.scales.lhs_scale_inv);
+        t.rhs_scale_inv = scale(o.scales.rhs_scale_inv);
+        t.lhs_block_scale = block(o.scales.lhs_block);
+        t.rhs_block_scale = block(o.scales.rhs_block);
         be_.gemm(t, o.stream);
       },
       [&](const ExchangeOp& o) {
@@ -173,6 +219,28 @@ void Engine::run(const Program& p, const Operands& x) {
       },
       [&](const AllReduceOp& o) {
         be_.all_reduce(at_mut(o.buf, x), o.dtype, o.count, o.stream, label(o.label));
+      },
+      [&](const AmaxOp& o) {
+        be_.amax(at(o.src, x), o.dtype, o.count, static_cast<float*>(at_mut(o.amax, x)), o.stream);
+      },
+      [&](const AmaxReduceOp& o) {
+        be_.all_reduce_max(static_cast<float*>(at_mut(o.amax, x)), o.count, o.stream,
+                           label(o.label));
+      },
+      [&](const ScaleOp& o) {
+        ScaleUpdate u = o.update;
+        u.state = static_cast<float*>(at_mut(o.state, x));
+        u.amax = static_cast<const float*>(at(o.amax, x));
+        be_.update_scale(u, o.stream);
+      },
+      [&](const QuantizeOp& o) {
+        QuantizeTask t = o.task;
+        t.src = at(o.src, x);
+        t.dst = at_mut(o.dst, x);
+        t.state = static_cast<const float*>(at(o.state, x));
+        t.block_scale = o.block_scale ? static_cast<uint8_t*>(at_mut(*o.block_scale, x)) : nullptr;
+        t.label = label(o.label);
+        be_.quantize(t, o.stream);
       },
   };
   for (const Op& op : p.ops) std::visit(issue, op);

@@ -23,9 +23,14 @@ class Engine {
   /// Issues every op of `p` in order (asynchronous on the CUDA backend).
   void run(const Program& p, const Operands& x);
   Backend& backend() { return be_; }
+  /// The scale state (kScales) `p` uses, as floats (host copy; synchronous), allocated and set
+  /// to p.scales_init first if no program ran yet. Empty when p keeps none.
+  std::vector<float> scales(const Program& p);
+  /// Overwrites it. Throws cgemm::Error when `s` is not the state's size.
+  void set_scales(const Program& p, const std::vector<float>& s);
 
  private:
-  void ensure(const WorkspaceSizes& need);
+  void ensure(const Program& p);
   const void* at(const Ref& r, const Operands& x) const;
   void* at_mut(const Ref& r, const Operands& x) const;
   void* base(Workspace w) const;
@@ -33,7 +38,7 @@ class Engine {
   Backend& be_;
   SymmetricBuffer ring_;
   // The private workspaces (all but the ring), indexed by Workspace.
-  std::array<void*, 4> private_{};
+  std::array<void*, 6> private_{};
   WorkspaceSizes have_;
   std::vector<ExchangeToken> tokens_;
   int world_rank_ = 0;

@@ -13,6 +13,7 @@
 #include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/runtime/operands.hpp"
+#include "program.hpp"
 
 namespace cgemm {
 
@@ -20,8 +21,12 @@ namespace cgemm {
 /// scale_inv), so the kind files move it without knowing what it is.
 struct SideBand {
   std::string name;  // for transfer labels, e.g. "lhs scale_inv"
-  Operand source;    // this rank's copy, in the caller's operands
+  Ref source;        // this rank's copy
   size_t bytes = 0;  // per rank
+  // The chunk's lhs block scales (MXFP8): the GEMM of a chunk reads its copy, at the lhs
+  // offset / block size (one scale byte per `block` lhs bytes, laid out as the lhs rows).
+  bool lhs_block_scale = false;
+  int block = 0;
 };
 
 struct GemmGeometry {
@@ -46,7 +51,16 @@ struct GemmGeometry {
   int sequence_dim = -1;        // the planner's sequence dim of the output; -1: none
   std::string reduce_axis;      // the planner's reduce axis of the output as a spec; "": none
   bool reduce_over_tp = false;  // that axis is the tensor-parallel one
-  std::vector<SideBand> lhs_side_band;  // travels with each lhs chunk (none today)
+  std::vector<SideBand> lhs_side_band;  // travels with each lhs chunk
+
+  // Where the GEMMs read their operands: the caller's, or (quantized GEMMs) the plan's
+  // quantized copies; and the scales a quantized GEMM applies (runtime/src/quantization.hpp).
+  Ref lhs_src{Operand::kLhs}, rhs_src{Operand::kRhs};
+  std::optional<DType> rhs_in;  // the rhs's dtype where it differs from `in` (FP8 pairs)
+  GemmScales scales;            // lhs_block / rhs_block: of the whole local operand
+  int lhs_block = 0;            // lhs bytes per block scale (MXFP8, NVFP4); 0: none
+  BlockScaling block_scaling = BlockScaling::kTensor;
+  bool fast_accumulation = true;
 
   // Chunk geometry, set by the collective GEMM. A chunk is one ring step's rows: chunk_rows
   // contiguous rows, or (strided, batch-first with local batch > 1) `batch` blocks of
@@ -82,7 +96,23 @@ struct GemmGeometry {
     t.ldb = ldb;
     t.rhs_transposed = rhs_transposed;
     t.ldc = n;
+    t.rhs_dtype = rhs_in;
+    t.fast_accumulation = fast_accumulation;
+    t.block_scaling = block_scaling;
     return t;
+  }
+
+  /// A GEMM of this geometry reading lhs at `lhs` (the lhs rows `lhs_offset` bytes into the
+  /// local lhs, for its block scales) and the rhs at rhs_src, with the geometry's scales.
+  /// `lhs_scales` overrides where the lhs block scales are (a chunk that came over the ring).
+  GemmOp gemm(GemmTask t, Ref lhs, Ref out, std::optional<Ref> bias, int stream, std::string label,
+              size_t lhs_offset = 0, std::optional<Ref> lhs_scales = std::nullopt) const {
+    GemmScales sc = scales;
+    if (lhs_block > 0) {
+      const Ref base = lhs_scales ? *lhs_scales : *scales.lhs_block;
+      sc.lhs_block = base.plus(lhs_offset / static_cast<size_t>(lhs_block));
+    }
+    return GemmOp{t, lhs, rhs_src, out, std::move(bias), stream, std::move(label), sc};
   }
   // Pieces (chunks_per_rank): a chunk splits into `pieces` parts that are contiguous where the
   // chunk lies in a ring or send slot: rows of the chunk, or (strided) whole batch blocks, so

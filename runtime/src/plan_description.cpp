@@ -7,6 +7,7 @@
 
 #include "cgemm/sharding/reorder.hpp"
 #include "planning.hpp"
+#include "quantization.hpp"
 
 namespace cgemm {
 
@@ -101,7 +102,15 @@ struct CpuScratch {
         [&](const AllReduceOp& o) {
           at_least(scratch, checked_bytes(o.count, sizeof(float), what));
         },
+        [&](const QuantizeOp& o) {
+          // The source in fp32 (and its transpose).
+          const int64_t n = checked_mul(checked_mul(o.task.rows, o.task.cols, what), 2, what);
+          at_least(scratch, checked_bytes(n, sizeof(float), what));
+        },
+        [&](const AmaxOp& o) { at_least(scratch, checked_bytes(o.count, sizeof(float), what)); },
         // These allocate nothing on the CPU backend.
+        [](const AmaxReduceOp&) {},
+        [](const ScaleOp&) {},
         [](const ForkOp&) {},
         [](const JoinOp&) {},
         [](const ExchangeOp&) {},
@@ -125,6 +134,10 @@ std::string buffer_name(const Ref& r) {
                                      return "work_in";
                                    case Workspace::kWorkOut:
                                      return "work_out";
+                                   case Workspace::kQuant:
+                                     return "quant";
+                                   case Workspace::kScales:
+                                     return "scales";
                                  }
                                  return "?";
                                }},
@@ -155,6 +168,10 @@ ProgramView view_of(const Program& p) {
       [](const AllGatherOp&) {},
       [](const ReduceScatterOp&) {},
       [](const AllReduceOp&) {},
+      [](const AmaxOp&) {},
+      [](const AmaxReduceOp&) {},
+      [](const ScaleOp&) {},
+      [](const QuantizeOp&) {},
   };
   for (const Op& op : p.ops) std::visit(add, op);
   return v;
@@ -174,8 +191,9 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
   b.sequential = p.kind.sequential.workspace;
   const WorkspaceSizes& o = b.overlapped;
   const WorkspaceSizes& s = b.sequential;
-  WorkspaceSizes held{std::max(o.ring, s.ring), std::max(o.send, s.send),
-                      std::max(o.work_in, s.work_in), std::max(o.work_out, s.work_out)};
+  WorkspaceSizes held{std::max(o.ring, s.ring),       std::max(o.send, s.send),
+                      std::max(o.work_in, s.work_in), std::max(o.work_out, s.work_out),
+                      std::max(o.quant, s.quant),     std::max(o.scales, s.scales)};
   b.workspace = held.total();
   if (opt.backend == BackendKind::kCpu) {
     CpuScratch cpu;
@@ -196,7 +214,9 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
 
 int64_t WorkspaceSizes::total() const {
   const std::string what = "workspace bytes";
-  return checked_add(checked_add(ring, send, what), checked_add(work_in, work_out, what), what);
+  const int64_t t =
+      checked_add(checked_add(ring, send, what), checked_add(work_in, work_out, what), what);
+  return checked_add(t, checked_add(quant, scales, what), what);
 }
 
 int64_t PlanBytes::operands() const {
@@ -309,9 +329,22 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   GemmAbstractInput ai;
   ai.lhs = {r.lhs_local, desc.dtype};
   ai.rhs = {r.rhs_local, desc.dtype};
+  const QuantizationDesc& q = desc.quantization;
+  if (q.mode != ScalingMode::kNoScaling) {
+    // The GEMM cgemm runs: both operands quantized, the rhs as its [N, K] copy contracting its
+    // last dim (the NT layout gemm.py requires of FP8 below SM100).
+    const bool fp4 = is_nvfp4(q.mode);
+    const Shape nk = g.rhs_transposed ? r.rhs_local : Shape{r.rhs_local[1], r.rhs_local[0]};
+    ai.lhs.dtype = fp4 ? DType::kFloat4E2M1 : q.lhs_format;
+    ai.rhs = {nk, fp4 ? DType::kFloat4E2M1 : q.rhs_format};
+    ai.lhs_scale_shape = {1};
+    ai.rhs_scale_shape = {1};
+    ai.scaling_mode = q.mode;
+  }
   if (g.has_bias) ai.bias = TensorDesc{r.bias_local, desc.out_dtype};
   ai.out_dtype = desc.out_dtype;
   ai.contracting_dims = desc.contracting_dims;
+  if (q.mode != ScalingMode::kNoScaling) ai.contracting_dims.second = {1};
   ai.collective_op = desc.collective;
   ai.is_outer = true;
   ai.sequence_dim = sharding.sequence_dim.value_or(1);
@@ -420,7 +453,13 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   out.description.desc = desc;
   out.geometry = plan_shards(desc, m, opt, out.description);
   fill_geometry(out.geometry, desc, m, opt, out.description);
+  const std::optional<QuantizationPlan> quant =
+      plan_quantization(desc, out.geometry, out.description, m, opt);
   out.kind = choose_collective_gemm(out.geometry).make(out.geometry);
+  if (quant) {
+    add_quantization(out.kind, *quant, desc.name);
+    out.kind.summary += ", quantized " + quantization_summary(desc.quantization);
+  }
   for (const Program* p : {&out.kind.overlapped, &out.kind.sequential, &out.kind.gemm_only,
                            &out.kind.collective_only}) {
     p->check_writes(desc.name);

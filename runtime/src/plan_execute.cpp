@@ -40,6 +40,12 @@ std::string GemmPlan::path_summary() const {
 
 bool GemmPlan::uses_overlap() const { return impl_->use_overlap; }
 
+std::vector<float> GemmPlan::scale_state() { return impl_->engine.scales(impl_->kind.overlapped); }
+
+void GemmPlan::set_scale_state(const std::vector<float>& state) {
+  impl_->engine.set_scales(impl_->kind.overlapped, state);
+}
+
 void GemmPlan::bench_gemm_only(const void* lhs, const void* rhs, void* out) {
   impl_->engine.run(impl_->kind.gemm_only, Operands(lhs, rhs, nullptr, out));
 }

@@ -23,7 +23,12 @@ Access access(const Op& op) {
                         [](const ForkOp&) { return Access{}; },
                         [](const JoinOp&) { return Access{}; },
                         [&](const GemmOp& o) {
-                          return Access{with({o.lhs, o.rhs}, o.bias), {o.out}};
+                          std::vector<Ref> reads = with({o.lhs, o.rhs}, o.bias);
+                          for (const auto* s : {&o.scales.lhs_scale_inv, &o.scales.rhs_scale_inv,
+                                                &o.scales.lhs_block, &o.scales.rhs_block}) {
+                            reads = with(std::move(reads), *s);
+                          }
+                          return Access{std::move(reads), {o.out}};
                         },
                         [](const ExchangeOp& o) {
                           Access a;
@@ -45,6 +50,18 @@ Access access(const Op& op) {
                         },
                         [](const AllReduceOp& o) {
                           return Access{{o.buf}, {o.buf}};
+                        },
+                        [](const AmaxOp& o) {
+                          return Access{{o.src}, {o.amax}};
+                        },
+                        [](const AmaxReduceOp& o) {
+                          return Access{{o.amax}, {o.amax}};
+                        },
+                        [](const ScaleOp& o) {
+                          return Access{{o.state, o.amax}, {o.state}};
+                        },
+                        [&](const QuantizeOp& o) {
+                          return Access{{o.src, o.state}, with({o.dst}, o.block_scale)};
                         },
                     },
                     op);
@@ -104,6 +121,10 @@ int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w) {
       return s.work_in;
     case Workspace::kWorkOut:
       return s.work_out;
+    case Workspace::kQuant:
+      return s.quant;
+    case Workspace::kScales:
+      return s.scales;
   }
   return s.ring;  // unreachable: every Workspace is a case above (-Wswitch)
 }

@@ -31,6 +31,9 @@ enum class Workspace {
   kSend,     // partials computed for other ranks, read by the transport
   kWorkIn,   // input side of the sequential path: the gathered or reordered lhs
   kWorkOut,  // output side of the sequential path: GEMM results before a collective or reorder
+  kQuant,    // this call's quantized operands, their block scales and amaxes
+  kScales,   // the scale state of each quantized operand (quantize_task.hpp's layout): kept
+             // across calls and shared by both paths, set to Program::scales_init once
 };
 
 /// A place in a buffer: `offset` bytes into one of the caller's operands (operands.hpp) or
@@ -49,14 +52,22 @@ struct JoinOp {
   int stream = 0;
 };
 
+/// Where a quantized GEMM finds its scales (GemmTask's scale pointers); unset: none.
+struct GemmScales {
+  std::optional<Ref> lhs_scale_inv, rhs_scale_inv;  // one fp32 each
+  std::optional<Ref> lhs_block, rhs_block;          // MXFP8 / NVFP4 block scales
+};
+
 /// One GEMM: `task` holds its shape, dtypes, layouts, leading dimensions, strides, alpha and
-/// beta; the engine binds lhs, rhs and out (and bias when set) to the task's pointers.
+/// beta; the engine binds lhs, rhs and out (and bias and scales when set) to the task's
+/// pointers.
 struct GemmOp {
   GemmTask task;
   Ref lhs, rhs, out;
   std::optional<Ref> bias;  // fused in the epilogue
   int stream = 0;
   std::string label;
+  GemmScales scales = {};
 };
 
 /// One transfer of an exchange group: `bytes` from `src` to TP rank send_peer, landing in its
@@ -130,8 +141,39 @@ struct AllReduceOp {
   std::string label;
 };
 
+/// Quantization (quantize_task.hpp; runtime/src/quantization.cpp writes these ops).
+/// amax = max |src| over this rank's `count` elements (Backend::amax).
+struct AmaxOp {
+  Ref src;
+  DType dtype = DType::kBFloat16;
+  int64_t count = 0;
+  Ref amax;
+  int stream = 0;
+};
+/// `count` amaxes, max-reduced over every rank of the job (Backend::all_reduce_max).
+struct AmaxReduceOp {
+  Ref amax;
+  int count = 0;
+  int stream = 0;
+  std::string label;
+};
+/// One operand's scale from its amax (Backend::update_scale); `update`'s pointers unset.
+struct ScaleOp {
+  ScaleUpdate update;
+  Ref state, amax;
+  int stream = 0;
+};
+/// One operand quantized (Backend::quantize); `task`'s pointers unset.
+struct QuantizeOp {
+  QuantizeTask task;
+  Ref src, dst, state;
+  std::optional<Ref> block_scale;
+  int stream = 0;
+  std::string label;
+};
+
 using Op = std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, AllGatherOp,
-                        ReduceScatterOp, AllReduceOp>;
+                        ReduceScatterOp, AllReduceOp, AmaxOp, AmaxReduceOp, ScaleOp, QuantizeOp>;
 
 /// A set of lambdas as one visitor: std::visit(Overloaded{[](const GemmOp&) {...}, ...}, op).
 /// Without a catch-all lambda, an alternative no lambda takes is a compile error.
@@ -144,6 +186,9 @@ struct Program {
   std::vector<Op> ops;
   WorkspaceSizes workspace;  // bytes of each workspace the ops use (0: none)
   int tokens = 0;            // exchange token slots the ops use
+  /// What kScales holds before the first call (floats; its size is workspace.scales bytes):
+  /// every path of a plan has the same, since they share the state.
+  std::vector<float> scales_init;
 
   /// The caller's operand slots any op reads or writes, in enum order.
   std::vector<Operand> operands_used() const;

@@ -28,6 +28,8 @@ esac
 # name | ranks | options. Block: g(K_none N_none K_ag N_ag K_rs N_rs) below.
 block() { echo "--gemm \"plain none $1 $2\" --gemm \"ag all_gather $3 $4\" --gemm \"rs reduce_scatter $5 $6\""; }
 std=$(block 128 96 128 96 96 128)
+# Quantized (FP8) blocks: every local contracting dim a multiple of 16 up to tp 8.
+fp8=$(block 128 128 128 128 128 128)
 cases=(
   "tp2_bf16_bias_bfirst_agg0_s3|2|--dp 1 --batch 2 --seq_len 64 --dtype bf16 --bias on --transpose_batch_sequence off --aggregate_all_gather off --num_max_streams 3 $std"
   "tp2_fp16_nobias_sfirst_agg1_s2|2|--dp 1 --batch 1 --seq_len 64 --dtype fp16 --bias off --transpose_batch_sequence on --aggregate_all_gather on --num_max_streams 2 $std"
@@ -49,6 +51,13 @@ cases=(
   "dp2tp2_bf16_bias_bfirst_agg1_s3|4|--dp 2 --batch 4 --seq_len 32 --dtype bf16 --bias on --transpose_batch_sequence off --aggregate_all_gather on --num_max_streams 3 $std"
   "dp2tp2_fp16_nobias_sfirst_agg0_s2|4|--dp 2 --batch 2 --seq_len 32 --dtype fp16 --bias off --transpose_batch_sequence on --aggregate_all_gather off --num_max_streams 2 $std"
   "dp2tp2_fp32_bias_bfirst_agg0_s1|4|--dp 2 --batch 2 --seq_len 16 --dtype fp32 --bias on --transpose_batch_sequence off --num_max_streams 1 $std"
+  "tp2_fp8current_bias_bfirst_agg0_s3|2|--dp 1 --batch 2 --seq_len 64 --dtype bf16 --bias on --scaling current --aggregate_all_gather off --num_max_streams 3 $fp8"
+  "tp2_fp8delayed_nobias_sfirst_c2_agg1|2|--dp 1 --batch 2 --seq_len 64 --dtype bf16 --bias off --scaling delayed --transpose_batch_sequence on --aggregate_all_gather on --chunks_per_rank 2 $fp8"
+  "tp4_fp8delayed_bias_bfirst_e5m2rhs_s2|4|--dp 1 --batch 2 --seq_len 64 --dtype bf16 --bias on --scaling delayed --rhs_format e5m2 --amax_history_len 16 --num_max_streams 2 $fp8"
+  "tp4_fp8current_nobias_sfirst_e5m2lhs_fp16|4|--dp 1 --batch 1 --seq_len 64 --dtype fp16 --bias off --scaling current --lhs_format e5m2 --transpose_batch_sequence on $fp8"
+  "tp8_fp8current_bias_bfirst_c2_s3|8|--dp 1 --batch 2 --seq_len 64 --dtype bf16 --bias on --scaling current --chunks_per_rank 2 --num_max_streams 3 $fp8"
+  "tp8_fp8delayed_nobias_sfirst_agg1_fp32|8|--dp 1 --batch 1 --seq_len 64 --dtype fp32 --bias off --scaling delayed --amax_compute_algo most_recent --aggregate_all_gather on --transpose_batch_sequence on $fp8"
+  "dp2tp2_fp8delayed_bias_bfirst_margin1|4|--dp 2 --batch 4 --seq_len 32 --dtype bf16 --bias on --scaling delayed --margin 1 $fp8"
 )
 
 # GPU against CPU: the GPU accumulates in fp32 and the CPU in fp64, and each rounds its

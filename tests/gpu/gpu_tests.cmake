@@ -11,6 +11,24 @@ endfunction()
 cgemm_add_gpu_test(test_cublaslt_gemm
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cublaslt_gemm.cpp LIBS cgemm_gemm)
 
+# cuBLASLt FP8 (per-tensor scales) against an fp64 reference of the dequantized inputs, and its
+# refusals.
+cgemm_add_gpu_test(test_cublaslt_fp8
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cublaslt_fp8.cpp LIBS cgemm_gemm)
+
+# The CUDA backend's quantization calls (amax, the world's max, scale updates, FP8 casts plain
+# and transposed) against host references, bit for bit, on 1 rank and on 2 (which share the
+# GPU when there is one).
+add_executable(test_cuda_quantize ${CMAKE_CURRENT_LIST_DIR}/test_cuda_quantize.cpp)
+target_link_libraries(test_cuda_quantize PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(np 1 2)
+  add_test(NAME gpu_cuda_quantize_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_cuda_quantize>)
+  set_tests_properties(gpu_cuda_quantize_np${np} PROPERTIES LABELS "gpu;mpi" TIMEOUT 300
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}" SKIP_REGULAR_EXPRESSION "no GPU on some rank")
+endforeach()
+
 # The CUDA backend on its own under mpirun: kernels against their CPU definitions, copy-engine
 # and NCCL exchanges under buffer reuse, the reference collectives. Run by hand with more
 # ranks: mpirun -np 4 test_cuda_backend (one GPU per rank). Without GPUs every case skips.

@@ -98,6 +98,30 @@ class RecordingBackend final : public Backend {
         "/" + std::to_string(bias_len) + " -> " + where(out) + " " + dt(out_dtype));
   }
 
+  void amax(const void* src, DType dtype, int64_t count, float* amax, int stream) override {
+    log("amax s" + std::to_string(stream) + " " + where(src) + " " + dt(dtype) +
+        " count=" + std::to_string(count) + " -> " + where(amax));
+  }
+  void all_reduce_max(float* buf, int count, int stream, const char* label) override {
+    log("all_reduce_max s" + std::to_string(stream) + " " + where(buf) +
+        " count=" + std::to_string(count) + " '" + (label != nullptr ? label : "") + "'");
+  }
+  void update_scale(const ScaleUpdate& u, int stream) override {
+    log("update_scale s" + std::to_string(stream) + " " +
+        (u.rule == ScaleRule::kDelayed ? "delayed"
+         : u.rule == ScaleRule::kNvfp4 ? "nvfp4"
+                                       : "current") +
+        " state=" + where(u.state) + " amax=" + where(u.amax) + " history=" +
+        std::to_string(u.recipe.amax_history_len) + " margin=" + std::to_string(u.recipe.margin));
+  }
+  void quantize(const QuantizeTask& t, int stream) override {
+    log("quantize s" + std::to_string(stream) + " " + std::to_string(t.rows) + "x" +
+        std::to_string(t.cols) + " " + dt(t.src_dtype) + " -> " + dt(t.format) +
+        (t.transpose ? " transposed" : "") + " " + where(t.src) + " -> " + where(t.dst) +
+        " state=" + where(t.state) + " blocks=" + where(t.block_scale) + " '" +
+        (t.label != nullptr ? t.label : "") + "'");
+  }
+
   ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override {
     validate_exchange_group(group, rank_, tp_, "recording backend");
     std::string s =

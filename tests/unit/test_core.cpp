@@ -117,6 +117,23 @@ TEST(CoreShape, NegativeDimThrows) {
   EXPECT_THROW(num_elements({0, -1}), Error);
 }
 
+// NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION is Transformer Engine's, parsed as TE does (the
+// text compared with "1"): values env_flag refuses, such as 2, must not throw.
+TEST(EnvFp8Accumulation, OnlyExactlyOneMeansHighPrecision) {
+  const char* name = "NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION";
+  unsetenv(name);
+  EXPECT_FALSE(fp8_gemm_high_precision_accumulation());
+  setenv(name, "1", 1);
+  EXPECT_TRUE(fp8_gemm_high_precision_accumulation());
+  for (const char* v : {"0", "2", "true", "yes", "on", " 1", "1 ", "01", ""}) {
+    setenv(name, v, 1);
+    bool on = true;
+    EXPECT_NO_THROW(on = fp8_gemm_high_precision_accumulation()) << v;
+    EXPECT_FALSE(on) << "'" << v << "'";
+  }
+  unsetenv(name);
+}
+
 // The README's "Environment variables" table lists exactly the registry's knobs, each with
 // the default the registry gives; the knobs have distinct names.
 TEST(EnvRegistry, ReadmeTableIsTheRegistry) {

@@ -187,7 +187,7 @@ TEST(AllGatherRing, SideBandTravelsWithEveryChunk) {
     const PlannedGemm planned = plan(CollectiveOp::kAllGather, kTp, rank, kPieces);
     GemmGeometry g = planned.geometry;
     const size_t lhs_ring = g.chunk_lhs_bytes() * kTp;
-    g.lhs_side_band.push_back({"lhs scale_inv", Operand::kBias, kSideBytes});
+    g.lhs_side_band.push_back({"lhs scale_inv", Ref{Operand::kBias}, kSideBytes});
     const CollectiveGemm k = make_all_gather_gemm(g);
     EXPECT_EQ(k.overlapped.workspace.ring, static_cast<int64_t>(lhs_ring + kTp * kSideBytes));
 
@@ -247,7 +247,7 @@ TEST(AllGatherRing, EveryChunkAndSideBandLandsInItsSlot) {
                                             DType::kBFloat16, false, false),
               m, opt);
           GemmGeometry g = planned.geometry;
-          g.lhs_side_band.push_back({"scale_inv", Operand::kBias, kSide});
+          g.lhs_side_band.push_back({"scale_inv", Ref{Operand::kBias}, kSide});
           const CollectiveGemm k = make_all_gather_gemm(g);
           chunk = g.chunk_lhs_bytes();
           lhs_ring = chunk * static_cast<size_t>(tp);

@@ -25,22 +25,24 @@ std::optional<Ref> bias(const GemmGeometry& g) {
 // ring, one per chunk; chunk c lives at slot c on every rank.
 struct Payload {
   std::string name;  // "" for the lhs rows; the side band's name otherwise
-  Operand source;    // this rank's chunk, in the caller's operands
+  Ref source;        // this rank's chunk
   size_t chunk_bytes = 0;
   size_t ring_at = 0;  // where its slots start in the ring
   bool in_pieces = false;
+  bool lhs_block_scale = false;  // the chunk's lhs block scales (SideBand::lhs_block_scale)
 
   Ref chunk(const GemmGeometry& g, int c) const {
-    if (c == g.me) return {source};
+    if (c == g.me) return source;
     return {Workspace::kRing, ring_at + static_cast<size_t>(c) * chunk_bytes};
   }
 };
 
 std::vector<Payload> payloads(const GemmGeometry& g) {
-  std::vector<Payload> list{{"", Operand::kLhs, g.chunk_lhs_bytes(), 0, true}};
+  std::vector<Payload> list{{"", g.lhs_src, g.chunk_lhs_bytes(), 0, true}};
   int64_t ring = static_cast<int64_t>(g.times(g.chunk_lhs_bytes(), g.tp, "ring"));
   for (const SideBand& s : g.lhs_side_band) {
-    list.push_back({s.name, s.source, s.bytes, static_cast<size_t>(ring), false});
+    list.push_back(
+        {s.name, s.source, s.bytes, static_cast<size_t>(ring), false, s.lhs_block_scale});
     ring = checked_add(ring, static_cast<int64_t>(g.times(s.bytes, g.tp, "ring")),
                        "GEMM '" + g.name + "' ring");
   }
@@ -50,6 +52,14 @@ std::vector<Payload> payloads(const GemmGeometry& g) {
 // The ring holds every payload's tp slots, one payload after another.
 size_t ring_bytes(const GemmGeometry& g, const std::vector<Payload>& list) {
   return list.back().ring_at + g.times(list.back().chunk_bytes, g.tp, "ring");
+}
+
+// Where chunk c's lhs block scales are (quantized with block scaling), or nullopt.
+std::optional<Ref> chunk_scales(const GemmGeometry& g, const std::vector<Payload>& list, int c) {
+  for (const Payload& pl : list) {
+    if (pl.lhs_block_scale) return pl.chunk(g, c);
+  }
+  return std::nullopt;
 }
 
 // Where it writes: rows c*S/tp.. of every batch block (strided) or the c-th block of rows.
@@ -113,14 +123,13 @@ Program overlapped(const GemmGeometry& g) {
         const int s = gemm_index++ % g.num_streams;
         const int token = arrived[static_cast<size_t>(j)];
         if (c != g.me && token >= 0) p.ops.push_back(WaitOp{token, s});
-        p.ops.push_back(GemmOp{g.piece_task(g.seq_rows * g.k, g.seq_total * g.n),
-                               list.front().chunk(g, c).plus(static_cast<size_t>(j) * piece_lhs),
-                               {Operand::kRhs},
-                               chunk_out(g, c).plus(static_cast<size_t>(j) * piece_out),
-                               bias(g),
-                               s,
+        const size_t at = static_cast<size_t>(j) * piece_lhs;
+        p.ops.push_back(g.gemm(g.piece_task(g.seq_rows * g.k, g.seq_total * g.n),
+                               list.front().chunk(g, c).plus(at),
+                               chunk_out(g, c).plus(static_cast<size_t>(j) * piece_out), bias(g), s,
                                g.name + " gemm chunk " + std::to_string(c) +
-                                   (g.pieces > 1 ? " piece " + std::to_string(j) : "")});
+                                   (g.pieces > 1 ? " piece " + std::to_string(j) : ""),
+                               at, chunk_scales(g, list, c)));
       }
     }
   }
@@ -145,7 +154,7 @@ GemmTask whole(const GemmGeometry& g) {
 // side band behind it (where a GEMM of this path finds them: work_in_bytes covers both).
 std::vector<AllGatherOp> gathers(const GemmGeometry& g) {
   std::vector<AllGatherOp> out{
-      {{Operand::kLhs}, {Workspace::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"}};
+      {g.lhs_src, {Workspace::kWorkIn}, g.lhs_bytes(), 0, g.name + " sequential all-gather"}};
   size_t at = g.times(g.lhs_bytes(), g.tp, "gathered lhs");
   for (const SideBand& s : g.lhs_side_band) {
     out.push_back({{s.source},
@@ -156,6 +165,16 @@ std::vector<AllGatherOp> gathers(const GemmGeometry& g) {
     at += g.times(s.bytes, g.tp, "gathered side band");
   }
   return out;
+}
+
+// The gathered lhs block scales (behind the gathered lhs, rank-major as its rows), or nullopt.
+std::optional<Ref> gathered_scales(const GemmGeometry& g) {
+  size_t at = g.times(g.lhs_bytes(), g.tp, "gathered lhs");
+  for (const SideBand& s : g.lhs_side_band) {
+    if (s.lhs_block_scale) return Ref{Workspace::kWorkIn, at};
+    at += g.times(s.bytes, g.tp, "gathered side band");
+  }
+  return std::nullopt;
 }
 
 int64_t work_in_bytes(const GemmGeometry& g) {
@@ -176,8 +195,8 @@ Program sequential(const GemmGeometry& g) {
   if (g.strided) {
     p.workspace.work_out =
         static_cast<int64_t>(g.bytes(c_rows(g), g.n, g.out_size(), "gathered output"));
-    p.ops.push_back(
-        GemmOp{whole(g), gathered, {Operand::kRhs}, {Workspace::kWorkOut}, bias(g), 0, label});
+    p.ops.push_back(g.gemm(whole(g), gathered, {Workspace::kWorkOut}, bias(g), 0, label, 0,
+                           gathered_scales(g)));
     p.ops.push_back(ReorderOp{ReorderKind::kDpLeading,
                               g.out_local,
                               g.dp,
@@ -187,7 +206,7 @@ Program sequential(const GemmGeometry& g) {
                               0});
   } else {
     p.ops.push_back(
-        GemmOp{whole(g), gathered, {Operand::kRhs}, {Operand::kOut}, bias(g), 0, label});
+        g.gemm(whole(g), gathered, {Operand::kOut}, bias(g), 0, label, 0, gathered_scales(g)));
   }
   return p;
 }
@@ -207,13 +226,8 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   c.overlapped = overlapped(g);
   c.sequential = sequential(g);
   c.gemm_only.workspace.work_in = work_in_bytes(g);
-  c.gemm_only.ops.push_back(GemmOp{whole(g),
-                                   {Workspace::kWorkIn},
-                                   {Operand::kRhs},
-                                   {Operand::kOut},
-                                   std::nullopt,
-                                   0,
-                                   g.name + " gemm"});
+  c.gemm_only.ops.push_back(g.gemm(whole(g), {Workspace::kWorkIn}, {Operand::kOut}, std::nullopt, 0,
+                                   g.name + " gemm", 0, gathered_scales(g)));
   c.collective_only.workspace.work_in = c.gemm_only.workspace.work_in;
   for (AllGatherOp& x : gathers(g)) c.collective_only.ops.push_back(std::move(x));
   const auto steps = all_gather_schedule(g.tp, g.me, g.aggregate).size();

@@ -21,17 +21,17 @@ CollectiveGemm make_plain_gemm(GemmGeometry& g) {
   GemmTask t = g.task();
   t.m = g.lhs_rows;
   Program& p = c.overlapped;
-  const Ref lhs{Operand::kLhs}, rhs{Operand::kRhs}, out{Operand::kOut};
+  const Ref lhs = g.lhs_src, out{Operand::kOut};
   const std::optional<Ref> bias =
       g.has_bias ? std::optional<Ref>(Ref{Operand::kBias}) : std::nullopt;
-  p.ops.push_back(GemmOp{t, lhs, rhs, out, g.fuse_bias ? bias : std::nullopt, 0, g.name + " gemm"});
+  p.ops.push_back(g.gemm(t, lhs, out, g.fuse_bias ? bias : std::nullopt, 0, g.name + " gemm"));
   if (!g.reduce_axis.empty()) {
     p.ops.push_back(AllReduceOp{out, g.out, out_count, 0, g.name + " all-reduce"});
     if (g.has_bias) p.ops.push_back(SumOp{{out}, g.out, out_count, bias, g.n, out, g.out, 0});
     c.collective_only.ops.push_back(AllReduceOp{out, g.out, out_count, 0, g.name + " all-reduce"});
   }
   c.sequential = p;
-  c.gemm_only.ops.push_back(GemmOp{t, lhs, rhs, out, std::nullopt, 0, g.name + " gemm"});
+  c.gemm_only.ops.push_back(g.gemm(t, lhs, out, std::nullopt, 0, g.name + " gemm"));
   c.summary = "one GEMM [" + std::to_string(g.lhs_rows) + " x " + std::to_string(g.k) + "] @ [" +
               std::to_string(g.k) + " x " + std::to_string(g.n) + "]" +
               (g.reduce_axis.empty() ? "" : ", all-reduce over " + g.reduce_axis);

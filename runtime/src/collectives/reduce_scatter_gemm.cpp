@@ -13,10 +13,11 @@ namespace cgemm {
 
 namespace {
 
-// The partial for `dest` reads rows dest*S/tp.. of every batch block (strided) or one block.
-Ref dest_rows(const GemmGeometry& g, int dest) {
+// The partial for `dest` reads rows dest*S/tp.. of every batch block (strided) or one block:
+// this many bytes into the local lhs.
+size_t dest_rows(const GemmGeometry& g, int dest) {
   const int64_t first_row = g.strided ? dest * g.seq_rows : dest * g.chunk_rows;
-  return {Operand::kLhs, static_cast<size_t>(first_row * g.k) * g.in_size()};
+  return static_cast<size_t>(first_row * g.k) * g.in_size();
 }
 
 Ref ring_slot(const GemmGeometry& g, int p) {
@@ -28,16 +29,13 @@ std::optional<Ref> bias(const GemmGeometry& g) {
   return g.has_bias ? std::optional<Ref>(Ref{Operand::kBias}) : std::nullopt;
 }
 
-const Ref kRhs{Operand::kRhs};
-
 Program overlapped(const GemmGeometry& g) {
   Program p;
   const int64_t count = g.chunk_rows * g.n;
   const GemmTask chunk = g.chunk_task(g.seq_total * g.k, g.seq_rows * g.n);
   p.ops.push_back(ForkOp{});
   if (g.tp == 1) {  // nothing to reduce: the one partial is the output
-    p.ops.push_back(
-        GemmOp{chunk, {Operand::kLhs}, kRhs, {Operand::kOut}, std::nullopt, 0, g.name + " gemm"});
+    p.ops.push_back(g.gemm(chunk, g.lhs_src, {Operand::kOut}, std::nullopt, 0, g.name + " gemm"));
     if (g.has_bias) {
       p.ops.push_back(
           SumOp{{{Operand::kOut}}, g.out, count, bias(g), g.n, {Operand::kOut}, g.out, 0});
@@ -64,11 +62,11 @@ Program overlapped(const GemmGeometry& g) {
             : Ref{Workspace::kSend, static_cast<size_t>(step.dest) * g.chunk_out_bytes()};
     for (int j = 0; j < g.pieces; ++j) {
       const std::string name = g.pieces > 1 ? " piece " + std::to_string(j) : "";
-      const Ref lhs = dest_rows(g, step.dest).plus(static_cast<size_t>(j) * piece_lhs);
+      const size_t lhs_at = dest_rows(g, step.dest) + static_cast<size_t>(j) * piece_lhs;
       const Ref out = partial.plus(static_cast<size_t>(j) * piece_out);
-      p.ops.push_back(
-          GemmOp{piece, lhs, kRhs, out, std::nullopt, 0,
-                 g.name + " gemm partial for rank " + std::to_string(step.dest) + name});
+      p.ops.push_back(g.gemm(piece, g.lhs_src.plus(lhs_at), out, std::nullopt, 0,
+                             g.name + " gemm partial for rank " + std::to_string(step.dest) + name,
+                             lhs_at));
       if (step.dest == g.me) continue;
       const size_t at = static_cast<size_t>(j) * piece_bytes;
       ExchangeOp x;
@@ -114,20 +112,26 @@ Program sequential(const GemmGeometry& g) {
   Program p;
   const int64_t count = g.chunk_rows * g.n;
   p.workspace.work_out = static_cast<int64_t>(work_out_bytes(g));
-  Ref a{Operand::kLhs};
+  Ref a = g.lhs_src;
+  std::optional<Ref> scales;  // the lhs block scales, where the reorder moved them
   if (g.strided) {
     p.workspace.work_in = static_cast<int64_t>(g.lhs_bytes());
-    p.ops.push_back(ReorderOp{ReorderKind::kTpspLeading,
-                              g.lhs_local,
-                              g.dp,
-                              {Operand::kLhs},
-                              {Workspace::kWorkIn},
-                              g.in,
-                              0});
+    p.ops.push_back(ReorderOp{
+        ReorderKind::kTpspLeading, g.lhs_local, g.dp, g.lhs_src, {Workspace::kWorkIn}, g.in, 0});
     a = {Workspace::kWorkIn};
+    if (g.lhs_block > 0) {
+      // gemm.py reorders the lhs scale_inv tpsp-leading with the lhs (its impl, 739-746): one
+      // byte per block, so its shape is the lhs's with the last dim divided by the block.
+      Shape shape = g.lhs_local;
+      shape.back() /= g.lhs_block;
+      scales = Ref{Workspace::kWorkIn, g.lhs_bytes()};
+      p.workspace.work_in += num_elements(shape);
+      p.ops.push_back(ReorderOp{ReorderKind::kTpspLeading, shape, g.dp, *g.scales.lhs_block,
+                                *scales, DType::kFloat8E4M3, 0});
+    }
   }
   p.ops.push_back(
-      GemmOp{whole(g), a, kRhs, {Workspace::kWorkOut}, std::nullopt, 0, g.name + " gemm"});
+      g.gemm(whole(g), a, {Workspace::kWorkOut}, std::nullopt, 0, g.name + " gemm", 0, scales));
   const Ref reduced{Workspace::kWorkOut, partial_bytes(g)};
   p.ops.push_back(ReduceScatterOp{
       {Workspace::kWorkOut}, reduced, g.out, count, 0, g.name + " sequential reduce-scatter"});
@@ -154,8 +158,8 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
   c.overlapped = overlapped(g);
   c.sequential = sequential(g);
   c.gemm_only.workspace.work_out = static_cast<int64_t>(work_out_bytes(g));
-  c.gemm_only.ops.push_back(GemmOp{
-      whole(g), {Operand::kLhs}, kRhs, {Workspace::kWorkOut}, std::nullopt, 0, g.name + " gemm"});
+  c.gemm_only.ops.push_back(
+      g.gemm(whole(g), g.lhs_src, {Workspace::kWorkOut}, std::nullopt, 0, g.name + " gemm"));
   c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;
   c.collective_only.ops.push_back(ReduceScatterOp{{Workspace::kWorkOut},
                                                   {Operand::kOut},

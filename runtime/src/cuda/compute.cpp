@@ -8,11 +8,19 @@
 #include "cgemm/runtime/backend.hpp"
 #include "cuda_kernels.hpp"
 #include "device_memory.hpp"
+#include "quantize_kernels.hpp"
 
 namespace cgemm::cuda {
 
 Compute::Compute(Streams& streams, Trace& trace, int tp, std::string where)
     : streams_(streams), trace_(trace), tp_(tp), where_(std::move(where)) {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp props{};
+  check(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties");
+  cc_ = props.major * 10 + props.minor;
+  device_ = std::string(props.name) + ", compute capability " + std::to_string(props.major) + "." +
+            std::to_string(props.minor);
   gemm_ = std::make_unique<CublasLtGemm>(where_);
   for (cudaStream_t s : streams_.compute()) gemm_->add_stream(s);
 }
@@ -156,6 +164,92 @@ void Compute::fill_nan(void* dst, DType dtype, int64_t count) {
   check(launch_fill_pattern(dst, dtype_size(dtype), pattern, count, streams_.main()),
         "fill_nan(" + std::string(dtype_name(dtype)) + ", " + std::to_string(count) + " elements)");
   streams_.fork_from_main();
+}
+
+namespace {
+
+bool high_precision(DType t) {
+  return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat16;
+}
+
+}  // namespace
+
+void Compute::amax(const void* src, DType dtype, int64_t count, float* amax, int s) {
+  cudaStream_t st = streams_.at(s, "amax");
+  const std::string what =
+      "amax(" + std::string(dtype_name(dtype)) + ", " + std::to_string(count) + " elements)";
+  if (!high_precision(dtype)) fail(what + ": only float32, bfloat16 and float16 are supported");
+  if (count < 0) fail(what + ": negative count");
+  if (amax == nullptr || (src == nullptr && count > 0)) fail(what + ": null pointer");
+  const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype)) + 4;
+  trace_.span(
+      "quantize", [&] { return what; }, s, st,
+      [&] { check(launch_amax(src, dtype, count, amax, st), what); }, bytes);
+}
+
+void Compute::update_scale(const ScaleUpdate& u, int s) {
+  cudaStream_t st = streams_.at(s, "update_scale");
+  const int len = u.recipe.amax_history_len;
+  const std::string what = std::string("update_scale(") +
+                           (u.rule == ScaleRule::kDelayed
+                                ? "delayed, amax history " + std::to_string(len) +
+                                      (u.recipe.algo == AmaxAlgo::kMax ? ", max" : ", most_recent")
+                                : std::string("current")) +
+                           ", margin " + std::to_string(u.recipe.margin) + ")";
+  if (u.state == nullptr || u.amax == nullptr) fail(what + ": null pointer");
+  if (u.rule == ScaleRule::kDelayed && len < 1)
+    fail(what + ": the amax history needs at least 1 entry");
+  if (u.recipe.margin < 0 || u.recipe.margin > 127) fail(what + ": margin must be 0..127");
+  if (!(u.fp8_max > 0.0f)) fail(what + ": fp8_max must be positive");
+  // The amax and the state read (delayed: the whole history at most), scale, scale_inv and
+  // the step written (delayed: and one history entry).
+  const int64_t bytes =
+      4 + (u.rule == ScaleRule::kDelayed ? 4 * ScaleStateLayout::floats(len) + 16 : 8);
+  trace_.span(
+      "quantize", [&] { return what; }, s, st, [&] { check(launch_update_scale(u, st), what); },
+      bytes);
+}
+
+void Compute::quantize(const QuantizeTask& t, int s) {
+  cudaStream_t st = streams_.at(s, "quantize");
+  const std::string what = "quantize(" + std::string(t.label != nullptr ? t.label : "unnamed") +
+                           ": " + std::to_string(t.rows) + " x " + std::to_string(t.cols) + " " +
+                           std::string(dtype_name(t.src_dtype)) + " -> " +
+                           std::string(dtype_name(t.format)) + (t.transpose ? ", transposed" : "") +
+                           ")";
+  if (t.scaling != BlockScaling::kTensor) {
+    const char* mode = t.scaling == BlockScaling::kMxfp8 ? "MXFP8" : "NVFP4";
+    // Hopper's cuBLASLt has no block-scaled GEMM, so there is nothing to quantize for.
+    if (cc_ < 100) {
+      fail(what + ": " + mode + " block scaling needs compute capability 10.0; this GPU is " +
+           device_);
+    }
+    fail(what + ": " + mode + " block scaling has no CUDA kernels yet (the CPU backend runs it)");
+  }
+  if (!high_precision(t.src_dtype)) {
+    fail(what + ": the source must be float32, bfloat16 or float16");
+  }
+  if (t.format != DType::kFloat8E4M3 && t.format != DType::kFloat8E5M2) {
+    fail(what + ": per-tensor scaling casts to float8_e4m3fn or float8_e5m2 only");
+  }
+  if (t.rows < 0 || t.cols < 0) fail(what + ": negative size");
+  const int64_t count = t.rows * t.cols;
+  if (count == 0) return;
+  if (t.src == nullptr || t.dst == nullptr || t.state == nullptr) fail(what + ": null pointer");
+  const size_t src_bytes = static_cast<size_t>(count) * dtype_size(t.src_dtype);
+  const auto* from = static_cast<const char*>(t.src);
+  const auto* to = static_cast<const char*>(t.dst);
+  if (from < to + count && to < from + src_bytes) fail(what + ": source and destination overlap");
+  // Every element read and its code written, the scale read.
+  const int64_t bytes = static_cast<int64_t>(src_bytes) + count + 4;
+  trace_.span(
+      "quantize", [&] { return what; }, s, st,
+      [&] {
+        check(launch_quantize_tensor(t.src, t.src_dtype, t.rows, t.cols, t.dst, t.format,
+                                     t.transpose, t.state, st),
+              what);
+      },
+      bytes);
 }
 
 }  // namespace cgemm::cuda

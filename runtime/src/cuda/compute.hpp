@@ -1,7 +1,8 @@
 #pragma once
 // The CUDA backend's work on the compute streams: cuBLASLt GEMMs, copies, and the backend's own
-// kernels (cuda_kernels.hpp) for reorders, partial sums and fills, each with the argument
-// checks and the error text that name the call, and each traced.
+// kernels (cuda_kernels.hpp) for reorders, partial sums and fills, and (quantize_kernels.hpp)
+// for amaxes, scale updates and FP8 casts, each with the argument checks and the error text
+// that name the call, and each traced.
 
 #include <cuda_runtime_api.h>
 
@@ -15,6 +16,7 @@
 #include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/cublaslt_gemm.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/gemm/quantize_task.hpp"
 #include "cgemm/sharding/reorder.hpp"
 #include "streams.hpp"
 #include "trace.hpp"
@@ -43,6 +45,12 @@ class Compute {
                    const Shape& offset, uint64_t seed, float std);
   void fill_nan(void* dst, DType dtype, int64_t count);
 
+  /// Quantization, traced in category "quantize". Block scaling (MXFP8, NVFP4) throws: it needs
+  /// compute capability 10.0 and has no kernels here (the CPU backend emulates it).
+  void amax(const void* src, DType dtype, int64_t count, float* amax, int s);
+  void update_scale(const ScaleUpdate& u, int s);
+  void quantize(const QuantizeTask& t, int s);
+
  private:
   void check(cudaError_t rc, const std::string& call) const;
   [[noreturn]] void fail(const std::string& why) const;
@@ -51,6 +59,8 @@ class Compute {
   Trace& trace_;
   int tp_;
   std::string where_;
+  std::string device_;  // "NVIDIA H200, compute capability 9.0", for refusals
+  int cc_ = 0;          // compute capability, e.g. 90
   std::unique_ptr<CublasLtGemm> gemm_;
 };
 

@@ -37,7 +37,8 @@ inline constexpr EnvKnob kNcclMinCtas{
     "positive integer: minCTAs of the NCCL communicators cgemm creates"};
 inline constexpr EnvKnob kFp8HighPrecisionAccumulation{
     "NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION", "0",
-    "flag (Transformer Engine's): 1 turns cuBLASLt's FP8 fast accumulation off"};
+    "Transformer Engine's: exactly 1 turns cuBLASLt's FP8 fast accumulation off; any other value "
+    "leaves it on"};
 inline constexpr EnvKnob kTestFault{
     "CGEMM_TEST_FAULT", "unset",
     "tests only: stop:RANK[:N] or skip_exchange:RANK[:N] makes a rank stall or skip its N-th "
@@ -74,5 +75,11 @@ std::optional<long long> env_int(const EnvKnob& knob);
 
 /// The raw text: std::nullopt when unset or empty.
 std::optional<std::string> env_text(const EnvKnob& knob);
+
+/// Whether NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION asks for high-precision (split)
+/// accumulation of FP8 GEMMs, i.e. no fast accumulation: true exactly when it is "1". Transformer
+/// Engine compares the text with "1" (os.getenv(..., "0") == "1"), so any other value, "2" or
+/// "true" included, leaves fast accumulation on; it never throws, unlike env_flag.
+bool fp8_gemm_high_precision_accumulation();
 
 }  // namespace cgemm

@@ -7,10 +7,14 @@
 //   (>= k with rhs_transposed), ldc >= n; batch strides >= 0. Contiguous batch blocks of a
 //   non-transposed lhs are run as one taller GEMM.
 // - Dtypes: lhs/rhs bf16, fp16 or fp32; accumulation in fp32 (CUBLAS_COMPUTE_32F, so fp32 inputs
-//   never use TF32); out (and bias) the input dtype or fp32. FP8/FP4 inputs need scale_inv
-//   operands GemmTask does not carry yet and are rejected. NVTE_FP8_GEMM_HIGH_PRECISION_
-//   ACCUMULATION is already read (as in Transformer Engine: 1 = split accumulator, i.e. no
-//   CUBLASLT_MATMUL_DESC_FAST_ACCUM).
+//   never use TF32); out (and bias) the input dtype or fp32.
+// - FP8 (per-tensor scaling): lhs x rhs e4m3 x e4m3, e4m3 x e5m2 or e5m2 x e4m3 (in_dtype,
+//   rhs_dtype); k a multiple of 16; below compute capability 10.0 only lhs [m, k] with rhs
+//   stored [n, k] (rhs_transposed: cuBLAS's "TN"); out (and bias) bf16, fp16 or fp32, never 8-bit.
+//   lhs_scale_inv / rhs_scale_inv (device floats; null: 1) become cuBLASLt's B / A scale
+//   pointers of the call's descriptor; task.fast_accumulation sets CUBLASLT_MATMUL_DESC_FAST_ACCUM
+//   (the planner clears it when NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION is "1"). Block
+//   scaling (MXFP8, NVFP4) and FP4 are refused with one line: below 10.0 cuBLASLt has none.
 // - Pointers: device memory of the construction device, non-null lhs/rhs/out, each aligned to
 //   its element size at least. The alignment of each (up to 256 bytes) is told to the heuristic
 //   and is part of the problem key: a choice is only reused for pointers as aligned as the ones
@@ -25,11 +29,13 @@
 // matrix with leading dimension ld. cuBLASLt's A is rhs (CUBLAS_OP_T when rhs_transposed, the
 // "TN" layout) and its B is lhs (CUBLAS_OP_T when lhs_transposed).
 //
-// Algorithms: chosen once per problem key (shapes, dtypes, layouts, strides, batch, bias,
-// beta != 0, pointer alignments) from up to candidates() cuBLASLt heuristic results, by timing
-// them on the first call unless autotune() is off; later calls with the key reuse the choice.
-// The first call of a key is therefore slower and blocks the host until the work queued on its
-// stream is done: do it in a warm-up run. The tuner's rules and their reasons: docs/GEMM_TUNER.md.
+// Algorithms: chosen once per problem key (shapes, dtypes of both operands, layouts, strides,
+// batch, bias, beta != 0, pointer alignments; FP8's scaling mode and fast accumulation) from up to
+// candidates() cuBLASLt heuristic results, by timing them on the first call unless autotune() is
+// off; later calls with the key reuse the choice. The first call of a key is therefore slower and
+// blocks the host until the work queued on its stream is done: do it in a warm-up run. FP8
+// candidates are timed with the call's own scale pointers, whose values are written before it on
+// the same stream (any value times alike). The tuner's rules and their reasons: docs/GEMM_TUNER.md.
 // choices() / describe_choices() report the choice and the measured times per key.
 //
 // Workspace: one per stream (add_stream, or the stream's first GEMM), 32 MiB on compute
@@ -93,6 +99,8 @@ class CublasLtGemm {
   void run(const GemmTask& task, cudaStream_t stream);
 
   size_t workspace_bytes() const;  // per stream
+  /// Whether NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION leaves FP8 fast accumulation on (it is
+  /// not "1"), read at construction; reports only: each task's fast_accumulation decides.
   bool fp8_fast_accumulation() const;
   size_t cached_problems() const;  // distinct keys with a chosen algorithm so far
 

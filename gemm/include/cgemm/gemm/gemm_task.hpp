@@ -14,10 +14,19 @@
 // may hold anything (even NaN). The bias is added after alpha and beta are applied.
 // Strides let a chunked schedule write each chunk straight into its place in a larger
 // output (leading dimension ldc, batch stride out_batch_stride), so no copy is needed.
+//
+// Quantized inputs (quantize_task.hpp): in_dtype is then the lhs's FP8 (or FP4) format and
+// rhs_dtype the rhs's, and the products are dequantized in the fp32 accumulator:
+//   out = alpha * lhs_scale_inv * rhs_scale_inv * sum_p dq(lhs)[i, p] * dq(rhs)[p, j] ...
+// where dq multiplies each element by its block's scale (MXFP8, NVFP4) or by 1 (tensor
+// scaling). Block scales lie [rows, k / block] (lhs) and [n, k / block] (rhs), row-major, one
+// byte each; a batch block's lhs scales lie lhs_batch_stride / block bytes apart.
 
 #include <cstdint>
+#include <optional>
 
 #include "cgemm/core/dtype.hpp"
+#include "cgemm/gemm/quantize_task.hpp"
 
 namespace cgemm {
 
@@ -45,6 +54,19 @@ struct GemmTask {
 
   const char* label =
       nullptr;  // name of this GEMM in a trace (e.g. "up_proj chunk 1"); may be null
+
+  // Quantized inputs: see the top of this file. Pointers are backend memory.
+  std::optional<DType> rhs_dtype;        // nullopt: in_dtype
+  const float* lhs_scale_inv = nullptr;  // one fp32 value; null: 1
+  const float* rhs_scale_inv = nullptr;  // one fp32 value; null: 1
+  BlockScaling block_scaling = BlockScaling::kTensor;
+  const uint8_t* lhs_block_scale = nullptr;  // MXFP8 / NVFP4 only
+  const uint8_t* rhs_block_scale = nullptr;
+  bool fast_accumulation = true;  // FP8 on cuBLASLt: off with
+                                  // NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION=1
+
+  DType rhs_type() const { return rhs_dtype.value_or(in_dtype); }
+  bool quantized() const { return is_fp8(in_dtype) || in_dtype == DType::kFloat4E2M1; }
 };
 
 }  // namespace cgemm

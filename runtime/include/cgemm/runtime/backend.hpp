@@ -29,6 +29,7 @@
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/gemm/quantize_task.hpp"
 #include "cgemm/sharding/reorder.hpp"
 
 namespace cgemm {
@@ -61,7 +62,8 @@ inline bool ranges_overlap(const void* a, const void* b, size_t bytes) {
 /// copies: the bytes copied; collectives: the collective's size as nccl-tests counts it
 /// (all-gather: the gathered output, reduce-scatter: the input, all-reduce: the buffer);
 /// GEMMs, reorders and sums: the memory they read and wrote. Waits move nothing: 0.
-/// `flops`: GEMMs only, 2 * m * n * k * batch (trace_gemm_flops).
+/// `flops`: GEMMs only, 2 * m * n * k * batch (trace_gemm_flops). Quantization spans
+/// ("quantize": amax, scale updates and casts) count the bytes read and written.
 struct TraceSpan {
   std::string name;
   std::string category;
@@ -82,8 +84,9 @@ inline int64_t trace_gemm_flops(const GemmTask& t) { return 2 * t.m * t.n * t.k 
 /// when beta reads it, the bias).
 inline int64_t trace_gemm_bytes(const GemmTask& t) {
   const auto in = static_cast<int64_t>(dtype_size(t.in_dtype));
+  const auto rhs = static_cast<int64_t>(dtype_size(t.rhs_type()));
   const auto out = static_cast<int64_t>(dtype_size(t.out_dtype));
-  return t.batch * t.m * t.k * in + t.k * t.n * in +
+  return t.batch * t.m * t.k * in + t.k * t.n * rhs +
          t.batch * t.m * t.n * out * (t.beta != 0.0f ? 2 : 1) + (t.bias != nullptr ? t.n * out : 0);
 }
 
@@ -147,6 +150,21 @@ class Backend {
   virtual void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                             const void* bias, int64_t bias_len, void* out, DType out_dtype,
                             int stream) = 0;
+
+  // --- quantization (gemm/include/cgemm/gemm/quantize_task.hpp), on `stream` ---
+  /// *amax = max |src[i]| over `count` elements of `dtype` (float32, bfloat16, float16), in
+  /// fp32; NaNs are skipped (as fmaxf), 0 when count is 0. `amax` is backend memory.
+  virtual void amax(const void* src, DType dtype, int64_t count, float* amax, int stream) = 0;
+  /// In place: buf[i] = the max over every rank of the job of buf[i], for i < count (the
+  /// amax of a global tensor from the amaxes of its pieces; ranks holding replicas agree).
+  /// Collective over the world: every rank calls it in the same order.
+  virtual void all_reduce_max(float* buf, int count, int stream, const char* label) = 0;
+  /// Sets the operand's scale and scale_inv from its amax (current scaling), or records the
+  /// amax and sets the next step's scale (delayed scaling), with the numeric:: functions of
+  /// quantize_task.hpp, so both backends give the same bits.
+  virtual void update_scale(const ScaleUpdate& u, int stream) = 0;
+  /// Quantizes as QuantizeTask says (saturating, round to nearest even, NaN stays NaN).
+  virtual void quantize(const QuantizeTask& t, int stream) = 0;
 
   // --- transport (tensor-parallel group) ---
   /// Starts the exchanges of `group` together (e.g. both directions of a ring), after all

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/operands.hpp"
@@ -95,6 +96,15 @@ class GemmPlan {
   /// Which path execute() takes, and why (for reports).
   std::string path_summary() const;
   bool uses_overlap() const;
+
+  /// Quantized GEMMs (GemmDesc::quantization): the scale state of lhs and rhs, the lhs's then
+  /// the rhs's, each as quantize_task.hpp's ScaleStateLayout (scale, scale_inv, amax, and for
+  /// delayed scaling the step count and the amax history). Transformer Engine keeps the same as
+  /// its FP8 meta: save it with a checkpoint and set it back to resume, or set it to run two
+  /// calls from the same scales. Synchronous (waits for the plan's work). Empty for an
+  /// unquantized GEMM; set_scale_state throws cgemm::Error when the size differs.
+  std::vector<float> scale_state();
+  void set_scale_state(const std::vector<float>& state);
 
   /// Benchmark pieces, with no meaningful output: the whole local GEMM in one call as the
   /// sequential path computes it, and the collective alone. Sequential = both in order.

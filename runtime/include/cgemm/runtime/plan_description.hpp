@@ -14,11 +14,25 @@
 #include <vector>
 
 #include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/gemm/quantize_task.hpp"
 #include "cgemm/runtime/options.hpp"
 #include "cgemm/sharding/gemm_abstract.hpp"
 #include "cgemm/sharding/gemm_sharding.hpp"
 
 namespace cgemm {
+
+/// A quantized GEMM (Transformer Engine's scaling modes): the plan quantizes the caller's
+/// high-precision lhs and rhs (GemmDesc::dtype: float32, bfloat16 or float16) on every call and
+/// runs the GEMM on the quantized copies, its output in GemmDesc::out_dtype. Per-tensor modes
+/// take one scale per global tensor (its amax max-reduced over every rank of the job), so the
+/// quantized values do not depend on the mesh. Rules as gemm.py's (_compatible_fp8_gemm_dtypes,
+/// assert_cublas_requirements, the MXFP8 collective checks, NVFP4 refused with a collective).
+struct QuantizationDesc {
+  ScalingMode mode = ScalingMode::kNoScaling;
+  DType lhs_format = DType::kFloat8E4M3;  // e4m3 or e5m2 (NVFP4: always e2m1)
+  DType rhs_format = DType::kFloat8E4M3;
+  ScalingRecipe recipe;  // delayed scaling's history and algo; the margin of both tensor modes
+};
 
 struct GemmDesc {
   std::string name = "gemm";
@@ -31,6 +45,7 @@ struct GemmDesc {
   ContractingDims contracting_dims{{-1}, {0}};
   CollectiveOp collective = CollectiveOp::kNone;
   bool transpose_batch_sequence = false;
+  QuantizationDesc quantization;  // mode kNoScaling: the GEMM runs in `dtype`
 };
 
 /// The dp x tp mesh (tp resolved, >= 1), its axis names, and the rank being planned: world
@@ -58,6 +73,8 @@ struct WorkspaceSizes {
   int64_t send = 0;      // partials read by the transport
   int64_t work_in = 0;   // the sequential path's gathered or reordered lhs
   int64_t work_out = 0;  // the sequential path's GEMM results before a collective or reorder
+  int64_t quant = 0;     // quantized operands, their block scales and amaxes (FP8)
+  int64_t scales = 0;    // the scale state of the quantized operands, kept across calls (FP8)
   int64_t total() const;
 };
 

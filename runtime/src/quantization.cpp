@@ -1,0 +1,281 @@
+#include "quantization.hpp"
+
+#include <algorithm>
+
+#include "cgemm/core/env.hpp"
+#include "cgemm/core/float8.hpp"
+
+namespace cgemm {
+
+namespace {
+
+constexpr size_t kAlign = 256;  // cuBLASLt wants 16-byte aligned FP8 operands; be generous
+
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+std::string fmt_name(DType t) {
+  switch (t) {
+    case DType::kFloat8E4M3:
+      return "e4m3";
+    case DType::kFloat8E5M2:
+      return "e5m2";
+    case DType::kFloat4E2M1:
+      return "e2m1";
+    default:
+      return std::string(dtype_name(t));
+  }
+}
+
+// The checks of gemm.py's impl for MXFP8 with a collective (not is_outer, 689-713): no padding
+// then, so both sides of each operand's flatten axis must be multiples of 128, and the lhs
+// scale's sequence dim must split over tp for the reorder.
+void check_mxfp8_collective(const GemmGeometry& g, const PlanDescription& r, int64_t rhs_first,
+                            int64_t rhs_last) {
+  const std::string where = "GEMM '" + g.name + "': ";
+  if (g.lhs_rows % 128 != 0 || g.k % 128 != 0) {
+    throw PlanError(where +
+                    "MXFP8 + Collective AG/RS requires LHS dimensions before and after the "
+                    "flatten axis to be multiples of 128. Got lhs.shape=" +
+                    shape_str(r.lhs_local) +
+                    ", lhs_flatten_axis=" + std::to_string(r.lhs_local.size() - 1));
+  }
+  if (rhs_first % 128 != 0 || rhs_last % 128 != 0) {
+    throw PlanError(where +
+                    "MXFP8 + Collective AG/RS requires RHS dimensions before and after the "
+                    "flatten axis to be multiples of 128. Got rhs.shape=" +
+                    shape_str(r.rhs_local));
+  }
+  const int seq = g.sequence_dim >= 0 ? g.sequence_dim : 1;
+  const int64_t scale_seq = r.lhs_local[static_cast<size_t>(seq)];
+  if (scale_seq % g.tp != 0) {
+    Shape scale = r.lhs_local;
+    scale.back() /= 32;
+    throw PlanError(where +
+                    "MXFP8 + Collective AG/RS requires RHS scale inv sequence dimension to be "
+                    "multiples of tpsp_axis_size. Got lhs_scale_inv.shape=" +
+                    shape_str(scale) + ", tpsp_axis_size=" + std::to_string(g.tp) +
+                    ", sequence_dim=" + std::to_string(seq));
+  }
+}
+
+// The modes a backend can run: block scaling needs cuBLASLt's block-scaled FP8 (compute
+// capability 10.0); the CPU backend emulates every mode.
+void check_backend(const GemmDesc& d, const PlanningOptions& opt) {
+  const ScalingMode m = d.quantization.mode;
+  if (!is_1d_block_scaling(m) || opt.backend == BackendKind::kCpu) return;
+  const int cc = opt.compute_capability > 0 ? opt.compute_capability : 90;
+  if (cc < 100) {
+    throw Error("GEMM '" + d.name + "': scaling " + std::string(scaling_mode_name(m)) +
+                " needs cuBLASLt's block-scaled GEMMs, on a GPU of compute capability 10.0 or "
+                "newer; this GPU is " +
+                std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
+                " (the CPU backend emulates it: backend = cpu)");
+  }
+}
+
+}  // namespace
+
+std::string quantization_summary(const QuantizationDesc& q) {
+  if (q.mode == ScalingMode::kNoScaling) return "";
+  std::string s = std::string(scaling_mode_name(q.mode));
+  if (is_nvfp4(q.mode)) return s + " e2m1 x e2m1";
+  s += " " + fmt_name(q.lhs_format) + " x " + fmt_name(q.rhs_format);
+  if (q.mode == ScalingMode::kDelayedTensorScaling) {
+    s += " (history " + std::to_string(q.recipe.amax_history_len) + ", " +
+         (q.recipe.algo == AmaxAlgo::kMax ? "max" : "most_recent") + ")";
+  }
+  if (is_tensor_scaling(q.mode) && q.recipe.margin != 0) {
+    s += " margin " + std::to_string(q.recipe.margin);
+  }
+  return s;
+}
+
+std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometry& g,
+                                                  const PlanDescription& r,
+                                                  const PlanningMesh& mesh,
+                                                  const PlanningOptions& opt) {
+  const QuantizationDesc& q = d.quantization;
+  const std::string where = "GEMM '" + d.name + "'";
+  if (q.mode == ScalingMode::kNoScaling) {
+    if (is_fp8(d.dtype) || d.dtype == DType::kFloat4E2M1) {
+      throw Error(where + ": dtype " + std::string(dtype_name(d.dtype)) +
+                  " needs a scaling mode (scaling = delayed, current, mxfp8, nvfp4 or " +
+                  "nvfp4_2d); cgemm quantizes high-precision inputs itself");
+    }
+    return std::nullopt;
+  }
+  if (d.dtype != DType::kFloat32 && d.dtype != DType::kBFloat16 && d.dtype != DType::kFloat16) {
+    throw Error(where + ": a quantized GEMM takes its lhs and rhs in float32, bfloat16 or " +
+                "float16 and quantizes them itself; got dtype " + std::string(dtype_name(d.dtype)));
+  }
+  if (q.recipe.amax_history_len < 1) {
+    throw Error(where + ": amax_history_len must be at least 1, got " +
+                std::to_string(q.recipe.amax_history_len));
+  }
+  if (q.recipe.margin < 0 || q.recipe.margin > 127) {
+    throw Error(where + ": margin must be in [0, 127], got " + std::to_string(q.recipe.margin));
+  }
+  if (is_nvfp4(q.mode) && d.collective != CollectiveOp::kNone) {
+    // gemm.py's _te_gemm asserts it before binding the primitive.
+    throw PlanError(where + ": Collective GEMM is not yet supported with " +
+                    std::string(scaling_mode_name(q.mode)) +
+                    " quantization. Only DELAYED_TENSOR_SCALING, CURRENT_TENSOR_SCALING, and "
+                    "MXFP8_1D_SCALING are supported.");
+  }
+  check_backend(d, opt);
+
+  QuantizationPlan p;
+  p.desc = q;
+  p.src = d.dtype;
+  p.lhs_rows = g.lhs_rows;
+  p.k = g.k;
+  p.n = static_cast<int64_t>(g.rhs_transposed ? r.rhs_local[0] : r.rhs_local[1]);
+  p.rhs_source_transposed = g.rhs_transposed;
+  if (is_nvfp4(q.mode)) {
+    p.desc.lhs_format = p.desc.rhs_format = DType::kFloat4E2M1;
+    p.scaling = BlockScaling::kNvfp4;
+    p.rule = ScaleRule::kNvfp4;
+  } else if (is_mxfp8(q.mode)) {
+    p.scaling = BlockScaling::kMxfp8;
+  } else {
+    p.rule =
+        q.mode == ScalingMode::kDelayedTensorScaling ? ScaleRule::kDelayed : ScaleRule::kCurrent;
+  }
+  if (is_mxfp8(q.mode) && g.collective != CollectiveOp::kNone) {
+    check_mxfp8_collective(g, r, p.k, p.n);
+  }
+  static_cast<void>(mesh);
+
+  // kQuant's layout; sizes are below the checked lhs and rhs byte counts of planning.
+  const int block = block_size(p.scaling);
+  const size_t lhs_elems = static_cast<size_t>(p.lhs_rows * p.k);
+  const size_t rhs_elems = static_cast<size_t>(p.n * p.k);
+  p.lhs_at = 0;
+  p.rhs_at = align_up(lhs_elems);
+  size_t at = align_up(p.rhs_at + rhs_elems);
+  if (block > 0) {
+    p.lhs_block_at = at;
+    p.rhs_block_at = align_up(at + lhs_elems / static_cast<size_t>(block));
+    at = align_up(p.rhs_block_at + rhs_elems / static_cast<size_t>(block));
+  }
+  p.amax_at = at;
+  p.quant_bytes = static_cast<int64_t>(at + 2 * sizeof(float));
+
+  const int history = p.rule == ScaleRule::kDelayed ? q.recipe.amax_history_len : 0;
+  const int64_t state_floats = ScaleStateLayout::floats(history);
+  p.rhs_state_at = static_cast<size_t>(state_floats) * sizeof(float);
+  p.scales_init.assign(static_cast<size_t>(2 * state_floats), 0.0f);
+  for (int64_t base : {int64_t{0}, state_floats}) {
+    p.scales_init[static_cast<size_t>(base + ScaleStateLayout::kScale)] = 1.0f;
+    p.scales_init[static_cast<size_t>(base + ScaleStateLayout::kScaleInv)] = 1.0f;
+  }
+
+  // The geometry now describes the GEMM on the quantized copies.
+  g.in = p.desc.lhs_format;
+  g.rhs_in = p.desc.rhs_format;
+  g.rhs_transposed = true;
+  g.ldb = p.k;
+  g.lhs_src = {Workspace::kQuant, p.lhs_at};
+  g.rhs_src = {Workspace::kQuant, p.rhs_at};
+  g.fast_accumulation = !fp8_gemm_high_precision_accumulation();
+  if (p.scaling != BlockScaling::kMxfp8) {
+    g.scales.lhs_scale_inv = Ref{Workspace::kScales, ScaleStateLayout::kScaleInv * sizeof(float)};
+    g.scales.rhs_scale_inv =
+        Ref{Workspace::kScales, p.rhs_state_at + ScaleStateLayout::kScaleInv * sizeof(float)};
+  }
+  g.block_scaling = p.scaling;
+  if (block > 0) {
+    g.lhs_block = block;
+    g.scales.lhs_block = Ref{Workspace::kQuant, p.lhs_block_at};
+    g.scales.rhs_block = Ref{Workspace::kQuant, p.rhs_block_at};
+  }
+  if (p.scaling == BlockScaling::kMxfp8 && g.collective == CollectiveOp::kAllGather) {
+    // gemm.py gathers the lhs scale with the lhs (its sequence spec set to None, 1003-1006).
+    g.lhs_side_band.push_back({"lhs scale_inv", *g.scales.lhs_block,
+                               lhs_elems / static_cast<size_t>(block), true, block});
+  }
+  return p;
+}
+
+namespace {
+
+Ref amax_ref(const QuantizationPlan& p, int operand) {
+  return {Workspace::kQuant, p.amax_at + static_cast<size_t>(operand) * sizeof(float)};
+}
+Ref state_ref(const QuantizationPlan& p, int operand) {
+  return {Workspace::kScales, operand == 0 ? 0 : p.rhs_state_at};
+}
+
+// Amaxes of both operands, their max over the job, and each operand's scale from it.
+void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name) {
+  ops.push_back(AmaxOp{{Operand::kLhs}, p.src, p.lhs_rows * p.k, amax_ref(p, 0), 0});
+  ops.push_back(AmaxOp{{Operand::kRhs}, p.src, p.k * p.n, amax_ref(p, 1), 0});
+  ops.push_back(AmaxReduceOp{amax_ref(p, 0), 2, 0, name + " amax max over the job"});
+  for (int o = 0; o < 2; ++o) {
+    ScaleUpdate u;
+    u.rule = p.rule;
+    u.recipe = p.desc.recipe;
+    u.fp8_max = numeric::fp8_max(o == 0 ? p.desc.lhs_format : p.desc.rhs_format);
+    ops.push_back(ScaleOp{u, state_ref(p, o), amax_ref(p, o), 0});
+  }
+}
+
+void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name) {
+  QuantizeTask lhs;
+  lhs.rows = p.lhs_rows;
+  lhs.cols = p.k;
+  lhs.src_dtype = p.src;
+  lhs.format = p.desc.lhs_format;
+  lhs.scaling = p.scaling;
+  QuantizeTask rhs = lhs;
+  rhs.format = p.desc.rhs_format;
+  // The rhs as the caller holds it: [N, K] already, or [K, N] to transpose.
+  rhs.rows = p.rhs_source_transposed ? p.n : p.k;
+  rhs.cols = p.rhs_source_transposed ? p.k : p.n;
+  rhs.transpose = !p.rhs_source_transposed;
+  rhs.two_d = p.desc.mode == ScalingMode::kNvfp4_2d;
+  const bool blocks = p.scaling != BlockScaling::kTensor;
+  ops.push_back(
+      QuantizeOp{lhs,
+                 {Operand::kLhs},
+                 {Workspace::kQuant, p.lhs_at},
+                 state_ref(p, 0),
+                 blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.lhs_block_at}) : std::nullopt,
+                 0,
+                 name + " quantize lhs"});
+  ops.push_back(
+      QuantizeOp{rhs,
+                 {Operand::kRhs},
+                 {Workspace::kQuant, p.rhs_at},
+                 state_ref(p, 1),
+                 blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.rhs_block_at}) : std::nullopt,
+                 0,
+                 name + " quantize rhs"});
+}
+
+}  // namespace
+
+void add_quantization(CollectiveGemm& c, const QuantizationPlan& q, const std::string& name) {
+  std::vector<Op> before, after;
+  // Delayed scaling quantizes with the scales of earlier calls and measures this call's
+  // amaxes after the GEMMs, off their critical path; the other modes need this call's.
+  if (q.rule == ScaleRule::kDelayed) {
+    add_quantize_ops(before, q, name);
+    add_scale_ops(after, q, name);
+  } else {
+    if (q.scaling != BlockScaling::kMxfp8) add_scale_ops(before, q, name);
+    add_quantize_ops(before, q, name);
+  }
+  for (Program* p : {&c.overlapped, &c.sequential, &c.gemm_only, &c.collective_only}) {
+    p->workspace.quant = q.quant_bytes;
+    p->workspace.scales = static_cast<int64_t>(q.scales_init.size() * sizeof(float));
+    p->scales_init = q.scales_init;
+  }
+  // The benchmark's parts time the GEMM and the collective alone, on quantized data already.
+  for (Program* p : {&c.overlapped, &c.sequential}) {
+    p->ops.insert(p->ops.begin(), before.begin(), before.end());
+    p->ops.insert(p->ops.end(), after.begin(), after.end());
+  }
+}
+
+}  // namespace cgemm
