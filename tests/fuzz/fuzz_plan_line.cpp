@@ -61,7 +61,9 @@ struct AnswerShape : nlohmann::json_sax<Json> {
   }
 };
 
-std::string check_answer(const std::string& line) {
+}  // namespace
+
+std::string check_plan_answer(const std::string& line) {
   if (line.size() > plan::kMaxAnswerBytes) return "answer longer than the limit";
   if (line.empty() || line.front() != '{' || line.back() != '}') return "not an object";
   if (line.rfind("{\"id\":", 0) != 0) return "\"id\" is not the first field";
@@ -75,8 +77,6 @@ std::string check_answer(const std::string& line) {
   }
   return "";
 }
-
-}  // namespace
 
 std::string check_plan_lines(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
@@ -99,7 +99,7 @@ std::string check_plan_lines(const uint8_t* data, size_t size) {
   }
   std::istringstream answer_lines(answers);
   for (std::string line; std::getline(answer_lines, line);) {
-    if (std::string why = check_answer(line); !why.empty()) {
+    if (std::string why = check_plan_answer(line); !why.empty()) {
       return why + ": " + line.substr(0, 200);
     }
   }
