@@ -14,9 +14,9 @@
 # Prints the executions and executions per second of each target; exits non-zero on any
 # crash, leak, sanitizer report or timeout (the input is left in BUILD/fuzz/artifacts/<target>/).
 #
-# run_fuzz.sh --merge: folds the grown corpus into tests/fuzz/corpus/<target>/, keeping only
-# inputs that reach edges the seeds and regressions do not (libFuzzer -merge=1); commit the
-# result after a long local run.
+# run_fuzz.sh --merge: adds to tests/fuzz/corpus/<target>/ the inputs of the working corpus
+# that reach edges the seeds, the regressions and the committed corpus do not (libFuzzer
+# -merge=1); commit the result after a long local run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 merge=0
@@ -55,22 +55,22 @@ if [ "$merge" = 1 ]; then
   for target in "${targets[@]}"; do
     committed=$fuzz/corpus/$target
     mkdir -p "$committed" "$work/$target"
-    # Seeded with what every run has anyway, so that only inputs adding to it are kept.
+    # Seeded with what every run has anyway and the committed inputs (kept as they are, so
+    # the committed corpus only grows), so that only inputs adding to them are added.
     scratch=$(mktemp -d)
     cp "$seeds/$target"/* "$fuzz/regressions/$target"/* "$scratch/"
-    before=$(find "$scratch" -type f | wc -l)
+    [ -z "$(ls -A "$committed")" ] || cp "$committed"/* "$scratch/"
+    before=$(find "$committed" -type f | wc -l)
     # Edges only (no hit counts): a few hundred small inputs, not thousands; the finer
     # features come back within seconds of fuzzing.
     "$build/fuzz/fuzz_$target" -merge=1 -use_counters=0 -max_len=$max_len "$scratch" \
-      "$committed" "$work/$target" >"$build/fuzz/$target.merge.log" 2>&1
-    rm -rf "$committed"
-    mkdir -p "$committed"
+      "$work/$target" >"$build/fuzz/$target.merge.log" 2>&1
     (cd "$scratch" && for f in *; do
       [ -e "$seeds/$target/$f" ] || [ -e "$fuzz/regressions/$target/$f" ] || cp "$f" "$committed/"
     done)
     rm -rf "$scratch"
     echo "fuzz_$target: $(find "$committed" -type f | wc -l) inputs in tests/fuzz/corpus/$target" \
-      "(beyond the $before seeds and regressions)"
+      "($before before)"
   done
   exit 0
 fi
