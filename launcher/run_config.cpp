@@ -420,7 +420,7 @@ std::string sweep_notes() {
   return out + line + "\n";
 }
 
-ProgramSpec run_program_spec() {
+ProgramSpec make_run_program_spec() {
   ProgramSpec spec;
   spec.name = "cgemm-run";
   spec.usage =
@@ -440,6 +440,13 @@ ProgramSpec run_program_spec() {
   spec.positional_hint = "; quote a gemm entry: --gemm \"up_proj all_gather 768 3072\"";
   spec.options = entries_of(run_rows(), RunConfig());
   spec.sweeps = true;
+  return spec;
+}
+
+// Built once: its texts and entries are constants, and callers that parse many configs in
+// one process (tests, the fuzzer) would otherwise format them again for every parse.
+const ProgramSpec& run_program_spec() {
+  static const ProgramSpec spec = make_run_program_spec();
   return spec;
 }
 

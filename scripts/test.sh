@@ -7,7 +7,8 @@
 #     3 ranks: its planning error printed once);
 #  3. an AddressSanitizer + UndefinedBehaviorSanitizer build of the CPU path: unit tests
 #     and a few MPI tests;
-#  4. fuzzing: tests/fuzz/run_fuzz.sh, 60 s per target (clang, build-fuzz/).
+#  4. fuzzing: tests/fuzz/run_fuzz.sh, $CGEMM_FUZZ_SECONDS (default 180) s per target, the
+#     targets side by side (clang, build-fuzz/).
 # Pass --no-sanitize to skip step 3.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,6 +67,7 @@ if [ "$sanitize" = 1 ]; then
       -j"$jobs" --output-on-failure)
 fi
 
-step "fuzzing (60 s per target)"
-"$root/tests/fuzz/run_fuzz.sh" 60
+fuzz_seconds=${CGEMM_FUZZ_SECONDS:-180}
+step "fuzzing ($fuzz_seconds s per target)"
+"$root/tests/fuzz/run_fuzz.sh" "$fuzz_seconds"
 step "all tests passed"

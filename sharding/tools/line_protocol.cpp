@@ -181,8 +181,10 @@ LineAnswer answer_line(std::string_view line, size_t lineno, MemoryPolicy* memor
 
 int run_plan_lines(std::istream& in, std::ostream& out, std::ostream& err, MemoryPolicy* memory) {
   int status = 0;
-  std::string line;
-  line.reserve(kMaxLineBytes + 1);  // read_line never allocates
+  // read_line never allocates. The buffer outlives the call: a caller that runs many
+  // protocols (the fuzzer, tests) pays for the megabyte once per thread, not per call.
+  thread_local std::string line;
+  line.reserve(kMaxLineBytes + 1);
   int read_errno = 0;
   for (size_t lineno = 1; read_line(in, line, read_errno); ++lineno) {
     if (!line.empty() && line.back() == '\r') line.pop_back();

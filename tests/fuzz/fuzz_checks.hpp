@@ -14,6 +14,10 @@ namespace cgemm::fuzz {
 /// "error", within the answer size limit. "" when all holds, else what failed.
 std::string check_plan_lines(const uint8_t* data, size_t size);
 
+/// The check of one answer line of check_plan_lines: a JSON object, "id" first, and an
+/// "error" (if any) a non-empty string beside the id only. "" when all holds, else why not.
+std::string check_plan_answer(const std::string& line);
+
 /// Parses `data` as cgemm-run's INI file (--config), as cgemm-run does: only OptionError
 /// may come out; a config that parses must survive to_ini and back unchanged.
 /// "" when all holds, else what failed.

@@ -1,6 +1,7 @@
 // Replays the fuzz targets' saved inputs (tests/fuzz/regressions/<target>/: minimized crashes
-// and the hostile inputs of the planner's limits) and their seeds through the targets'
-// checks, without libFuzzer, in every build.
+// and the hostile inputs of the planner's limits), their seeds and their committed corpus
+// (tests/fuzz/corpus/<target>/) through the targets' checks, without libFuzzer, in every
+// build.
 
 #include <gtest/gtest.h>
 
@@ -56,12 +57,40 @@ TEST(FuzzRegressions, PlanLineOnThePublicCases) {
   EXPECT_EQ(check_plan_lines(reinterpret_cast<const uint8_t*>(cases.data()), cases.size()), "");
 }
 
+TEST(FuzzRegressions, PlanLineOnTheCorpus) {
+  const auto files = files_in(kFuzz / "corpus" / "plan_line");
+  EXPECT_FALSE(files.empty());
+  replay(files, check_plan_lines);
+}
+
+// The answer check itself, so that a target that cannot fail is noticed.
+TEST(FuzzRegressions, PlanAnswerCheck) {
+  EXPECT_EQ(check_plan_answer(R"({"id":1,"error":"no"})"), "");
+  EXPECT_EQ(check_plan_answer(R"({"id":"a","plan":{"error":""},"n":[1,{}]})"), "");
+  // A number beyond a double ends the check (the parser stops there): the rest is not read.
+  EXPECT_EQ(check_plan_answer(R"({"id":1e999,"error":""})"), "");
+  EXPECT_NE(check_plan_answer(R"({"id":1,"error":""})"), "");
+  EXPECT_NE(check_plan_answer(R"({"id":1,"error":7})"), "");
+  EXPECT_NE(check_plan_answer(R"({"id":1,"error":{"a":"b"}})"), "");
+  EXPECT_NE(check_plan_answer(R"({"id":1,"error":"no","plan":1})"), "");
+  EXPECT_NE(check_plan_answer(R"({"id":1,"error":"no","error":""})"), "");
+  EXPECT_NE(check_plan_answer(R"({"plan":1,"id":1})"), "");
+  EXPECT_NE(check_plan_answer(R"({"id":1,)"), "");
+  EXPECT_NE(check_plan_answer(R"([1])"), "");
+}
+
 TEST(FuzzRegressions, RunConfig) {
   replay(files_in(kFuzz / "regressions" / "run_config"), check_run_config);
 }
 
 TEST(FuzzRegressions, RunConfigOnTheShippedConfigs) {
   const auto files = files_in(fs::path(CGEMM_SOURCE_DIR) / "configs", ".ini");
+  EXPECT_FALSE(files.empty());
+  replay(files, check_run_config);
+}
+
+TEST(FuzzRegressions, RunConfigOnTheCorpus) {
+  const auto files = files_in(kFuzz / "corpus" / "run_config");
   EXPECT_FALSE(files.empty());
   replay(files, check_run_config);
 }
