@@ -7,6 +7,7 @@
 
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/error.hpp"
+#include "cgemm/core/float8.hpp"
 
 namespace cgemm::launcher {
 
@@ -48,35 +49,17 @@ std::string hex64(uint64_t v) {
   return s;
 }
 
-namespace {
-
-// float8_e4m3fn: bias 7, no infinities, S.1111.111 is NaN; subnormals are m x 2^-9.
-float fp8_e4m3_to_float(uint8_t b) {
-  const int e = (b >> 3) & 0xf, m = b & 0x7;
-  const float v = e == 15 && m == 7 ? std::numeric_limits<float>::quiet_NaN()
-                  : e == 0          ? std::ldexp(static_cast<float>(m), -9)
-                                    : std::ldexp(static_cast<float>(8 + m), e - 10);
-  return (b & 0x80) ? -v : v;
-}
-
-// float8_e5m2 is the high byte of an IEEE half (bias 15, infinities and NaNs alike).
-float fp8_e5m2_to_float(uint8_t b) {
-  return numeric::fp16_to_float(static_cast<uint16_t>(static_cast<uint16_t>(b) << 8));
-}
-
-}  // namespace
-
 std::vector<float> values_as_float(const void* data, DType dtype, int64_t count) {
   std::vector<float> v(static_cast<size_t>(count));
   const auto* bytes = static_cast<const uint8_t*>(data);
-  // The FP8 dtypes are decoded here, not in convert_to_float: the backends that use that
-  // one run no FP8 on the CPU, and must keep refusing it.
+  // The FP8 dtypes are decoded here (core/float8.hpp's codecs), not in convert_to_float:
+  // quantized data is not a plain dtype for the backends, which must keep refusing it there.
   switch (dtype) {
     case DType::kFloat8E4M3:
-      std::transform(bytes, bytes + count, v.begin(), fp8_e4m3_to_float);
+      std::transform(bytes, bytes + count, v.begin(), numeric::e4m3_to_float);
       break;
     case DType::kFloat8E5M2:
-      std::transform(bytes, bytes + count, v.begin(), fp8_e5m2_to_float);
+      std::transform(bytes, bytes + count, v.begin(), numeric::e5m2_to_float);
       break;
     case DType::kFloat4E2M1:
       throw Error("dtype float4_e2m1fn cannot be compared: its packing in memory is not defined");

@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/.devbuild/bin
 out=${OUT:-/tmp/cgemm-bench}
 mkdir -p "$out"
-export LD_LIBRARY_PATH=$root/.devbuild/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. "$root/scripts/device-libs.sh"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 gpus=$(nvidia-smi -L | grep -c "^GPU")

@@ -18,7 +18,7 @@ bin=$root/.devbuild/bin
 out=/tmp/cgemm-device
 reports=${OUT:-$out}
 mkdir -p "$out" "$reports"
-export LD_LIBRARY_PATH=$root/.devbuild/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. "$root/scripts/device-libs.sh"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader

@@ -10,7 +10,7 @@ set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/.devbuild/bin
 out=${OUT:-/tmp/cgemm-parts}
-export LD_LIBRARY_PATH=$root/.devbuild/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. "$root/scripts/device-libs.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 tps=1,2,4,8
 status=0
