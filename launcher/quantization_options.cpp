@@ -42,14 +42,4 @@ DType parse_fp8_format(const std::string& text) {
 
 std::string fp8_format_name(DType t) { return t == DType::kFloat8E5M2 ? "e5m2" : "e4m3"; }
 
-AmaxAlgo parse_amax_algo(const std::string& text) {
-  if (text == "max") return AmaxAlgo::kMax;
-  if (text == "most_recent") return AmaxAlgo::kMostRecent;
-  throw Error("unknown amax_compute_algo '" + text + "' (expected max or most_recent)");
-}
-
-std::string amax_algo_name(AmaxAlgo a) {
-  return a == AmaxAlgo::kMostRecent ? "most_recent" : "max";
-}
-
 }  // namespace cgemm::launcher

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/gemm/scaling_recipe.hpp"
 #include "cgemm/runtime/plan_description.hpp"
 #include "option_table.hpp"
 
@@ -20,9 +21,6 @@ std::string scaling_option_name(ScalingMode m);
 /// "e4m3" | "e5m2" (float8_e4m3fn, float8_e5m2). Throws cgemm::Error naming the value.
 DType parse_fp8_format(const std::string& text);
 std::string fp8_format_name(DType t);
-/// "max" | "most_recent". Throws cgemm::Error naming the value.
-AmaxAlgo parse_amax_algo(const std::string& text);
-std::string amax_algo_name(AmaxAlgo a);
 
 /// The rows, for Config with a `QuantizationDesc quantization` member.
 template <typename Config>
@@ -82,8 +80,12 @@ std::vector<OptionRow<Config>> quantization_rows() {
   text_row(
       "amax_compute_algo",
       "delayed scaling: max (of the history) | most_recent (the last call's amax)",
-      [](const QuantizationDesc& q) { return amax_algo_name(q.recipe.algo); },
-      [](QuantizationDesc& q, const std::string& t) { q.recipe.algo = parse_amax_algo(t); });
+      [](const QuantizationDesc& q) {
+        return std::string(quant::amax_compute_algo_name(q.recipe.algo));
+      },
+      [](QuantizationDesc& q, const std::string& t) {
+        q.recipe.algo = quant::parse_amax_compute_algo(t);
+      });
   Row margin = number_row<Config, int>(
       "margin", G::kProblem, "N", "powers of 2",
       "delayed and current scaling: scale = fp8_max / amax / 2^margin, 0 to 127",

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cgemm/core/error.hpp"
+#include "cgemm/core/float8.hpp"
 
 namespace cgemm::quant {
 
@@ -18,40 +19,39 @@ std::string_view amax_compute_algo_name(AmaxComputeAlgo algo) {
 }
 
 AmaxHistory::AmaxHistory(DType fmt, DelayedScalingRecipe recipe) : fmt_(fmt), recipe_(recipe) {
-  if (recipe.amax_history_len < 1) {
-    throw Error("amax_history_len must be >= 1, got " + std::to_string(recipe.amax_history_len));
+  if (recipe.amax_history_len < 1 || recipe.amax_history_len > (int64_t{1} << 23)) {
+    throw Error("amax_history_len must be in [1, 2^23], got " +
+                std::to_string(recipe.amax_history_len));
   }
   if (fmt != DType::kFloat8E4M3 && fmt != DType::kFloat8E5M2) {
     throw Error("delayed scaling: format must be float8_e4m3fn or float8_e5m2, got " +
                 std::string(dtype_name(fmt)));
   }
-  ring_.assign(static_cast<size_t>(recipe.amax_history_len), 0.0f);
+  state_.assign(
+      static_cast<size_t>(ScaleStateLayout::floats(static_cast<int>(recipe.amax_history_len))),
+      0.0f);
+  state_[ScaleStateLayout::kScale] = 1.0f;
+  state_[ScaleStateLayout::kScaleInv] = 1.0f;
+}
+
+TensorScale AmaxHistory::scale() const {
+  return {state_[ScaleStateLayout::kScale], state_[ScaleStateLayout::kScaleInv]};
 }
 
 void AmaxHistory::push(float step_amax) {
-  const int64_t len = recipe_.amax_history_len;
-  ring_[static_cast<size_t>(steps_ % len)] = step_amax;
+  numeric::update_delayed_scale(state_.data(), step_amax,
+                                static_cast<int>(recipe_.amax_history_len),
+                                recipe_.amax_compute_algo, numeric::fp8_max(fmt_), recipe_.margin);
   ++steps_;
-  float window_amax = step_amax;
-  if (recipe_.amax_compute_algo == AmaxComputeAlgo::kMax) {
-    // A NaN anywhere in the window makes the maximum NaN (as jnp.max), which keeps the scale.
-    for (float v : ring_) {
-      if (std::isnan(v) || std::isnan(window_amax)) {
-        window_amax = NAN;
-        break;
-      }
-      if (v > window_amax) window_amax = v;
-    }
-  }
-  scale_ = scale_from_amax(window_amax, fmt_, recipe_.margin, scale_.scale);
 }
 
 std::vector<float> AmaxHistory::window() const {
   const int64_t len = recipe_.amax_history_len;
+  const float* ring = state_.data() + ScaleStateLayout::kHistory;
   std::vector<float> out;
-  out.reserve(ring_.size());
+  out.reserve(static_cast<size_t>(len));
   for (int64_t k = 1; k <= len; ++k) {
-    out.push_back(ring_[static_cast<size_t>(((steps_ - k) % len + len) % len)]);
+    out.push_back(k <= steps_ ? ring[((steps_ - k) % len + len) % len] : 0.0f);
   }
   return out;
 }

@@ -83,9 +83,14 @@ CGEMM_HD void update_delayed_scale(float* state, float amax, int history_len, Am
   const auto steps = static_cast<int64_t>(state[ScaleStateLayout::kSteps]);
   history[steps % history_len] = amax;
   const int64_t recorded = steps + 1 < history_len ? steps + 1 : history_len;
+  // The window's max, or its latest entry. A NaN in the window makes the max NaN (as jnp.max
+  // in TE), which keeps the scale until it leaves the window.
   float pick = amax;
   if (algo == AmaxAlgo::kMax) {
-    for (int64_t i = 0; i < recorded; ++i) pick = history[i] > pick ? history[i] : pick;
+    for (int64_t i = 0; i < recorded && pick == pick; ++i) {
+      const float h = history[i];
+      pick = h != h || h > pick ? h : pick;
+    }
   }
   const float s = scale_from_amax(pick, fp8_max, margin, state[ScaleStateLayout::kScale]);
   state[ScaleStateLayout::kScale] = s;

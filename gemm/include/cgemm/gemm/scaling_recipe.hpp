@@ -9,11 +9,13 @@
 
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/gemm/quantize.hpp"
+#include "cgemm/gemm/quantize_task.hpp"
 
 namespace cgemm::quant {
 
-/// How the next scale's amax is read from the window: its maximum, or the latest entry.
-enum class AmaxComputeAlgo { kMax, kMostRecent };
+/// How the next scale's amax is read from the window: its maximum, or the latest entry
+/// (quantize_task.hpp's AmaxAlgo, the runtime's).
+using AmaxComputeAlgo = AmaxAlgo;
 
 /// "max" | "most_recent"; throws cgemm::Error naming the value.
 AmaxComputeAlgo parse_amax_compute_algo(std::string_view name);
@@ -32,7 +34,7 @@ class AmaxHistory {
   AmaxHistory(DType fmt, DelayedScalingRecipe recipe = {});
 
   /// The scale of the current step: 1 before the first push.
-  TensorScale scale() const { return scale_; }
+  TensorScale scale() const;
   /// Records the amax the current step measured (over the global tensor) and computes the next
   /// step's scale: scale_from_amax(window amax, fmt, margin, previous scale), where the window is
   /// the last amax_history_len pushes (entries not yet pushed count as 0, as TE's zero-filled
@@ -48,9 +50,10 @@ class AmaxHistory {
  private:
   DType fmt_;
   DelayedScalingRecipe recipe_;
-  std::vector<float> ring_;  // ring_[steps_ % len] is the next slot
+  // quantize_task.hpp's ScaleStateLayout, updated by numeric::update_delayed_scale: the same
+  // function both backends run, so this class is the runtime's delayed scaling on the host.
+  std::vector<float> state_;
   int64_t steps_ = 0;
-  TensorScale scale_;
 };
 
 }  // namespace cgemm::quant
