@@ -143,16 +143,17 @@ void run_and_check(const Fp8Case& c, CublasLtGemm& gemm, cudaStream_t stream) {
 
   DeviceBytes d_lhs(lhs.codes.data(), lhs_count), d_rhs(rhs.codes.data(), rhs_count),
       d_out(out_bits.data(), out_bits.size()), d_bias(bias_bits.data(), bias_bits.size()),
-      d_scales(nullptr, 8);
+      d_scales(nullptr, 32);
   const float scales[2] = {lhs.scale_inv, rhs.scale_inv};
-  ASSERT_EQ(cudaMemcpy(d_scales.p, scales, 8, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_scales.p, &scales[0], 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_scales.at(16), &scales[1], 4, cudaMemcpyHostToDevice), cudaSuccess);
   t.lhs = d_lhs.at(lhs_off);
   t.rhs = d_rhs.p;
   t.out = d_out.at(out_off * es);
   t.bias = c.bias ? d_bias.p : nullptr;
   if (!c.unit_scale) {
     t.lhs_scale_inv = reinterpret_cast<const float*>(d_scales.at(0));
-    t.rhs_scale_inv = reinterpret_cast<const float*>(d_scales.at(4));
+    t.rhs_scale_inv = reinterpret_cast<const float*>(d_scales.at(16));  // 16-byte aligned
   }
   gemm.run(t, stream);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);

@@ -32,9 +32,12 @@ void all_reduce_max_world(MPI_Comm world, float* buf, int count, cudaStream_t st
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, MPI_FLOAT, MPI_MAX, world),
               "MPI_Allreduce(MAX)");
   }
-  // From pageable memory the call returns once the source is staged: `host` may go.
   check_cuda(cudaMemcpyAsync(buf, host.data(), bytes, cudaMemcpyHostToDevice, stream),
              "cudaMemcpyAsync(" + what + ", to the device)", where);
+  // Where the GPU reads pageable memory directly (HMM), the copy is truly asynchronous and would
+  // read `host` after it is gone (seen on the H200: zeros arrived): wait for it.
+  const watchdog::WaitScope wait(where + ": " + what + " (the maxes back to the device)");
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize(" + what + ")", where);
 }
 
 }  // namespace cgemm::cuda

@@ -40,16 +40,18 @@ struct ScalingRecipe {
 
 /// A plan's scale state of one operand, in backend memory (floats; `steps` is stored as a
 /// float value, kept below 2 x amax_history_len so it stays exact):
-///   [0] scale      the scale the next quantization uses
-///   [1] scale_inv  1 / scale, read by the GEMM (TE's scale_inv); NVFP4: amax / (6 x 448)
+///   [0] scale_inv  1 / scale, read by the GEMM (TE's scale_inv); NVFP4: amax / (6 x 448). First,
+///                  so a 16-byte aligned state gives the aligned pointer cuBLASLt needs
+///   [1] scale      the scale the next quantization uses
 ///   [2] amax       the amax of the last update (over the ranks holding pieces)
 ///   [3] steps      delayed scaling: amaxes recorded so far
 ///   [4 ...]        delayed scaling: the amax history, a ring of amax_history_len floats
 /// A fresh state holds scale 1 (TE: the first step uses scale 1) and an empty history. The
 /// amax of a call lives apart (Backend::amax), so the amaxes of both operands reduce together.
 struct ScaleStateLayout {
-  static constexpr int kScale = 0, kScaleInv = 1, kAmax = 2, kSteps = 3, kHistory = 4;
-  static int64_t floats(int history_len) { return kHistory + history_len; }
+  static constexpr int kScaleInv = 0, kScale = 1, kAmax = 2, kSteps = 3, kHistory = 4;
+  /// Floats of one state, rounded up to 16 bytes so states placed back to back stay aligned.
+  static int64_t floats(int history_len) { return (kHistory + history_len + 3) / 4 * 4; }
 };
 
 namespace numeric {
