@@ -4,6 +4,7 @@
 
 #include "l2_flush_memory.hpp"
 #include "parts/parts.hpp"
+#include "quantization_options.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -242,8 +243,11 @@ ProgramSpec bench_program_spec() {
   spec.usage =
       "Usage: mpirun -np N cgemm-bench [--config FILE] [--NAME VALUE]...\n"
       "Benchmarks the overlapped collective GEMMs of cgemm against GEMM alone, collective alone\n"
-      "and the sequential path (bf16, tp = world / dp). Times in ms are medians over ranks'\n"
-      "slowest of the timed iterations; TFLOP/s per GPU (per rank on the CPU backend);\n"
+      "and the sequential path (bf16, tp = world / dp). With --scaling the bf16 x and w are\n"
+      "quantized on every call: GEMM is then the FP8 GEMM alone on the quantized copies, the\n"
+      "all-gather moves the FP8 x, and sequential and overlapped include the quantization.\n"
+      "Times in ms are medians over ranks' slowest of the timed iterations; TFLOP/s per GPU\n"
+      "(per rank on the CPU backend);\n"
       "efficiency = max(GEMM, collective) / overlapped; speed-up = sequential / overlapped.\n"
       "Bandwidths in GB/s (1e9 bytes/s) as nccl-tests reports them: bytes = the collective's\n"
       "whole array (the all-gather's gathered output, the reduce-scatter's input on one rank);\n"
@@ -252,7 +256,7 @@ ProgramSpec bench_program_spec() {
       "Options come from the command line, then from the INI file of --config (same names,\n"
       "'NAME = VALUE'), then from the defaults shown as (=...). Booleans take on|off,\n"
       "true|false, yes|no or 1|0. Units are in [brackets]. The options of the General, Mesh,\n"
-      "Run and Overlap groups are cgemm-run's.\n";
+      "Problem (the quantization rows), Run and Overlap groups are cgemm-run's.\n";
   spec.notes =
       "warmup and iterations count runs of each path (GEMM, collective, sequential,\n"
       "overlapped); at least 20 timed iterations for reported figures. --trace records the\n"
@@ -267,7 +271,11 @@ ProgramSpec bench_program_spec() {
 }  // namespace
 
 const std::vector<OptionRow<BenchConfig>>& bench_rows() {
-  static const std::vector<Row> rows = table_of(widen<BenchConfig>(shared_rows()), own_rows());
+  static const std::vector<Row> rows = [] {
+    std::vector<Row> own = own_rows();
+    for (Row& r : quantization_rows<BenchConfig>()) own.push_back(std::move(r));
+    return table_of(widen<BenchConfig>(shared_rows()), own);
+  }();
   return rows;
 }
 
