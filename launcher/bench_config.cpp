@@ -64,7 +64,8 @@ std::vector<std::string> study_list(const OptionReader& r) {
     }
     if (std::find(known.begin(), known.end(), item) == known.end()) {
       r.fail("parts", text,
-             "unknown study '" + item + "' (known: chunking, interference, copy_bandwidth, all)");
+             "unknown study '" + item +
+                 "' (known: chunking, interference, copy_bandwidth, quantize, all)");
     }
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
@@ -178,22 +179,24 @@ std::vector<Row> own_rows() {
       [](auto& c) -> auto& { return c.peers; }));
 
   // Parts (launcher/parts/parts.hpp)
-  rows.push_back(
-      Row{"parts",
-          G::kParts,
-          "measure the parts of the schedules alone, on one GPU, for --cases, and write "
-          "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
-          "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
-          "one step's bytes on another stream), copy_bandwidth (device-to-device "
-          "cudaMemcpyAsync against size), or all [default: none: the sweep]",
-          "",
-          true,
-          Sweep::kPlain,
-          [](const BenchConfig&) {
-            return po::value<std::string>()->value_name("LIST")->default_value("");
-          },
-          [](const OptionReader& r, BenchConfig& cfg) { cfg.parts = study_list(r); },
-          {}});
+  rows.push_back(Row{
+      "parts",
+      G::kParts,
+      "measure the parts of the schedules alone, on one GPU, for --cases, and write "
+      "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
+      "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
+      "one step's bytes on another stream), copy_bandwidth (device-to-device "
+      "cudaMemcpyAsync against size), quantize (the per-tensor FP8 amax and quantize kernels on "
+      "bf16 of the same sizes, against a copy of the same bytes), or all [default: none: the "
+      "sweep]",
+      "",
+      true,
+      Sweep::kPlain,
+      [](const BenchConfig&) {
+        return po::value<std::string>()->value_name("LIST")->default_value("");
+      },
+      [](const OptionReader& r, BenchConfig& cfg) { cfg.parts = study_list(r); },
+      {}});
   rows.push_back(list_row("parts_tp", G::kParts,
                           "tp values whose local GEMMs chunking and interference measure (one "
                           "rank plays one rank of each)",
@@ -208,7 +211,7 @@ std::vector<Row> own_rows() {
                           }));
   Row copy = number_row<BenchConfig, int64_t>(
       "parts_max_copy_mib", G::kParts, "N", "MiB",
-      "copy_bandwidth: transfers of 1, 2, 4, ... MiB up to N",
+      "copy_bandwidth and quantize: transfers (bf16 tensors) of 1, 2, 4, ... MiB up to N",
       [](auto& c) -> auto& { return c.parts_max_copy_mib; }, 1, "must be >= 1 [MiB]",
       Sweep::kPlain);
   copy.read = [](const OptionReader& r, BenchConfig& cfg) {

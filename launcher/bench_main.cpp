@@ -158,9 +158,10 @@ Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const QuantizationD
   };
   const auto overlapped = [&] { plan.execute_overlapped(next(), rhs.p, nullptr, out.p); };
 
-  // The auto policy decides here; a quantized plan's workspaces now hold quantized x and w,
-  // which the GEMM alone and the collective alone read.
-  plan.execute(next(), rhs.p, nullptr, out.p);
+  plan.execute(next(), rhs.p, nullptr, out.p);  // the auto policy decides here
+  // The GEMM alone and the collective alone of a quantized plan read its quantized x and w
+  // (and the GEMM alone the gathered x): one sequential call leaves real FP8 data there.
+  if (quantized(q)) plan.execute_sequential(next(), rhs.p, nullptr, out.p);
   for (int i = 0; i < warmup; ++i) {
     gemm_only();
     coll_only();

@@ -153,6 +153,14 @@ set_tests_properties(mpi_tp1_bench_tiny_fp8 PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION
   "tiny all_gather \\[default\\] delayed e4m3 x e5m2: gemm .*tiny reduce_scatter \\[default\\] delayed e4m3 x e5m2: .*written: .*cgemm_bench")
 
+# scripts/fp8_summary.py (device-fp8.sh's screen) joins cgemm-bench's bf16, FP8 and --parts
+# quantize files with bench/peers/torch_scaled_mm.py's CSV.
+add_test(NAME mpi_bench_fp8_summary
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_fp8_summary.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_fp8_summary)
+set_tests_properties(mpi_bench_fp8_summary PROPERTIES LABELS mpi TIMEOUT 120
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "^PASS")
+
 # cgemm-bench's outputs: --out created with its parents; nccl-tests' bytes, algbw and busbw in
 # stdout, CSV, JSON and Markdown; TFLOP/s with digits on CPUs; the JSON's run metadata.
 add_test(NAME mpi_tp2_bench_outputs
