@@ -232,6 +232,13 @@ std::vector<Row> own_rows() {
 
 BenchConfig read_bench_config(const OptionReader& r) {
   BenchConfig cfg = read_rows(bench_rows(), r);
+  if (!cfg.parts.empty() && cfg.quantization.mode != ScalingMode::kNoScaling) {
+    // The studies time bf16 GEMMs and per-tensor FP8 kernels of their own: a scaling would
+    // be silently ignored.
+    r.fail("scaling", scaling_option_name(cfg.quantization.mode),
+           "--parts does not take a scaling (its chunk GEMMs are bf16; --parts quantize times "
+           "the FP8 kernels); run the sweep with it, or --parts without it");
+  }
   std::vector<NamedPath> outputs = bench_outputs(cfg.out, cfg.trace);
   for (NamedPath& p : parts_outputs(cfg.out, cfg.parts)) outputs.push_back(std::move(p));
   check_distinct(outputs, {{"--peers", cfg.peers},

@@ -242,6 +242,9 @@ cgemm_add_bench_failure_test(parts_two_ranks
   --cases tiny --parts chunking)
 cgemm_add_bench_failure_test(parts_all_and_unknown
   "cgemm-bench: error: --parts all,bogus: unknown study 'bogus'" --cases tiny --parts all,bogus)
+cgemm_add_bench_failure_test(parts_scaling
+  "cgemm-bench: error: --scaling current: --parts does not take a scaling"
+  --cases tiny --parts quantize --scaling current)
 cgemm_add_bench_failure_test(parts_unknown
   "cgemm-bench: error: --parts chunks: unknown study 'chunks'" --cases tiny --parts chunks)
 cgemm_add_bench_failure_test(parts_tp
