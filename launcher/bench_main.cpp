@@ -8,7 +8,7 @@
 // table on rank 0 and as CSV, JSON (with the run's metadata) and Markdown files.
 // Optional: a CSV of the PyTorch peers (bench/peers/torch_async_tp.py) joined by case.
 // With --scaling (delayed, current, ...) every GEMM is quantized: GEMM alone times the FP8
-// GEMM on the plan's quantized copies (filled by one execute() before any timing), the
+// GEMM on the plan's quantized copies (one sequential call fills them before any timing), the
 // collective alone moves the quantized lhs (all-gather) or the bf16 partials (reduce-scatter),
 // and sequential and overlapped are the whole calls, quantization included.
 
