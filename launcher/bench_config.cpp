@@ -4,6 +4,7 @@
 
 #include "l2_flush_memory.hpp"
 #include "parts/parts.hpp"
+#include "quantization_options.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -63,7 +64,8 @@ std::vector<std::string> study_list(const OptionReader& r) {
     }
     if (std::find(known.begin(), known.end(), item) == known.end()) {
       r.fail("parts", text,
-             "unknown study '" + item + "' (known: chunking, interference, copy_bandwidth, all)");
+             "unknown study '" + item +
+                 "' (known: chunking, interference, copy_bandwidth, quantize, all)");
     }
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
@@ -177,22 +179,24 @@ std::vector<Row> own_rows() {
       [](auto& c) -> auto& { return c.peers; }));
 
   // Parts (launcher/parts/parts.hpp)
-  rows.push_back(
-      Row{"parts",
-          G::kParts,
-          "measure the parts of the schedules alone, on one GPU, for --cases, and write "
-          "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
-          "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
-          "one step's bytes on another stream), copy_bandwidth (device-to-device "
-          "cudaMemcpyAsync against size), or all [default: none: the sweep]",
-          "",
-          true,
-          Sweep::kPlain,
-          [](const BenchConfig&) {
-            return po::value<std::string>()->value_name("LIST")->default_value("");
-          },
-          [](const OptionReader& r, BenchConfig& cfg) { cfg.parts = study_list(r); },
-          {}});
+  rows.push_back(Row{
+      "parts",
+      G::kParts,
+      "measure the parts of the schedules alone, on one GPU, for --cases, and write "
+      "cgemm_parts.md and cgemm_parts_STUDY.csv to --out: chunking (the chunk GEMMs back to "
+      "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
+      "one step's bytes on another stream), copy_bandwidth (device-to-device "
+      "cudaMemcpyAsync against size), quantize (the per-tensor FP8 amax and quantize kernels on "
+      "bf16 of the same sizes, against a copy of the same bytes), or all [default: none: the "
+      "sweep]",
+      "",
+      true,
+      Sweep::kPlain,
+      [](const BenchConfig&) {
+        return po::value<std::string>()->value_name("LIST")->default_value("");
+      },
+      [](const OptionReader& r, BenchConfig& cfg) { cfg.parts = study_list(r); },
+      {}});
   rows.push_back(list_row("parts_tp", G::kParts,
                           "tp values whose local GEMMs chunking and interference measure (one "
                           "rank plays one rank of each)",
@@ -207,7 +211,7 @@ std::vector<Row> own_rows() {
                           }));
   Row copy = number_row<BenchConfig, int64_t>(
       "parts_max_copy_mib", G::kParts, "N", "MiB",
-      "copy_bandwidth: transfers of 1, 2, 4, ... MiB up to N",
+      "copy_bandwidth and quantize: transfers (bf16 tensors) of 1, 2, 4, ... MiB up to N",
       [](auto& c) -> auto& { return c.parts_max_copy_mib; }, 1, "must be >= 1 [MiB]",
       Sweep::kPlain);
   copy.read = [](const OptionReader& r, BenchConfig& cfg) {
@@ -228,6 +232,13 @@ std::vector<Row> own_rows() {
 
 BenchConfig read_bench_config(const OptionReader& r) {
   BenchConfig cfg = read_rows(bench_rows(), r);
+  if (!cfg.parts.empty() && cfg.quantization.mode != ScalingMode::kNoScaling) {
+    // The studies time bf16 GEMMs and per-tensor FP8 kernels of their own: a scaling would
+    // be silently ignored.
+    r.fail("scaling", scaling_option_name(cfg.quantization.mode),
+           "--parts does not take a scaling (its chunk GEMMs are bf16; --parts quantize times "
+           "the FP8 kernels); run the sweep with it, or --parts without it");
+  }
   std::vector<NamedPath> outputs = bench_outputs(cfg.out, cfg.trace);
   for (NamedPath& p : parts_outputs(cfg.out, cfg.parts)) outputs.push_back(std::move(p));
   check_distinct(outputs, {{"--peers", cfg.peers},
@@ -242,8 +253,11 @@ ProgramSpec bench_program_spec() {
   spec.usage =
       "Usage: mpirun -np N cgemm-bench [--config FILE] [--NAME VALUE]...\n"
       "Benchmarks the overlapped collective GEMMs of cgemm against GEMM alone, collective alone\n"
-      "and the sequential path (bf16, tp = world / dp). Times in ms are medians over ranks'\n"
-      "slowest of the timed iterations; TFLOP/s per GPU (per rank on the CPU backend);\n"
+      "and the sequential path (bf16, tp = world / dp). With --scaling the bf16 x and w are\n"
+      "quantized on every call: GEMM is then the FP8 GEMM alone on the quantized copies, the\n"
+      "all-gather moves the FP8 x, and sequential and overlapped include the quantization.\n"
+      "Times in ms are medians over ranks' slowest of the timed iterations; TFLOP/s per GPU\n"
+      "(per rank on the CPU backend);\n"
       "efficiency = max(GEMM, collective) / overlapped; speed-up = sequential / overlapped.\n"
       "Bandwidths in GB/s (1e9 bytes/s) as nccl-tests reports them: bytes = the collective's\n"
       "whole array (the all-gather's gathered output, the reduce-scatter's input on one rank);\n"
@@ -252,7 +266,7 @@ ProgramSpec bench_program_spec() {
       "Options come from the command line, then from the INI file of --config (same names,\n"
       "'NAME = VALUE'), then from the defaults shown as (=...). Booleans take on|off,\n"
       "true|false, yes|no or 1|0. Units are in [brackets]. The options of the General, Mesh,\n"
-      "Run and Overlap groups are cgemm-run's.\n";
+      "Problem (the quantization rows), Run and Overlap groups are cgemm-run's.\n";
   spec.notes =
       "warmup and iterations count runs of each path (GEMM, collective, sequential,\n"
       "overlapped); at least 20 timed iterations for reported figures. --trace records the\n"
@@ -267,7 +281,11 @@ ProgramSpec bench_program_spec() {
 }  // namespace
 
 const std::vector<OptionRow<BenchConfig>>& bench_rows() {
-  static const std::vector<Row> rows = table_of(widen<BenchConfig>(shared_rows()), own_rows());
+  static const std::vector<Row> rows = [] {
+    std::vector<Row> own = own_rows();
+    for (Row& r : quantization_rows<BenchConfig>()) own.push_back(std::move(r));
+    return table_of(widen<BenchConfig>(shared_rows()), own);
+  }();
   return rows;
 }
 

@@ -2,13 +2,15 @@
 // cgemm-bench's configuration: the shared rows (shared_options.hpp: mesh dp, backend,
 // gpu_sharing, timeout, warmup, iterations, the overlap knobs, trace, --config) plus the
 // benchmark's own rows (bench_config.cpp: cases, knobs, l2_mib, out, peers, the --parts
-// studies), read by the same machinery (option_table.hpp): the same names, checks, messages and
+// studies) and cgemm-run's quantization rows (quantization_options.hpp: scaling, formats, recipe),
+// read by the same machinery (option_table.hpp): the same names, checks, messages and
 // --help text for what they share.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cgemm/runtime/plan_description.hpp"
 #include "output_files.hpp"
 #include "shared_options.hpp"
 
@@ -43,6 +45,8 @@ struct BenchConfig : SharedOptions {
   std::vector<int> parts_chunks_per_rank{1, 4};
   int64_t parts_max_copy_mib = 512;  // copy_bandwidth: 1 MiB up to this
   std::string torch_chunks;          // CSV of bench/peers/torch_chunking.py; empty: none
+  // --scaling and the rest: every GEMM the sweep plans is quantized so (none: bf16 as before).
+  QuantizationDesc quantization;
 };
 
 struct BenchParseResult {

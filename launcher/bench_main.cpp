@@ -7,6 +7,10 @@
 // over sequential and nccl-tests' bandwidths of the collective (collective_bandwidth.hpp), as a
 // table on rank 0 and as CSV, JSON (with the run's metadata) and Markdown files.
 // Optional: a CSV of the PyTorch peers (bench/peers/torch_async_tp.py) joined by case.
+// With --scaling (delayed, current, ...) every GEMM is quantized: GEMM alone times the FP8
+// GEMM on the plan's quantized copies (one sequential call fills them before any timing), the
+// collective alone moves the quantized lhs (all-gather) or the bf16 partials (reduce-scatter),
+// and sequential and overlapped are the whole calls, quantization included.
 
 #include <mpi.h>
 
@@ -37,6 +41,7 @@
 #include "mpi_session.hpp"
 #include "output_files.hpp"
 #include "parts/parts.hpp"
+#include "quantization_options.hpp"
 #include "run_config.hpp"
 #include "table.hpp"
 #include "trace_writer.hpp"
@@ -53,7 +58,8 @@ struct Knobs {
 
 struct Row {
   std::string shape, collective, knobs, path;
-  int64_t m = 0, n = 0, k = 0;  // the local GEMM of one rank: [m, k] @ [k, n]
+  std::string quantization = "none";  // quantization_text()
+  int64_t m = 0, n = 0, k = 0;        // the local GEMM of one rank: [m, k] @ [k, n]
   double gemm_ms = 0, coll_ms = 0, seq_ms = 0, over_ms = 0, tflops = 0;
   double efficiency = 0, speedup = 0;
   // nccl-tests' size of the collective, what a ring moves per rank, and the GB/s of the
@@ -87,14 +93,36 @@ std::vector<Knobs> knob_sweep(const OverlapOptions& base) {
   return k;
 }
 
-Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const Knobs& knobs, int warmup,
-            int iterations, size_t l2_bytes, std::vector<TraceSpan>* trace) {
+bool quantized(const QuantizationDesc& q) { return q.mode != ScalingMode::kNoScaling; }
+
+// "none", or the scaling and the formats: "current e4m3 x e4m3" (NVFP4: "nvfp4 e2m1 x e2m1").
+std::string quantization_text(const QuantizationDesc& q) {
+  if (!quantized(q)) return "none";
+  const std::string mode = scaling_option_name(q.mode);
+  if (q.mode == ScalingMode::kNvfp4_1d || q.mode == ScalingMode::kNvfp4_2d) {
+    return mode + " e2m1 x e2m1";
+  }
+  return mode + " " + fp8_format_name(q.lhs_format) + " x " + fp8_format_name(q.rhs_format);
+}
+
+// The sweep's GEMM of a case: bf16 operands, quantized on every call as `q` says.
+template <typename Mesh>
+GemmDesc case_gemm(const Mesh& mesh, const std::string& name, const Shape2& sh, CollectiveOp op,
+                   const QuantizationDesc& q) {
+  const bool ag = op == CollectiveOp::kAllGather;
+  GemmDesc d =
+      tensor_sequence_parallel_gemm(mesh, name, op, sh.batch, sh.seq, ag ? sh.ag_in : sh.rs_in,
+                                    ag ? sh.ag_out : sh.rs_out, DType::kBFloat16, false, false);
+  d.quantization = q;
+  return d;
+}
+
+Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const QuantizationDesc& q,
+            const Knobs& knobs, int warmup, int iterations, size_t l2_bytes,
+            std::vector<TraceSpan>* trace) {
   Backend& be = ctx.backend();
   const bool ag = op == CollectiveOp::kAllGather;
-  GemmPlan plan(
-      ctx, tensor_sequence_parallel_gemm(ctx, sh.name + (ag ? "_ag" : "_rs"), op, sh.batch, sh.seq,
-                                         ag ? sh.ag_in : sh.rs_in, ag ? sh.ag_out : sh.rs_out,
-                                         DType::kBFloat16, false, false));
+  GemmPlan plan(ctx, case_gemm(ctx, sh.name + (ag ? "_ag" : "_rs"), sh, op, q));
   const GemmDesc& d = plan.desc();
   const size_t lhs_bytes = static_cast<size_t>(num_elements(plan.lhs_local())) * 2;
   const size_t rhs_bytes = static_cast<size_t>(num_elements(plan.rhs_local())) * 2;
@@ -117,7 +145,10 @@ Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const Knobs& knobs,
   const auto coll_only = [&] { plan.bench_collective_only(next(), out.p); };
   const auto sequential = [&] {
     const void* x = next();
-    if (ag) {
+    if (quantized(q)) {
+      // The pieces alone skip the quantization: the sequential call is the whole one.
+      plan.execute_sequential(x, rhs.p, nullptr, out.p);
+    } else if (ag) {
       plan.bench_collective_only(x, out.p);
       plan.bench_gemm_only(x, rhs.p, out.p);
     } else {
@@ -128,6 +159,9 @@ Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const Knobs& knobs,
   const auto overlapped = [&] { plan.execute_overlapped(next(), rhs.p, nullptr, out.p); };
 
   plan.execute(next(), rhs.p, nullptr, out.p);  // the auto policy decides here
+  // The GEMM alone and the collective alone of a quantized plan read its quantized x and w
+  // (and the GEMM alone the gathered x): one sequential call leaves real FP8 data there.
+  if (quantized(q)) plan.execute_sequential(next(), rhs.p, nullptr, out.p);
   for (int i = 0; i < warmup; ++i) {
     gemm_only();
     coll_only();
@@ -146,6 +180,7 @@ Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const Knobs& knobs,
   r.shape = sh.name;
   r.collective = std::string(collective_name(op));
   r.knobs = knobs.label;
+  r.quantization = quantization_text(q);
   r.path = plan.path_summary();
   r.auto_overlaps = plan.uses_overlap();
   r.m = ag ? num_elements(plan.lhs_local()) / plan.lhs_local().back() * ctx.comms().tp()
@@ -160,7 +195,9 @@ Row measure(Context& ctx, const Shape2& sh, CollectiveOp op, const Knobs& knobs,
   r.efficiency = std::max(r.gemm_ms, r.coll_ms) / r.over_ms;
   r.speedup = r.seq_ms / r.over_ms;
   const int tp = ctx.comms().tp();
-  r.bytes = collective_bytes(op, static_cast<int64_t>(ag ? lhs_bytes : out_bytes), tp);
+  // A quantized all-gather moves the FP8 lhs: one byte an element (the scale_inv aside).
+  const size_t gathered = quantized(q) ? lhs_bytes / 2 : lhs_bytes;
+  r.bytes = collective_bytes(op, static_cast<int64_t>(ag ? gathered : out_bytes), tp);
   r.rank_bytes = ring_bytes_per_rank(op, r.bytes, tp);
   r.algbw = algbw_gb_s(r.bytes, r.coll_ms);
   r.busbw = busbw_gb_s(op, tp, r.bytes, r.coll_ms);
@@ -209,6 +246,7 @@ Table bench_table() {
   return Table({{"case", "", "", 0, -1, "", Column::kAll},
                 {"collective", "", "", 0, -1, "", Column::kAll},
                 {"knobs", "", "", 0, -1, "", Column::kAll},
+                {"quantization", "", "", 0, -1, "", Column::kAll},
                 {"m", "", "", 0, -1, "", kData},
                 {"n", "", "", 0, -1, "", kData},
                 {"k", "", "", 0, -1, "", kData},
@@ -244,11 +282,7 @@ void plan_cases(const BenchConfig& cfg, int world) {
   for (const auto& name : cfg.cases) {
     const Shape2& sh = bench_shape(name);
     for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
-      const bool ag = op == CollectiveOp::kAllGather;
-      plan_gemm(tensor_sequence_parallel_gemm(mesh, sh.name, op, sh.batch, sh.seq,
-                                              ag ? sh.ag_in : sh.rs_in, ag ? sh.ag_out : sh.rs_out,
-                                              DType::kBFloat16, false, false),
-                mesh, options);
+      plan_gemm(case_gemm(mesh, sh.name, sh, op, cfg.quantization), mesh, options);
     }
   }
 }
@@ -271,7 +305,7 @@ bool measure_cases(const BenchConfig& cfg, int world, std::unique_ptr<Context>& 
           const bool traced = !cfg.trace.empty() && ci == 0 && kn.label == "default";
           Row r;
           try {
-            r = measure(*ctx, sh, op, kn, cfg.warmup, cfg.iterations,
+            r = measure(*ctx, sh, op, cfg.quantization, kn, cfg.warmup, cfg.iterations,
                         static_cast<size_t>(cfg.l2_mib * 1048576.0), traced ? &trace : nullptr);
           } catch (const PlanError& e) {
             // A knob the case cannot take (chunks_per_rank that does not divide): planning
@@ -281,9 +315,10 @@ bool measure_cases(const BenchConfig& cfg, int world, std::unique_ptr<Context>& 
                 "]: skipped: " + e.what());
             continue;
           }
-          say(r.shape + " " + r.collective + " [" + r.knobs + "]: gemm " + fmt(r.gemm_ms) +
-              " | collective " + fmt(r.coll_ms) + " | sequential " + fmt(r.seq_ms) +
-              " | overlapped " + fmt(r.over_ms) + " ms, " +
+          say(r.shape + " " + r.collective + " [" + r.knobs + "]" +
+              (quantized(cfg.quantization) ? " " + r.quantization : "") + ": gemm " +
+              fmt(r.gemm_ms) + " | collective " + fmt(r.coll_ms) + " | sequential " +
+              fmt(r.seq_ms) + " | overlapped " + fmt(r.over_ms) + " ms, " +
               format_double(r.tflops, 1, kSignificant) + " TFLOP/s, efficiency " +
               fmt(r.efficiency, 2) + ", speed-up " + fmt(r.speedup, 2) + "x; " +
               std::to_string(r.bytes) + " bytes (" + std::to_string(r.rank_bytes) +
@@ -347,6 +382,7 @@ nlohmann::ordered_json bench_json(const BenchConfig& cfg, int world, const std::
       {"warmup", cfg.warmup},
       {"iterations", cfg.iterations},
       {"l2_mib", cfg.l2_mib},
+      {"quantization", quantization_text(cfg.quantization)},
       {"cases", cfg.cases},
       {"machine", fields},
       {"describe", machine}};
@@ -367,6 +403,7 @@ void write_results(const BenchConfig& cfg, int world, const std::string& command
     table.add({r.shape,
                r.collective,
                r.knobs,
+               r.quantization,
                r.m,
                r.n,
                r.k,
@@ -391,8 +428,13 @@ void write_results(const BenchConfig& cfg, int world, const std::string& command
      << world / cfg.dp << "), cgemm " << build_info::version() << " (commit "
      << build_info::commit() << "), command: `mpirun -np " << world << " " << command
      << "`\n\n```\n"
-     << machine << "\n```\n\n"
-     << table.markdown();
+     << machine << "\n```\n\n";
+  if (quantized(cfg.quantization)) {
+    md << "Quantized: " << quantization_text(cfg.quantization)
+       << " (bf16 x and w quantized on every call). GEMM ms: the FP8 GEMM alone on the quantized "
+          "copies; sequential and overlapped ms: the whole call, quantization included.\n\n";
+  }
+  md << table.markdown();
   if (!peers.empty()) {
     md << "\nAgainst PyTorch (same shapes, `bench/peers/torch_async_tp.py`, same machine):\n\n"
        << "| case | collective | torch.mm / cgemm GEMM | torch sequential ms | torch async-TP "

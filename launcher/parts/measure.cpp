@@ -96,7 +96,8 @@ std::string gemm_text(const GemmTask& t) {
 }
 
 const std::vector<std::string>& study_names() {
-  static const std::vector<std::string> names{"chunking", "interference", "copy_bandwidth"};
+  static const std::vector<std::string> names{"chunking", "interference", "copy_bandwidth",
+                                              "quantize"};
   return names;
 }
 

@@ -9,6 +9,8 @@
 //                   worst case, not a measure of NVLink)
 //   copy_bandwidth  cudaMemcpyAsync device to device (the copy-engine transport's call)
 //                   against transfer size
+//   quantize        the per-tensor FP8 kernels of a quantized GEMM (amax, quantize,
+//                   quantize-transpose, current scaling whole) against a copy of the same bytes
 // Shapes are cgemm-bench's cases (bench_config.hpp), bf16, one rank's local GEMM at a given
 // tp; the chunk GEMMs are those of the programs the runtime plans for that rank (plan_gemm's
 // ProgramView), chunks_per_rank pieces included, so --parts times what execute() runs.
@@ -115,6 +117,7 @@ class CopyBuffers {
   CopyBuffers& operator=(const CopyBuffers&) = delete;
   /// The next (destination, source) pair, in turn.
   std::pair<void*, void*> next();
+  size_t sets() const { return src_.size(); }
 
  private:
   void release_all() noexcept;
@@ -136,8 +139,11 @@ Table chunking(Backend& be, const std::vector<BenchShape>& shapes, const Setting
                const TorchChunkTable& torch);
 Table interference(Backend& be, const std::vector<BenchShape>& shapes, const Settings& s);
 Table copy_bandwidth(Backend& be, const Settings& s);
+/// 1 MiB up to max_copy_mib of bf16, as copy_bandwidth's sizes.
+Table quantize_bandwidth(Backend& be, const Settings& s);
 
-/// "chunking", "interference", "copy_bandwidth": the names --parts takes, in run order.
+/// "chunking", "interference", "copy_bandwidth", "quantize": the names --parts takes, in run
+/// order.
 const std::vector<std::string>& study_names();
 
 /// cgemm-bench --parts: checks the job (one rank) and the outputs, runs cfg.parts in order on

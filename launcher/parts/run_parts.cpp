@@ -68,6 +68,7 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
       say("== " + study);
       Table t = study == "chunking"       ? chunking(be, shapes, s, torch)
                 : study == "interference" ? interference(be, shapes, s)
+                : study == "quantize"     ? quantize_bandwidth(be, s)
                                           : copy_bandwidth(be, s);
       md << "\n### " << study << "\n\n" << t.markdown();
       csvs.emplace_back(study, t.csv());

@@ -133,6 +133,34 @@ add_test(NAME mpi_tp2_bench_tiny
 set_tests_properties(mpi_tp2_bench_tiny PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "written: .*cgemm_bench")
 
+# cgemm-bench --scaling: the quantized GEMMs (the FP8 GEMM alone on the plan's quantized copies,
+# sequential and overlapped with the quantization), the mode and formats in every output, at
+# tp 2 (current scaling) and tp 1 (delayed, e4m3 x e5m2).
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench_fp8_tp2 ${CMAKE_CURRENT_BINARY_DIR}/bench_fp8_tp1)
+add_test(NAME mpi_tp2_bench_tiny_fp8
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-bench> --backend cpu --cases tiny --knobs off --scaling current
+          --warmup 1 --iterations 2 --out ${CMAKE_CURRENT_BINARY_DIR}/bench_fp8_tp2)
+set_tests_properties(mpi_tp2_bench_tiny_fp8 PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION
+  "tiny all_gather \\[default\\] current e4m3 x e4m3: gemm .*tiny reduce_scatter \\[default\\] current e4m3 x e4m3: .*Quantized: current e4m3 x e4m3 .*quantization included.*\\| tiny \\| all_gather \\| default \\| current e4m3 x e4m3 \\|.*written: .*cgemm_bench")
+add_test(NAME mpi_tp1_bench_tiny_fp8
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-bench> --backend cpu --cases tiny --knobs off --scaling delayed
+          --rhs_format e5m2 --amax_history_len 4 --warmup 1 --iterations 2
+          --out ${CMAKE_CURRENT_BINARY_DIR}/bench_fp8_tp1)
+set_tests_properties(mpi_tp1_bench_tiny_fp8 PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION
+  "tiny all_gather \\[default\\] delayed e4m3 x e5m2: gemm .*tiny reduce_scatter \\[default\\] delayed e4m3 x e5m2: .*written: .*cgemm_bench")
+
+# scripts/fp8_summary.py (device-fp8.sh's screen) joins cgemm-bench's bf16, FP8 and --parts
+# quantize files with bench/peers/torch_scaled_mm.py's CSV.
+add_test(NAME mpi_bench_fp8_summary
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_fp8_summary.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_fp8_summary)
+set_tests_properties(mpi_bench_fp8_summary PROPERTIES LABELS mpi TIMEOUT 120
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "^PASS")
+
 # cgemm-bench's outputs: --out created with its parents; nccl-tests' bytes, algbw and busbw in
 # stdout, CSV, JSON and Markdown; TFLOP/s with digits on CPUs; the JSON's run metadata.
 add_test(NAME mpi_tp2_bench_outputs
@@ -214,6 +242,9 @@ cgemm_add_bench_failure_test(parts_two_ranks
   --cases tiny --parts chunking)
 cgemm_add_bench_failure_test(parts_all_and_unknown
   "cgemm-bench: error: --parts all,bogus: unknown study 'bogus'" --cases tiny --parts all,bogus)
+cgemm_add_bench_failure_test(parts_scaling
+  "cgemm-bench: error: --scaling current: --parts does not take a scaling"
+  --cases tiny --parts quantize --scaling current)
 cgemm_add_bench_failure_test(parts_unknown
   "cgemm-bench: error: --parts chunks: unknown study 'chunks'" --cases tiny --parts chunks)
 cgemm_add_bench_failure_test(parts_tp
