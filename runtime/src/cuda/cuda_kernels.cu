@@ -8,51 +8,10 @@
 
 #include "cgemm/core/convert.hpp"
 #include "cuda_kernels.hpp"
+#include "kernel_common.cuh"
 
 namespace cgemm::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-// Enough blocks to fill any current GPU several times over; the loops stride beyond that.
-constexpr int64_t kMaxBlocks = 4096;
-
-unsigned blocks_for(int64_t work) {
-  return static_cast<unsigned>(
-      std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
-}
-
-// cudaGetLastError() after a launch also returns an earlier call's non-sticky error (a failed
-// IPC open, a query's cudaErrorNotReady) that its caller has handled already: clear it first.
-void clear_stale_error() { static_cast<void>(cudaGetLastError()); }
-
-__device__ __forceinline__ int64_t first_index() {
-  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
-// Element kinds: 0 = fp32, 1 = bf16, 2 = fp16.
-template <int kKind>
-__device__ __forceinline__ float load(const void* p, int64_t i) {
-  if constexpr (kKind == 0) {
-    return static_cast<const float*>(p)[i];
-  } else if constexpr (kKind == 1) {
-    return numeric::bf16_to_float(static_cast<const uint16_t*>(p)[i]);
-  } else {
-    return numeric::fp16_to_float(static_cast<const uint16_t*>(p)[i]);
-  }
-}
-template <int kKind>
-__device__ __forceinline__ void store(void* p, int64_t i, float v) {
-  if constexpr (kKind == 0) {
-    static_cast<float*>(p)[i] = v;
-  } else if constexpr (kKind == 1) {
-    static_cast<uint16_t*>(p)[i] = numeric::float_to_bf16(v);
-  } else {
-    static_cast<uint16_t*>(p)[i] = numeric::float_to_fp16(v);
-  }
-}
 // The value a float takes once stored as kKind: the sum is rounded to the output dtype before
 // the bias is added, as gemm.py reduces in the output dtype and then does output += bias.
 template <int kKind>
@@ -63,19 +22,6 @@ __device__ __forceinline__ float round_to(float v) {
     return numeric::bf16_to_float(numeric::float_to_bf16(v));
   } else {
     return numeric::fp16_to_float(numeric::float_to_fp16(v));
-  }
-}
-
-int kind_of(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-      return 0;
-    case DType::kBFloat16:
-      return 1;
-    case DType::kFloat16:
-      return 2;
-    default:
-      return -1;
   }
 }
 

@@ -10,59 +10,17 @@
 
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/float8.hpp"
+#include "kernel_common.cuh"
 #include "quantize_kernels.hpp"
 
 namespace cgemm::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
 
 // true: the hardware's cvt.rn.satfinite; false: float8.hpp's software casts (the CPU backend's
 // code, about 20 integer operations an element, which would make the casts compute-bound at
 // H200 bandwidth). Both give the same bits; test_cuda_quantize checks the hardware against
 // float8.hpp on ties, saturation, subnormals and NaN.
 constexpr bool kHardwareCast = true;
-
-unsigned blocks_for(int64_t work) {
-  return static_cast<unsigned>(
-      std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
-}
-
-// As in cuda_kernels.cu: a handled earlier non-sticky error must not be read as this launch's.
-void clear_stale_error() { static_cast<void>(cudaGetLastError()); }
-
-__device__ __forceinline__ int64_t first_index() {
-  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
-// Element kinds: 0 = fp32, 1 = bf16, 2 = fp16 (as cuda_kernels.cu).
-int kind_of(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-      return 0;
-    case DType::kBFloat16:
-      return 1;
-    case DType::kFloat16:
-      return 2;
-    default:
-      return -1;
-  }
-}
-
-template <int kKind>
-__device__ __forceinline__ float load(const void* p, int64_t i) {
-  if constexpr (kKind == 0) {
-    return static_cast<const float*>(p)[i];
-  } else if constexpr (kKind == 1) {
-    return numeric::bf16_to_float(static_cast<const uint16_t*>(p)[i]);
-  } else {
-    return numeric::fp16_to_float(static_cast<const uint16_t*>(p)[i]);
-  }
-}
 
 template <int kKind>
 __device__ __forceinline__ float half_to_float(uint32_t h) {
