@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/core/shape.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "output_files.hpp"
 
@@ -97,7 +98,10 @@ uint64_t read_header(const std::string& line, DumpRecord& r) {
   if (!bytes.is_number_unsigned()) {
     throw Error("bytes " + bytes.dump() + " is not a whole number >= 0");
   }
-  const uint64_t want = static_cast<uint64_t>(num_elements(r.shape)) * dtype_size(r.dtype);
+  // Checked: a shape of 2^62 + 1 float32 elements wrapped to 4 bytes and passed.
+  const auto want = static_cast<uint64_t>(
+      checked_bytes(num_elements(r.shape), dtype_size(r.dtype),
+                    "shape " + shape_str(r.shape) + " of " + std::string(dtype_name(r.dtype))));
   if (bytes.get<uint64_t>() != want) {
     throw Error("bytes " + bytes.dump() + " do not match shape " + shape_str(r.shape) + " of " +
                 std::string(dtype_name(r.dtype)));

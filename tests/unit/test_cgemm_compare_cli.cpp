@@ -175,6 +175,17 @@ TEST(CompareCli, DimsAndBytesMustBeWholeNumbers) {
   }
 }
 
+// 2^62 + 1 float32 elements: the byte count wrapped to 4 and the 4 data bytes passed.
+TEST(CompareCli, ByteCountThatOverflowsIsRefused) {
+  const std::string a =
+      dump("wrap", {{header("float32", "[4611686018427387905]", 4), floats({1})}});
+  const RunResult r = run(a + " " + a);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.lines(), 1) << r.out;
+  EXPECT_TRUE(has(r, "wrap")) << r.out;
+  EXPECT_TRUE(has(r, "tensor 1: bad header line: shape [4611686018427387905] of float32")) << r.out;
+}
+
 // A tensor of shape [0, 2] "differed" from itself (exit 3: nothing compared): refused as a
 // header no cgemm-run writes, as a dump without tensors is.
 TEST(CompareCli, ZeroElementTensorsAreRefused) {
