@@ -4,6 +4,9 @@
 // messages echo; the bounds of --l2_mib and of a described dry run.
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -282,6 +285,27 @@ TEST_F(OptionInputTest, DescribedDryRunWorldIsBounded) {
   cfg.tp = kMaxDescribedRanks;
   EXPECT_EQ(planned_world(cfg, 1), kMaxDescribedRanks);
   expect_contains(parse_run({"--help"}).help_text, {"most 8192"});
+}
+
+// One list of 2 million values was split whole (307 MB) before the experiment count was
+// checked; 40 million ran out of memory. Splitting stops one past the limit.
+TEST_F(OptionInputTest, OneHugeListIsRefusedWithoutSplittingItAll) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string seeds = "1";
+    for (int i = 1; i < 2'000'000; ++i) seeds += ",1";
+    const std::string error = error_of([&] { parse_run({"--seed", seeds}); });
+    const bool ok =
+        error.find("more than 100000 (seed) = more than 100000 experiments") != std::string::npos;
+    _exit(ok ? 0 : 1);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  rusage usage{};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &usage), 0);
+  EXPECT_LT(usage.ru_maxrss, 150 * 1024) << "KB at the peak";
 }
 
 }  // namespace
