@@ -281,10 +281,28 @@ TEST_F(OptionInputTest, DescribedDryRunWorldIsBounded) {
   } catch (const OptionError& e) {
     expect_contains(e.what(), {"--dp 1000 x --tp 1000 = 1000000 ranks", "at most 8192 ranks"});
   }
-  cfg.dp = 1;
-  cfg.tp = kMaxDescribedRanks;
+  cfg.dp = 512;
+  cfg.tp = 16;
   EXPECT_EQ(planned_world(cfg, 1), kMaxDescribedRanks);
   expect_contains(parse_run({"--help"}).help_text, {"most 8192"});
+}
+
+// dp 1 x tp 8192, within the rank cap, needed about 50 GB (each rank plans its transfers with
+// each TP peer): world x tp is bounded too, before any planning.
+TEST_F(OptionInputTest, DescribedDryRunWorkIsBounded) {
+  RunConfig cfg =
+      parse_run({"--dry_run", "--dp", "1", "--tp", "8192", "--ranks_per_node", "8"}).config;
+  try {
+    planned_world(cfg, 1);
+    ADD_FAILURE() << "world x tp = 2^26 accepted";
+  } catch (const OptionError& e) {
+    expect_contains(e.what(), {"--dp 1 x --tp 8192", "world x tp = 67108864", "at most 262144"});
+  }
+  cfg.tp = 512;  // 512 x 512 = 2^18: at the bound
+  EXPECT_EQ(planned_world(cfg, 1), 512);
+  cfg.dp = 2;
+  EXPECT_THROW(planned_world(cfg, 1), OptionError);
+  expect_contains(parse_run({"--help"}).help_text, {"2^18 = 262144"});
 }
 
 // One list of 2 million values was split whole (307 MB) before the experiment count was
