@@ -12,6 +12,7 @@
 #include "cgemm/core/shape.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "output_files.hpp"
+#include "printable_text.hpp"
 
 namespace cgemm::launcher {
 
@@ -63,7 +64,7 @@ uint64_t stream_at(std::istream& f) {
 
 std::string truncated(const std::string& where, const std::string& name, uint64_t have,
                       uint64_t bytes) {
-  return where + " ('" + name + "'): truncated, " + std::to_string(have) + " of " +
+  return where + " ('" + printable(name) + "'): truncated, " + std::to_string(have) + " of " +
          std::to_string(bytes) + " bytes";
 }
 
@@ -201,7 +202,7 @@ std::vector<DumpRecord> read_dump(const std::string& path) {
       }
       out.push_back(std::move(r));
     } catch (const std::bad_alloc&) {
-      throw Error(where + " ('" + r.name + "'): its " + std::to_string(bytes) +
+      throw Error(where + " ('" + printable(r.name) + "'): its " + std::to_string(bytes) +
                   " bytes do not fit in memory");
     }
   }
