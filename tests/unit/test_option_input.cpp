@@ -312,7 +312,7 @@ TEST_F(OptionInputTest, OneHugeListIsRefusedWithoutSplittingItAll) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     std::string seeds = "1";
-    for (int i = 1; i < 2'000'000; ++i) seeds += ",1";
+    for (int i = 1; i < 4'000'000; ++i) seeds += ",1";
     const std::string error = error_of([&] { parse_run({"--seed", seeds}); });
     const bool ok =
         error.find("more than 100000 (seed) = more than 100000 experiments") != std::string::npos;
@@ -323,7 +323,8 @@ TEST_F(OptionInputTest, OneHugeListIsRefusedWithoutSplittingItAll) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   rusage usage{};
   ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &usage), 0);
-  EXPECT_LT(usage.ru_maxrss, 150 * 1024) << "KB at the peak";
+  // About 65 MB here (the 8 MB value is copied a few times); split whole, about 190 MB.
+  EXPECT_LT(usage.ru_maxrss, 120 * 1024) << "KB at the peak";
 }
 
 }  // namespace
