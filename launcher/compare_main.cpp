@@ -11,6 +11,7 @@
 #include "check.hpp"
 #include "input_files.hpp"
 #include "output_dump.hpp"
+#include "printable_text.hpp"
 
 namespace po = boost::program_options;
 using namespace cgemm;
@@ -95,10 +96,10 @@ int run(int argc, char** argv) {
   bool all_pass = true;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].name != b[i].name || a[i].dtype != b[i].dtype || a[i].shape != b[i].shape) {
-      std::cerr << "cgemm-compare: error: tensor " << i + 1 << " differs in kind: '" << a[i].name
-                << "' " << dtype_name(a[i].dtype) << " " << shape_str(a[i].shape) << " vs '"
-                << b[i].name << "' " << dtype_name(b[i].dtype) << " " << shape_str(b[i].shape)
-                << "\n";
+      std::cerr << "cgemm-compare: error: tensor " << i + 1 << " differs in kind: '"
+                << printable(a[i].name) << "' " << dtype_name(a[i].dtype) << " "
+                << shape_str(a[i].shape) << " vs '" << printable(b[i].name) << "' "
+                << dtype_name(b[i].dtype) << " " << shape_str(b[i].shape) << "\n";
       return kExitUsage;
     }
     Tolerance tol = tolerance_for(a[i].dtype);
@@ -120,7 +121,7 @@ int run(int argc, char** argv) {
     std::printf(
         "%s %s %s: %lld elements compared, %lld failures, max abs err %.3g, max rel err %.3g "
         "(rtol %g, atol %g)\n",
-        pass ? "MATCH " : "DIFFER", a[i].name.c_str(), shape_str(a[i].shape).c_str(),
+        pass ? "MATCH " : "DIFFER", printable(a[i].name).c_str(), shape_str(a[i].shape).c_str(),
         static_cast<long long>(s.compared), static_cast<long long>(s.failures), s.max_abs,
         s.max_rel, tol.rtol, tol.atol);
   }

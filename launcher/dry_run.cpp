@@ -236,6 +236,13 @@ int planned_world(const RunConfig& cfg, int mpi_world) {
                       " ranks: a described dry run (--ranks_per_node) plans and prints at most " +
                       std::to_string(kMaxDescribedRanks) + " ranks, one line each");
   }
+  if (world * cfg.tp > kMaxDescribedRankPeers) {
+    throw OptionError("--dp " + std::to_string(cfg.dp) + " x --tp " + std::to_string(cfg.tp) +
+                      ": a described dry run plans each rank's transfers with each of its TP "
+                      "peers, world x tp = " +
+                      std::to_string(world * cfg.tp) + " here; at most " +
+                      std::to_string(kMaxDescribedRankPeers) + " (2^18)");
+  }
   return static_cast<int>(world);
 }
 

@@ -12,6 +12,7 @@
 //  - the memory check: the bytes of the ranks that share a host (CPU) or a GPU (CUDA)
 //    against that memory, after the backend rule and before any buffer is allocated.
 
+#include <cstdint>
 #include <string>
 
 #include <vector>
@@ -27,8 +28,14 @@ namespace cgemm::launcher {
 /// print for minutes and hold about 100 GB before its first line.
 inline constexpr int kMaxDescribedRanks = 8192;
 
+/// The most rank x TP-peer pairs a described dry run plans (world x tp): each rank's plan
+/// holds its transfers with each TP peer, so dp 1 x tp 8192, within the rank cap, needed
+/// about 50 GB.
+inline constexpr int64_t kMaxDescribedRankPeers = int64_t{1} << 18;
+
 /// The world size the run plans for: the MPI world, or dp x tp under --ranks_per_node (which
-/// needs a single process, tp given, and --dry_run, and at most kMaxDescribedRanks ranks).
+/// needs a single process, tp given, and --dry_run, at most kMaxDescribedRanks ranks and
+/// world x tp at most kMaxDescribedRankPeers).
 /// Throws OptionError.
 int planned_world(const RunConfig& cfg, int mpi_world);
 

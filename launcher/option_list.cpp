@@ -5,10 +5,12 @@
 
 namespace cgemm::launcher {
 
-std::vector<std::string> list_items(const std::string& text, const std::string& described) {
+std::vector<std::string> list_items(const std::string& text, const std::string& described,
+                                    size_t max_items) {
   std::vector<std::string> items;
   size_t begin = 0;
   while (true) {
+    if (items.size() == max_items) return items;
     const size_t comma = text.find(',', begin);
     items.push_back(trim(std::string_view(text).substr(
         begin, comma == std::string::npos ? std::string::npos : comma - begin)));

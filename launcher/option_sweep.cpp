@@ -32,8 +32,11 @@ void find_axes(const ProgramSpec& spec, boost::program_options::parsed_options& 
                         "be swept: one job runs one mesh on one backend (start a job per mesh)");
     }
     if (e->sweep != Sweep::kYes) continue;
-    axes.push_back(SweepAxis{&opts, i, o.string_key,
-                             list_items(o.value[0], src.describe(o.string_key, o.value[0]))});
+    // Split no further than one past the limit: 40 million values ran out of memory before
+    // the count was checked.
+    axes.push_back(SweepAxis{
+        &opts, i, o.string_key,
+        list_items(o.value[0], src.describe(o.string_key, o.value[0]), kMaxExperiments + 1)});
   }
 }
 
@@ -60,7 +63,10 @@ size_t experiment_count(const std::vector<SweepAxis>& axes) {
   for (const auto& a : axes) {
     over =
         over || __builtin_mul_overflow(count, a.values.size(), &count) || count > kMaxExperiments;
-    sizes += (sizes.empty() ? "" : " x ") + std::to_string(a.values.size()) + " (" + a.name + ")";
+    const std::string size = a.values.size() > kMaxExperiments
+                                 ? "more than " + std::to_string(kMaxExperiments)
+                                 : std::to_string(a.values.size());
+    sizes += (sizes.empty() ? "" : " x ") + size + " (" + a.name + ")";
   }
   if (over) {
     throw OptionError("the sweep's lists give " + sizes + " = more than " +

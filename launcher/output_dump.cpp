@@ -9,8 +9,10 @@
 #include <optional>
 
 #include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/core/shape.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "output_files.hpp"
+#include "printable_text.hpp"
 
 namespace cgemm::launcher {
 
@@ -62,7 +64,7 @@ uint64_t stream_at(std::istream& f) {
 
 std::string truncated(const std::string& where, const std::string& name, uint64_t have,
                       uint64_t bytes) {
-  return where + " ('" + name + "'): truncated, " + std::to_string(have) + " of " +
+  return where + " ('" + printable(name) + "'): truncated, " + std::to_string(have) + " of " +
          std::to_string(bytes) + " bytes";
 }
 
@@ -97,7 +99,10 @@ uint64_t read_header(const std::string& line, DumpRecord& r) {
   if (!bytes.is_number_unsigned()) {
     throw Error("bytes " + bytes.dump() + " is not a whole number >= 0");
   }
-  const uint64_t want = static_cast<uint64_t>(num_elements(r.shape)) * dtype_size(r.dtype);
+  // Checked: a shape of 2^62 + 1 float32 elements wrapped to 4 bytes and passed.
+  const auto want = static_cast<uint64_t>(
+      checked_bytes(num_elements(r.shape), dtype_size(r.dtype),
+                    "shape " + shape_str(r.shape) + " of " + std::string(dtype_name(r.dtype))));
   if (bytes.get<uint64_t>() != want) {
     throw Error("bytes " + bytes.dump() + " do not match shape " + shape_str(r.shape) + " of " +
                 std::string(dtype_name(r.dtype)));
@@ -197,7 +202,7 @@ std::vector<DumpRecord> read_dump(const std::string& path) {
       }
       out.push_back(std::move(r));
     } catch (const std::bad_alloc&) {
-      throw Error(where + " ('" + r.name + "'): its " + std::to_string(bytes) +
+      throw Error(where + " ('" + printable(r.name) + "'): its " + std::to_string(bytes) +
                   " bytes do not fit in memory");
     }
   }

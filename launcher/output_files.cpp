@@ -34,6 +34,11 @@ bool same_file(const std::string& a, const std::string& b) {
   return resolved(a) == resolved(b);
 }
 
+bool char_device(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+}
+
 fs::path folder_of(const std::string& path) {
   const fs::path dir = fs::path(path).parent_path();
   return dir.empty() ? fs::path(".") : dir;
@@ -134,7 +139,10 @@ void check_distinct(const std::vector<NamedPath>& outputs, const std::vector<Nam
     }
     for (size_t k = 0; k < i; ++k) {
       const NamedPath& other = outputs[k];
-      if (!other.path.empty() && same_file(out.path, other.path)) {
+      // A character device is written in place, each output in turn: two outputs may share
+      // one (--report /dev/null --trace /dev/null) as two shells' redirections may.
+      if (!other.path.empty() && same_file(out.path, other.path) &&
+          !(char_device(out.path) && char_device(other.path))) {
         throw OptionError(out.option + " " + out.path + " names the same file as " + other.option +
                           " " + other.path + ": give each output its own file");
       }

@@ -344,6 +344,7 @@ std::vector<Row> own_rows() {
       "with --dry_run from one process: describe a job of dp x tp ranks (--tp needed; at "
       "most " +
           std::to_string(kMaxDescribedRanks) +
+          ", and world x tp at most 2^18 = " + std::to_string(kMaxDescribedRankPeers) +
           ") placed N per host; 0 = the placement "
           "of this MPI job",
       [](auto& c) -> auto& { return c.ranks_per_node; }, 0, "must be 0 or more [ranks]",

@@ -4,6 +4,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "cgemm/core/process_timer.hpp"
+
 namespace cgemm::launcher {
 
 namespace po = boost::program_options;
@@ -62,7 +64,7 @@ std::vector<Row> make_rows() {
       "timeout", G::kRun,
       "seconds any wait may last (a peer's data, a collective, a barrier, the GPU, the "
       "bootstrap) before the rank names what it waited for and ends the job (exit 4); 0: wait "
-      "forever",
+      "forever; at most 1e7 (about 115 days)",
       "s", true, Sweep::kPlain,
       [](const SharedOptions& d) {
         return po::value<double>()->value_name("S")->default_value(
@@ -70,9 +72,10 @@ std::vector<Row> make_rows() {
       },
       [](const OptionReader& r, SharedOptions& s) {
         s.timeout = r.get<double>("timeout");
-        if (!std::isfinite(s.timeout) || s.timeout < 0) {
+        if (!std::isfinite(s.timeout) || s.timeout < 0 || s.timeout > kMaxTimeoutSeconds) {
           r.fail("timeout", float_text(static_cast<float>(s.timeout)),
-                 "must be 0 (wait forever) or a positive number of seconds");
+                 "must be 0 (wait forever) or a positive number of seconds up to 1e7 (about "
+                 "115 days)");
         }
       },
       [](std::ostream& out, const SharedOptions& s) { out << "timeout = " << s.timeout << "\n"; }});

@@ -2,7 +2,8 @@
 // The temporary files a replaced output is written to before the rename: named after the
 // output, the host and the process (".report.json.cgemm-tmp.HOST.PID.XXXXXX"), so that one
 // a killed run left behind is known for what it is and removed by the next run writing the
-// same output.
+// same output. Where that name would be too long for the folder, a hash of the output's name
+// stands for it.
 
 #include <string>
 

@@ -24,6 +24,8 @@ double plain_seconds(const char* text) {
   char* end = nullptr;
   const double v = std::strtod(text, &end);
   if (end == text || *end != '\0' || !std::isfinite(v) || v < 0.0) return -1.0;
+  // Beyond the option's bound the parser refuses it after MPI_Init; until then the default.
+  if (v > kMaxTimeoutSeconds) return -1.0;
   return v;
 }
 
@@ -76,6 +78,14 @@ ProcessTimer::ProcessTimer(std::string program, std::string call, double timeout
   const double stagger = rank > 0 ? 3.0 : 0.0;
   std::thread([armed = armed_, text = std::string(line), wait_s = timeout_s + stagger] {
     std::unique_lock<std::mutex> lock(armed->mu);
+    // steady_clock counts nanoseconds in 64 bits (about 292 years): now() + a longer wait
+    // overflows, and the wait returned at once again and again, holding the lock the
+    // destructor needs. So long a wait is no deadline at all.
+    constexpr double kNoDeadlineBeyondS = 10.0 * 365.25 * 24 * 3600;
+    if (!(wait_s <= kNoDeadlineBeyondS)) {
+      armed->cv.wait(lock, [&] { return armed->done; });
+      return;
+    }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
     if (armed->cv.wait_until(lock, deadline, [&] { return armed->done; })) return;
     // write(2), not stdio: another thread may hold stderr's lock inside the stalled call.

@@ -100,6 +100,11 @@ LineAnswer answer_line_or_throw(std::string_view line, size_t lineno, MemoryPoli
                                             cap_name("line length", kMaxLineBytes, "bytes") +
                                             "; not read");
   }
+  // nlohmann's lexer takes a NUL for the end of the input: the rest of the line was ignored.
+  if (const size_t nul = line.find('\0'); nul != std::string_view::npos) {
+    return not_json(std::nullopt, line_name(lineno) + " is not JSON: a NUL byte at byte " +
+                                      std::to_string(nul + 1));
+  }
   if (nesting_depth(line) > kMaxDepth) return answer_too_deep(line, lineno);
   Json c;
   const ReleaseOnExit release_case(c);

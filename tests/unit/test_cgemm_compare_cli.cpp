@@ -175,6 +175,31 @@ TEST(CompareCli, DimsAndBytesMustBeWholeNumbers) {
   }
 }
 
+// 2^62 + 1 float32 elements: the byte count wrapped to 4 and the 4 data bytes passed.
+TEST(CompareCli, ByteCountThatOverflowsIsRefused) {
+  const std::string a =
+      dump("wrap", {{header("float32", "[4611686018427387905]", 4), floats({1})}});
+  const RunResult r = run(a + " " + a);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.lines(), 1) << r.out;
+  EXPECT_TRUE(has(r, "wrap")) << r.out;
+  EXPECT_TRUE(has(r, "tensor 1: bad header line: shape [4611686018427387905] of float32")) << r.out;
+}
+
+// A tensor name with an escape byte reached the terminal raw: it is shown as \x1b.
+TEST(CompareCli, TensorNamesAreShownPrintable) {
+  const std::string h = R"({"name":"t\u001b[31m","dtype":"float32","shape":[1],"bytes":4})";
+  const std::string a = dump("esc", {{h, floats({1})}});
+  const RunResult r = run(a + " " + a);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_TRUE(has(r, "MATCH  t\\x1b[31m [1]")) << r.out;
+  const std::string b = dump("esc_b", {{h, ""}});
+  const RunResult cut = run(b + " " + b);
+  EXPECT_EQ(cut.status, 2) << cut.out;
+  EXPECT_EQ(cut.out.find('\x1b'), std::string::npos) << cut.out;
+}
+
 // A tensor of shape [0, 2] "differed" from itself (exit 3: nothing compared): refused as a
 // header no cgemm-run writes, as a dump without tensors is.
 TEST(CompareCli, ZeroElementTensorsAreRefused) {

@@ -245,6 +245,13 @@ TEST(PlannerCliHostile, NestingBeyondTheDepthLimit) {
   expect_hostile(R"({"id":5,"x":)" + std::string(1000, '[') + "}", "null", "is not JSON", 1);
 }
 
+TEST(PlannerCliHostile, NulByteIsNotJson) {
+  // The parser took the NUL for the end of the line and answered the case before it.
+  const std::string ok = R"({"id":"x","op":"reorder","kind":"tpsp_leading","shape":[4,2,3],)"
+                         R"("dp_size":2,"tpsp_size":2})";
+  expect_hostile(ok + std::string(1, '\0') + " junk", "null", "a NUL byte at byte 90", 1);
+}
+
 TEST(PlannerCliHostile, HugeNdimIsRefusedAtTheCap) {
   // Took 27 s and 6 GB and answered with a 300 MB line.
   const std::string line = sharding_case("\"ndim\"", 50'000'000);

@@ -4,6 +4,9 @@
 // messages echo; the bounds of --l2_mib and of a described dry run.
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -278,10 +281,50 @@ TEST_F(OptionInputTest, DescribedDryRunWorldIsBounded) {
   } catch (const OptionError& e) {
     expect_contains(e.what(), {"--dp 1000 x --tp 1000 = 1000000 ranks", "at most 8192 ranks"});
   }
-  cfg.dp = 1;
-  cfg.tp = kMaxDescribedRanks;
+  cfg.dp = 512;
+  cfg.tp = 16;
   EXPECT_EQ(planned_world(cfg, 1), kMaxDescribedRanks);
   expect_contains(parse_run({"--help"}).help_text, {"most 8192"});
+}
+
+// dp 1 x tp 8192, within the rank cap, needed about 50 GB (each rank plans its transfers with
+// each TP peer): world x tp is bounded too, before any planning.
+TEST_F(OptionInputTest, DescribedDryRunWorkIsBounded) {
+  RunConfig cfg =
+      parse_run({"--dry_run", "--dp", "1", "--tp", "8192", "--ranks_per_node", "8"}).config;
+  try {
+    planned_world(cfg, 1);
+    ADD_FAILURE() << "world x tp = 2^26 accepted";
+  } catch (const OptionError& e) {
+    expect_contains(e.what(), {"--dp 1 x --tp 8192", "world x tp = 67108864", "at most 262144"});
+  }
+  cfg.tp = 512;  // 512 x 512 = 2^18: at the bound
+  EXPECT_EQ(planned_world(cfg, 1), 512);
+  cfg.dp = 2;
+  EXPECT_THROW(planned_world(cfg, 1), OptionError);
+  expect_contains(parse_run({"--help"}).help_text, {"2^18 = 262144"});
+}
+
+// One list of 2 million values was split whole (307 MB) before the experiment count was
+// checked; 40 million ran out of memory. Splitting stops one past the limit.
+TEST_F(OptionInputTest, OneHugeListIsRefusedWithoutSplittingItAll) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string seeds = "1";
+    for (int i = 1; i < 4'000'000; ++i) seeds += ",1";
+    const std::string error = error_of([&] { parse_run({"--seed", seeds}); });
+    const bool ok =
+        error.find("more than 100000 (seed) = more than 100000 experiments") != std::string::npos;
+    _exit(ok ? 0 : 1);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  rusage usage{};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &usage), 0);
+  // About 65 MB here (the 8 MB value is copied a few times); split whole, about 190 MB.
+  EXPECT_LT(usage.ru_maxrss, 120 * 1024) << "KB at the peak";
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "output_files.hpp"
 #include "run_config.hpp"
 #include "table.hpp"
+#include "temp_files.hpp"
 
 namespace cgemm::launcher {
 namespace {
@@ -75,6 +76,14 @@ TEST_F(OutputFilesTest, OutputsMustNotNameInputsOrEachOther) {
       {{"--report", path("r.json")}, {"--trace", (dir_ / "." / "r.json").string()}}, {});
   EXPECT_NE(e2.find("--trace"), std::string::npos) << e2;
   EXPECT_NE(e2.find("--report"), std::string::npos) << e2;
+}
+
+// Two outputs on /dev/null (one through a symlink) were refused as "names the same file": a
+// character device is written in place, so both may go there.
+TEST_F(OutputFilesTest, OutputsMayShareACharacterDevice) {
+  fs::create_symlink("/dev/null", dir_ / "null");
+  EXPECT_NO_THROW(check_distinct({{"--report", "/dev/null"}, {"--trace", path("null")}}, {}));
+  EXPECT_NO_THROW(check_distinct({{"--report", "/dev/null"}, {"--trace", "/dev/null"}}, {}));
 }
 
 TEST_F(OutputFilesTest, WritableCheckCreatesNothing) {
@@ -298,6 +307,25 @@ TEST_F(OutputFilesTest, StaleTemporariesAreRemoved) {
   for (const std::string& name : kept) EXPECT_TRUE(fs::exists(path(name))) << name;
   EXPECT_EQ(read(path("r.json")), "whole");
   EXPECT_EQ(entries(), 1u + kept.size());
+}
+
+// A 245-character output name failed with "File name too long": its temporary name added
+// about 30 characters. It is written, and a temporary a killed run left for it is removed.
+TEST_F(OutputFilesTest, LongOutputNamesAreWritten) {
+  const std::string name = path(std::string(245, 'r'));
+  const pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) {
+    std::string tmp;
+    _exit(make_temp_beside(name, tmp) >= 0 ? 0 : 1);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(gone, &status, 0), gone);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(entries(), 1u);  // the stale temporary
+  write_replacing("--report", name, "whole");
+  EXPECT_EQ(read(name), "whole");
+  EXPECT_EQ(entries(), 1u);
 }
 
 }  // namespace

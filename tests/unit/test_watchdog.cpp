@@ -33,6 +33,9 @@ TEST(ProcessTimer, TimeoutFromArgs) {
   EXPECT_EQ(args_timeout({"p", "--timeout", "-1"}), -10);
   EXPECT_EQ(args_timeout({"p", "--timeout"}), -10);
   EXPECT_EQ(args_timeout({"p", "--timeouts=3"}), -10);
+  // Beyond the option's bound: the default until the parser refuses it.
+  EXPECT_EQ(args_timeout({"p", "--timeout", "1e7"}), 100'000'000);
+  EXPECT_EQ(args_timeout({"p", "--timeout", "1e19"}), -10);
 }
 
 TEST(ProcessTimerDeathTest, FiresOnceWithTheCall) {
@@ -54,6 +57,22 @@ TEST(ProcessTimerDeathTest, DisarmedWhenTheCallReturns) {
       {
         { const ProcessTimer timer("prog", "MPI_Finalize", 0.2, "--timeout", 0); }
         sleep_s(0.6);
+        _exit(0);
+      },
+      testing::ExitedWithCode(0), "^$");
+}
+
+// A timeout beyond what steady_clock can add to now() spun holding the timer's lock, and the
+// destructor waited for it forever: it must mean "no deadline" and disarm at once.
+TEST(ProcessTimerDeathTest, HugeTimeoutNeverSpinsNorFires) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        alarm(5);  // a hang ends the child with SIGALRM
+        for (const double t : {1e19, 1e300, 1e9}) {
+          const ProcessTimer timer("prog", "MPI_Init", t, "--timeout");
+          sleep_s(0.2);
+        }
         _exit(0);
       },
       testing::ExitedWithCode(0), "^$");

@@ -13,15 +13,20 @@
 
 namespace cgemm {
 
+/// The largest --timeout the tools accept (about 115 days): a bound a user can state, far
+/// below what the clocks can represent.
+inline constexpr double kMaxTimeoutSeconds = 1e7;
+
 /// --timeout from the command line before MPI_Init: `--timeout T` or `--timeout=T` with one
-/// plain number T >= 0 (0: no deadline). Anything else (no --timeout, a sweep list, a value
-/// that does not parse; a --config file is not read) gives -1: the caller uses its
+/// plain number 0 <= T <= kMaxTimeoutSeconds (0: no deadline). Anything else (no --timeout, a sweep
+/// list, a value that does not parse; a --config file is not read) gives -1: the caller uses its
 /// default. The last occurrence counts, as for the option parser.
 double timeout_from_args(int argc, char** argv);
 
 class ProcessTimer {
  public:
-  /// Arms the timer: `timeout_s` <= 0 arms nothing. `source` says where the timeout came from
+  /// Arms the timer: `timeout_s` <= 0 arms nothing; beyond ten years it never fires. `source` says
+  /// where the timeout came from
   /// ("--timeout", "the default --timeout ..."); `rank` < 0 prints "?".
   ProcessTimer(std::string program, std::string call, double timeout_s, std::string source,
                int rank = -1);
