@@ -67,6 +67,10 @@ cases=(
 # (4 x 2^-11) of the tensor's largest value; fp32: K x 2^-24 for K up to 128.
 atol_scale() {
   case $1 in
+    # FP8 (quantized operands equal bit for bit on both backends): the Hopper FP8 GEMM with fast
+    # accumulation keeps fewer bits than fp32 (seen on the H200: 2.6e-4 of the largest value
+    # with fp32 outputs), so its outputs agree to 1e-3 of the tensor's largest value.
+    *"--scaling"*) echo 1e-3 ;;
     *"--dtype fp16"*) echo 2e-3 ;;
     *"--dtype fp32"*) echo 1e-5 ;;
     *) echo 0 ;;
