@@ -2,7 +2,9 @@
 // --help, and hostile lines (each answered, and the line after it too).
 
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "sanitizers.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -289,13 +291,9 @@ TEST(PlannerCliHostile, ReorderBeyondTheElementCap) {
 // out-of-memory error with the case's id, and the next line answered (aborted with
 // std::bad_alloc at 40-80 MB: destroying the permutation's JSON array allocates).
 TEST(PlannerCliHostile, ReorderAtTheCapUnderAnAddressSpaceLimit) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
-#endif
-#endif
+  if (kUnderAddressSanitizer) {
+    GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+  }
   for (const int kib : {40'000, 50'000, 60'000, 70'000, 80'000}) {
     SCOPED_TRACE(kib);
     const Answers a =
@@ -328,13 +326,9 @@ TEST(PlannerCliHostile, LineBeyondTheLengthLimit) {
 }
 
 TEST(PlannerCliHostile, OutOfMemoryIsAnswered) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
-#endif
-#endif
+  if (kUnderAddressSanitizer) {
+    GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+  }
   // About 1 MB of empty arrays takes far more memory as parsed values (about 30 MB) than the
   // address space `ulimit -v` leaves beside the program and its reserve (about 25 MB).
   std::string line = R"({"id":"oom","x":[)";

@@ -2,7 +2,9 @@
 // its bytes, its refusals; the memory check; checked size arithmetic.
 
 #include <gtest/gtest.h>
+
 #include <sys/resource.h>
+#include "sanitizers.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +126,9 @@ TEST(MemoryCheck, HostMemory) {
 // RLIMIT_AS binds before MemAvailable when it leaves less: the message names it and this
 // rank's own need (a child process, as the limit is the process's).
 TEST(MemoryCheckDeathTest, AddressSpaceLimit) {
+  if (kUnderAddressSanitizer) {
+    GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+  }
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
