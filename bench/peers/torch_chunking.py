@@ -58,12 +58,14 @@ def int_list(text):
     return values
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+def chunk_study_args(doc, out_file, default_tp, argv=None):
+    """The options of a study of local GEMMs and their chunks (this script's and
+    torch_scaled_mm.py's), parsed and checked."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--out", help="folder for torch_chunks.csv (required unless --dry-run)")
+    ap.add_argument("--out", help=f"folder for {out_file} (required unless --dry-run)")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of the cases")
-    ap.add_argument("--tp", type=int_list, default=[2, 4, 8], help="tp values of the local GEMMs")
+    ap.add_argument("--tp", type=int_list, default=default_tp, help="tp values of the local GEMMs")
     ap.add_argument("--chunks-per-rank", type=int_list, default=[1, 4],
                     help="chunks per rank (a schedule has tp * this chunks)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed rounds")
@@ -80,6 +82,10 @@ def parse_args(argv=None):
     if not args.dry_run and not args.out:
         ap.error("--out DIR is required (except with --dry-run)")
     return args
+
+
+def parse_args(argv=None):
+    return chunk_study_args(__doc__, "torch_chunks.csv", [2, 4, 8], argv)
 
 
 def problems(args):

@@ -52,7 +52,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_chunking import CASES, int_list  # noqa: E402  (the sweep's shapes, one list)
+from torch_chunking import CASES, chunk_study_args  # noqa: E402  (the sweep's shapes, one list)
 
 FP8_MAX = 448.0  # float8_e4m3fn
 COLUMNS = ["case", "collective", "tp", "chunks", "m", "n", "k", "chunk_rows", "bf16_ms", "fp8_ms",
@@ -61,27 +61,7 @@ COLUMNS = ["case", "collective", "tp", "chunks", "m", "n", "k", "chunk_rows", "b
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--out", help="folder for torch_scaled_mm.csv (required unless --dry-run)")
-    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of the cases")
-    ap.add_argument("--tp", type=int_list, default=[1, 2, 4, 8], help="tp values of the local GEMMs")
-    ap.add_argument("--chunks-per-rank", type=int_list, default=[1, 4],
-                    help="chunks per rank (a schedule has tp * this chunks)")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed rounds")
-    ap.add_argument("--iters", type=int, default=20, help="timed rounds (median reported)")
-    ap.add_argument("--l2-mib", type=float, default=60, help="L2 size; x rotates past twice it")
-    ap.add_argument("--dry-run", action="store_true", help="print the problems and exit")
-    args = ap.parse_args(argv)
-    args.case_names = [c.strip() for c in args.cases.split(",") if c.strip()]
-    unknown = [c for c in args.case_names if c not in CASES]
-    if unknown:
-        ap.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
-    if args.warmup < 0 or args.iters < 1 or not args.l2_mib > 0:
-        ap.error("--warmup >= 0, --iters >= 1, --l2-mib > 0")
-    if not args.dry_run and not args.out:
-        ap.error("--out DIR is required (except with --dry-run)")
-    return args
+    return chunk_study_args(__doc__, "torch_scaled_mm.csv", [1, 2, 4, 8], argv)
 
 
 def problems(args):
