@@ -36,14 +36,18 @@ if(CGEMM_FUZZ)
                         cgemm_warnings)
 
   set(option_sources option_sources.cpp option_table.cpp option_sweep.cpp shared_options.cpp
-                     run_config.cpp output_files.cpp)
+                     run_config.cpp output_files.cpp quantization_options.cpp input_files.cpp
+                     option_list.cpp output_target.cpp printable_text.cpp temp_files.cpp)
   list(TRANSFORM option_sources PREPEND ${CMAKE_SOURCE_DIR}/launcher/)
   add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp ${option_sources}
-                 ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp ${sharding_sources})
+                 ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp
+                 ${CMAKE_SOURCE_DIR}/gemm/src/scaling_recipe.cpp ${sharding_sources})
   target_include_directories(fuzz_run_config PRIVATE ${CGEMM_FUZZ_DIR}
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include
-                             ${CMAKE_SOURCE_DIR}/launcher ${CMAKE_SOURCE_DIR}/core/include)
-  target_link_libraries(fuzz_run_config PRIVATE Boost::program_options Threads::Threads
+                             ${CMAKE_SOURCE_DIR}/launcher ${CMAKE_SOURCE_DIR}/core/include
+                             ${CMAKE_SOURCE_DIR}/gemm/include ${CMAKE_SOURCE_DIR}/collective/include)
+  # MPI for its headers only: run_config.cpp reads the dry run's rank bound (dry_run.hpp).
+  target_link_libraries(fuzz_run_config PRIVATE Boost::program_options Threads::Threads MPI::MPI_C
                         cgemm_build_info cgemm_warnings)
 
   foreach(t fuzz_plan_line fuzz_run_config)
