@@ -7,14 +7,22 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-device
-"$root/scripts/build.sh" "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCGEMM_STATIC_BOOST=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static >/dev/null
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+gpu_tests=(test_cublaslt_gemm test_cublaslt_fp8 test_cuda_quantize test_cuda_backend test_ce_transport)
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCGEMM_STATIC_BOOST=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static "${launcher[@]}" >/dev/null
+# Only what is packed: the whole tree (every unit test) takes several times longer.
+cmake --build "$build" -j"$(nproc)" --target cgemm-run cgemm-bench cgemm-compare "${gpu_tests[@]}"
 out=$root/.devbuild
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build"/bin/cgemm-run "$build"/bin/cgemm-bench "$build"/bin/cgemm-compare "$out/bin/"
 # The GPU tests only: the device tool carries at most 64 MiB.
-for t in test_cublaslt_gemm test_cublaslt_fp8 test_cuda_quantize test_cuda_backend test_ce_transport; do cp "$build/tests/$t" "$out/bin/"; done
+for t in "${gpu_tests[@]}"; do cp "$build/tests/$t" "$out/bin/"; done
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/lib/"
 done

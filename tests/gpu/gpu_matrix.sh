@@ -10,8 +10,10 @@
 # must agree element by element with the GPU's (cgemm-compare): the CPU backend is the oracle.
 # The cases form a covering set: every value of every knob at least once, and every pair that
 # interacts (collective x tp, layout x collective, dtype x collective).
+# MATRIX_FILTER (an extended regex, default: every case) runs only the cases whose name
+# matches, e.g. MATRIX_FILTER=fp8 when device time is short.
 # Ends with "gpu matrix (MODE): P of N cases passed"; exit 1 on any failure, 77 when no case
-# fits the machine.
+# fits the machine (or the filter).
 set -u -o pipefail
 bin=$1 mode=$2 work=${3:-/tmp/cgemm-gpu-matrix}
 mkdir -p "$work"
@@ -83,6 +85,7 @@ for entry in "${cases[@]}"; do
   IFS='|' read -r name np opts <<<"$entry"
   group=${name%%_*}
   if [ "$mode" != shared ] && [ "$np" -gt "$gpus" ]; then continue; fi
+  if [ -n "${MATRIX_FILTER:-}" ] && ! [[ $name =~ $MATRIX_FILTER ]]; then continue; fi
   ran=$((ran + 1))
   group_ran[$group]=$((${group_ran[$group]:-0} + 1))
   dir=$work/$mode/$name
@@ -114,7 +117,7 @@ for entry in "${cases[@]}"; do
   fi
 done
 if [ $ran = 0 ]; then
-  echo "gpu matrix ($mode): no case fits $gpus GPU(s)"
+  echo "gpu matrix ($mode): no case fits $gpus GPU(s)${MATRIX_FILTER:+ and the filter '$MATRIX_FILTER'}"
   exit 77
 fi
 for g in "${!group_ran[@]}"; do echo "  $g: ${group_pass[$g]:-0} of ${group_ran[$g]} passed"; done | sort

@@ -102,6 +102,11 @@ void DeviceMemory::copy_from_host(void* dst, const void* host_src, size_t bytes)
   }
   check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyDefault),
         "cudaMemcpy(host to device, " + bytes_str(bytes) + ")");
+  // From pageable memory cudaMemcpy returns once the bytes are staged, with the DMA to `dst`
+  // still queued on the legacy stream, and the backend's streams are non-blocking: they do not
+  // wait for it. Seen on the H200: an all-reduce of amaxes right after this copy read the
+  // buffer's previous contents. Wait for the copy to land.
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(after copy from host)");
 }
 
 }  // namespace cgemm::cuda
