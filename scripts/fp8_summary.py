@@ -137,9 +137,9 @@ def fp8_chunking(d, torch):
     dtype = rows[0]["dtype"] if rows else "e4m3 x e4m3"
     out = [f"\n### FP8 chunking ({dtype}): chunk GEMMs back to back / one whole GEMM, cgemm "
            "(--parts chunking --scaling current) beside torch._scaled_mm\n"]
-    out.append("| case | collective | tp | chunks | chunk GEMM | cgemm whole ms | cgemm chunks ms | "
-               "cgemm chunks / whole | torch whole ms | torch chunks ms | torch chunks / whole | "
-               "cgemm / torch chunks |")
+    out.append("| case | collective | tp | chunks | chunk GEMM | cgemm whole ms | cgemm chunks ms "
+               "| cgemm chunks / whole | torch whole ms | torch chunks ms | torch chunks / whole "
+               "| cgemm / torch chunks |")
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     if not rows:
         out.append("| - | - | - | - | - | - | - | - | - | - | - | - |")

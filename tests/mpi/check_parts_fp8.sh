@@ -3,8 +3,8 @@
 # CPU backend (which emulates the quantize kernels and the FP8 GEMMs), tiny case, tp 1, 2, 4
 # and 1, 2 chunks per rank, with a torch_scaled_mm.py CSV (its FP8 columns) for one row: one row
 # per collective, tp and chunk count (tp 1 takes one), each e4m3 x e4m3 with positive times,
-# torch._scaled_mm's figures on exactly that row; a torch.mm (bf16) CSV is refused (exit 2),
-# as is a scaling for --parts without chunking, and one that is not per-tensor.
+# torch._scaled_mm's figures on exactly that row; a torch CSV of the other dtype is refused
+# (exit 2) both ways. (A scaling without chunking, or not per-tensor: mpi_bench_error_parts_*.)
 set -u
 mpiexec=$1 bench=$2 out=$3
 rm -rf "$out" && mkdir -p "$out"
@@ -38,7 +38,7 @@ grep -q '^tiny,reduce_scatter,2,4,e4m3 x e4m3,.*,0\.5000,0\.6000,1\.200,' "$csv"
   { cat "$csv"; fail "torch._scaled_mm figures are not on tiny reduce_scatter tp 2, 4 chunks"; }
 grep -q 'torch._scaled_mm chunks / whole' "$out/cgemm_parts.md" ||
   fail "cgemm_parts.md does not name torch._scaled_mm"
-# refused CODE REGEX ARGS...: exit 2 and one message matching REGEX.
+# refused REGEX ARGS...: exit 2 and one message matching REGEX.
 refused() {
   local regex=$1
   shift
@@ -50,8 +50,10 @@ refused() {
     { cat "$out/refused.log"; fail "$*: expected one message matching '$regex'"; }
 }
 printf 'case,collective,tp,chunks,whole_ms,chunks_ms\ntiny,all_gather,2,4,0.5,0.75\n' >"$out/torch_mm.csv"
-refused "error: --torch_chunks: .*torch_mm.csv' holds torch.mm times of bf16 chunks, but --parts chunking times e4m3 x e4m3 chunks" \
+refused "error: --torch_chunks: .*torch_mm.csv' holds torch.mm times of bf16 chunks, \
+but --parts chunking times e4m3 x e4m3 chunks" \
   --parts chunking --scaling current --torch_chunks "$out/torch_mm.csv"
-refused "error: --torch_chunks: .*torch_scaled_mm.csv' holds torch._scaled_mm times of e4m3 x e4m3 chunks, but --parts chunking times bf16 chunks" \
+refused "error: --torch_chunks: .*torch_scaled_mm.csv' holds torch._scaled_mm times of \
+e4m3 x e4m3 chunks, but --parts chunking times bf16 chunks" \
   --parts chunking --torch_chunks "$out/torch_scaled_mm.csv"
 echo "PASS"
