@@ -12,6 +12,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "cgemm/sharding/scaling_mode.hpp"
+
 namespace cgemm::launcher {
 
 namespace po = boost::program_options;
@@ -188,7 +190,9 @@ std::vector<Row> own_rows() {
       "one step's bytes on another stream), copy_bandwidth (device-to-device "
       "cudaMemcpyAsync against size), quantize (the per-tensor FP8 amax and quantize kernels on "
       "bf16 of the same sizes, against a copy of the same bytes), or all [default: none: the "
-      "sweep]",
+      "sweep]. With --scaling delayed or current, chunking times the FP8 GEMMs the runtime runs "
+      "on the operands quantized once before timing (--lhs_format x --rhs_format, e4m3 by "
+      "default; the other studies are unchanged)",
       "",
       true,
       Sweep::kPlain,
@@ -224,20 +228,32 @@ std::vector<Row> own_rows() {
   rows.push_back(std::move(copy));
   rows.push_back(path_row<BenchConfig>(
       "torch_chunks", G::kParts, "FILE",
-      "chunking: CSV of bench/peers/torch_chunking.py (torch.mm on the same chunks), joined "
-      "by case, collective, tp and chunks",
+      "chunking: CSV of bench/peers/torch_chunking.py (torch.mm on the same chunks), or with "
+      "--scaling of bench/peers/torch_scaled_mm.py (torch._scaled_mm, e4m3), joined by case, "
+      "collective, tp and chunks; a file of the other dtype is refused",
       [](auto& c) -> auto& { return c.torch_chunks; }));
   return rows;
 }
 
 BenchConfig read_bench_config(const OptionReader& r) {
   BenchConfig cfg = read_rows(bench_rows(), r);
-  if (!cfg.parts.empty() && cfg.quantization.mode != ScalingMode::kNoScaling) {
-    // The studies time bf16 GEMMs and per-tensor FP8 kernels of their own: a scaling would
-    // be silently ignored.
-    r.fail("scaling", scaling_option_name(cfg.quantization.mode),
-           "--parts does not take a scaling (its chunk GEMMs are bf16; --parts quantize times "
-           "the FP8 kernels); run the sweep with it, or --parts without it");
+  const ScalingMode mode = cfg.quantization.mode;
+  if (!cfg.parts.empty() && mode != ScalingMode::kNoScaling) {
+    // Only chunking times quantized GEMMs; the other studies time bf16 GEMMs and FP8 kernels
+    // of their own, so a scaling without chunking would be silently ignored. Block scaling's
+    // scales have no buffers in --parts.
+    const bool chunking =
+        std::find(cfg.parts.begin(), cfg.parts.end(), "chunking") != cfg.parts.end();
+    if (!chunking) {
+      r.fail("scaling", scaling_option_name(mode),
+             "--parts takes a scaling for chunking only (its chunk GEMMs in FP8; --parts "
+             "quantize times the FP8 kernels without one); add chunking to --parts, or drop "
+             "--scaling");
+    }
+    if (!is_tensor_scaling(mode)) {
+      r.fail("scaling", scaling_option_name(mode),
+             "--parts chunking times per-tensor FP8 GEMMs: delayed or current");
+    }
   }
   std::vector<NamedPath> outputs = bench_outputs(cfg.out, cfg.trace);
   for (NamedPath& p : parts_outputs(cfg.out, cfg.parts)) outputs.push_back(std::move(p));

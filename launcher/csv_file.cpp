@@ -18,6 +18,10 @@ std::vector<std::string> split_line(const std::string& line) {
 }
 }  // namespace
 
+bool CsvFile::has(const std::string& name) const {
+  return std::find(header.begin(), header.end(), name) != header.end();
+}
+
 size_t CsvFile::column(const std::string& name) const {
   auto it = std::find(header.begin(), header.end(), name);
   if (it == header.end()) throw Error(option + ": '" + path + "' has no column '" + name + "'");

@@ -13,6 +13,8 @@ struct CsvFile {
   std::vector<std::vector<std::string>> rows;  // non-empty lines after the header, split
   /// The index of column `name`; throws cgemm::Error "OPTION: 'PATH' has no column 'NAME'".
   size_t column(const std::string& name) const;
+  /// Whether the header names column `name` (a file whose kind its columns tell).
+  bool has(const std::string& name) const;
 };
 
 /// Reads `path`; throws cgemm::Error naming `option` and the file when it cannot be read or

@@ -3,21 +3,24 @@
 # machine: torch._scaled_mm against torch.mm (bench/peers/torch_scaled_mm.py, the whole GEMMs at
 # tp 1 and their chunks at tp 1, 2, 4, 8), then cgemm-bench at tp 1 (one rank) in bf16 and with
 # --scaling current on the same cases, then cgemm-bench --parts copy_bandwidth,quantize, then
-# one screen of ratios (scripts/fp8_summary.py). Builds nothing (needs a .devbuild/ from
-# pack-device.sh). Writes to $OUT: torch_scaled_mm.csv, bf16/ and fp8/cgemm_bench.{csv,json,md},
-# parts/cgemm_parts*.{md,csv}, fp8_summary.md, and fp8.tgz of them all.
-# CASES (default: the sweep, standard,llama70b,gpt3_175b,small) picks the cases, MAX_MIB (1024)
-# the largest copy and quantize; extra arguments
-# go to both cgemm-bench sweep runs (e.g. --iterations 10). Every step has its own time limit,
-# about 7 minutes in all at most; a step that fails or times out leaves its columns empty and
-# the exit status 1.
+# the FP8 chunking table (cgemm-bench --parts chunking --scaling current at tp 1, 2, 4, 8,
+# joined with torch_scaled_mm.csv's chunks), then one screen of ratios (scripts/
+# fp8_summary.py). Builds nothing (needs a .devbuild/ from pack-device.sh). Writes to $OUT:
+# torch_scaled_mm.csv, bf16/ and fp8/cgemm_bench.{csv,json,md}, parts/cgemm_parts*.{md,csv},
+# parts_fp8/cgemm_parts{.md,_chunking.csv}, fp8_summary.md, and fp8.tgz of them all.
+# CASES (default: the sweep, standard,llama70b,gpt3_175b,small) picks the cases, CHUNK_CASES
+# (standard,small; each must be in CASES for torch's figures) those of the chunking table,
+# MAX_MIB (1024) the largest copy and quantize; extra arguments go to both cgemm-bench sweep
+# runs (e.g. --iterations 10). Every step has its own time limit, about 8.5 minutes in all at
+# most; a step that fails or times out leaves its columns empty and the exit status 1.
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/.devbuild/bin
 out=${OUT:-/tmp/cgemm-fp8}
 cases=${CASES:-standard,llama70b,gpt3_175b,small}
+chunk_cases=${CHUNK_CASES:-standard,small}
 max_mib=${MAX_MIB:-1024}  # the copy and quantize sizes: 1 MiB up to this
-mkdir -p "$out/bf16" "$out/fp8" "$out/parts"
+mkdir -p "$out/bf16" "$out/fp8" "$out/parts" "$out/parts_fp8"
 . "$root/scripts/device-libs.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
@@ -29,7 +32,8 @@ bench() {
   shift 2
   timeout "$limit" mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin/cgemm-bench" "$@" \
     >"$out/$name.log" 2>&1 || { status=1; tail -n 5 "$out/$name.log"; }
-  grep -E "^[a-z0-9_]+ (all_gather|reduce_scatter) \[|^quantize: .* MiB|error" "$out/$name.log" | cut -c 1-160
+  grep -E "^[a-z0-9_]+ (all_gather|reduce_scatter) \[|^quantize: .* MiB|^chunking: .* ratio|error" \
+    "$out/$name.log" | cut -c 1-160
 }
 echo "== torch._scaled_mm and torch.mm ($cases; tp 1,2,4,8)"
 timeout 150 python3 "$root/bench/peers/torch_scaled_mm.py" --out "$out" --cases "$cases" \
@@ -40,6 +44,11 @@ echo "== cgemm-bench tp 1, --scaling current"
 bench fp8 100 --cases "$cases" --knobs off --scaling current --out "$out/fp8" "$@"
 echo "== cgemm-bench --parts copy_bandwidth,quantize (1 to $max_mib MiB)"
 bench parts 60 --parts copy_bandwidth,quantize --parts_max_copy_mib "$max_mib" --out "$out/parts"
+echo "== cgemm-bench --parts chunking --scaling current ($chunk_cases; tp 1,2,4,8)"
+torch=()
+[ -s "$out/torch_scaled_mm.csv" ] && torch=(--torch_chunks "$out/torch_scaled_mm.csv")
+bench parts_fp8 90 --parts chunking --scaling current --cases "$chunk_cases" --parts_tp 1,2,4,8 \
+  ${torch[@]+"${torch[@]}"} --out "$out/parts_fp8"
 echo "== summary"
 python3 "$root/scripts/fp8_summary.py" "$out" || status=1
 tar czf "$out/fp8.tgz" -C "$out" --exclude fp8.tgz . 2>/dev/null

@@ -4,15 +4,21 @@
     python3 scripts/fp8_summary.py DIR
 
 DIR holds torch_scaled_mm.csv (bench/peers/torch_scaled_mm.py), bf16/cgemm_bench.csv and
-fp8/cgemm_bench.csv (cgemm-bench at tp 1 without and with --scaling current) and
-parts/cgemm_parts_quantize.csv (cgemm-bench --parts quantize). A file that is missing leaves
-its columns empty ("-"). Prints Markdown and writes it to DIR/fp8_summary.md:
+fp8/cgemm_bench.csv (cgemm-bench at tp 1 without and with --scaling current),
+parts/cgemm_parts_quantize.csv (cgemm-bench --parts quantize) and
+parts_fp8/cgemm_parts_chunking.csv (cgemm-bench --parts chunking --scaling current). A file
+that is missing leaves its columns empty ("-"). Prints Markdown and writes it to
+DIR/fp8_summary.md:
   1. per case and collective, the GEMM alone: cgemm's FP8 GEMM against torch._scaled_mm on the
      same [M, K] x [K, N] (peer ms / cgemm ms: >= 0.98 is the goal), and against bf16;
   2. the whole call at tp 1 (execute_overlapped, quantization included) FP8 against bf16, with
      torch's quantize + _scaled_mm beside it;
   3. the quantize kernels against the copy of the same bytes, 64 MiB and up (>= 80% the goal);
-  4. the FP8 chunking table of torch._scaled_mm (chunks against the whole FP8 GEMM).
+  4. the FP8 chunking table of torch._scaled_mm (chunks against the whole FP8 GEMM);
+  5. the FP8 chunking table of cgemm (its FP8 chunk GEMMs back to back against its whole FP8
+     GEMM, per case, collective, tp and chunks) beside torch._scaled_mm's on the same chunks:
+     both chunks / whole ratios, and cgemm chunks / torch chunks. cgemm's FP8 GEMMs use fast
+     accumulation (the runtime's default), torch's fp8_ms and fp8_chunks_ms do not.
 Exit status 0 (also with missing files), 2 on bad usage.
 """
 
@@ -119,7 +125,36 @@ def summary(d):
             cells.append(", ".join(f"{r['chunks']}: {num(r, 'chunks_ratio'):.3f}" for r in rs)
                          or "-")
         out.append(f"| {k[0]} | {k[1]} | " + " | ".join(cells) + " |")
+    out += fp8_chunking(d, torch)
     return "\n".join(out) + "\n"
+
+
+def fp8_chunking(d, torch):
+    """Section 5: cgemm's FP8 chunking rows beside torch._scaled_mm's on the same chunks."""
+    parts = read(os.path.join(d, "parts_fp8", "cgemm_parts_chunking.csv"))
+    rows = [r for r in parts if r.get("dtype", "bf16") != "bf16"]
+    peer = {(r["case"], r["collective"], r["tp"], r["chunks"]): r for r in torch}
+    dtype = rows[0]["dtype"] if rows else "e4m3 x e4m3"
+    out = [f"\n### FP8 chunking ({dtype}): chunk GEMMs back to back / one whole GEMM, cgemm "
+           "(--parts chunking --scaling current) beside torch._scaled_mm\n"]
+    out.append("| case | collective | tp | chunks | chunk GEMM | cgemm whole ms | cgemm chunks ms "
+               "| cgemm chunks / whole | torch whole ms | torch chunks ms | torch chunks / whole "
+               "| cgemm / torch chunks |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    if not rows:
+        out.append("| - | - | - | - | - | - | - | - | - | - | - | - |")
+    for r in rows:
+        p = peer.get((r["case"], r["collective"], r["tp"], r["chunks"]), {})
+        # cgemm-bench joined torch's figures when given --torch_chunks; else join them here.
+        tw = num(r, "torch_whole_ms")
+        tc = num(r, "torch_chunks_ms")
+        if tw is None or tc is None:
+            tw, tc = num(p, "fp8_ms"), num(p, "fp8_chunks_ms")
+        cw, cc = num(r, "whole_ms"), num(r, "chunks_ms")
+        out.append(f"| {r['case']} | {r['collective']} | {r['tp']} | {r['chunks']} | "
+                   f"{r.get('chunk_gemm', '-')} | {f3(cw)} | {f3(cc)} | {f3(ratio(cc, cw))} | "
+                   f"{f3(tw)} | {f3(tc)} | {f3(ratio(tc, tw))} | {f3(ratio(cc, tc))} |")
+    return out
 
 
 def main(argv=None) -> int:

@@ -21,27 +21,6 @@ namespace {
 
 constexpr int64_t kCols = 4096;
 
-// One operand's scale state and amax in backend memory: scale 1, as a fresh plan's.
-class ScaleBuffers {
- public:
-  explicit ScaleBuffers(Backend& be) : be_(be) {
-    const std::vector<float> init{1.0f, 1.0f, 0.0f, 0.0f, 0.0f};
-    state_ = static_cast<float*>(be.allocate(init.size() * sizeof(float)));
-    be.copy_from_host(state_, init.data(), init.size() * sizeof(float));
-    amax_ = state_ + ScaleStateLayout::kHistory;  // the slot after a history-less state
-  }
-  ~ScaleBuffers() { be_.release(state_); }
-  ScaleBuffers(const ScaleBuffers&) = delete;
-  ScaleBuffers& operator=(const ScaleBuffers&) = delete;
-  float* state() const { return state_; }
-  float* amax() const { return amax_; }
-
- private:
-  Backend& be_;
-  float* state_ = nullptr;
-  float* amax_ = nullptr;
-};
-
 }  // namespace
 
 Table quantize_bandwidth(Backend& be, const Settings& s) {

@@ -42,6 +42,15 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
     } catch (const std::exception& e) {
       error = e.what();
     }
+    // A file of the other dtype would join no row: refused, not left blank.
+    const std::string dtype = chunk_dtype(cfg.quantization);
+    if (error.empty() && torch.dtype != dtype) {
+      error = "--torch_chunks: '" + cfg.torch_chunks + "' holds " + torch.peer + " times of " +
+              torch.dtype + " chunks, but --parts chunking times " + dtype + " chunks (" +
+              (dtype == "bf16" ? "bench/peers/torch_chunking.py's CSV joins bf16; no --scaling"
+                               : "bench/peers/torch_scaled_mm.py's CSV joins e4m3 x e4m3") +
+              ")";
+    }
   }
   if (any_rank_failed(error)) return kExitUsage;
 
@@ -52,6 +61,7 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
   s.tps = cfg.parts_tp;
   s.chunks_per_rank = cfg.parts_chunks_per_rank;
   s.max_copy_mib = cfg.parts_max_copy_mib;
+  s.quantization = cfg.quantization;
   std::vector<BenchShape> shapes;
   for (const std::string& name : cfg.cases) shapes.push_back(bench_shape(name));
 

@@ -19,13 +19,18 @@ rows() { tail -n +2 "$out/cgemm_parts_$1.csv" | grep -c .; }
 [ "$(rows chunking)" -eq 8 ] || fail "chunking: $(rows chunking) rows, expected 8 (2 collectives x 2 tp x 2)"
 [ "$(rows interference)" -eq 4 ] || fail "interference: $(rows interference) rows, expected 4"
 [ "$(rows copy_bandwidth)" -eq 2 ] || fail "copy_bandwidth: $(rows copy_bandwidth) rows, expected 2 (1, 2 MiB)"
+# Without --scaling every chunking row is bf16 (the dtype column, 5th).
+head -n 1 "$out/cgemm_parts_chunking.csv" | grep -q '^case,collective,tp,chunks,dtype,' ||
+  fail "the chunking CSV has no dtype column after chunks"
+awk -F, 'NR > 1 && $5 != "bf16" { bad = 1 } END { exit bad }' "$out/cgemm_parts_chunking.csv" ||
+  fail "a chunking row without --scaling is not bf16"
 # The torch row joins tiny all_gather tp 2 with 4 chunks (torch ratio 1.5), and no other row.
-joined=$(awk -F, 'NR > 1 && $11 != ""' "$out/cgemm_parts_chunking.csv" | grep -c .)
+joined=$(awk -F, 'NR > 1 && $12 != ""' "$out/cgemm_parts_chunking.csv" | grep -c .)
 [ "$joined" -eq 1 ] || fail "torch.mm figures joined $joined rows, expected 1"
-grep -q '^tiny,all_gather,2,4,.*,0\.5000,0\.7500,1\.500,' "$out/cgemm_parts_chunking.csv" ||
+grep -q '^tiny,all_gather,2,4,bf16,.*,0\.5000,0\.7500,1\.500,' "$out/cgemm_parts_chunking.csv" ||
   fail "torch.mm figures are not on tiny all_gather tp 2, 4 chunks"
 # Every timing is a positive number.
-awk -F, 'NR > 1 && !($6 > 0 && $7 > 0) { bad = 1 } END { exit bad }' "$out/cgemm_parts_chunking.csv" ||
+awk -F, 'NR > 1 && !($7 > 0 && $8 > 0) { bad = 1 } END { exit bad }' "$out/cgemm_parts_chunking.csv" ||
   fail "a chunking time is not positive"
 printf 'case,tp\ntiny,2\n' >"$out/bad.csv"
 "$mpiexec" -np 1 "$bench" --backend cpu --l2_mib 1 --parts chunking --cases tiny --torch_chunks "$out/bad.csv" \

@@ -213,6 +213,13 @@ add_test(NAME mpi_bench_parts
           $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_parts_out)
 set_tests_properties(mpi_bench_parts PROPERTIES LABELS mpi TIMEOUT 90
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "^PASS")
+# cgemm-bench --parts chunking --scaling current: the FP8 chunking table (issue 23 item 7) on
+# the CPU backend's FP8 emulation, joined with a torch_scaled_mm.py CSV.
+add_test(NAME mpi_bench_parts_fp8
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_parts_fp8.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_parts_fp8_out)
+set_tests_properties(mpi_bench_parts_fp8 PROPERTIES LABELS mpi TIMEOUT 90
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "^PASS")
 
 # cgemm-bench's bad options: one "cgemm-bench: error:" line naming the option and the value
 # (the shared options in cgemm-run's words), exit status 2, before any run.
@@ -243,8 +250,11 @@ cgemm_add_bench_failure_test(parts_two_ranks
 cgemm_add_bench_failure_test(parts_all_and_unknown
   "cgemm-bench: error: --parts all,bogus: unknown study 'bogus'" --cases tiny --parts all,bogus)
 cgemm_add_bench_failure_test(parts_scaling
-  "cgemm-bench: error: --scaling current: --parts does not take a scaling"
+  "cgemm-bench: error: --scaling current: --parts takes a scaling for chunking only"
   --cases tiny --parts quantize --scaling current)
+cgemm_add_bench_failure_test(parts_scaling_blocks
+  "cgemm-bench: error: --scaling mxfp8: --parts chunking times per-tensor FP8 GEMMs: delayed or current"
+  --cases tiny --parts chunking --scaling mxfp8)
 cgemm_add_bench_failure_test(parts_unknown
   "cgemm-bench: error: --parts chunks: unknown study 'chunks'" --cases tiny --parts chunks)
 cgemm_add_bench_failure_test(parts_tp

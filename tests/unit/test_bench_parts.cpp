@@ -1,6 +1,8 @@
 // cgemm-bench --parts' chunk GEMMs (launcher/parts/chunked_gemm.cpp), read from the programs
-// the runtime plans for each case: the chunks of every case tile the whole local GEMM (each output row written once, from the lhs row the
-// schedule would use, inside the buffers), and run on the CPU they give the whole GEMM's
+// the runtime plans for each case, in bf16 and quantized to per-tensor FP8 (--scaling current):
+// the chunks of every case tile the whole local GEMM (each output row written once, from the
+// lhs row the schedule would use, inside the buffers), FP8 chunks are the runtime's FP8 GEMMs
+// (dtypes, rhs [N, K], fast accumulation), and run on the CPU they give the whole GEMM's
 // values, checked against an fp64 reference on random inputs with poisoned outputs.
 
 #include <gtest/gtest.h>
@@ -11,8 +13,11 @@
 #include <vector>
 
 #include "bench_config.hpp"
+#include "cgemm/core/convert.hpp"
+#include "cgemm/core/env.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/gemm/cpu_gemm.hpp"
+#include "cgemm/gemm/quantize.hpp"
 #include "parts/parts.hpp"
 
 namespace cgemm::launcher::parts {
@@ -39,21 +44,29 @@ std::vector<RowMap> rows_of(const ChunkGemm& c) {
   return out;
 }
 
-TEST(BenchParts, ChunksTileTheWholeGemmForEveryCase) {
+QuantizationDesc current_scaling() {
+  QuantizationDesc q;
+  q.mode = ScalingMode::kCurrentTensorScaling;
+  return q;
+}
+
+// Every case's chunks tile its whole GEMM, planned with quantization `q`; returns the number
+// of (case, collective, tp, chunks) that split.
+int check_tiling(const QuantizationDesc& q) {
   int checked = 0;
   for (const BenchShape& sh : bench_shapes()) {
     for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
       for (int tp : {1, 2, 4, 8}) {
         for (int c : {1, 2, 4}) {
-          if (!splits(sh, op, tp, c)) {
-            EXPECT_THROW(chunked_gemm(sh, op, tp, c), Error);
+          if (!splits(sh, op, tp, c, q)) {
+            EXPECT_THROW(chunked_gemm(sh, op, tp, c, q), Error);
             continue;
           }
           SCOPED_TRACE(sh.name + " " + std::string(collective_name(op)) + " tp " +
-                       std::to_string(tp) + " c " + std::to_string(c));
-          const ChunkedGemm g = chunked_gemm(sh, op, tp, c);
+                       std::to_string(tp) + " c " + std::to_string(c) + " " + chunk_dtype(q));
+          const ChunkedGemm g = chunked_gemm(sh, op, tp, c, q);
           const GemmTask& w = g.whole;
-          ASSERT_EQ(g.chunks.size(), static_cast<size_t>(tp * c));
+          EXPECT_EQ(g.chunks.size(), static_cast<size_t>(tp * c));
           EXPECT_EQ(g.lhs_elems, w.m * w.k);
           EXPECT_EQ(g.out_elems, w.m * w.n);
           EXPECT_EQ(g.rhs_elems, w.k * w.n);
@@ -64,25 +77,74 @@ TEST(BenchParts, ChunksTileTheWholeGemmForEveryCase) {
             EXPECT_EQ(ch.task.k, w.k);
             flops += 2.0 * static_cast<double>(ch.task.batch * ch.task.m * ch.task.n * ch.task.k);
             for (const RowMap& r : rows_of(ch)) {
-              ASSERT_GE(r.lhs_row, 0);
-              ASSERT_LT(r.lhs_row, w.m);
-              ASSERT_GE(r.out_row, 0);
-              ASSERT_LT(r.out_row, w.m);
+              const bool inside =
+                  r.lhs_row >= 0 && r.lhs_row < w.m && r.out_row >= 0 && r.out_row < w.m;
+              EXPECT_TRUE(inside) << "lhs row " << r.lhs_row << ", out row " << r.out_row;
+              if (!inside) continue;
               ++lhs_hits[static_cast<size_t>(r.lhs_row)];
               ++out_hits[static_cast<size_t>(r.out_row)];
             }
           }
           EXPECT_EQ(flops, 2.0 * static_cast<double>(w.m * w.n * w.k));
+          // Rows not touched exactly once (counted, so a wrong case reports one line).
+          int64_t bad_out = 0, bad_lhs = 0;
           for (int64_t i = 0; i < w.m; ++i) {
-            ASSERT_EQ(out_hits[static_cast<size_t>(i)], 1) << "out row " << i;
-            ASSERT_EQ(lhs_hits[static_cast<size_t>(i)], 1) << "lhs row " << i;
+            bad_out += out_hits[static_cast<size_t>(i)] != 1;
+            bad_lhs += lhs_hits[static_cast<size_t>(i)] != 1;
           }
+          EXPECT_EQ(bad_out, 0) << "out rows not written once";
+          EXPECT_EQ(bad_lhs, 0) << "lhs rows not read once";
           ++checked;
         }
       }
     }
   }
-  EXPECT_GT(checked, 50);  // most combinations split
+  return checked;
+}
+
+TEST(BenchParts, ChunksTileTheWholeGemmForEveryCase) {
+  EXPECT_GT(check_tiling({}), 50);  // most combinations split
+}
+
+TEST(BenchParts, Fp8ChunksTileTheWholeGemmForEveryCase) {
+  EXPECT_GT(check_tiling(current_scaling()), 50);
+}
+
+// With a scaling the chunk GEMMs and the whole GEMM are the FP8 GEMMs runtime/src/
+// quantization.cpp plans: the formats asked, rhs [N, K] contracting its last dim, bf16 out,
+// fast accumulation as the runtime sets it.
+TEST(BenchParts, Fp8ChunksAreTheRuntimesFp8Gemms) {
+  QuantizationDesc q = current_scaling();
+  q.lhs_format = DType::kFloat8E5M2;  // e5m2 x e4m3: one of gemm.py's FP8 pairs
+  EXPECT_EQ(chunk_dtype({}), "bf16");
+  EXPECT_EQ(chunk_dtype(current_scaling()), "e4m3 x e4m3");
+  EXPECT_EQ(chunk_dtype(q), "e5m2 x e4m3");
+  const BenchShape& tiny = bench_shape("tiny");
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    for (int tp : {1, 2, 4}) {
+      SCOPED_TRACE(std::string(collective_name(op)) + " tp " + std::to_string(tp));
+      const ChunkedGemm g = chunked_gemm(tiny, op, tp, 1, q);
+      std::vector<GemmTask> tasks{g.whole};
+      for (const ChunkGemm& c : g.chunks) tasks.push_back(c.task);
+      for (const GemmTask& t : tasks) {
+        EXPECT_TRUE(t.quantized());
+        EXPECT_EQ(t.in_dtype, DType::kFloat8E5M2);
+        EXPECT_EQ(t.rhs_type(), DType::kFloat8E4M3);
+        EXPECT_EQ(t.out_dtype, DType::kBFloat16);
+        EXPECT_FALSE(t.lhs_transposed);
+        EXPECT_TRUE(t.rhs_transposed);
+        EXPECT_EQ(t.ldb, t.k);
+        EXPECT_EQ(t.lda, t.k);
+        EXPECT_EQ(t.block_scaling, BlockScaling::kTensor);
+        EXPECT_EQ(t.fast_accumulation, !fp8_gemm_high_precision_accumulation());
+      }
+    }
+  }
+  // Block scaling has no buffers in --parts: refused with the reason.
+  q.mode = ScalingMode::kMxfp8_1d;
+  EXPECT_FALSE(splits(tiny, CollectiveOp::kAllGather, 2, 1, q));
+  EXPECT_NE(why_not_split(tiny, CollectiveOp::kAllGather, 2, 1, q).find("per-tensor FP8"),
+            std::string::npos);
 }
 
 TEST(BenchParts, RefusesWhatDoesNotSplit) {
@@ -138,6 +200,69 @@ TEST(BenchParts, ChunksComputeTheWholeGemmOnTheCpu) {
             }
             const float got = out[static_cast<size_t>(o * n + j)];
             ASSERT_NEAR(got, ref, 1e-4 * (1 + std::abs(ref))) << "out row " << o << " col " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The FP8 chunks, run on the CPU on operands quantized as --parts quantizes them (lhs [rows,
+// k], rhs [k, n] into [n, k], one scale each), give each bf16 output row the product of its
+// lhs row's dequantized values, against fp64; outputs start as NaN.
+TEST(BenchParts, Fp8ChunksComputeTheWholeGemmOnTheCpu) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const BenchShape& tiny = bench_shape("tiny");
+  const DType fmt = DType::kFloat8E4M3;
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    for (int tp : {1, 2, 4}) {
+      for (int c : {1, 2}) {
+        if (tp == 1 && c > 1) continue;
+        SCOPED_TRACE(std::string(collective_name(op)) + " tp " + std::to_string(tp) + " c " +
+                     std::to_string(c));
+        const ChunkedGemm g = chunked_gemm(tiny, op, tp, c, current_scaling());
+        const int64_t k = g.whole.k, n = g.whole.n;
+        std::vector<float> lhs(static_cast<size_t>(g.lhs_elems)),
+            rhs(static_cast<size_t>(g.rhs_elems));
+        for (float& x : lhs) x = normal(rng);
+        for (float& x : rhs) x = normal(rng);
+        const quant::TensorScale ls =
+            quant::scale_from_amax(quant::amax(lhs.data(), g.lhs_elems), fmt);
+        const quant::TensorScale rs =
+            quant::scale_from_amax(quant::amax(rhs.data(), g.rhs_elems), fmt);
+        std::vector<uint8_t> lq(lhs.size()), rq(rhs.size());
+        quant::quantize_tensor(lhs.data(), g.lhs_elems, ls.scale, fmt, lq.data());
+        quant::quantize_transpose(rhs.data(), k, n, rs.scale, fmt, rq.data());  // [n, k]
+        std::vector<float> ld(lhs.size()), rd(rhs.size());
+        quant::dequantize_tensor(lq.data(), g.lhs_elems, ls.scale_inv, fmt, ld.data());
+        quant::dequantize_tensor(rq.data(), g.rhs_elems, rs.scale_inv, fmt, rd.data());
+        std::vector<uint16_t> out(static_cast<size_t>(g.out_elems), 0x7fc0);  // bf16 NaN
+        std::vector<std::pair<int64_t, int64_t>> map;                         // out row <- lhs row
+        for (const ChunkGemm& ch : g.chunks) {
+          GemmTask t = ch.task;
+          t.lhs = lq.data() + ch.lhs_offset;
+          t.rhs = rq.data();
+          t.out = out.data() + ch.out_offset;
+          t.lhs_scale_inv = &ls.scale_inv;
+          t.rhs_scale_inv = &rs.scale_inv;
+          cpu_gemm(t);
+          for (const RowMap& r : rows_of(ch)) map.emplace_back(r.out_row, r.lhs_row);
+        }
+        ASSERT_EQ(map.size(), static_cast<size_t>(g.whole.m));
+        for (const auto& [o, l] : map) {
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = 0, mag = 0;
+            for (int64_t q = 0; q < k; ++q) {
+              const double p = static_cast<double>(ld[static_cast<size_t>(l * k + q)]) *
+                               rd[static_cast<size_t>(j * k + q)];
+              ref += p;
+              mag += std::abs(p);
+            }
+            const float got = numeric::bf16_to_float(out[static_cast<size_t>(o * n + j)]);
+            // bf16 output: 2^-8 relative, plus fp32 accumulation over k.
+            ASSERT_NEAR(got, ref, 4e-3 * std::abs(ref) + 1e-5 * mag)
+                << "out row " << o << " col " << j;
           }
         }
       }
