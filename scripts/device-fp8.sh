@@ -13,6 +13,9 @@
 # MAX_MIB (1024) the largest copy and quantize; extra arguments go to both cgemm-bench sweep
 # runs (e.g. --iterations 10). Every step has its own time limit, about 8.5 minutes in all at
 # most; a step that fails or times out leaves its columns empty and the exit status 1.
+# STEPS (default torch,bf16,fp8,parts,chunking) runs only the steps named, for a short call;
+# without the torch step, TORCH_CSV names an earlier torch_scaled_mm.csv to join and summarize
+# (e.g. docs/data/2026-12-03-fp8/torch_scaled_mm.csv: torch's figures from an earlier run).
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/.devbuild/bin
@@ -35,20 +38,35 @@ bench() {
   grep -E "^[a-z0-9_]+ (all_gather|reduce_scatter) \[|^quantize: .* MiB|^chunking: .* ratio|error" \
     "$out/$name.log" | cut -c 1-160
 }
-echo "== torch._scaled_mm and torch.mm ($cases; tp 1,2,4,8)"
-timeout 150 python3 "$root/bench/peers/torch_scaled_mm.py" --out "$out" --cases "$cases" \
-  --tp 1,2,4,8 || status=1
-echo "== cgemm-bench tp 1, bf16"
-bench bf16 100 --cases "$cases" --knobs off --out "$out/bf16" "$@"
-echo "== cgemm-bench tp 1, --scaling current"
-bench fp8 100 --cases "$cases" --knobs off --scaling current --out "$out/fp8" "$@"
-echo "== cgemm-bench --parts copy_bandwidth,quantize (1 to $max_mib MiB)"
-bench parts 60 --parts copy_bandwidth,quantize --parts_max_copy_mib "$max_mib" --out "$out/parts"
-echo "== cgemm-bench --parts chunking --scaling current ($chunk_cases; tp 1,2,4,8)"
-torch=()
-[ -s "$out/torch_scaled_mm.csv" ] && torch=(--torch_chunks "$out/torch_scaled_mm.csv")
-bench parts_fp8 90 --parts chunking --scaling current --cases "$chunk_cases" --parts_tp 1,2,4,8 \
-  ${torch[@]+"${torch[@]}"} --out "$out/parts_fp8"
+steps=,${STEPS:-torch,bf16,fp8,parts,chunking},
+wants() { [[ $steps == *,$1,* ]]; }
+if wants torch; then
+  echo "== torch._scaled_mm and torch.mm ($cases; tp 1,2,4,8)"
+  timeout 150 python3 "$root/bench/peers/torch_scaled_mm.py" --out "$out" --cases "$cases" \
+    --tp 1,2,4,8 || status=1
+elif [ -n "${TORCH_CSV:-}" ]; then
+  echo "== torch._scaled_mm figures from $TORCH_CSV (an earlier run)"
+  cp "$TORCH_CSV" "$out/torch_scaled_mm.csv" || status=1
+fi
+if wants bf16; then
+  echo "== cgemm-bench tp 1, bf16"
+  bench bf16 100 --cases "$cases" --knobs off --out "$out/bf16" "$@"
+fi
+if wants fp8; then
+  echo "== cgemm-bench tp 1, --scaling current"
+  bench fp8 100 --cases "$cases" --knobs off --scaling current --out "$out/fp8" "$@"
+fi
+if wants parts; then
+  echo "== cgemm-bench --parts copy_bandwidth,quantize (1 to $max_mib MiB)"
+  bench parts 60 --parts copy_bandwidth,quantize --parts_max_copy_mib "$max_mib" --out "$out/parts"
+fi
+if wants chunking; then
+  echo "== cgemm-bench --parts chunking --scaling current ($chunk_cases; tp 1,2,4,8)"
+  torch=()
+  [ -s "$out/torch_scaled_mm.csv" ] && torch=(--torch_chunks "$out/torch_scaled_mm.csv")
+  bench parts_fp8 90 --parts chunking --scaling current --cases "$chunk_cases" --parts_tp 1,2,4,8 \
+    ${torch[@]+"${torch[@]}"} --out "$out/parts_fp8"
+fi
 echo "== summary"
 python3 "$root/scripts/fp8_summary.py" "$out" || status=1
 tar czf "$out/fp8.tgz" -C "$out" --exclude fp8.tgz . 2>/dev/null
