@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 
 #include <string>
 
@@ -104,6 +105,53 @@ TEST(PlanDescription, RefusesSizesThatOverflow) {
 TEST(PlanDescription, RefusesBadMesh) {
   const PlanningMesh m = mesh(1, 2, 0, 2);
   EXPECT_THROW(plan_gemm(tpsp(m, CollectiveOp::kAllGather, 2, 16, 32, 48), m), Error);
+}
+
+// Expects plan_gemm to throw E whose message holds every one of `words`.
+template <typename E>
+void expect_refusal(const GemmDesc& d, const PlanningMesh& m,
+                    std::initializer_list<std::string> words) {
+  try {
+    plan_gemm(d, m);
+    ADD_FAILURE() << "GEMM '" << d.name << "' planned";
+  } catch (const E& e) {
+    for (const std::string& w : words) {
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << w << " in: " << e.what();
+    }
+  }
+}
+
+// lhs (None, tpsp, dp) @ rhs (dp, None): the contracting dim is sharded over dp, so the
+// planner reduces the output over dp (gemm.py's reduce_spec), then adds the bias.
+GemmDesc reduced_over_dp(CollectiveOp op, const PartitionSpec& lhs_spec) {
+  GemmDesc d;
+  d.name = "r";
+  d.collective = op;
+  d.lhs_shape = {2, 16, 32};
+  d.rhs_shape = {32, 24};
+  d.bias_shape = Shape{24};
+  d.contracting_dims = {{2}, {0}};
+  d.lhs_spec = lhs_spec;
+  d.rhs_spec = {SpecEntry::axis("dp"), SpecEntry::none()};
+  d.bias_spec = {SpecEntry::none()};
+  return d;
+}
+
+TEST(PlanDescription, RefusesReductionsItDoesNotRun) {
+  const PlanningMesh m = mesh(2, 2, 1, 0);
+  const SpecEntry none = SpecEntry::none(), dp = SpecEntry::axis("dp"),
+                  tpsp = SpecEntry::axis("tpsp");
+  // The all-gather GEMM's schedule has no reduction: planned, it would leave out the sum over
+  // dp and the bias.
+  expect_refusal<Error>(
+      reduced_over_dp(CollectiveOp::kAllGather, {none, tpsp, dp}), m,
+      {"'r'", "all_gather", "reduced over ('dp',)", "('dp', None)", "(None, 'tpsp', 'dp')"});
+  // The plain GEMM all-reduces over tp only: refused with the same words.
+  expect_refusal<Error>(reduced_over_dp(CollectiveOp::kNone, {none, tpsp, dp}), m,
+                        {"'r'", "reduced over ('dp',)"});
+  // The reduce-scatter reduces over tp; gemm.py itself refuses any other reduce axis.
+  expect_refusal<PlanError>(reduced_over_dp(CollectiveOp::kReduceScatter, {none, none, dp}), m,
+                            {"TPSP"});
 }
 
 TEST(PlanDescription, PredictsTransports) {
