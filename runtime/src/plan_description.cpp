@@ -324,6 +324,12 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   const GemmSharding& sharding = r.sharding;
   require_same_spec(pad_spec(desc.lhs_spec, lhs_nd, "lhs"), sharding.lhs, where + " lhs");
   require_same_spec(pad_spec(desc.rhs_spec, rhs_nd, "rhs"), sharding.rhs, where + " rhs");
+  // gemm.py shards the bias as the rhs's non-contracting dims whatever it was given (JAX
+  // reshards it); cgemm reads the caller's buffer as that shard, so the given spec must match.
+  if (si.bias) {
+    require_same_spec(pad_spec(desc.bias_spec, si.bias->ndim, "bias"), sharding.bias,
+                      where + " bias");
+  }
   require_reduction_it_runs(desc, sharding, m);
 
   // Only the layouts the schedule runs: lhs contracts its last dim, rhs is 2-D.

@@ -32,6 +32,8 @@ GemmDesc tpsp(const PlanningMesh& m, CollectiveOp op, int64_t batch, int64_t seq
   return tensor_sequence_parallel_gemm(m, "g", op, batch, seq, k, n, DType::kBFloat16, bias, false);
 }
 
+GemmDesc tpsp_gemm(const PlanningMesh& m, CollectiveOp op) { return tpsp(m, op, 2, 16, 32, 48); }
+
 TEST(PlanDescription, AllGatherShapesOffsetsAndBytes) {
   const PlanningMesh m = mesh(2, 4, 1, 2);
   const PlanDescription d = plan_gemm(tpsp(m, CollectiveOp::kAllGather, 4, 64, 32, 48), m);
@@ -152,6 +154,31 @@ TEST(PlanDescription, RefusesReductionsItDoesNotRun) {
   // The reduce-scatter reduces over tp; gemm.py itself refuses any other reduce axis.
   expect_refusal<PlanError>(reduced_over_dp(CollectiveOp::kReduceScatter, {none, none, dp}), m,
                             {"TPSP"});
+}
+
+TEST(PlanDescription, RefusesABiasSpecThePlannerDoesNotGive) {
+  const PlanningMesh m = mesh(1, 2, 0, 1);
+  const SpecEntry none = SpecEntry::none(), tpsp = SpecEntry::axis("tpsp");
+  // All-gather: the bias is sharded as the rhs's columns; a replicated one would be read as
+  // this rank's N/tp slice.
+  GemmDesc ag = tpsp_gemm(m, CollectiveOp::kAllGather);
+  ag.bias_spec = {none};
+  expect_refusal<PlanError>(ag, m, {"'g' bias", "(None,)", "('tpsp',)"});
+  ag.bias_spec = {};  // no spec: replicated, as JAX pads it
+  expect_refusal<PlanError>(ag, m, {"'g' bias", "(None,)", "('tpsp',)"});
+  // Reduce-scatter: the bias is whole on every rank; a sharded one would be read past the
+  // caller's N/tp elements.
+  GemmDesc rs = tpsp_gemm(m, CollectiveOp::kReduceScatter);
+  rs.bias_spec = {tpsp};
+  expect_refusal<PlanError>(rs, m, {"'g' bias", "(None,)", "('tpsp',)"});
+  // Without a bias its spec is not read.
+  ag.bias_shape.reset();
+  EXPECT_NO_THROW(plan_gemm(ag, m));
+  // The layouts of tensor_sequence_parallel_gemm (what cgemm-run plans) pass.
+  for (CollectiveOp op :
+       {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kNone}) {
+    EXPECT_NO_THROW(plan_gemm(tpsp_gemm(m, op), m)) << collective_name(op);
+  }
 }
 
 TEST(PlanDescription, PredictsTransports) {
