@@ -54,6 +54,31 @@ void require_same_spec(const PartitionSpec& given, const PartitionSpec& planned,
   }
 }
 
+// The reductions the collective GEMMs run (gemm.py's _sharded_impl sums the output over the
+// planner's reduce axis, then adds the bias): the reduce-scatter's own, over the tp axis; the
+// plain GEMM's all-reduce, over the tp axis (make_plain_gemm refuses the rest). The all-gather
+// GEMM's schedule has no reduction at all: planned, it would leave out both the sum and the
+// bias, so any reduce axis is refused.
+void require_reduction_it_runs(const GemmDesc& desc, const GemmSharding& s, const PlanningMesh& m) {
+  if (!s.reduce_spec) return;
+  const std::string op(collective_name(desc.collective));
+  std::string runs;
+  if (desc.collective == CollectiveOp::kAllGather) {
+    runs = "runs no reduction, so it would leave out the sum and the bias";
+  } else if (desc.collective == CollectiveOp::kReduceScatter &&
+             !s.reduce_spec->is_axis(m.tpsp_axis)) {
+    // gemm.py refuses this first; the schedule scatters over the tp group.
+    runs = "reduces over the tensor-parallel axis '" + m.tpsp_axis + "' only";
+  } else {
+    return;
+  }
+  throw Error("GEMM '" + desc.name + "': the " + op + " GEMM of lhs " + spec_str(s.lhs) +
+              " @ rhs " + spec_str(s.rhs) + " has its output reduced over " +
+              spec_str({*s.reduce_spec}) +
+              " (the planner's reduce axis: both contracting dims sharded over it); the " + op +
+              " GEMM " + runs);
+}
+
 void require_mesh(const PlanningMesh& m) {
   if (m.dp < 1 || m.tp < 1) {
     throw Error("mesh: dp=" + std::to_string(m.dp) + " and tp=" + std::to_string(m.tp) +
@@ -299,6 +324,13 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   const GemmSharding& sharding = r.sharding;
   require_same_spec(pad_spec(desc.lhs_spec, lhs_nd, "lhs"), sharding.lhs, where + " lhs");
   require_same_spec(pad_spec(desc.rhs_spec, rhs_nd, "rhs"), sharding.rhs, where + " rhs");
+  // gemm.py shards the bias as the rhs's non-contracting dims whatever it was given (JAX
+  // reshards it); cgemm reads the caller's buffer as that shard, so the given spec must match.
+  if (si.bias) {
+    require_same_spec(pad_spec(desc.bias_spec, si.bias->ndim, "bias"), sharding.bias,
+                      where + " bias");
+  }
+  require_reduction_it_runs(desc, sharding, m);
 
   // Only the layouts the schedule runs: lhs contracts its last dim, rhs is 2-D.
   const auto& [lc, rc] = desc.contracting_dims;

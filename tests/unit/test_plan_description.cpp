@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 
 #include <string>
 
@@ -30,6 +31,8 @@ GemmDesc tpsp(const PlanningMesh& m, CollectiveOp op, int64_t batch, int64_t seq
               int64_t n, bool bias = true) {
   return tensor_sequence_parallel_gemm(m, "g", op, batch, seq, k, n, DType::kBFloat16, bias, false);
 }
+
+GemmDesc tpsp_gemm(const PlanningMesh& m, CollectiveOp op) { return tpsp(m, op, 2, 16, 32, 48); }
 
 TEST(PlanDescription, AllGatherShapesOffsetsAndBytes) {
   const PlanningMesh m = mesh(2, 4, 1, 2);
@@ -104,6 +107,78 @@ TEST(PlanDescription, RefusesSizesThatOverflow) {
 TEST(PlanDescription, RefusesBadMesh) {
   const PlanningMesh m = mesh(1, 2, 0, 2);
   EXPECT_THROW(plan_gemm(tpsp(m, CollectiveOp::kAllGather, 2, 16, 32, 48), m), Error);
+}
+
+// Expects plan_gemm to throw E whose message holds every one of `words`.
+template <typename E>
+void expect_refusal(const GemmDesc& d, const PlanningMesh& m,
+                    std::initializer_list<std::string> words) {
+  try {
+    plan_gemm(d, m);
+    ADD_FAILURE() << "GEMM '" << d.name << "' planned";
+  } catch (const E& e) {
+    for (const std::string& w : words) {
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << w << " in: " << e.what();
+    }
+  }
+}
+
+// lhs (None, tpsp, dp) @ rhs (dp, None): the contracting dim is sharded over dp, so the
+// planner reduces the output over dp (gemm.py's reduce_spec), then adds the bias.
+GemmDesc reduced_over_dp(CollectiveOp op, const PartitionSpec& lhs_spec) {
+  GemmDesc d;
+  d.name = "r";
+  d.collective = op;
+  d.lhs_shape = {2, 16, 32};
+  d.rhs_shape = {32, 24};
+  d.bias_shape = Shape{24};
+  d.contracting_dims = {{2}, {0}};
+  d.lhs_spec = lhs_spec;
+  d.rhs_spec = {SpecEntry::axis("dp"), SpecEntry::none()};
+  d.bias_spec = {SpecEntry::none()};
+  return d;
+}
+
+TEST(PlanDescription, RefusesReductionsItDoesNotRun) {
+  const PlanningMesh m = mesh(2, 2, 1, 0);
+  const SpecEntry none = SpecEntry::none(), dp = SpecEntry::axis("dp"),
+                  tpsp = SpecEntry::axis("tpsp");
+  // The all-gather GEMM's schedule has no reduction: planned, it would leave out the sum over
+  // dp and the bias.
+  expect_refusal<Error>(
+      reduced_over_dp(CollectiveOp::kAllGather, {none, tpsp, dp}), m,
+      {"'r'", "all_gather", "reduced over ('dp',)", "('dp', None)", "(None, 'tpsp', 'dp')"});
+  // The plain GEMM all-reduces over tp only: refused with the same words.
+  expect_refusal<Error>(reduced_over_dp(CollectiveOp::kNone, {none, tpsp, dp}), m,
+                        {"'r'", "reduced over ('dp',)"});
+  // The reduce-scatter reduces over tp; gemm.py itself refuses any other reduce axis.
+  expect_refusal<PlanError>(reduced_over_dp(CollectiveOp::kReduceScatter, {none, none, dp}), m,
+                            {"TPSP"});
+}
+
+TEST(PlanDescription, RefusesABiasSpecThePlannerDoesNotGive) {
+  const PlanningMesh m = mesh(1, 2, 0, 1);
+  const SpecEntry none = SpecEntry::none(), tpsp = SpecEntry::axis("tpsp");
+  // All-gather: the bias is sharded as the rhs's columns; a replicated one would be read as
+  // this rank's N/tp slice.
+  GemmDesc ag = tpsp_gemm(m, CollectiveOp::kAllGather);
+  ag.bias_spec = {none};
+  expect_refusal<PlanError>(ag, m, {"'g' bias", "(None,)", "('tpsp',)"});
+  ag.bias_spec = {};  // no spec: replicated, as JAX pads it
+  expect_refusal<PlanError>(ag, m, {"'g' bias", "(None,)", "('tpsp',)"});
+  // Reduce-scatter: the bias is whole on every rank; a sharded one would be read past the
+  // caller's N/tp elements.
+  GemmDesc rs = tpsp_gemm(m, CollectiveOp::kReduceScatter);
+  rs.bias_spec = {tpsp};
+  expect_refusal<PlanError>(rs, m, {"'g' bias", "(None,)", "('tpsp',)"});
+  // Without a bias its spec is not read.
+  ag.bias_shape.reset();
+  EXPECT_NO_THROW(plan_gemm(ag, m));
+  // The layouts of tensor_sequence_parallel_gemm (what cgemm-run plans) pass.
+  for (CollectiveOp op :
+       {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kNone}) {
+    EXPECT_NO_THROW(plan_gemm(tpsp_gemm(m, op), m)) << collective_name(op);
+  }
 }
 
 TEST(PlanDescription, PredictsTransports) {

@@ -41,6 +41,12 @@ struct GemmDesc {
   std::optional<Shape> bias_shape;     // global [N]; nullopt: no bias
   DType dtype = DType::kBFloat16;      // lhs, rhs
   DType out_dtype = DType::kBFloat16;  // output and bias
+  // How the caller's shards are sharded (padded with None, as JAX pads them). cgemm does not
+  // reshard: each must be the planner's answer (infer_gemm_sharding), else plan_gemm throws
+  // PlanError naming the given and the planner's spec. bias_spec is checked so only with a
+  // bias (unread without one); gemm.py shards the bias as the rhs's non-contracting dim
+  // whatever it is given (_parse_operand_output_specs: bias_specs = rhs_non_cspecs), e.g.
+  // (tpsp) in the all-gather layout and (None) in the reduce-scatter one.
   PartitionSpec lhs_spec, rhs_spec, bias_spec;
   ContractingDims contracting_dims{{-1}, {0}};
   CollectiveOp collective = CollectiveOp::kNone;
@@ -149,9 +155,13 @@ struct PlanDescription {
 /// Plans `desc` for rank (mesh.dp_rank, mesh.tp_rank) of `mesh`: partition specs
 /// (infer_gemm_sharding), local shapes and offsets, the output (gemm_abstract), the reorder
 /// checks, the collective GEMM's programs and the bytes they need.
-/// Throws PlanError when gemm.py would raise, or when the split leaves chunks of 0 rows;
-/// cgemm::Error for layouts the runtime does not run, a bad mesh, or a size, element count
-/// or byte count that overflows int64.
+/// Throws PlanError when gemm.py would raise, when a given spec (lhs, rhs, bias) is not the
+/// planner's, or when the split leaves chunks of 0 rows; cgemm::Error for layouts the runtime
+/// does not run, a bad mesh, or a size, element count or byte count that overflows int64.
+/// Among those layouts: an output the planner reduces (gemm.py's reduce_spec: both
+/// contracting dims sharded over one axis) with collective all_gather, whose schedule runs no
+/// reduction, or with collective none over an axis other than tp (gemm.py then sums over it
+/// and adds the bias after the sum; the plain GEMM all-reduces over tp only).
 PlanDescription plan_gemm(const GemmDesc& desc, const PlanningMesh& mesh,
                           const PlanningOptions& options = {});
 
