@@ -38,6 +38,13 @@ Ops (the case's "op" field):
   reorder        source flat index of each output element of _reorder_tpsp_leading or
                  _reorder_dp_leading. Fields: kind ("tpsp_leading" | "dp_leading"), shape,
                  dp_size, tpsp_size.
+  grouped_gemm   a grouped GEMM's layouts, axis boundaries, sizes, output shape and dtype,
+                 checks, v2 (graph-safe) path and workspace sizes (grouped_gemm, then
+                 GroupedGemmPrimitive.abstract). Fields: lhs/rhs {kind, original_shape,
+                 dtype, first_dims, last_dims[, scaling_mode, dq_dtype, data_layout,
+                 scale_inv_size]}, contracting_dims, setup_workspace_size; optional: bias,
+                 preferred_element_type, group_offset, compute_capability,
+                 num_compute_streams, v2_available, enforce_v2_env.
 
 Limits: every line is answered. Beyond a limit, or when a case cannot be answered (a
 number beyond a double's range, memory running out), the answer is an error naming the

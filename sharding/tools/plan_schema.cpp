@@ -32,6 +32,60 @@ TensorDesc as_tensor(const Json& j, const std::string& what) {
   return t;
 }
 
+// obj[key] when present and not null, else nullptr: the optional fields of grouped_gemm.
+const Json* optional_field(const Json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+// A group-size array (null or [sizes...]): only its length matters.
+int64_t group_sizes_length(const Json& j, const std::string& what) {
+  if (j.is_null()) return 0;
+  if (!j.is_array()) {
+    throw CaseError("'" + what + "' must be null or an array of group sizes, got " + brief(j));
+  }
+  for (size_t i = 0; i < j.size(); ++i) as_int64(j[i], what + "[" + std::to_string(i) + "]");
+  return static_cast<int64_t>(j.size());
+}
+
+GroupedOperand as_grouped_operand(const Json& j, const std::string& what) {
+  GroupedOperand op;
+  const std::string& kind = as_string(field(j, "kind", what), path(what, "kind"));
+  if (kind == "scaled") {
+    op.scaled = true;
+  } else if (kind != "no_scale") {
+    throw CaseError("unknown '" + path(what, "kind") + "' '" + kind +
+                    "' (known: no_scale, scaled)");
+  }
+  op.original_shape = as_shape(field(j, "original_shape", what), path(what, "original_shape"));
+  op.dtype = parse_name(field(j, "dtype", what), path(what, "dtype"), parse_dtype);
+  op.first_dims_size = group_sizes_length(field(j, "first_dims", what), path(what, "first_dims"));
+  op.last_dims_size = group_sizes_length(field(j, "last_dims", what), path(what, "last_dims"));
+  if (op.scaled) {
+    op.scaling_mode =
+        parse_name(field(j, "scaling_mode", what), path(what, "scaling_mode"), parse_scaling_mode);
+    op.dq_dtype = parse_name(field(j, "dq_dtype", what), path(what, "dq_dtype"), parse_dtype);
+    const std::string& layout = as_string(field(j, "data_layout", what), path(what, "data_layout"));
+    if (layout != "N" && layout != "T") {
+      throw CaseError("'" + path(what, "data_layout") + "' must be \"N\" or \"T\", got '" + layout +
+                      "'");
+    }
+    op.layout_is_t = layout == "T";
+    op.scale_inv_size = as_nonneg(field(j, "scale_inv_size", what), path(what, "scale_inv_size"));
+  }
+  return op;
+}
+
+std::vector<int64_t> as_dims64(const Json& j, const std::string& what) {
+  if (!j.is_array()) throw CaseError("'" + what + "' must be an array of integers");
+  check_rank(j, what);
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < j.size(); ++i) {
+    dims.push_back(as_int64(j[i], what + "[" + std::to_string(i) + "]"));
+  }
+  return dims;
+}
+
 Json shape_to_json(const Shape& s) {
   Json j = Json::array();
   for (int64_t d : s) j.push_back(d);
@@ -192,6 +246,75 @@ Json to_json(const GemmAbstract& a) {
   return j;
 }
 
+GroupedGemmInput grouped_input_from_json(const Json& c) {
+  GroupedGemmInput in;
+  in.lhs = as_grouped_operand(field(c, "lhs", ""), "lhs");
+  in.rhs = as_grouped_operand(field(c, "rhs", ""), "rhs");
+  const Json& cd = field(c, "contracting_dims", "");
+  if (!cd.is_array() || cd.size() != 2) {
+    throw CaseError("'contracting_dims' must be [[lhs dims...], [rhs dims...]], got " + brief(cd));
+  }
+  in.lhs_contracting_dims = as_dims64(cd[0], "contracting_dims[0]");
+  in.rhs_contracting_dims = as_dims64(cd[1], "contracting_dims[1]");
+  if (const Json* bias = optional_field(c, "bias")) {
+    in.bias_shape = as_shape(field(*bias, "shape", "bias"), "bias.shape");
+  }
+  if (const Json* t = optional_field(c, "preferred_element_type")) {
+    in.preferred_element_type = parse_name(*t, "preferred_element_type", parse_dtype);
+  }
+  in.group_offset_given = optional_field(c, "group_offset") != nullptr;
+  if (const Json* cc = optional_field(c, "compute_capability")) {
+    in.compute_capability = as_int(*cc, "compute_capability");
+  }
+  if (const Json* n = optional_field(c, "num_compute_streams")) {
+    in.num_compute_streams = as_int64(*n, "num_compute_streams");
+  }
+  if (const Json* v2 = optional_field(c, "v2_available")) {
+    in.v2_available = as_bool(*v2, "v2_available");
+  }
+  if (const Json* env = optional_field(c, "enforce_v2_env")) {
+    in.enforce_v2_env = as_string(*env, "enforce_v2_env");
+  }
+  in.setup_workspace_size = as_int64(field(c, "setup_workspace_size", ""), "setup_workspace_size");
+  return in;
+}
+
+Json to_json(const GroupedGemm& g) {
+  const auto dims_json = [](const std::vector<int64_t>& dims) {
+    Json j = Json::array();
+    for (int64_t d : dims) j.push_back(d);
+    return j;
+  };
+  const auto optional_json = [](const std::optional<int64_t>& v) {
+    return v ? Json(*v) : Json(nullptr);
+  };
+  Json j;
+  j["out_shape"] = shape_to_json(g.out_shape);
+  j["out_dtype"] = std::string(dtype_name(g.out_dtype));
+  j["scaling_mode"] = std::string(scaling_mode_name(g.scaling_mode));
+  j["lhs_is_trans"] = g.lhs_is_trans;
+  j["rhs_is_trans"] = g.rhs_is_trans;
+  j["lhs_flatten_axis"] = g.lhs_flatten_axis;
+  j["rhs_flatten_axis"] = g.rhs_flatten_axis;
+  j["lhs_contracting_dims"] = dims_json(g.lhs_contracting_dims);
+  j["rhs_contracting_dims"] = dims_json(g.rhs_contracting_dims);
+  j["lhs_axis_boundary"] = g.lhs_axis_boundary;
+  j["rhs_axis_boundary"] = g.rhs_axis_boundary;
+  j["lhs_left_size"] = g.lhs_left_size;
+  j["lhs_right_size"] = g.lhs_right_size;
+  j["rhs_left_size"] = g.rhs_left_size;
+  j["rhs_right_size"] = g.rhs_right_size;
+  j["num_gemms"] = g.num_gemms;
+  j["out_first_dims_size"] = g.out_first_dims_size;
+  j["out_last_dims_size"] = g.out_last_dims_size;
+  j["has_bias"] = g.has_bias;
+  j["use_v2_ffi"] = g.use_v2_ffi;
+  j["cublas_workspace_bytes"] = g.cublas_workspace_bytes;
+  j["setup_workspace_bytes"] = optional_json(g.setup_workspace_bytes);
+  j["int64_workspace_bytes"] = optional_json(g.int64_workspace_bytes);
+  return j;
+}
+
 ReorderCase reorder_case_from_json(const Json& c) {
   ReorderCase r;
   const std::string& kind = as_string(field(c, "kind", ""), "kind");
@@ -221,6 +344,10 @@ Json answer_gemm_abstract(const Json& c) {
   return to_json(gemm_abstract(in));
 }
 
+Json answer_grouped_gemm(const Json& c) {
+  return to_json(grouped_gemm(grouped_input_from_json(c)));
+}
+
 Json answer_reorder(const Json& c) {
   const ReorderCase r = reorder_case_from_json(c);
   const std::vector<int64_t> perm = reorder_permutation(r.kind, r.shape, r.dp_size, r.tpsp_size);
@@ -242,6 +369,7 @@ constexpr Op kOps[] = {
     {"gemm_sharding", answer_gemm_sharding},
     {"gemm_abstract", answer_gemm_abstract},
     {"reorder", answer_reorder},
+    {"grouped_gemm", answer_grouped_gemm},
 };
 
 Json answer_op(const Json& c) {

@@ -6,6 +6,7 @@
 
 #include "cgemm/sharding/gemm_abstract.hpp"
 #include "cgemm/sharding/gemm_sharding.hpp"
+#include "cgemm/sharding/grouped_gemm.hpp"
 #include "cgemm/sharding/reorder.hpp"
 #include "plan_json.hpp"
 
@@ -21,6 +22,10 @@ Json to_json(const GemmSharding& s);  // lhs, lhs_scale, rhs, rhs_scale, bias, o
 // op "gemm_abstract"
 GemmAbstractInput abstract_input_from_json(const Json& c);
 Json to_json(const GemmAbstract& a);  // out_shape, out_dtype, workspace_bytes
+
+// op "grouped_gemm"
+GroupedGemmInput grouped_input_from_json(const Json& c);
+Json to_json(const GroupedGemm& g);  // out_shape, out_dtype, scaling_mode, ... workspaces
 
 // op "reorder"
 struct ReorderCase {

@@ -2,6 +2,9 @@
 cgemm_add_unit_test(test_planner_cases
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_planner_cases.cpp
   LIBS cgemm_plan_json)
+cgemm_add_unit_test(test_grouped_gemm
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_grouped_gemm.cpp
+  LIBS cgemm_sharding)
 cgemm_add_unit_test(test_reorder
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_reorder.cpp
   LIBS cgemm_sharding)

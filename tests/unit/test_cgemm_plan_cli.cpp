@@ -103,8 +103,8 @@ TEST(PlannerCli, VersionLikeTheOtherTools) {
 TEST(PlannerCli, HelpNamesTheOpsAndTheSchema) {
   const RunResult r = run("--help");
   EXPECT_EQ(r.status, 0);
-  for (const char* word : {"gemm_sharding", "gemm_abstract", "reorder", "PLANNER_SCHEMA.md",
-                           "Limits", "1048576 bytes", "256 levels"}) {
+  for (const char* word : {"gemm_sharding", "gemm_abstract", "reorder", "grouped_gemm",
+                           "PLANNER_SCHEMA.md", "Limits", "1048576 bytes", "256 levels"}) {
     EXPECT_NE(r.out.find(word), std::string::npos) << word;
   }
   EXPECT_EQ(run("--bogus 2>/dev/null").status, 2);
