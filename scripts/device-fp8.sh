@@ -33,12 +33,20 @@ status=0
 bench() {
   local name=$1 limit=$2
   shift 2
-  timeout "$limit" mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin/cgemm-bench" "$@" \
+  timeout "$limit" mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH \
+    ${NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION+-x NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION} \
+    "$bin/cgemm-bench" "$@" \
     >"$out/$name.log" 2>&1 || { status=1; tail -n 5 "$out/$name.log"; }
   grep -E "^[a-z0-9_]+ (all_gather|reduce_scatter) \[|^quantize: .* MiB|^chunking: .* ratio|error" \
     "$out/$name.log" | cut -c 1-160
 }
 steps=,${STEPS:-torch,bf16,fp8,parts,chunking},
+for s in ${steps//,/ }; do
+  case $s in
+    torch | bf16 | fp8 | parts | chunking) ;;
+    *) echo "device-fp8.sh: unknown step '$s' in STEPS (torch, bf16, fp8, parts, chunking)" >&2; exit 2 ;;
+  esac
+done
 wants() { [[ $steps == *,$1,* ]]; }
 if wants torch; then
   echo "== torch._scaled_mm and torch.mm ($cases; tp 1,2,4,8)"
@@ -46,7 +54,8 @@ if wants torch; then
     --tp 1,2,4,8 || status=1
 elif [ -n "${TORCH_CSV:-}" ]; then
   echo "== torch._scaled_mm figures from $TORCH_CSV (an earlier run)"
-  cp "$TORCH_CSV" "$out/torch_scaled_mm.csv" || status=1
+  [ "$TORCH_CSV" -ef "$out/torch_scaled_mm.csv" ] || cp "$TORCH_CSV" "$out/torch_scaled_mm.csv" ||
+    status=1
 fi
 if wants bf16; then
   echo "== cgemm-bench tp 1, bf16"
@@ -64,8 +73,11 @@ if wants chunking; then
   echo "== cgemm-bench --parts chunking --scaling current ($chunk_cases; tp 1,2,4,8)"
   torch=()
   [ -s "$out/torch_scaled_mm.csv" ] && torch=(--torch_chunks "$out/torch_scaled_mm.csv")
-  bench parts_fp8 90 --parts chunking --scaling current --cases "$chunk_cases" --parts_tp 1,2,4,8 \
-    ${torch[@]+"${torch[@]}"} --out "$out/parts_fp8"
+  # torch_scaled_mm.py times its chunks without fast accumulation (torch's default): so does
+  # this step (the seed's switch), so that both sides of the table accumulate alike.
+  NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION=1 bench parts_fp8 90 --parts chunking \
+    --scaling current --cases "$chunk_cases" --parts_tp 1,2,4,8 ${torch[@]+"${torch[@]}"} \
+    --out "$out/parts_fp8"
 fi
 echo "== summary"
 python3 "$root/scripts/fp8_summary.py" "$out" || status=1

@@ -122,7 +122,7 @@ def summary(d):
         cells = []
         for t in tps:
             rs = [r for r in chunk_rows if (r["case"], r["collective"]) == k and int(r["tp"]) == t]
-            cells.append(", ".join(f"{r['chunks']}: {num(r, 'chunks_ratio'):.3f}" for r in rs)
+            cells.append(", ".join(f"{r['chunks']}: {f3(num(r, 'chunks_ratio'))}" for r in rs)
                          or "-")
         out.append(f"| {k[0]} | {k[1]} | " + " | ".join(cells) + " |")
     out += fp8_chunking(d, torch)
@@ -136,7 +136,9 @@ def fp8_chunking(d, torch):
     peer = {(r["case"], r["collective"], r["tp"], r["chunks"]): r for r in torch}
     dtype = rows[0]["dtype"] if rows else "e4m3 x e4m3"
     out = [f"\n### FP8 chunking ({dtype}): chunk GEMMs back to back / one whole GEMM, cgemm "
-           "(--parts chunking --scaling current) beside torch._scaled_mm\n"]
+           "(--parts chunking --scaling current) beside torch._scaled_mm; both without fast "
+           "accumulation (device-fp8.sh sets NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION=1 for "
+           "this step, torch's default is use_fast_accum=False)\n"]
     out.append("| case | collective | tp | chunks | chunk GEMM | cgemm whole ms | cgemm chunks ms "
                "| cgemm chunks / whole | torch whole ms | torch chunks ms | torch chunks / whole "
                "| cgemm / torch chunks |")

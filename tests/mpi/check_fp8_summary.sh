@@ -28,7 +28,7 @@ run --cases tiny --knobs off --scaling current --out "$out/fp8"
 run --parts quantize --parts_max_copy_mib 2 --out "$out/parts"
 run --parts chunking --scaling current --cases tiny --parts_tp 1,2 --parts_chunks_per_rank 1,2 \
   --torch_chunks "$out/torch_scaled_mm.csv" --out "$out/parts_fp8"
-python3 "$root/scripts/fp8_summary.py" "$out" >"$out/summary" 2>&1 || { cat "$out/summary"; fail "exit $?"; }
+python3 "$root/scripts/fp8_summary.py" "$out" >"$out/summary" 2>&1 || { rc=$?; cat "$out/summary"; fail "exit $rc"; }
 [ -s "$out/fp8_summary.md" ] || fail "no fp8_summary.md"
 grep -qE '^\| tiny \| all_gather \| 128 x 128 x 64 \| [0-9.]+ \| 1\.000 \| [0-9.]+ \| 0\.900 \|' "$out/summary" ||
   fail "the FP8 GEMM row of tiny all_gather does not join torch._scaled_mm"

@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$mpiexec" -np 1 "$bench" --backend cpu --l2_mib 1 --parts chunking --scaling current --cases tiny \
   --parts_tp 1,2,4 --parts_chunks_per_rank 1,2 --warmup 0 --iterations 2 \
   --torch_chunks "$out/torch_scaled_mm.csv" --out "$out" >"$out/log" 2>&1 ||
-  { cat "$out/log"; fail "exit $?"; }
+  { rc=$?; cat "$out/log"; fail "exit $rc"; }
 csv=$out/cgemm_parts_chunking.csv
 [ -s "$csv" ] || fail "no cgemm_parts_chunking.csv"
 head -n 1 "$csv" | grep -q '^case,collective,tp,chunks,dtype,' || fail "no dtype column after chunks"

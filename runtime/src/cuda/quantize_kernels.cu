@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kThreads)
   const int m = tid % kWords;  // load: word m (columns 4m .. 4m + 3) of rows tid / 16 + 16 it
   const int lane = tid & 31, warp = tid >> 5;
   // store: the block of rows 8q .. 8q + 7 and columns 4p .. 4p + 3. The word tile[8q + i][p]
-  // lies in bank (8q + i + p) % 32 (17 words a row, 8 * 17 = 136 = 8 mod 32); within a warp q
-  // spans 4 values and p 8, so 8q + p covers 32 banks for each i.
+  // lies in bank (8q + 17i + p) % 32 (17 words a row, 8 * 17 = 136 = 8 mod 32); within a warp
+  // q spans 4 values and p 8, so 8q + p covers 32 banks for each i.
   const int q = (lane >> 3) + 4 * (warp >> 1);
   const int p = (lane & 7) + 8 * (warp & 1);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
