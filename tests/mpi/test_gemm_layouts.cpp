@@ -249,6 +249,23 @@ TEST(GemmLayouts, BothTransposedWithTwoContractingDims) {
   EXPECT_TRUE(d.sequential.gemms.at(0).task.rhs_transposed);
 }
 
+TEST(GemmLayouts, AnOperandContractingEveryDim) {
+  // A vector lhs [K] (M = 1) with rhs [K, N].
+  auto d = run_and_check(
+      layout_desc("vector lhs", {12}, {none()}, {12, 6}, {none(), tpsp()}, {{0}, {0}}), 1e-5);
+  EXPECT_EQ(d.out_global, (Shape{6}));
+  // lhs [M, K1, K2] with rhs [K1, K2] (N = 1): the output [M].
+  d = run_and_check(layout_desc("vector rhs", {8, 3, 4}, {dp(), none(), none()}, {3, 4},
+                                {none(), none()}, {{1, 2}, {0, 1}}),
+                    1e-5);
+  EXPECT_EQ(d.out_global, (Shape{8}));
+  // Both: a dot product, the output a scalar.
+  d = run_and_check(
+      layout_desc("dot", {4, 3}, {none(), none()}, {4, 3}, {none(), none()}, {{0, 1}, {0, 1}}),
+      1e-5);
+  EXPECT_EQ(d.out_global, Shape{});
+}
+
 // The message of the Error `desc` is refused with at planning.
 std::string refusal(const GemmDesc& desc) {
   try {
