@@ -39,8 +39,11 @@ struct GemmGeometry {
   int pieces = 1;          // chunks_per_rank: each ring chunk moves and multiplies in pieces
 
   DType in = DType::kBFloat16, out = DType::kBFloat16;
-  int64_t k = 0, n = 0;         // contracting size and output columns of the local GEMM
-  int64_t lhs_rows = 0;         // rows of this rank's lhs shard (all dims but the last)
+  // The local GEMM flattened (gemm_layout.hpp): k the product of the contracting dims, n of
+  // the rhs's other dims (the output's columns), lhs_rows (M) of the lhs's other dims.
+  int64_t k = 0, n = 0;
+  int64_t lhs_rows = 0;         // M: the lhs's rows, or its columns when transposed
+  bool lhs_transposed = false;  // lhs stored [K, M] (contracting its leading dims)
   bool rhs_transposed = false;  // rhs stored [N, K]
   int64_t ldb = 0;
   bool has_bias = false;
@@ -92,7 +95,9 @@ struct GemmGeometry {
     t.out_dtype = out;
     t.k = k;
     t.n = n;
-    t.lda = k;
+    // A transposed lhs is only ever the whole local lhs (plain GEMMs do not chunk it).
+    t.lda = lhs_transposed ? lhs_rows : k;
+    t.lhs_transposed = lhs_transposed;
     t.ldb = ldb;
     t.rhs_transposed = rhs_transposed;
     t.ldc = n;

@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "cgemm/sharding/reorder.hpp"
+#include "gemm_layout.hpp"
 #include "planning.hpp"
 #include "quantization.hpp"
 
@@ -17,8 +18,6 @@ namespace {
 constexpr int kDefaultComputeCapability = 90;
 
 SpecEntry entry(const std::string& axis) { return SpecEntry::axis(axis); }
-
-int sanitize(int d, size_t ndim) { return d < 0 ? d + static_cast<int>(ndim) : d; }
 
 // This rank's coordinate along a spec entry's axes (a tuple is major-to-minor, as JAX).
 int64_t coordinate(const SpecEntry& e, const PlanningMesh& m) {
@@ -332,24 +331,23 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   }
   require_reduction_it_runs(desc, sharding, m);
 
-  // Only the layouts the schedule runs: lhs contracts its last dim, rhs is 2-D.
-  const auto& [lc, rc] = desc.contracting_dims;
-  if (lhs_nd < 2 || rhs_nd != 2 || lc.size() != 1 || rc.size() != 1 ||
-      sanitize(lc[0], lhs_nd) != static_cast<int>(lhs_nd) - 1) {
-    throw Error(where + ": the runtime runs lhs [..., K] contracting its last dim with a 2-D rhs;" +
-                " got lhs " + shape_str(desc.lhs_shape) + ", rhs " + shape_str(desc.rhs_shape));
-  }
+  // The GEMM the runtime runs (gemm_layout.hpp); which layouts run is checked after gemm.py's
+  // own checks (consecutive contracting dims, equal contracting sizes) in gemm_abstract below.
+  const GemmLayouts layout = gemm_layouts(lhs_nd, rhs_nd, desc.contracting_dims);
   GemmGeometry g;
   g.name = desc.name;
-  g.rhs_transposed = sanitize(rc[0], rhs_nd) == 1;
+  g.lhs_transposed = layout.lhs.transposed;
+  g.rhs_transposed = layout.rhs.transposed;
 
   r.lhs_local = local_shape(desc.lhs_shape, sharding.lhs, mesh, where + " lhs");
   r.rhs_local = local_shape(desc.rhs_shape, sharding.rhs, mesh, where + " rhs");
   g.has_bias = si.bias.has_value();
   r.bias_local =
       g.has_bias ? local_shape(*desc.bias_shape, sharding.bias, mesh, where + " bias") : Shape{0};
-  r.out_global.assign(desc.lhs_shape.begin(), desc.lhs_shape.end() - 1);
-  r.out_global.push_back(desc.rhs_shape[g.rhs_transposed ? 0 : 1]);
+  // gemm.py's abstract: the lhs's non-contracting dims, then the rhs's.
+  r.out_global = layout.lhs.kept_shape(desc.lhs_shape);
+  const Shape rhs_kept = layout.rhs.kept_shape(desc.rhs_shape);
+  r.out_global.insert(r.out_global.end(), rhs_kept.begin(), rhs_kept.end());
   num_elements(r.out_global);
   r.out_local = local_shape(r.out_global, sharding.out, mesh, where + " output");
 
@@ -362,21 +360,35 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   ai.lhs = {r.lhs_local, desc.dtype};
   ai.rhs = {r.rhs_local, desc.dtype};
   const QuantizationDesc& q = desc.quantization;
-  if (q.mode != ScalingMode::kNoScaling) {
-    // The GEMM cgemm runs: both operands quantized, the rhs as its [N, K] copy contracting its
-    // last dim (the NT layout gemm.py requires of FP8 below SM100).
+  ai.contracting_dims = desc.contracting_dims;
+  // A layout that does not run is refused below, after gemm.py's checks of the operands as
+  // given (its quantized copies have no layout to check).
+  if (q.mode != ScalingMode::kNoScaling && layout.runs_as_one_gemm()) {
+    // The GEMM cgemm runs: both operands quantized into copies contracting their trailing
+    // dims, the lhs as [M..., K...] and the rhs as [N..., K...] (the NT layout gemm.py
+    // requires of FP8 below SM100; quantization.cpp transposes an operand stored otherwise).
     const bool fp4 = is_nvfp4(q.mode);
-    const Shape nk = g.rhs_transposed ? r.rhs_local : Shape{r.rhs_local[1], r.rhs_local[0]};
-    ai.lhs.dtype = fp4 ? DType::kFloat4E2M1 : q.lhs_format;
-    ai.rhs = {nk, fp4 ? DType::kFloat4E2M1 : q.rhs_format};
+    const auto nt = [](const Shape& s, const OperandLayout& l, std::vector<int>& dims) {
+      Shape copy = l.kept_shape(s);
+      std::vector<int64_t> contracting = l.contracting;
+      std::sort(contracting.begin(), contracting.end());  // storage order, as the copy holds them
+      dims.clear();
+      for (int64_t d : contracting) {
+        dims.push_back(static_cast<int>(copy.size()));
+        copy.push_back(s[static_cast<size_t>(d)]);
+      }
+      return copy;
+    };
+    ai.lhs = {nt(r.lhs_local, layout.lhs, ai.contracting_dims.first),
+              fp4 ? DType::kFloat4E2M1 : q.lhs_format};
+    ai.rhs = {nt(r.rhs_local, layout.rhs, ai.contracting_dims.second),
+              fp4 ? DType::kFloat4E2M1 : q.rhs_format};
     ai.lhs_scale_shape = {1};
     ai.rhs_scale_shape = {1};
     ai.scaling_mode = q.mode;
   }
   if (g.has_bias) ai.bias = TensorDesc{r.bias_local, desc.out_dtype};
   ai.out_dtype = desc.out_dtype;
-  ai.contracting_dims = desc.contracting_dims;
-  if (q.mode != ScalingMode::kNoScaling) ai.contracting_dims.second = {1};
   ai.collective_op = desc.collective;
   ai.is_outer = true;
   ai.sequence_dim = sharding.sequence_dim.value_or(1);
@@ -387,6 +399,23 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
       opt.compute_capability > 0 ? opt.compute_capability : kDefaultComputeCapability;
   ai.num_max_streams = opt.overlap.num_max_streams;
   r.abstract = gemm_abstract(ai);
+  if (!layout.runs_as_one_gemm()) {
+    throw Error(where + ": the runtime runs the GEMM as one 2-D GEMM on the operands as stored, " +
+                "so each operand's contracting dims must be its leading or its trailing dims; " +
+                "got " + layout.describe(desc.lhs_shape, desc.rhs_shape));
+  }
+  // The collective GEMMs chunk the lhs by rows of [..., K] and the rhs is [K, N] or [N, K].
+  if (desc.collective != CollectiveOp::kNone &&
+      (lhs_nd < 2 || rhs_nd != 2 || layout.lhs.transposed || layout.lhs.contracting.size() != 1)) {
+    throw Error(where + ": the runtime runs " + std::string(collective_name(desc.collective)) +
+                " GEMMs on lhs [..., K] contracting its last dim and a 2-D rhs; got " +
+                layout.describe(desc.lhs_shape, desc.rhs_shape));
+  }
+  // The local GEMM, flattened: lhs [M, K] (or [K, M]), rhs [K, N] (or [N, K]).
+  g.k = layout.lhs.contracting_size(r.lhs_local);
+  g.lhs_rows = layout.lhs.kept_size(r.lhs_local);
+  g.n = layout.rhs.kept_size(r.rhs_local);
+  g.ldb = g.rhs_transposed ? g.k : g.n;
   // The local GEMM's output grows tp-fold by the all-gather and shrinks by the
   // reduce-scatter: it must hold exactly this rank's shard of the output.
   int64_t produced = num_elements(r.abstract.out_shape);
@@ -416,10 +445,6 @@ void fill_geometry(GemmGeometry& g, const GemmDesc& desc, const PlanningMesh& m,
   g.pieces = m.tp > 1 ? opt.overlap.chunks_per_rank : 1;  // tp 1: no ring to split
   g.in = desc.dtype;
   g.out = desc.out_dtype;
-  g.k = r.lhs_local.back();
-  g.n = r.out_local.back();
-  g.ldb = r.rhs_local[1];
-  g.lhs_rows = num_elements(r.lhs_local) / std::max<int64_t>(g.k, 1);
   // gemm.py fuses the bias only when the output is not reduced (_sharded_impl's fuse_bias).
   g.fuse_bias = g.has_bias && !r.sharding.reduce_spec.has_value();
   g.lhs_local = r.lhs_local;

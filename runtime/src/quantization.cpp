@@ -129,8 +129,9 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   p.src = d.dtype;
   p.lhs_rows = g.lhs_rows;
   p.k = g.k;
-  p.n = static_cast<int64_t>(g.rhs_transposed ? r.rhs_local[0] : r.rhs_local[1]);
+  p.n = g.n;
   p.rhs_source_transposed = g.rhs_transposed;
+  p.lhs_source_transposed = g.lhs_transposed;
   if (is_nvfp4(q.mode)) {
     p.desc.lhs_format = p.desc.rhs_format = DType::kFloat4E2M1;
     p.scaling = BlockScaling::kNvfp4;
@@ -173,6 +174,7 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   // The geometry now describes the GEMM on the quantized copies.
   g.in = p.desc.lhs_format;
   g.rhs_in = p.desc.rhs_format;
+  g.lhs_transposed = false;
   g.rhs_transposed = true;
   g.ldb = p.k;
   g.lhs_src = {Workspace::kQuant, p.lhs_at};
@@ -222,12 +224,14 @@ void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::s
 
 void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name) {
   QuantizeTask lhs;
-  lhs.rows = p.lhs_rows;
-  lhs.cols = p.k;
   lhs.src_dtype = p.src;
   lhs.format = p.desc.lhs_format;
   lhs.scaling = p.scaling;
   QuantizeTask rhs = lhs;
+  // The lhs as the caller holds it: [M, K], or [K, M] to transpose (TE's colwise copy).
+  lhs.rows = p.lhs_source_transposed ? p.k : p.lhs_rows;
+  lhs.cols = p.lhs_source_transposed ? p.lhs_rows : p.k;
+  lhs.transpose = p.lhs_source_transposed;
   rhs.format = p.desc.rhs_format;
   // The rhs as the caller holds it: [N, K] already, or [K, N] to transpose.
   rhs.rows = p.rhs_source_transposed ? p.n : p.k;

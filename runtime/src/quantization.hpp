@@ -31,6 +31,7 @@ struct QuantizationPlan {
   ScaleRule rule = ScaleRule::kCurrent;
   int64_t lhs_rows = 0, k = 0, n = 0;
   bool rhs_source_transposed = false;  // the caller's rhs is already [N, K]
+  bool lhs_source_transposed = false;  // the caller's lhs is [K, M]: quantized into [M, K]
   // kQuant: quantized lhs, quantized rhs [N, K], their block scales, the two amaxes.
   size_t lhs_at = 0, rhs_at = 0, lhs_block_at = 0, rhs_block_at = 0, amax_at = 0;
   int64_t quant_bytes = 0;

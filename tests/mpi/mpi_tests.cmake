@@ -444,3 +444,16 @@ set_tests_properties(mpi_repeatable_bits PROPERTIES LABELS mpi TIMEOUT 120 PROCE
 file(WRITE ${out}/sweep_with_block.ini "gemm = up all_gather 32 48\ncollective = all_gather, reduce_scatter\n")
 cgemm_add_mpi_failure_test(sweep_list_ignored_by_block 2 "collective = .*sweeps nothing"
   --config ${out}/sweep_with_block.ini --seq_len 16)
+
+# The backward pass's GEMM layouts (issue 24: wgrad's transposed lhs and two contracting dims,
+# lhs [K, M], rhs [N, K], an N-D rhs) as plain GEMMs on the CPU backend against an fp64
+# reference, on 1 rank and on dp 2 x tp 2; the layouts that cannot run are refused.
+add_executable(test_gemm_layouts ${CMAKE_CURRENT_LIST_DIR}/test_gemm_layouts.cpp)
+target_link_libraries(test_gemm_layouts PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(np 1 4)
+  add_test(NAME mpi_gemm_layouts_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_gemm_layouts>)
+  set_tests_properties(mpi_gemm_layouts_np${np} PROPERTIES LABELS mpi TIMEOUT 120
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()

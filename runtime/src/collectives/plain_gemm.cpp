@@ -34,6 +34,7 @@ CollectiveGemm make_plain_gemm(GemmGeometry& g) {
   c.gemm_only.ops.push_back(g.gemm(t, lhs, out, std::nullopt, 0, g.name + " gemm"));
   c.summary = "one GEMM [" + std::to_string(g.lhs_rows) + " x " + std::to_string(g.k) + "] @ [" +
               std::to_string(g.k) + " x " + std::to_string(g.n) + "]" +
+              (g.lhs_transposed ? " (lhs stored [k, m])" : "") +
               (g.reduce_axis.empty() ? "" : ", all-reduce over " + g.reduce_axis);
   return c;
 }

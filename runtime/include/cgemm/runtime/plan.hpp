@@ -2,10 +2,20 @@
 // A GEMM described by its global operands and PartitionSpecs, planned by the sharding
 // planner (as Transformer Engine's gemm.py) and executed on every rank's local shards.
 //
-// Supported layouts: lhs [..., K] contracting its last dim (3-D [B, S, K] or, with
-// transpose_batch_sequence, [S, B, K] for the collectives); rhs 2-D, [K, N] (contracting
-// dim 0) or [N, K] (contracting dim 1); bias 1-D [N]. Other layouts are planned but
-// rejected by the runtime with a cgemm::Error naming the layout.
+// Supported layouts (runtime/src/gemm_layout.hpp): every layout that is one 2-D GEMM on the
+// operands as stored, i.e. each operand's contracting dims (consecutive, as gemm.py requires)
+// at one of its ends:
+//  - collective none (a plain GEMM): lhs [M..., K...] (contracting its trailing dims) or
+//    [K..., M...] (its leading dims: a weight gradient's x^T), rhs [K..., N...] or
+//    [N..., K...], any number of contracting dims, the output [M..., N...] (gemm.py's
+//    abstract: lhs non-contracting dims, then rhs non-contracting dims), the bias [N...].
+//    The contracting dims are contracted in storage order, flattened, as gemm.py's lowering
+//    does. A quantized GEMM quantizes a transposed operand into its NT copy.
+//  - all_gather, reduce_scatter: lhs [..., K] contracting its last dim (3-D [B, S, K] or,
+//    with transpose_batch_sequence, [S, B, K]); rhs 2-D, [K, N] (contracting dim 0) or [N, K]
+//    (contracting dim 1); bias 1-D [N].
+// Other layouts (contracting dims in the middle of an operand; other layouts with a
+// collective) are planned but rejected by the runtime with a cgemm::Error naming the layout.
 
 #include <memory>
 #include <optional>

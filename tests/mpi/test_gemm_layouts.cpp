@@ -1,0 +1,404 @@
+// The GEMM layouts of a training step's backward pass (issue 24) run as plain GEMMs (collective
+// none) on the CPU backend, under mpirun on 1 rank and on dp 2 x tp 2: wgrad's transposed lhs
+// contracting two dims (x [B, S, H]^T dy [B, S, N]), lhs [K, M], rhs [N, K], an N-D rhs
+// (runtime/src/gemm_layout.hpp). Each against an fp64 reference of the global output
+// computed here from the same global inputs, fresh random each run, outputs poisoned with
+// NaN. Layouts that cannot run as one GEMM are refused with one clear message.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cgemm/core/convert.hpp"
+#include "cgemm/runtime/plan.hpp"
+
+namespace cgemm {
+namespace {
+
+std::unique_ptr<Context> g_ctx;
+uint32_t g_seed = 0;  // rank 0's, broadcast: every rank builds the same global tensors
+
+SpecEntry none() { return SpecEntry::none(); }
+SpecEntry dp() { return SpecEntry::axis("dp"); }
+SpecEntry tpsp() { return SpecEntry::axis("tpsp"); }
+
+// Row-major strides of `s`.
+std::vector<int64_t> strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+// The shard of `global` (shape gshape) at `offset` of shape `local`, row-major.
+std::vector<double> shard(const std::vector<double>& global, const Shape& gshape,
+                          const Shape& offset, const Shape& local) {
+  const auto gs = strides(gshape);
+  const auto ls = strides(local);
+  std::vector<double> out(static_cast<size_t>(num_elements(local)));
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    int64_t g = 0;
+    for (size_t d = 0; d < local.size(); ++d) {
+      g += ((i / ls[d]) % local[d] + offset[d]) * gs[d];
+    }
+    out[static_cast<size_t>(i)] = global[static_cast<size_t>(g)];
+  }
+  return out;
+}
+
+// Global values, never zero, rounded to `dtype` so the reference sees what the GEMM reads.
+std::vector<double> random_tensor(const Shape& s, DType dtype, uint32_t stream) {
+  std::mt19937 gen(g_seed + 7919u * stream);
+  std::uniform_real_distribution<double> mag(0.25, 1.0);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<double> v(static_cast<size_t>(num_elements(s)));
+  for (double& x : v) {
+    const float f = static_cast<float>(sign(gen) ? mag(gen) : -mag(gen));
+    float r = 0.0f;
+    std::vector<char> buf(dtype_size(dtype));
+    convert_from_float(&f, buf.data(), dtype, 1);
+    convert_to_float(buf.data(), dtype, &r, 1);
+    x = r;
+  }
+  return v;
+}
+
+std::vector<char> to_dtype(const std::vector<double>& v, DType dtype) {
+  std::vector<float> f(v.begin(), v.end());
+  std::vector<char> out(v.size() * dtype_size(dtype) + 1);
+  convert_from_float(f.data(), out.data(), dtype, static_cast<int64_t>(f.size()));
+  return out;
+}
+
+// An operand as the test reads it: [rows, cols] = [M or N, K] whatever the storage, with the
+// contracting dims flattened in storage order (gemm.py's lowering): leading contracting dims
+// store [K, rows], trailing ones [rows, K].
+struct Flat {
+  int64_t rows = 1, k = 1;
+  bool leading = false;
+  double at(const std::vector<double>& v, int64_t r, int64_t p) const {
+    return v[static_cast<size_t>(leading ? p * rows + r : r * k + p)];
+  }
+};
+
+Flat flat(const Shape& s, const std::vector<int>& cdims) {
+  Flat f;
+  std::vector<bool> c(s.size(), false);
+  for (int d : cdims) c[static_cast<size_t>(d < 0 ? d + static_cast<int>(s.size()) : d)] = true;
+  for (size_t d = 0; d < s.size(); ++d) (c[d] ? f.k : f.rows) *= s[d];
+  f.leading = c[0] && !c[s.size() - 1];
+  return f;
+}
+
+struct Case {
+  GemmDesc desc;
+  double tolerance = 1e-5;  // of sum |lhs| |rhs| per output element
+};
+
+GemmDesc layout_desc(std::string name, Shape lhs, PartitionSpec lhs_spec, Shape rhs,
+                     PartitionSpec rhs_spec, ContractingDims dims, DType dtype = DType::kFloat32) {
+  GemmDesc d;
+  d.name = std::move(name);
+  d.lhs_shape = std::move(lhs);
+  d.rhs_shape = std::move(rhs);
+  d.lhs_spec = std::move(lhs_spec);
+  d.rhs_spec = std::move(rhs_spec);
+  d.contracting_dims = std::move(dims);
+  d.dtype = d.out_dtype = dtype;
+  return d;
+}
+
+// Plans and runs `desc`, checks this rank's output shard against the fp64 reference of the
+// global output, and returns the plan's description for further checks.
+PlanDescription run_and_check(const GemmDesc& desc, double tolerance) {
+  GemmPlan plan(*g_ctx, desc);
+  const DType in = desc.dtype, out_t = desc.out_dtype;
+  const auto lhs = random_tensor(desc.lhs_shape, in, 1);
+  const auto rhs = random_tensor(desc.rhs_shape, in, 2);
+  const Flat a = flat(desc.lhs_shape, desc.contracting_dims.first);
+  const Flat b = flat(desc.rhs_shape, desc.contracting_dims.second);
+  EXPECT_EQ(a.k, b.k);
+  std::vector<double> bias;
+  if (desc.bias_shape) bias = random_tensor(*desc.bias_shape, out_t, 3);
+
+  // The reference: out [M, N] row-major is the output [lhs kept..., rhs kept...].
+  EXPECT_EQ(num_elements(plan.out_global()), a.rows * b.rows);
+  std::vector<double> ref(static_cast<size_t>(a.rows * b.rows)), mag(ref.size());
+  for (int64_t i = 0; i < a.rows; ++i) {
+    for (int64_t j = 0; j < b.rows; ++j) {
+      double s = 0.0, m = 0.0;
+      for (int64_t p = 0; p < a.k; ++p) {
+        const double x = a.at(lhs, i, p) * b.at(rhs, j, p);
+        s += x;
+        m += std::fabs(x);
+      }
+      if (!bias.empty()) s += bias[static_cast<size_t>(j)];
+      ref[static_cast<size_t>(i * b.rows + j)] = s;
+      mag[static_cast<size_t>(i * b.rows + j)] = m;
+    }
+  }
+
+  const auto lhs_local =
+      to_dtype(shard(lhs, desc.lhs_shape, plan.lhs_offset(), plan.lhs_local()), in);
+  const auto rhs_local =
+      to_dtype(shard(rhs, desc.rhs_shape, plan.rhs_offset(), plan.rhs_local()), in);
+  std::vector<char> bias_local;
+  if (!bias.empty()) {
+    bias_local =
+        to_dtype(shard(bias, *desc.bias_shape, plan.bias_offset(), plan.bias_local()), out_t);
+  }
+  const int64_t out_n = num_elements(plan.out_local());
+  const std::vector<double> nan(static_cast<size_t>(out_n), std::nan(""));
+  std::vector<char> out = to_dtype(nan, out_t);
+  plan.execute(lhs_local.data(), rhs_local.data(), bias.empty() ? nullptr : bias_local.data(),
+               out.data());
+
+  std::vector<float> got(static_cast<size_t>(out_n));
+  convert_to_float(out.data(), out_t, got.data(), out_n);
+  const auto want = shard(ref, plan.out_global(), plan.out_offset(), plan.out_local());
+  const auto scale = shard(mag, plan.out_global(), plan.out_offset(), plan.out_local());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= tolerance * scale[i] + 1e-6) && bad++ < 5) {
+      ADD_FAILURE() << desc.name << ": out[" << i << "] = " << got[i] << ", reference " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << desc.name << ": " << plan.schedule_summary();
+  return plan.description();
+}
+
+// wgrad: dW [H, N] = x^T dy, x [B, S, H] and dy [B, S, N] contracting (0, 1) on both sides.
+TEST(GemmLayouts, WgradContractsTheLeadingDimsOfBoth) {
+  // x and dy replicated, dW split on tp by dy's columns: no reduction.
+  const auto d = run_and_check(layout_desc("wgrad", {4, 6, 8}, {none(), none(), none()}, {4, 6, 10},
+                                           {none(), none(), tpsp()}, {{0, 1}, {0, 1}}),
+                               1e-5);
+  EXPECT_FALSE(d.sharding.reduce_spec.has_value());
+  EXPECT_EQ(d.out_global, (Shape{8, 10}));
+  ASSERT_EQ(d.sequential.gemms.size(), 1u);
+  EXPECT_TRUE(d.sequential.gemms[0].task.lhs_transposed);
+  EXPECT_FALSE(d.sequential.gemms[0].task.rhs_transposed);
+  EXPECT_EQ(d.sequential.gemms[0].task.k, 24);
+}
+
+TEST(GemmLayouts, WgradOfASequenceParallelLayerAllReducesOverTp) {
+  // Sequence-parallel x and dy: the planner reduces dW over tpsp; the plain GEMM all-reduces.
+  GemmDesc desc = layout_desc("wgrad sp", {2, 8, 6}, {none(), tpsp(), none()}, {2, 8, 4},
+                              {none(), tpsp(), none()}, {{0, 1}, {0, 1}}, DType::kBFloat16);
+  desc.out_dtype = DType::kFloat32;
+  const auto d = run_and_check(desc, 1e-5);
+  ASSERT_TRUE(d.sharding.reduce_spec.has_value());
+  EXPECT_TRUE(d.sharding.reduce_spec->is_axis("tpsp"));
+}
+
+TEST(GemmLayouts, WgradReducedOverDpIsRefusedAsToday) {
+  // x and dy batch-sharded on dp: the planner reduces dW over dp, which the plain GEMM does not
+  // do (it all-reduces over tp only).
+  const GemmDesc desc = layout_desc("wgrad dp", {4, 6, 8}, {dp(), none(), none()}, {4, 6, 10},
+                                    {dp(), none(), none()}, {{0, 1}, {0, 1}});
+  try {
+    GemmPlan plan(*g_ctx, desc);
+    FAIL() << "planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "the output is reduced over ('dp',); the runtime all-reduces over the "
+                  "tensor-parallel axis only"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GemmLayouts, TransposedLhs) {
+  // lhs [K, M] contracting dim 0 with rhs [K, N].
+  const auto d = run_and_check(
+      layout_desc("lhs km", {12, 8}, {none(), dp()}, {12, 6}, {none(), tpsp()}, {{0}, {0}}), 1e-5);
+  EXPECT_TRUE(d.sequential.gemms.at(0).task.lhs_transposed);
+}
+
+TEST(GemmLayouts, TransposedRhs) {
+  // lhs [M, K] with rhs [N, K], both contracting their last dim.
+  const auto d = run_and_check(
+      layout_desc("rhs nk", {8, 12}, {dp(), none()}, {6, 12}, {tpsp(), none()}, {{1}, {-1}}), 1e-5);
+  EXPECT_FALSE(d.sequential.gemms.at(0).task.lhs_transposed);
+  EXPECT_TRUE(d.sequential.gemms.at(0).task.rhs_transposed);
+}
+
+TEST(GemmLayouts, ThreeDimensionalRhsWithBias) {
+  // lhs [B, S, K] with rhs [K, N1, N2]: the output [B, S, N1, N2], the bias [N1, N2].
+  GemmDesc desc = layout_desc("rhs 3d", {2, 4, 12}, {dp(), none(), none()}, {12, 4, 3},
+                              {none(), tpsp(), none()}, {{2}, {0}});
+  desc.bias_shape = Shape{4, 3};
+  desc.bias_spec = {tpsp(), none()};
+  const auto d = run_and_check(desc, 1e-5);
+  EXPECT_EQ(d.out_global, (Shape{2, 4, 4, 3}));
+}
+
+TEST(GemmLayouts, BothTransposedWithTwoContractingDims) {
+  // lhs [K1, K2, M] contracting (0, 1) with rhs [N, K1, K2] contracting (1, 2).
+  const auto d = run_and_check(layout_desc("both transposed", {3, 4, 8}, {none(), none(), dp()},
+                                           {6, 3, 4}, {tpsp(), none(), none()}, {{0, 1}, {1, 2}}),
+                               1e-5);
+  EXPECT_TRUE(d.sequential.gemms.at(0).task.lhs_transposed);
+  EXPECT_TRUE(d.sequential.gemms.at(0).task.rhs_transposed);
+}
+
+TEST(GemmLayouts, AnOperandContractingEveryDim) {
+  // A vector lhs [K] (M = 1) with rhs [K, N].
+  auto d = run_and_check(
+      layout_desc("vector lhs", {12}, {none()}, {12, 6}, {none(), tpsp()}, {{0}, {0}}), 1e-5);
+  EXPECT_EQ(d.out_global, (Shape{6}));
+  // lhs [M, K1, K2] with rhs [K1, K2] (N = 1): the output [M].
+  d = run_and_check(layout_desc("vector rhs", {8, 3, 4}, {dp(), none(), none()}, {3, 4},
+                                {none(), none()}, {{1, 2}, {0, 1}}),
+                    1e-5);
+  EXPECT_EQ(d.out_global, (Shape{8}));
+  // Both: a dot product, the output a scalar.
+  d = run_and_check(
+      layout_desc("dot", {4, 3}, {none(), none()}, {4, 3}, {none(), none()}, {{0, 1}, {0, 1}}),
+      1e-5);
+  EXPECT_EQ(d.out_global, Shape{});
+}
+
+// The message of the Error `desc` is refused with at planning.
+std::string refusal(const GemmDesc& desc) {
+  try {
+    GemmPlan plan(*g_ctx, desc);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(planned)";
+}
+
+TEST(GemmLayouts, ContractingDimsInTheMiddleAreRefused) {
+  const std::string msg = refusal(layout_desc("middle", {4, 12, 2}, {none(), none(), none()},
+                                              {12, 6}, {none(), none()}, {{1}, {0}}));
+  EXPECT_NE(msg.find("GEMM 'middle': the runtime runs the GEMM as one 2-D GEMM"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("lhs [4, 12, 2] contracting (1,), rhs [12, 6] contracting (0,)"),
+            std::string::npos)
+      << msg;
+  // Also on the rhs.
+  const std::string rhs_msg = refusal(layout_desc(
+      "rhs middle", {4, 12}, {none(), none()}, {2, 12, 6}, {none(), none(), none()}, {{1}, {1}}));
+  EXPECT_NE(rhs_msg.find("leading or its trailing dims"), std::string::npos) << rhs_msg;
+}
+
+TEST(GemmLayouts, NonConsecutiveContractingDimsAreGemmPysRefusal) {
+  const std::string msg =
+      refusal(layout_desc("gaps", {3, 4, 2}, {none(), none(), none()}, {3, 2, 5},
+                          {none(), none(), none()}, {{0, 2}, {0, 1}}));
+  EXPECT_NE(msg.find("consecutive contracting dimensions for LHS operand"), std::string::npos)
+      << msg;
+}
+
+TEST(GemmLayouts, CollectivesKeepTheirLayout) {
+  // An all-gather of an lhs contracting two trailing dims with a 3-D rhs.
+  GemmDesc desc = layout_desc("ag 4d", {2, 8, 3, 4}, {dp(), tpsp(), none(), none()}, {3, 4, 6},
+                              {none(), none(), tpsp()}, {{2, 3}, {0, 1}});
+  desc.collective = CollectiveOp::kAllGather;
+  const std::string msg = refusal(desc);
+  EXPECT_NE(
+      msg.find(
+          "GEMM 'ag 4d': the runtime runs all_gather GEMMs on lhs [..., K] contracting its last "
+          "dim and a 2-D rhs"),
+      std::string::npos)
+      << msg;
+}
+
+// Runs `desc` (replicated specs: every rank holds the whole operands) on global float32 lhs
+// and rhs; returns the output, poisoned with NaN before the run.
+std::vector<float> run_replicated(const GemmDesc& desc, const std::vector<double>& lhs,
+                                  const std::vector<double>& rhs) {
+  GemmPlan plan(*g_ctx, desc);
+  const auto a = to_dtype(lhs, DType::kFloat32), b = to_dtype(rhs, DType::kFloat32);
+  std::vector<float> out(static_cast<size_t>(num_elements(plan.out_local())), std::nanf(""));
+  plan.execute(a.data(), b.data(), nullptr, out.data());
+  return out;
+}
+
+// A quantized GEMM quantizes a transposed lhs into its [M, K] copy, and flattens several
+// contracting dims and an N-D rhs as the 2-D GEMM does: the same quantized values, so the
+// same output bit for bit as the 2-D NN GEMM on the same memory, and near the fp64 product.
+TEST(GemmLayouts, QuantizedLayoutsMatchTheTwoDimensionalGemm) {
+  const int64_t m = 16, k = 64, n = 16;
+  const PartitionSpec r2{none(), none()}, r4{none(), none(), none(), none()};
+  for (ScalingMode mode : {ScalingMode::kCurrentTensorScaling, ScalingMode::kMxfp8_1d}) {
+    SCOPED_TRACE(scaling_mode_name(mode));
+    GemmDesc mk = layout_desc("fp8 mk", {m, k}, r2, {k, n}, r2, {{1}, {0}});
+    mk.quantization.mode = mode;
+    GemmDesc km = mk;
+    km.name = "fp8 km";
+    km.lhs_shape = {k, m};
+    km.contracting_dims = {{0}, {0}};
+    // lhs [2, 8, 2, 32] contracting (2, 3), rhs [2, 32, 4, 4] contracting (0, 1): the same
+    // memory as mk's [16, 64] and [64, 16].
+    GemmDesc nd = mk;
+    nd.name = "fp8 nd";
+    nd.lhs_shape = {2, 8, 2, 32};
+    nd.lhs_spec = r4;
+    nd.rhs_shape = {2, 32, 4, 4};
+    nd.rhs_spec = r4;
+    nd.contracting_dims = {{2, 3}, {0, 1}};
+
+    const auto lhs = random_tensor({m, k}, DType::kFloat32, 4);
+    const auto rhs = random_tensor({k, n}, DType::kFloat32, 5);
+    std::vector<double> lhs_km(lhs.size());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t p = 0; p < k; ++p) {
+        lhs_km[static_cast<size_t>(p * m + i)] = lhs[static_cast<size_t>(i * k + p)];
+      }
+    }
+    const auto out = run_replicated(mk, lhs, rhs);
+    const auto out_km = run_replicated(km, lhs_km, rhs);
+    const auto out_nd = run_replicated(nd, lhs, rhs);
+    ASSERT_EQ(out.size(), static_cast<size_t>(m * n));
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_FALSE(std::isnan(out[i])) << i;
+      ASSERT_EQ(out_km[i], out[i]) << i;
+      ASSERT_EQ(out_nd[i], out[i]) << i;
+    }
+    // e4m3 keeps 3 mantissa bits: each operand within 1/16, the sum within 1/4 of the
+    // magnitudes.
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0.0, mag = 0.0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x =
+              lhs[static_cast<size_t>(i * k + p)] * rhs[static_cast<size_t>(p * n + j)];
+          sum += x;
+          mag += std::fabs(x);
+        }
+        EXPECT_NEAR(out[static_cast<size_t>(i * n + j)], sum, mag / 4) << i << ", " << j;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cgemm
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  testing::InitGoogleTest(&argc, argv);
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  cgemm::g_seed = std::random_device{}();
+  MPI_Bcast(&cgemm::g_seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
+  const int dp = world % 2 == 0 ? 2 : 1;
+  if (rank == 0) std::printf("seed %u, dp %d x tp %d\n", cgemm::g_seed, dp, world / dp);
+  cgemm::g_ctx =
+      std::make_unique<cgemm::Context>(MPI_COMM_WORLD, cgemm::MeshConfig{.dp = dp, .tp = 0},
+                                       cgemm::BackendKind::kCpu, cgemm::OverlapOptions{});
+  const int rc = RUN_ALL_TESTS();
+  cgemm::g_ctx.reset();
+  MPI_Finalize();
+  return rc;
+}
