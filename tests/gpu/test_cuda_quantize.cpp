@@ -222,10 +222,9 @@ TEST_F(CudaQuantizeTest, TransposedCastsMatchFloat8HppBitForBit) {
   for (const DType src_t : {DType::kBFloat16, DType::kFloat32}) {
     const std::vector<unsigned char> bits = source_bits(src_t);
     for (const DType fmt : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
-      // Whole 128 x 64 tiles with vector loads and stores; a partial row of tiles (192 rows)
-      // beside whole ones; rows a multiple of 4 but not of 8 (4-byte output words: the scalar
-      // store); odd edges on both dims; a single row and a single column; an unaligned source
-      // and destination (scalar paths).
+      // Whole 64 x 64 tiles with vector loads and stores; a partial column of tiles; rows a
+      // multiple of 4 but not of 8; odd edges on both dims; a single row and a single column;
+      // an unaligned source and destination (scalar paths).
       check_quantize(be, src_t, bits, 256, 256, fmt, true, 1.0f, 0, 0);
       check_quantize(be, src_t, bits, 192, 320, fmt, true, 2.5f, 0, 0);
       check_quantize(be, src_t, bits, 260, 72, fmt, true, 1.5f, 0, 0);

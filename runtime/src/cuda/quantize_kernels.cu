@@ -187,17 +187,17 @@ __global__ void quantize_kernel(const void* src, int64_t count, int64_t vectors,
 
 // --- quantize, transposed ---
 
-// A [128, 64] tile of src (rows x columns) goes through shared memory as its FP8 codes, one
-// 32-bit word per 4 columns of a row (17 words a row: the padding word spreads the transposed
-// reads over all 32 banks). The tile is 128 rows tall so that each of its 64 output rows gets
-// 128 contiguous bytes, a whole cache line: with 64 rows (half lines) the kernel moved 57-64% of
-// the copy bandwidth on an H200 (docs/PERFORMANCE.md, 2026-12-03).
-// Load: a warp reads two whole tile rows (16 threads x 4 elements each), eight times, all
-// loads issued before the first cast. Store: every thread reads an 8 x 4 byte block (8 rows,
-// 4 columns), transposes it in registers and writes 8 bytes into each of 4 output rows; a warp's
-// store covers 8 output rows with 32 contiguous bytes each.
-constexpr int kTileRows = 128;
-constexpr int kTileCols = 64;
+// Measured on the H200 (2026-12-03, cgemm-bench --parts quantize): 62-63% of the copy
+// bandwidth from 64 MiB up, below the 80% goal. Two changes measured no better: 128-row tiles
+// with 8-byte stores (each output row a whole cache line; 55%), and walking the tiles down the
+// column bands instead of along the row bands (no change).
+// A [64, 64] tile of src goes through shared memory as its FP8 codes, one 32-bit word per 4
+// columns of a row (17 words a row: the padding word spreads the transposed reads over all 32
+// banks). Load: a warp reads two whole tile rows (16 threads x 4 elements each). Store: every
+// thread reads a 4 x 4 byte block (4 rows, 4 columns), transposes it in registers and writes
+// 4 words, one into each of 4 output rows; a warp's store covers 4 output rows with 32
+// contiguous bytes each.
+constexpr int kTile = 64;
 
 __device__ __forceinline__ void transpose4x4(const uint32_t (&w)[4], uint32_t (&o)[4]) {
   // w[i] byte j = element (row i, column j); o[j] byte i = the same element.
@@ -216,28 +216,23 @@ __global__ void __launch_bounds__(kThreads)
     quantize_transpose_kernel(const void* src, int64_t rows, int64_t cols, uint8_t* dst,
                               const float* state, int64_t tiles_c, int64_t tiles, bool vec_in,
                               bool vec_out) {
-  static_assert(kThreads == 256, "the load and store maps below assume 256 threads");
-  constexpr int kWords = kTileCols / 4;         // words of a tile row
-  constexpr int kLoadRows = kThreads / kWords;  // tile rows one load pass covers
-  constexpr int kPasses = kTileRows / kLoadRows;
-  __shared__ uint32_t tile[kTileRows][kWords + 1];
+  __shared__ uint32_t tile[kTile][kTile / 4 + 1];
   const float scale = __ldg(state + ScaleStateLayout::kScale);
   const int tid = static_cast<int>(threadIdx.x);
-  const int m = tid % kWords;  // load: word m (columns 4m .. 4m + 3) of rows tid / 16 + 16 it
+  const int m = tid & 15;  // load: the word (columns 4m .. 4m + 3) of rows tid / 16 + 16 it
   const int lane = tid & 31, warp = tid >> 5;
-  // store: the block of rows 8q .. 8q + 7 and columns 4p .. 4p + 3. The word tile[8q + i][p]
-  // lies in bank (8q + 17i + p) % 32 (17 words a row, 8 * 17 = 136 = 8 mod 32); within a warp
-  // q spans 4 values and p 8, so 8q + p covers 32 banks for each i.
-  const int q = (lane >> 3) + 4 * (warp >> 1);
-  const int p = (lane & 7) + 8 * (warp & 1);
+  // store: the block of rows 4q .. 4q + 3 and columns 4p .. 4p + 3; within a warp q spans 8
+  // and p 4 values, so the word reads tile[4q + i][p] fall in 32 different banks.
+  const int q = (lane & 7) + 8 * (warp & 1);
+  const int p = (lane >> 3) + 4 * (warp >> 1);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t r0 = (t / tiles_c) * kTileRows;
-    const int64_t c0 = (t % tiles_c) * kTileCols;
-    const bool full = r0 + kTileRows <= rows && c0 + kTileCols <= cols;
-    float x[kPasses][4];
+    const int64_t r0 = (t / tiles_c) * kTile;
+    const int64_t c0 = (t % tiles_c) * kTile;
+    const bool full = r0 + kTile <= rows && c0 + kTile <= cols;
+    float x[4][4];
 #pragma unroll
-    for (int it = 0; it < kPasses; ++it) {
-      const int64_t r = r0 + tid / kWords + kLoadRows * it;
+    for (int it = 0; it < 4; ++it) {
+      const int64_t r = r0 + (tid >> 4) + 16 * it;
       const int64_t c = c0 + 4 * m;
       if (full && vec_in) {
         load4<kKind>(src, r * cols + c, x[it]);
@@ -249,28 +244,22 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 #pragma unroll
-    for (int it = 0; it < kPasses; ++it) {
-      tile[tid / kWords + kLoadRows * it][m] = cast4<kFmt>(x[it], scale);
-    }
+    for (int it = 0; it < 4; ++it) tile[(tid >> 4) + 16 * it][m] = cast4<kFmt>(x[it], scale);
     __syncthreads();
-    uint32_t lo[4], hi[4], w[4];
+    uint32_t w[4], o[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = tile[8 * q + i][p];
-    transpose4x4(w, lo);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = tile[8 * q + 4 + i][p];
-    transpose4x4(w, hi);
-    const int64_t r = r0 + 8 * q;
+    for (int i = 0; i < 4; ++i) w[i] = tile[4 * q + i][p];
+    transpose4x4(w, o);
+    const int64_t r = r0 + 4 * q;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t c = c0 + 4 * p + j;  // the output row
       if (full && vec_out) {
-        *reinterpret_cast<uint2*>(dst + c * rows + r) = make_uint2(lo[j], hi[j]);
+        *reinterpret_cast<uint32_t*>(dst + c * rows + r) = o[j];
       } else if (c < cols) {
 #pragma unroll
-        for (int b = 0; b < 8; ++b) {
-          const uint32_t word = b < 4 ? lo[j] : hi[j];
-          if (r + b < rows) dst[c * rows + r + b] = static_cast<uint8_t>(word >> (8 * (b % 4)));
+        for (int b = 0; b < 4; ++b) {
+          if (r + b < rows) dst[c * rows + r + b] = static_cast<uint8_t>(o[j] >> (8 * b));
         }
       }
     }
@@ -291,13 +280,12 @@ cudaError_t launch_quantize_as(const void* src, int64_t rows, int64_t cols, uint
         src, count, vectors, dst, state);
     return cudaGetLastError();
   }
-  const int64_t tiles_r = (rows + kTileRows - 1) / kTileRows;
-  const int64_t tiles_c = (cols + kTileCols - 1) / kTileCols;
+  const int64_t tiles_r = (rows + kTile - 1) / kTile;
+  const int64_t tiles_c = (cols + kTile - 1) / kTile;
   const int64_t tiles = tiles_r * tiles_c;
-  // Whole rows of 4 elements start aligned only when every row does (cols % 4); output rows of
-  // 8-byte words likewise (rows % 8).
+  // Whole rows of 4 elements start aligned only when every row does (cols % 4).
   const bool vec_in = cols % 4 == 0 && src_addr % (kKind == 0 ? 16 : 8) == 0;
-  const bool vec_out = rows % 8 == 0 && dst_addr % 8 == 0;
+  const bool vec_out = rows % 4 == 0 && dst_addr % 4 == 0;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{1} << 20));
   quantize_transpose_kernel<kKind, kFmt><<<blocks, kThreads, 0, stream>>>(
       src, rows, cols, dst, state, tiles_c, tiles, vec_in, vec_out);
@@ -339,10 +327,10 @@ cudaError_t launch_amax(const void* src, DType dtype, int64_t count, float* amax
           ? count
           : std::min<int64_t>(count, static_cast<int64_t>((16 - addr % 16) % 16) / size);
   const int64_t vectors = (count - head) / (kind == 0 ? 4 : 8);
-  // One resident wave at most: every block ends in one atomicMax on the same word, and with
-  // the grid-stride default (4096 blocks) amax reached only 64% of the copy bandwidth at 64 MiB
-  // on an H200 (docs/PERFORMANCE.md, 2026-12-03) while larger tensors reached 98%: a fixed cost
-  // of about 10 us, which fewer blocks and no tail wave cut.
+  // At most one resident wave: every block ends in one atomicMax on the same word, and more
+  // blocks than fit at once only add a tail wave. On the H200 this ran at 86-88% of the copy
+  // bandwidth at 64 MiB, 20 calls timed back to back; one call timed alone is about 10 us
+  // slower (the host launches a memset and the kernel).
   unsigned blocks = blocks_for(std::max<int64_t>((vectors + 3) / 4, head));
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) == cudaSuccess &&
