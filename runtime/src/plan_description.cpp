@@ -53,6 +53,77 @@ void require_same_spec(const PartitionSpec& given, const PartitionSpec& planned,
   }
 }
 
+// A PartitionSpec names each mesh axis at most once (JAX refuses a spec that maps an axis
+// twice). The planner does not check it, and a spec such as ('dp', None, 'dp') would make each
+// rank compute only a diagonal block of the output: refused for every operand and the output.
+void require_axes_once(const PartitionSpec& spec, const std::string& what) {
+  std::vector<std::string> seen;
+  for (const SpecEntry& e : spec) {
+    for (const std::string& a : e.axes) {
+      if (std::find(seen.begin(), seen.end(), a) != seen.end()) {
+        throw PlanError(what + ": the spec " + spec_str(spec) + " names mesh axis '" + a +
+                        "' more than once (a mesh axis can shard one dim only)");
+      }
+      seen.push_back(a);
+    }
+  }
+}
+
+// The runtime contracts each operand's contracting dims flattened in storage order. That is
+// the GEMM jax.lax.dot_general defines (it pairs lhs_contracting[i] with rhs_contracting[i])
+// only when both lists are in storage order and the i-th dims agree in size, and each rank's
+// flattened local K is the same slice on both sides only when the i-th dims are sharded alike.
+// gemm.py's abstract checks only that the two products agree: the rest is refused here.
+void require_paired_contraction(const GemmDesc& desc, const GemmLayouts& layout,
+                                const GemmSharding& s, const std::string& where) {
+  const std::vector<int64_t>& lc = layout.lhs.contracting;
+  const std::vector<int64_t>& rc = layout.rhs.contracting;
+  const auto dims_str = [](const std::vector<int64_t>& d) {
+    std::string out = "(";
+    for (size_t i = 0; i < d.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(d[i]);
+    return out + (d.size() == 1 ? ",)" : ")");
+  };
+  const std::string given = " (given: lhs " + shape_str(desc.lhs_shape) + " contracting " +
+                            dims_str(lc) + ", rhs " + shape_str(desc.rhs_shape) + " contracting " +
+                            dims_str(rc) + ")";
+  if (!std::is_sorted(lc.begin(), lc.end()) || !std::is_sorted(rc.begin(), rc.end())) {
+    throw Error(where + ": list each operand's contracting dims in the order they are stored " +
+                "(increasing): the runtime contracts them flattened in that order" + given);
+  }
+  if (lc.size() != rc.size()) {
+    // Storage-order flattening is still the GEMM meant when nothing splits K across ranks.
+    for (size_t i = 0; i < lc.size(); ++i) {
+      if (!s.lhs[static_cast<size_t>(lc[i])].is_none()) {
+        throw Error(where + ": lhs and rhs contract a different number of dims and the lhs's " +
+                    "contracting dim " + std::to_string(lc[i]) +
+                    " is sharded: the ranks' local K slices would not pair" + given);
+      }
+    }
+    for (size_t i = 0; i < rc.size(); ++i) {
+      if (!s.rhs[static_cast<size_t>(rc[i])].is_none()) {
+        throw Error(where + ": lhs and rhs contract a different number of dims and the rhs's " +
+                    "contracting dim " + std::to_string(rc[i]) +
+                    " is sharded: the ranks' local K slices would not pair" + given);
+      }
+    }
+    return;
+  }
+  for (size_t i = 0; i < lc.size(); ++i) {
+    const auto l = static_cast<size_t>(lc[i]), r = static_cast<size_t>(rc[i]);
+    if (desc.lhs_shape[l] != desc.rhs_shape[r]) {
+      throw Error(where + ": contracting dim " + std::to_string(i) + " has size " +
+                  std::to_string(desc.lhs_shape[l]) + " on the lhs (dim " + std::to_string(l) +
+                  ") and " + std::to_string(desc.rhs_shape[r]) + " on the rhs (dim " +
+                  std::to_string(r) + "): paired contracting dims must agree" + given);
+    }
+    if (s.lhs[l] != s.rhs[r]) {
+      throw Error(where + ": contracting dim " + std::to_string(i) + " is sharded as " +
+                  spec_str({s.lhs[l]}) + " on the lhs and " + spec_str({s.rhs[r]}) +
+                  " on the rhs: each rank would multiply different K slices" + given);
+    }
+  }
+}
+
 // The reductions the collective GEMMs run (gemm.py's _sharded_impl sums the output over the
 // planner's reduce axis, then adds the bias): the reduce-scatter's own, over the tp axis; the
 // plain GEMM's all-reduce, over the tp axis (make_plain_gemm refuses the rest). The all-gather
@@ -323,12 +394,9 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   const GemmSharding& sharding = r.sharding;
   require_same_spec(pad_spec(desc.lhs_spec, lhs_nd, "lhs"), sharding.lhs, where + " lhs");
   require_same_spec(pad_spec(desc.rhs_spec, rhs_nd, "rhs"), sharding.rhs, where + " rhs");
-  // gemm.py shards the bias as the rhs's non-contracting dims whatever it was given (JAX
-  // reshards it); cgemm reads the caller's buffer as that shard, so the given spec must match.
-  if (si.bias) {
-    require_same_spec(pad_spec(desc.bias_spec, si.bias->ndim, "bias"), sharding.bias,
-                      where + " bias");
-  }
+  require_axes_once(sharding.lhs, where + " lhs");
+  require_axes_once(sharding.rhs, where + " rhs");
+  require_axes_once(sharding.out, where + " output");
   require_reduction_it_runs(desc, sharding, m);
 
   // The GEMM the runtime runs (gemm_layout.hpp); which layouts run is checked after gemm.py's
@@ -399,11 +467,19 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
       opt.compute_capability > 0 ? opt.compute_capability : kDefaultComputeCapability;
   ai.num_max_streams = opt.overlap.num_max_streams;
   r.abstract = gemm_abstract(ai);
+  // gemm.py shards the bias as the rhs's non-contracting dims whatever it was given (JAX
+  // reshards it); cgemm reads the caller's buffer as that shard, so the given spec must match.
+  // Checked after gemm_abstract, whose bias shape check names a wrongly shaped bias first.
+  if (si.bias) {
+    require_same_spec(pad_spec(desc.bias_spec, si.bias->ndim, "bias"), sharding.bias,
+                      where + " bias");
+  }
   if (!layout.runs_as_one_gemm()) {
     throw Error(where + ": the runtime runs the GEMM as one 2-D GEMM on the operands as stored, " +
                 "so each operand's contracting dims must be its leading or its trailing dims; " +
                 "got " + layout.describe(desc.lhs_shape, desc.rhs_shape));
   }
+  require_paired_contraction(desc, layout, sharding, where);
   // The collective GEMMs chunk the lhs by rows of [..., K] and the rhs is [K, N] or [N, K].
   if (desc.collective != CollectiveOp::kNone &&
       (lhs_nd < 2 || rhs_nd != 2 || layout.lhs.transposed || layout.lhs.contracting.size() != 1)) {

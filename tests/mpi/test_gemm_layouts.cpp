@@ -290,6 +290,56 @@ TEST(GemmLayouts, ContractingDimsInTheMiddleAreRefused) {
   EXPECT_NE(rhs_msg.find("leading or its trailing dims"), std::string::npos) << rhs_msg;
 }
 
+// Found by review: the runtime contracts each operand's contracting dims flattened in storage
+// order, so those dims must pair as jax.lax.dot_general pairs them (by list position) and be
+// sharded alike; before these checks each case below planned and gave a wrong output.
+TEST(GemmLayouts, ContractingDimsOutOfStorageOrderAreRefused) {
+  // lhs contracting (0, 1) with rhs (1, 0): dot_general pairs lhs dim 0 with rhs dim 1.
+  const std::string msg =
+      refusal(layout_desc("order", {2, 3, 5}, {none(), none(), none()}, {3, 2, 4},
+                          {none(), none(), none()}, {{0, 1}, {1, 0}}));
+  EXPECT_NE(msg.find("list each operand's contracting dims in the order they are stored"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(GemmLayouts, PairedContractingDimsOfDifferentSizesAreRefused) {
+  // Products agree (6 = 6), as gemm.py checks; the dims pair 2 with 3.
+  const std::string msg =
+      refusal(layout_desc("sizes", {2, 3, 5}, {none(), none(), none()}, {3, 2, 4},
+                          {none(), none(), none()}, {{0, 1}, {0, 1}}));
+  EXPECT_NE(msg.find("contracting dim 0 has size 2 on the lhs (dim 0) and 3 on the rhs (dim 0)"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(GemmLayouts, PairedContractingDimsShardedDifferentlyAreRefused) {
+  // The lhs shards its first contracting dim on tp, the rhs its second: the planner reduces
+  // over tpsp and accepts both specs, but each rank's local K slices would not pair.
+  const std::string msg =
+      refusal(layout_desc("shards", {6, 4, 4}, {none(), tpsp(), none()}, {4, 4, 10},
+                          {none(), tpsp(), none()}, {{1, 2}, {0, 1}}));
+  EXPECT_NE(msg.find("contracting dim 0 is sharded as ('tpsp',) on the lhs and (None,) on the rhs"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(GemmLayouts, AMeshAxisNamedTwiceIsRefused) {
+  const std::string msg = refusal(
+      layout_desc("twice", {4, 4, 6}, {dp(), dp(), none()}, {6, 5}, {none(), none()}, {{2}, {0}}));
+  EXPECT_NE(msg.find("names mesh axis 'dp' more than once"), std::string::npos) << msg;
+}
+
+TEST(GemmLayouts, AWronglyShapedBiasGetsTheShapeError) {
+  // Before: the bias spec check came first and asked for a spec the caller had given.
+  GemmDesc desc =
+      layout_desc("bias shape", {4, 12}, {none(), none()}, {12, 6}, {none(), none()}, {{1}, {0}});
+  desc.bias_shape = Shape{1, 6};
+  desc.bias_spec = {none()};
+  const std::string msg = refusal(desc);
+  EXPECT_NE(msg.find("bias tensor has incorrect shape"), std::string::npos) << msg;
+}
+
 TEST(GemmLayouts, NonConsecutiveContractingDimsAreGemmPysRefusal) {
   const std::string msg =
       refusal(layout_desc("gaps", {3, 4, 2}, {none(), none(), none()}, {3, 2, 5},
