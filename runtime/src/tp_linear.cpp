@@ -86,21 +86,18 @@ Shape local_tokens(const Shape& local_batch_first_or_not, int tp, bool tbs) {
   return t;
 }
 
-void* allocate(Backend& be, int64_t bytes) { return be.allocate(static_cast<size_t>(bytes)); }
+std::unique_ptr<detail::BackendMemory> allocate(Backend& be, int64_t bytes) {
+  return std::make_unique<detail::BackendMemory>(be, static_cast<size_t>(bytes));
+}
 
 // A ones tensor of `count` elements in `dtype`, in backend memory.
-void* ones(Backend& be, int64_t count, DType dtype) {
+std::unique_ptr<detail::BackendMemory> ones(Backend& be, int64_t count, DType dtype) {
   const std::vector<float> one(static_cast<size_t>(count), 1.0f);
   std::vector<char> host(static_cast<size_t>(checked_bytes(count, dtype_size(dtype), "ones")));
   convert_from_float(one.data(), host.data(), dtype, count);
-  void* p = be.allocate(host.size());
-  be.copy_from_host(p, host.data(), host.size());
+  auto p = allocate(be, static_cast<int64_t>(host.size()));
+  be.copy_from_host(p->get(), host.data(), host.size());
   return p;
-}
-
-void release(Backend& be, void*& p) {
-  if (p != nullptr) be.release(p);
-  p = nullptr;
 }
 
 }  // namespace
@@ -108,7 +105,7 @@ void release(Backend& be, void*& p) {
 // --- column-parallel ---
 
 ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
-    : ctx_(ctx), desc_(std::move(desc)) {
+    : desc_(std::move(desc)) {
   const TpLinearDesc& d = desc_;
   const bool tbs = d.transpose_batch_sequence;
   const SpecEntry dp = SpecEntry::axis(ctx.mesh_config().dp_axis);
@@ -132,10 +129,7 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
   gathered_x_ = allocate(ctx.backend(), gather_->gathered_bytes());
 }
 
-ColumnParallelLinear::~ColumnParallelLinear() {
-  release(ctx_.backend(), gathered_x_);
-  release(ctx_.backend(), ones_);
-}
+ColumnParallelLinear::~ColumnParallelLinear() = default;
 
 void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, void* y) {
   require(desc_, x, "x");
@@ -144,7 +138,7 @@ void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, 
   require(desc_, y, "y");
   run(*forward_, desc_.path, x, w, desc_.bias ? b : nullptr, y);
   if (desc_.wgrad_input == WgradInput::kKeepFromForward) {
-    gather_->execute(x, gathered_x_);
+    gather_->execute(x, gathered_x_->get());
     have_x_ = true;
   }
 }
@@ -160,20 +154,19 @@ void ColumnParallelLinear::backward(const void* x, const void* w, const void* dy
     require(desc_, x, "x");
     // Before the dgrad on the same stream: TE runs this gather beside the dgrad GEMM (its bulk
     // overlap); here it is ordered, not overlapped.
-    gather_->execute(x, gathered_x_);
+    gather_->execute(x, gathered_x_->get());
   } else if (!have_x_) {
     throw Error("layer '" + desc_.name +
                 "': backward() with WgradInput::kKeepFromForward needs a forward() first");
   }
   run(*dgrad_, desc_.path, dy, w, nullptr, dx);
-  run(*wgrad_, desc_.path, gathered_x_, dy, nullptr, dw);
-  if (desc_.bias) run(*bgrad_, desc_.path, ones_, dy, nullptr, db);
+  run(*wgrad_, desc_.path, gathered_x_->get(), dy, nullptr, dw);
+  if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), dy, nullptr, db);
 }
 
 // --- row-parallel ---
 
-RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc)
-    : ctx_(ctx), desc_(std::move(desc)) {
+RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(std::move(desc)) {
   const TpLinearDesc& d = desc_;
   const bool tbs = d.transpose_batch_sequence;
   const SpecEntry dp = SpecEntry::axis(ctx.mesh_config().dp_axis);
@@ -198,10 +191,7 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc)
   gathered_dy_ = allocate(ctx.backend(), gather_->gathered_bytes());
 }
 
-RowParallelLinear::~RowParallelLinear() {
-  release(ctx_.backend(), gathered_dy_);
-  release(ctx_.backend(), ones_);
-}
+RowParallelLinear::~RowParallelLinear() = default;
 
 void RowParallelLinear::forward(const void* h, const void* w, const void* b, void* y) {
   require(desc_, h, "h");
@@ -219,10 +209,10 @@ void RowParallelLinear::backward(const void* h, const void* w, const void* dy, v
   require(desc_, dh, "dh");
   require(desc_, dw, "dW");
   if (desc_.bias) require(desc_, db, "db");
-  gather_->execute(dy, gathered_dy_);
+  gather_->execute(dy, gathered_dy_->get());
   run(*dgrad_, desc_.path, dy, w, nullptr, dh);
-  run(*wgrad_, desc_.path, h, gathered_dy_, nullptr, dw);
-  if (desc_.bias) run(*bgrad_, desc_.path, ones_, gathered_dy_, nullptr, db);
+  run(*wgrad_, desc_.path, h, gathered_dy_->get(), nullptr, dw);
+  if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), gathered_dy_->get(), nullptr, db);
 }
 
 }  // namespace cgemm

@@ -28,8 +28,10 @@
 //   wgrad: dW = AG(x)^T dy, a plain GEMM contracting the batch and sequence dims of both
 //          (local [K, N/tp]); db = the sum of dy over the local tokens (local [N/tp]).
 //   AG(x) comes from an ActivationGather (activation_gather.hpp), by WgradInput: run in
-//   forward() and kept in the layer until backward() (costs memory), or run again in
-//   backward() before the dgrad (costs a second all-gather; TE's bulk all-gather).
+//   forward() after the forward GEMM and kept in the layer until backward() (costs the
+//   gathered x's memory), or run in backward() before the dgrad (TE's bulk all-gather, here
+//   ordered before the dgrad rather than overlapped with it). Either way it is an all-gather
+//   of its own: the forward GEMM's ring gathers x too but does not hand it out.
 // Row-parallel (forward reduce-scatter):
 //   h  [B, S, K] (dp, None, tpsp)   local [B/dp, S, K/tp]   a column-parallel layer's output
 //   W  [K, N]    (tpsp, None)       local [K/tp, N]
@@ -60,6 +62,7 @@
 // (db: only when the layer has a bias), and backward() when kKeepFromForward has no forward()
 // before it.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -69,6 +72,26 @@
 #include "cgemm/runtime/plan.hpp"
 
 namespace cgemm {
+
+namespace detail {
+/// Backend memory released with its owner (a layer's gathered activation and its ones), so a
+/// constructor that throws half-way leaks nothing.
+class BackendMemory {
+ public:
+  BackendMemory() = default;
+  BackendMemory(Backend& be, size_t bytes) : be_(&be), p_(be.allocate(bytes)) {}
+  ~BackendMemory() {
+    if (p_ != nullptr) be_->release(p_);
+  }
+  BackendMemory(const BackendMemory&) = delete;
+  BackendMemory& operator=(const BackendMemory&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  Backend* be_ = nullptr;
+  void* p_ = nullptr;
+};
+}  // namespace detail
 
 /// Which path each GEMM of a layer runs (GemmPlan's three entry points).
 enum class LinearPath {
@@ -122,12 +145,11 @@ class ColumnParallelLinear {
   void backward(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db);
 
  private:
-  Context& ctx_;
   TpLinearDesc desc_;
   std::unique_ptr<GemmPlan> forward_, dgrad_, wgrad_, bgrad_;
   std::unique_ptr<ActivationGather> gather_;
-  void* gathered_x_ = nullptr;  // AG(x), gather_->gathered_bytes()
-  void* ones_ = nullptr;        // the bias gradient's ones, [B/dp, S] in dtype
+  std::unique_ptr<detail::BackendMemory> gathered_x_;  // AG(x), gather_->gathered_bytes()
+  std::unique_ptr<detail::BackendMemory> ones_;        // the bias gradient's [B/dp, S] ones
   bool have_x_ = false;
 };
 
@@ -155,12 +177,11 @@ class RowParallelLinear {
   void backward(const void* h, const void* w, const void* dy, void* dh, void* dw, void* db);
 
  private:
-  Context& ctx_;
   TpLinearDesc desc_;
   std::unique_ptr<GemmPlan> forward_, dgrad_, wgrad_, bgrad_;
   std::unique_ptr<ActivationGather> gather_;
-  void* gathered_dy_ = nullptr;  // AG(dy)
-  void* ones_ = nullptr;         // [B/dp, S] in dtype
+  std::unique_ptr<detail::BackendMemory> gathered_dy_;  // AG(dy)
+  std::unique_ptr<detail::BackendMemory> ones_;         // [B/dp, S] in dtype
 };
 
 }  // namespace cgemm
