@@ -18,7 +18,7 @@
 // row-major, in TpLinearDesc::dtype); each plan's lhs_offset()/out_offset() etc. place a shard
 // in its global tensor.
 //
-// Column-parallel (TpLinearDesc::forward_collective all-gather):
+// Column-parallel (forward all-gather):
 //   x  [B, S, K] (dp, tpsp, None)   local [B/dp, S/tp, K]   sequence-parallel input
 //   W  [K, N]    (None, tpsp)       local [K, N/tp]
 //   b  [N]       (tpsp)             local [N/tp]
@@ -108,7 +108,8 @@ enum class WgradInput {
 
 struct TpLinearDesc {
   std::string name = "linear";
-  int64_t batch = 1;              // global B (a multiple of dp)
+  int64_t batch = 1;              // global B, a multiple of dp; gemm.py's reorder rules on
+                                  // B/dp apply (PlanError at construction)
   int64_t seq_len = 1;            // global S (a multiple of tp)
   int64_t hidden_in = 1;          // K
   int64_t hidden_out = 1;         // N
