@@ -457,3 +457,19 @@ foreach(np 1 4)
   set_tests_properties(mpi_gemm_layouts_np${np} PROPERTIES LABELS mpi TIMEOUT 120
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+
+# The tensor-parallel layer pair (column- and row-parallel, sequence parallel) and the
+# activation all-gather of its weight gradients on the CPU backend against an fp64 reference:
+# 1 rank, tp 2, tp 3, tp 4, dp 2 x tp 2.
+add_executable(test_tp_linear ${CMAKE_CURRENT_LIST_DIR}/test_tp_linear.cpp)
+target_link_libraries(test_tp_linear PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "tp4;4;" "dp2tp2;4;--dp=2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 flag)
+  add_test(NAME mpi_tp_linear_${mname}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_tp_linear> ${flag})
+  set_tests_properties(mpi_tp_linear_${mname} PROPERTIES LABELS mpi TIMEOUT 120
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/env.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/shape.hpp"
@@ -119,6 +120,26 @@ TEST(CoreShape, NegativeDimThrows) {
 
 // NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION is Transformer Engine's, parsed as TE does (the
 // text compared with "1"): values env_flag refuses, such as 2, must not throw.
+// gemm.py's CollectiveOpSet.create: the backward collective transposes the forward one.
+TEST(CoreCollectiveOpSet, CreatePairsEachForwardWithItsTranspose) {
+  using cgemm::CollectiveOp;
+  using cgemm::CollectiveOpSet;
+  const CollectiveOpSet ag = CollectiveOpSet::create(CollectiveOp::kAllGather);
+  EXPECT_EQ(ag.forward, CollectiveOp::kAllGather);
+  EXPECT_EQ(ag.backward, CollectiveOp::kReduceScatter);
+  const CollectiveOpSet rs = CollectiveOpSet::create(CollectiveOp::kReduceScatter);
+  EXPECT_EQ(rs.forward, CollectiveOp::kReduceScatter);
+  EXPECT_EQ(rs.backward, CollectiveOp::kAllGather);
+  const CollectiveOpSet none = CollectiveOpSet::create(CollectiveOp::kNone);
+  EXPECT_EQ(none.forward, CollectiveOp::kNone);
+  EXPECT_EQ(none.backward, CollectiveOp::kNone);
+  EXPECT_EQ(none, cgemm::kNoopCollectiveOpSet);
+  EXPECT_NE(ag, rs);
+  // Usable where a constant is needed (a layer's static description).
+  static_assert(CollectiveOpSet::create(CollectiveOp::kReduceScatter).backward ==
+                CollectiveOp::kAllGather);
+}
+
 TEST(EnvFp8Accumulation, OnlyExactlyOneMeansHighPrecision) {
   const char* name = "NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION";
   unsetenv(name);

@@ -1,0 +1,188 @@
+#pragma once
+// The tensor-parallel linear layer pair with sequence parallelism, as Megatron-LM and
+// Transformer Engine lay it out (an MLP: column-parallel up-projection, an elementwise
+// function, row-parallel down-projection). Each layer owns its forward, dgrad and wgrad GEMMs
+// as GemmPlans built through the planner (plan.hpp), so every GEMM is checked against
+// gemm.py's rules and runs on either backend, overlapped or sequential.
+//
+// Collectives: each layer's forward and backward (dgrad) collectives are
+// CollectiveOpSet::create(forward) (core/collective_op.hpp, gemm.py's CollectiveOpSet):
+//   column-parallel: forward all-gather, dgrad reduce-scatter;
+//   row-parallel:    forward reduce-scatter, dgrad all-gather.
+// The weight gradients are plain GEMMs (collective none) on the gathered activations.
+//
+// Notation. Global shapes in elements, outermost first; B the global batch, S the sequence,
+// K = hidden_in, N = hidden_out, tp the TP group size, dp the data-parallel size. With
+// transpose_batch_sequence every activation is [S, B, .] and the first two entries of its
+// spec swap. "Local" is this rank's shard, what the caller's buffers hold (backend memory,
+// row-major, in TpLinearDesc::dtype); each plan's lhs_offset()/out_offset() etc. place a shard
+// in its global tensor.
+//
+// Column-parallel (forward all-gather):
+//   x  [B, S, K] (dp, tpsp, None)   local [B/dp, S/tp, K]   sequence-parallel input
+//   W  [K, N]    (None, tpsp)       local [K, N/tp]
+//   b  [N]       (tpsp)             local [N/tp]
+//   y  [B, S, N] (dp, None, tpsp)   local [B/dp, S, N/tp]   y = AG(x) W + b
+//   dgrad: dx = RS(dy W^T), a reduce-scatter GEMM, dy (dp, None, tpsp) times W as rhs [K, N]
+//          contracting its dim 1 (None, tpsp); dx like x.
+//   wgrad: dW = AG(x)^T dy, a plain GEMM contracting the batch and sequence dims of both
+//          (local [K, N/tp]); db = the sum of dy over the local tokens (local [N/tp]).
+//   AG(x) comes from an ActivationGather (activation_gather.hpp), by WgradInput: run in
+//   forward() after the forward GEMM and kept in the layer until backward() (costs the
+//   gathered x's memory), or run in backward() before the dgrad (TE's bulk all-gather, here
+//   ordered before the dgrad rather than overlapped with it). Either way it is an all-gather
+//   of its own: the forward GEMM's ring gathers x too but does not hand it out.
+// Row-parallel (forward reduce-scatter):
+//   h  [B, S, K] (dp, None, tpsp)   local [B/dp, S, K/tp]   a column-parallel layer's output
+//   W  [K, N]    (tpsp, None)       local [K/tp, N]
+//   b  [N]       (None)             local [N]               replicated
+//   y  [B, S, N] (dp, tpsp, None)   local [B/dp, S/tp, N]   y = RS(h W) + b
+//   dgrad: dh = AG(dy) W^T, an all-gather GEMM, dy (dp, tpsp, None) times W as rhs [K, N]
+//          contracting its dim 1 (tpsp, None); dh like h.
+//   wgrad: dW = h^T AG(dy) (local [K/tp, N]); db = the sum of AG(dy) over all local tokens
+//          ([N]: the bias is replicated, so its gradient is the whole sequence's, which no
+//          rank holds before the gather; each rank sums the same gathered tensor in the same
+//          order, so every TP rank gets the same bits).
+//   AG(dy) is gathered by an ActivationGather in backward(); the dgrad's all-gather GEMM
+//   gathers dy again in its ring, which it does not hand out.
+// Data parallelism: the weight and bias gradients are this dp rank's (its local batch's);
+// summing them over dp (the data-parallel all-reduce) is the caller's. The wgrad plans see
+// the local batch as their whole batch (batch dims unsharded), which is why they plan on a
+// dp x tp mesh without a dp reduction.
+// Bias gradients are GEMMs too (planned as the wgrad, so they run on either backend with no
+// kernel of their own): a ones tensor [B/dp, S] (or [S, B/dp]) contracted with dy's (the
+// column layer's local dy, the row layer's AG(dy)) batch and sequence dims.
+//
+// Every call is collective over the TP group (the GEMMs' collectives; the plans' ring
+// allocation on first use): every rank calls the same methods in the same order. Calls are on
+// the backend's stream 0, asynchronous on CUDA (as GemmPlan::execute). Errors: the
+// constructor throws PlanError when the planner refuses a shape (e.g. S not divisible by tp,
+// N or K not divisible by tp), cgemm::Error for a bad dtype or size; forward() and backward()
+// throw cgemm::Error naming the layer and the buffer when a buffer they read or write is null
+// (db: only when the layer has a bias), and backward() when kKeepFromForward has no forward()
+// before it.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cgemm/core/collective_op.hpp"
+#include "cgemm/runtime/activation_gather.hpp"
+#include "cgemm/runtime/plan.hpp"
+
+namespace cgemm {
+
+namespace detail {
+/// Backend memory released with its owner (a layer's gathered activation and its ones), so a
+/// constructor that throws half-way leaks nothing.
+class BackendMemory {
+ public:
+  BackendMemory() = default;
+  BackendMemory(Backend& be, size_t bytes) : be_(&be), p_(be.allocate(bytes)) {}
+  ~BackendMemory() {
+    if (p_ != nullptr) be_->release(p_);
+  }
+  BackendMemory(const BackendMemory&) = delete;
+  BackendMemory& operator=(const BackendMemory&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  Backend* be_ = nullptr;
+  void* p_ = nullptr;
+};
+}  // namespace detail
+
+/// Which path each GEMM of a layer runs (GemmPlan's three entry points).
+enum class LinearPath {
+  kPolicy,      // GemmPlan::execute: the context's overlap policy
+  kOverlapped,  // GemmPlan::execute_overlapped
+  kSequential,  // GemmPlan::execute_sequential: collective, then GEMM (or the reverse)
+};
+
+/// Where the column-parallel wgrad finds AG(x).
+enum class WgradInput {
+  kKeepFromForward,  // gathered in forward() into the layer's buffer, read in backward()
+  kGatherAgain,      // gathered in backward() from the x shard passed again
+};
+
+struct TpLinearDesc {
+  std::string name = "linear";
+  int64_t batch = 1;              // global B, a multiple of dp; gemm.py's reorder rules on
+                                  // B/dp apply (PlanError at construction)
+  int64_t seq_len = 1;            // global S (a multiple of tp)
+  int64_t hidden_in = 1;          // K
+  int64_t hidden_out = 1;         // N
+  DType dtype = DType::kFloat32;  // every tensor: activations, weights, bias, gradients
+  bool bias = true;
+  bool transpose_batch_sequence = false;
+  LinearPath path = LinearPath::kPolicy;
+  WgradInput wgrad_input = WgradInput::kKeepFromForward;  // column-parallel only
+};
+
+/// y = AG(x) W + b; see the file comment for shapes and specs.
+class ColumnParallelLinear {
+ public:
+  ColumnParallelLinear(Context& ctx, TpLinearDesc desc);
+  ~ColumnParallelLinear();
+  ColumnParallelLinear(const ColumnParallelLinear&) = delete;
+  ColumnParallelLinear& operator=(const ColumnParallelLinear&) = delete;
+
+  static constexpr CollectiveOpSet kCollectives = CollectiveOpSet::create(CollectiveOp::kAllGather);
+
+  const TpLinearDesc& desc() const { return desc_; }
+  /// forward: x (lhs), W (rhs), b (bias) -> y (out).
+  const GemmPlan& forward_plan() const { return *forward_; }
+  /// dgrad: dy (lhs), W (rhs) -> dx (out).
+  const GemmPlan& dgrad_plan() const { return *dgrad_; }
+  /// wgrad: AG(x) (lhs), dy (rhs) -> dW (out).
+  const GemmPlan& wgrad_plan() const { return *wgrad_; }
+
+  /// y = AG(x) W + b (b null without a bias); with kKeepFromForward also gathers x into the
+  /// layer for backward().
+  void forward(const void* x, const void* w, const void* b, void* y);
+  /// dx, dW and (with a bias) db from dy. x: this rank's shard again, read with kGatherAgain
+  /// only (may be null with kKeepFromForward).
+  void backward(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db);
+
+ private:
+  TpLinearDesc desc_;
+  std::unique_ptr<GemmPlan> forward_, dgrad_, wgrad_, bgrad_;
+  std::unique_ptr<ActivationGather> gather_;
+  std::unique_ptr<detail::BackendMemory> gathered_x_;  // AG(x), gather_->gathered_bytes()
+  std::unique_ptr<detail::BackendMemory> ones_;        // the bias gradient's [B/dp, S] ones
+  bool have_x_ = false;
+};
+
+/// y = RS(h W) + b; see the file comment for shapes and specs.
+class RowParallelLinear {
+ public:
+  RowParallelLinear(Context& ctx, TpLinearDesc desc);
+  ~RowParallelLinear();
+  RowParallelLinear(const RowParallelLinear&) = delete;
+  RowParallelLinear& operator=(const RowParallelLinear&) = delete;
+
+  static constexpr CollectiveOpSet kCollectives =
+      CollectiveOpSet::create(CollectiveOp::kReduceScatter);
+
+  const TpLinearDesc& desc() const { return desc_; }
+  /// forward: h (lhs), W (rhs), b (bias) -> y (out).
+  const GemmPlan& forward_plan() const { return *forward_; }
+  /// dgrad: dy (lhs), W (rhs) -> dh (out).
+  const GemmPlan& dgrad_plan() const { return *dgrad_; }
+  /// wgrad: h (lhs), AG(dy) (rhs) -> dW (out).
+  const GemmPlan& wgrad_plan() const { return *wgrad_; }
+
+  void forward(const void* h, const void* w, const void* b, void* y);
+  /// dh, dW and (with a bias) db from dy (this rank's sequence shard).
+  void backward(const void* h, const void* w, const void* dy, void* dh, void* dw, void* db);
+
+ private:
+  TpLinearDesc desc_;
+  std::unique_ptr<GemmPlan> forward_, dgrad_, wgrad_, bgrad_;
+  std::unique_ptr<ActivationGather> gather_;
+  std::unique_ptr<detail::BackendMemory> gathered_dy_;  // AG(dy)
+  std::unique_ptr<detail::BackendMemory> ones_;         // [B/dp, S] in dtype
+};
+
+}  // namespace cgemm
