@@ -14,12 +14,6 @@ int64_t product(const Shape& shape, const std::vector<int64_t>& dims, const char
   return p;
 }
 
-std::string dims_str(const std::vector<int64_t>& dims) {
-  std::string s = "(";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + (dims.size() == 1 ? ",)" : ")");
-}
-
 }  // namespace
 
 int64_t OperandLayout::contracting_size(const Shape& shape) const {

@@ -78,14 +78,7 @@ void require_paired_contraction(const GemmDesc& desc, const GemmLayouts& layout,
                                 const GemmSharding& s, const std::string& where) {
   const std::vector<int64_t>& lc = layout.lhs.contracting;
   const std::vector<int64_t>& rc = layout.rhs.contracting;
-  const auto dims_str = [](const std::vector<int64_t>& d) {
-    std::string out = "(";
-    for (size_t i = 0; i < d.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(d[i]);
-    return out + (d.size() == 1 ? ",)" : ")");
-  };
-  const std::string given = " (given: lhs " + shape_str(desc.lhs_shape) + " contracting " +
-                            dims_str(lc) + ", rhs " + shape_str(desc.rhs_shape) + " contracting " +
-                            dims_str(rc) + ")";
+  const std::string given = " (given: " + layout.describe(desc.lhs_shape, desc.rhs_shape) + ")";
   if (!std::is_sorted(lc.begin(), lc.end()) || !std::is_sorted(rc.begin(), rc.end())) {
     throw Error(where + ": list each operand's contracting dims in the order they are stored " +
                 "(increasing): the runtime contracts them flattened in that order" + given);

@@ -29,4 +29,14 @@ GemmLayout gemm_layout(int64_t lhs_ndim, int64_t rhs_ndim, const ContractingDims
   return layout;
 }
 
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string out = "(";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(dims[i]);
+  }
+  if (dims.size() == 1) out += ",";
+  return out + ")";
+}
+
 }  // namespace cgemm

@@ -12,17 +12,6 @@ namespace {
 
 using detail::py_at;
 
-std::string dims_str(const std::vector<int64_t>& dims) {
-  // Python's repr of the sanitized dims tuple.
-  std::string out = "(";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(dims[i]);
-  }
-  if (dims.size() == 1) out += ",";
-  return out + ")";
-}
-
 bool dims_are_consecutive(std::vector<int64_t> dims) {
   if (dims.size() <= 1) return true;
   std::sort(dims.begin(), dims.end());

@@ -5,22 +5,13 @@
 #include <string>
 
 #include "cgemm/core/error.hpp"
+#include "cgemm/sharding/dims.hpp"
 #include "cgemm/sharding/gemm_abstract.hpp"
 #include "py_int.hpp"
 
 namespace cgemm {
 
 namespace {
-
-std::string dims_str(const std::vector<int64_t>& dims) {
-  std::string out = "(";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(dims[i]);
-  }
-  if (dims.size() == 1) out += ",";
-  return out + ")";
-}
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
 

@@ -3,6 +3,7 @@
 // the layers that lay out the GEMM.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cgemm/sharding/gemm_sharding.hpp"
@@ -16,6 +17,9 @@ std::vector<int64_t> sanitize_dims(int64_t ndim, const std::vector<int>& dims);
 /// gemm.py's get_non_contracting_dims: the dims of range(ndim) not among the sanitized
 /// contracting dims, in increasing order.
 std::vector<int64_t> non_contracting_dims(int64_t ndim, const std::vector<int>& dims);
+
+/// Python's repr of a tuple of dims, as gemm.py's messages print them: "()", "(0,)", "(1, 2)".
+std::string dims_str(const std::vector<int64_t>& dims);
 
 /// gemm.py's _get_gemm_layout: lhs is transposed when its last dim is not contracted, rhs
 /// when its last dim is.
