@@ -138,6 +138,7 @@ void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, 
   require(desc_, y, "y");
   run(*forward_, desc_.path, x, w, desc_.bias ? b : nullptr, y);
   if (desc_.wgrad_input == WgradInput::kKeepFromForward) {
+    have_x_ = false;  // a gather that throws leaves no stale x behind
     gather_->execute(x, gathered_x_->get());
     have_x_ = true;
   }
@@ -159,9 +160,12 @@ void ColumnParallelLinear::backward(const void* x, const void* w, const void* dy
     throw Error("layer '" + desc_.name +
                 "': backward() with WgradInput::kKeepFromForward needs a forward() first");
   }
-  run(*dgrad_, desc_.path, dy, w, nullptr, dx);
+  // The wgrad and the bias gradient first: they read dy, which a caller may reuse for dx
+  // (found by review: dx written over dy gave a wrong dW before this order).
   run(*wgrad_, desc_.path, gathered_x_->get(), dy, nullptr, dw);
   if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), dy, nullptr, db);
+  run(*dgrad_, desc_.path, dy, w, nullptr, dx);
+  have_x_ = false;  // one forward per backward: a second backward needs a new forward
 }
 
 // --- row-parallel ---
@@ -210,9 +214,11 @@ void RowParallelLinear::backward(const void* h, const void* w, const void* dy, v
   require(desc_, dw, "dW");
   if (desc_.bias) require(desc_, db, "db");
   gather_->execute(dy, gathered_dy_->get());
-  run(*dgrad_, desc_.path, dy, w, nullptr, dh);
+  // The wgrad and the bias gradient first: the wgrad reads h, which dh may overwrite (found by
+  // review: dh written over h gave a wrong dW before this order).
   run(*wgrad_, desc_.path, h, gathered_dy_->get(), nullptr, dw);
   if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), gathered_dy_->get(), nullptr, db);
+  run(*dgrad_, desc_.path, dy, w, nullptr, dh);
 }
 
 }  // namespace cgemm

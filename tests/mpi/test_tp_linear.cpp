@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cgemm/core/convert.hpp"
@@ -274,13 +275,19 @@ void check_layer(const LayerCase& c, int64_t k, int64_t n) {
   const auto b_l = c.bias ? shard(b, {n}, fwd.bias_offset(), fwd.bias_local()) : b;
   const auto dy_l = shard(dy, act_n, dgrad.lhs_offset(), dgrad.lhs_local());
   for (int round = 0; round < 2; ++round) {  // a second call reuses every plan's buffers
+    // The row layer's second round writes dh over h, which its header allows (found by
+    // review: dW read the overwritten h before the wgrad ran first).
+    const bool dh_over_h = std::is_same_v<Layer, RowParallelLinear> && round == 1;
     auto y = nan_buffer(fwd.out_local());
-    auto dx = nan_buffer(dgrad.out_local());
+    auto x_in = x_l;
+    auto dx = dh_over_h ? std::vector<float>{} : nan_buffer(dgrad.out_local());
+    float* dx_p = dh_over_h ? x_in.data() : dx.data();
     auto dw = nan_buffer(wgrad.out_local());
     auto db = c.bias ? nan_buffer(fwd.bias_local()) : std::vector<float>{};
     layer.forward(x_l.data(), w_l.data(), c.bias ? b_l.data() : nullptr, y.data());
-    layer.backward(x_l.data(), w_l.data(), dy_l.data(), dx.data(), dw.data(),
+    layer.backward(x_in.data(), w_l.data(), dy_l.data(), dx_p, dw.data(),
                    c.bias ? db.data() : nullptr);
+    if (dh_over_h) dx = x_in;
     expect_near("y", y, ref.y, act_n, fwd.out_offset(), fwd.out_local(), 2e-6);
     expect_near("dx", dx, ref.dx, act_k, dgrad.out_offset(), dgrad.out_local(), 2e-6);
     expect_near("dW", dw, ref.dw, {k, n}, wgrad.out_offset(), wgrad.out_local(), 2e-6);
@@ -303,6 +310,22 @@ TEST(TpLinear, LayersRefuseNullBuffersAndABackwardWithoutForward) {
   float* p = dummy.data();
   EXPECT_THROW(col.forward(p, p, nullptr, p), Error);         // planned with a bias
   EXPECT_THROW(col.backward(nullptr, p, p, p, p, p), Error);  // no forward() to keep x from
+  {
+    // One forward per backward: a second backward has no kept x (review: it reused a stale one).
+    const GemmPlan& fwd = col.forward_plan();
+    std::vector<float> x(static_cast<size_t>(num_elements(fwd.lhs_local())), 0.5f);
+    std::vector<float> w(static_cast<size_t>(num_elements(fwd.rhs_local())), 0.25f);
+    std::vector<float> b(static_cast<size_t>(num_elements(fwd.bias_local())), 1.0f);
+    std::vector<float> y(static_cast<size_t>(num_elements(fwd.out_local())));
+    std::vector<float> dy(static_cast<size_t>(num_elements(col.dgrad_plan().lhs_local())), 1.0f);
+    std::vector<float> dx(static_cast<size_t>(num_elements(col.dgrad_plan().out_local())));
+    std::vector<float> dw(static_cast<size_t>(num_elements(col.wgrad_plan().out_local())));
+    std::vector<float> db(b.size());
+    col.forward(x.data(), w.data(), b.data(), y.data());
+    col.backward(nullptr, w.data(), dy.data(), dx.data(), dw.data(), db.data());
+    EXPECT_THROW(col.backward(nullptr, w.data(), dy.data(), dx.data(), dw.data(), db.data()),
+                 Error);
+  }
   RowParallelLinear row(*g_ctx, layer_desc("row", 36, 24, c));
   EXPECT_THROW(row.backward(p, p, nullptr, p, p, p), Error);
   // The planner's rules hold: a sequence tp does not divide is refused at construction.

@@ -28,10 +28,13 @@
 //   wgrad: dW = AG(x)^T dy, a plain GEMM contracting the batch and sequence dims of both
 //          (local [K, N/tp]); db = the sum of dy over the local tokens (local [N/tp]).
 //   AG(x) comes from an ActivationGather (activation_gather.hpp), by WgradInput: run in
-//   forward() after the forward GEMM and kept in the layer until backward() (costs the
-//   gathered x's memory), or run in backward() before the dgrad (TE's bulk all-gather, here
-//   ordered before the dgrad rather than overlapped with it). Either way it is an all-gather
-//   of its own: the forward GEMM's ring gathers x too but does not hand it out.
+//   forward() after the forward GEMM and kept in the layer until backward() (one forward per
+//   backward: a second forward replaces the kept x, and backward() consumes it), or run in
+//   backward() before the dgrad (TE's bulk all-gather, here ordered before the dgrad rather
+//   than overlapped with it). Either way it is an all-gather of its own: the forward GEMM's
+//   ring gathers x too but does not hand it out. Memory: each layer holds one gathered
+//   activation (AG(x) or AG(dy), [B/dp, S, K] or [B/dp, S, N]) for its lifetime in both modes,
+//   and its ActivationGather a second one for batch-first shards with a local batch > 1.
 // Row-parallel (forward reduce-scatter):
 //   h  [B, S, K] (dp, None, tpsp)   local [B/dp, S, K/tp]   a column-parallel layer's output
 //   W  [K, N]    (tpsp, None)       local [K/tp, N]
@@ -55,12 +58,16 @@
 //
 // Every call is collective over the TP group (the GEMMs' collectives; the plans' ring
 // allocation on first use): every rank calls the same methods in the same order. Calls are on
-// the backend's stream 0, asynchronous on CUDA (as GemmPlan::execute). Errors: the
-// constructor throws PlanError when the planner refuses a shape (e.g. S not divisible by tp,
-// N or K not divisible by tp), cgemm::Error for a bad dtype or size; forward() and backward()
-// throw cgemm::Error naming the layer and the buffer when a buffer they read or write is null
-// (db: only when the layer has a bias), and backward() when kKeepFromForward has no forward()
-// before it.
+// the backend's stream 0, asynchronous on CUDA (as GemmPlan::execute). A layer is not safe for
+// concurrent calls (it holds the kept activation and the plans' buffers); the Context must
+// outlive it. Buffers: outputs must not overlap inputs, except that the row layer's dh may be
+// written over h (its wgrad reads h before the dgrad writes dh).
+// Errors: the constructor throws cgemm::Error when a dim does not divide over its mesh axis
+// (S by tp; N by tp for the column layer, K by tp for the row layer; B by dp) or for a bad
+// dtype or size, and PlanError (a cgemm::Error) for gemm.py's own rules (its reorder and chunk
+// checks); forward() and backward() throw cgemm::Error naming the layer and the buffer when a
+// buffer they read or write is null (db: only when the layer has a bias), and the column
+// layer's backward() with kKeepFromForward when no forward() ran since the last backward().
 
 #include <cstddef>
 #include <cstdint>
