@@ -218,6 +218,8 @@ ProgramSpec train_program_spec() {
       "--timeout.\n\n" +
       file_notes();
   spec.mesh_caption = "Mesh (world size = dp x tp; a TP group is tp consecutive ranks)";
+  spec.problem_caption =
+      "Problem (y = x + GELU(x W1 + b1) W2 + b2; x [batch, seq_len, hidden], W1 [hidden, ffn])";
   spec.options = entries_of(train_rows(), TrainConfig());
   return spec;  // no sweeps
 }

@@ -5,8 +5,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <limits>
 #include <numbers>
 
 #include "cgemm/collective/mesh_comms.hpp"
@@ -177,6 +180,12 @@ void MlpTrainer::forward_student() {
 }
 
 StepResult MlpTrainer::step(int step) {
+  StepResult r = gradients(step);
+  update(r);
+  return r;
+}
+
+StepResult MlpTrainer::gradients(int step) {
   Backend& be = ctx_.backend();
   const DType t = cfg_.dtype;
   StepResult r;
@@ -257,10 +266,15 @@ StepResult MlpTrainer::step(int step) {
 
   // The data-parallel sum: one fp32 buffer of every gradient, one MPI_Allreduce over dp after
   // the backward pass. A bucketed all-reduce overlapped with the backward is still to come.
-  std::vector<float> grads;
+  std::vector<float>& grads = grads_;
+  grads.clear();
   for (const auto& p : params_) {
     const std::vector<float> g = to_host(be, p->grad.get(), t, p->n);
     grads.insert(grads.end(), g.begin(), g.end());
+  }
+  if (grads.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    throw Error("cgemm-train: " + std::to_string(grads.size()) +
+                " gradient elements on one rank: more than one MPI_Allreduce takes");
   }
   if (ctx_.comms().dp() > 1) {
     const watchdog::WaitScope wait("the data-parallel gradient all-reduce of step " +
@@ -270,7 +284,14 @@ StepResult MlpTrainer::step(int step) {
               "MPI_Allreduce(gradients over dp)");
   }
   lap(Phase::kDpAllReduce);
+  return r;
+}
 
+void MlpTrainer::update(StepResult& r) {
+  Backend& be = ctx_.backend();
+  const DType t = cfg_.dtype;
+  const std::vector<float>& grads = grads_;
+  const auto start = Clock::now();
   // optimizer: on the fp32 master weights, then rounded to dtype for the next step.
   ++adam_t_;
   const double lr = cfg_.lr;
@@ -292,8 +313,32 @@ StepResult MlpTrainer::step(int step) {
     }
     from_host(be, p->value.get(), p->master, t);
   }
-  lap(Phase::kOptimizer);
-  return r;
+  be.synchronize();
+  r.phase_ms[static_cast<int>(Phase::kOptimizer)] +=
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::vector<float> MlpTrainer::weights() const {
+  std::vector<float> out;
+  for (const auto& p : params_) out.insert(out.end(), p->master.begin(), p->master.end());
+  return out;
+}
+
+void MlpTrainer::set_weights(const std::vector<float>& w) {
+  size_t total = 0;
+  for (const auto& p : params_) total += p->master.size();
+  if (w.size() != total) {
+    throw Error("MlpTrainer::set_weights: " + std::to_string(w.size()) + " values for " +
+                std::to_string(total) + " local weights");
+  }
+  size_t at = 0;
+  for (const auto& p : params_) {
+    std::copy(w.begin() + static_cast<std::ptrdiff_t>(at),
+              w.begin() + static_cast<std::ptrdiff_t>(at + p->master.size()), p->master.begin());
+    at += p->master.size();
+    from_host(ctx_.backend(), p->value.get(), p->master, cfg_.dtype);
+  }
+  ctx_.backend().synchronize();
 }
 
 std::vector<TraceSpan> MlpTrainer::trace_pass() {

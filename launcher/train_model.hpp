@@ -68,6 +68,18 @@ class MlpTrainer {
   /// One optimizer step (step counts from 0) on the inputs drawn for it. Collective over the
   /// job: every rank calls it with the same step.
   StepResult step(int step);
+  /// step()'s first part: the loss and the dp-summed gradients of the current weights on step
+  /// `step`'s inputs (kept for update() and gradients_host()); weights unchanged.
+  StepResult gradients(int step);
+  /// step()'s second part: the optimizer's update from the last gradients() (adds its time).
+  void update(StepResult& r);
+
+  /// This rank's shards of W1, b1, W2, b2, concatenated in that order, row-major: the fp32
+  /// master weights and the last gradients() (summed over dp). For tests.
+  std::vector<float> weights() const;
+  const std::vector<float>& gradients_host() const { return grads_; }
+  /// Replaces the master weights (the same layout as weights()) and the backend's copies.
+  void set_weights(const std::vector<float>& w);
 
   /// One more forward and backward pass of the student on the last step's inputs (no update),
   /// each layer call traced (trace_writer.hpp) and laid one after another: this rank's spans.
@@ -90,6 +102,7 @@ class MlpTrainer {
   void *x_, *pre_, *h_, *out_, *dy_, *dh_, *dpre_, *dx_;
   int64_t n_x_ = 0, n_pre_ = 0;  // local elements of x (= y) and of pre (= h)
   std::vector<float> x_host_, pre_host_, target_host_;
+  std::vector<float> grads_;  // the last gradients(), summed over dp
   int adam_t_ = 0;
 };
 
