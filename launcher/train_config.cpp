@@ -21,6 +21,13 @@ namespace {
 using Row = OptionRow<TrainConfig>;
 using G = OptionGroup;
 
+// The shortest text that reads back as the same double (so the INI text round-trips exactly).
+std::string shortest(double v) {
+  char text[64];
+  const auto [end, ec] = std::to_chars(text, text + sizeof(text), v);
+  return ec == std::errc() ? std::string(text, end) : std::to_string(v);
+}
+
 // A choice among `names` (the first `count` map to `values`), written back by `text`.
 template <typename T, size_t N>
 Row choice_row(std::string name, G group, std::string help,
@@ -129,19 +136,15 @@ std::vector<Row> own_rows() {
   rows.push_back(
       Row{"lr", G::kRun, "learning rate of the optimizer", "", true, Sweep::kPlain,
           [](const TrainConfig& d) {
-            std::ostringstream text;
-            text << d.lr;
-            return po::value<double>()->value_name("X")->default_value(d.lr, text.str());
+            return po::value<double>()->value_name("X")->default_value(d.lr, shortest(d.lr));
           },
           [](const OptionReader& r, TrainConfig& c) {
             c.lr = r.get<double>("lr");
             if (!std::isfinite(c.lr) || !(c.lr > 0)) {
-              std::ostringstream text;
-              text << c.lr;
-              r.fail("lr", text.str(), "must be a positive number");
+              r.fail("lr", shortest(c.lr), "must be a positive number");
             }
           },
-          [](std::ostream& out, const TrainConfig& c) { out << "lr = " << c.lr << "\n"; },
+          [](std::ostream& out, const TrainConfig& c) { out << "lr = " << shortest(c.lr) << "\n"; },
           ValueKind::kNumber});
   rows.push_back(choice_row<Optimizer, 2>(
       "optimizer", G::kRun,
