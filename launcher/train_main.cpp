@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/core/error.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "job.hpp"
@@ -88,7 +89,18 @@ int run(int argc, char** argv) {
 
   // plan: the planner's refusals are the same on every rank.
   std::unique_ptr<MlpTrainer> trainer;
-  if (!all_ranks_ok([&] { trainer = std::make_unique<MlpTrainer>(*ctx, cfg); })) {
+  if (!all_ranks_ok([&] {
+        try {
+          trainer = std::make_unique<MlpTrainer>(*ctx, cfg);
+        } catch (const PlanError& e) {
+          // The planner's message names its rule, not the block: say which shape it refused.
+          throw Error("the planner refuses the MLP block (batch " + std::to_string(cfg.batch) +
+                      ", seq_len " + std::to_string(cfg.seq_len) + ", hidden " +
+                      std::to_string(cfg.hidden) + ", ffn " + std::to_string(cfg.ffn) + " on dp " +
+                      std::to_string(cfg.dp) + " x tp " + std::to_string(cfg.tp) +
+                      "): " + e.what());
+        }
+      })) {
     return kExitUsage;
   }
   say("up_proj:   " + trainer->up().forward_plan().schedule_summary());
@@ -129,8 +141,9 @@ int run(int argc, char** argv) {
   const double ratio = losses.front() > 0 ? losses.back() / losses.front() : 0.0;
   say(fmt("loss %.6g -> %.6g after %.0f steps", losses.front(), losses.back(), cfg.steps) +
       fmt(" (%.1f%% of the first)", 100.0 * ratio));
-  say(fmt("%.0f tokens per step, %.3f ms per step (mean, slowest rank), %.0f tokens/s", tokens,
-          total_ms / cfg.steps, tokens_per_s));
+  // The step time includes drawing the inputs and the teacher's forward pass (the targets).
+  say(fmt("%.0f tokens per step, %.3f ms per step (mean of the slowest rank's), %.0f tokens/s",
+          tokens, total_ms / cfg.steps, tokens_per_s));
   say("share of the step time (summed over the steps, slowest rank per phase):");
   nlohmann::json phases = nlohmann::json::array();
   double phase_total = 0.0;
@@ -170,7 +183,8 @@ int run(int argc, char** argv) {
     report["phases"] = phases;
     report["timing_note"] =
         "ms summed over the steps on the slowest rank of each phase; the layer calls include "
-        "their collectives (overlapped or not, by path)";
+        "their collectives (overlapped or not, by path); step_ms and tokens_per_second count "
+        "every phase, the inputs and the teacher's forward pass included";
     if (!all_ranks_ok([&] {
           if (world_rank() != 0) return;
           write_replacing("--report", cfg.report, report.dump(2) + "\n");

@@ -523,3 +523,6 @@ add_test(NAME mpi_train_model
           $<TARGET_FILE:test_train_model>)
 set_tests_properties(mpi_train_model PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 1
   ENVIRONMENT "${CGEMM_MPI_ENV}")
+cgemm_add_train_failure_test(planner_refuses 4
+  "cgemm-train: error: the planner refuses the MLP block \\(batch 6, .* on dp 2 x tp 2\\): .*not divisible"
+  --dp 2 --batch 6)
