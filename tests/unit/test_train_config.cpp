@@ -170,10 +170,10 @@ TEST(TrainConfig, ShippedDemoConfig) {
 }
 
 TEST(TrainConfig, IniTextReadsBackToTheSameConfig) {
-  const TrainConfig c =
-      parse({"--batch", "6", "--lr", "0.123456789012345", "--optimizer", "sgd", "--dtype", "bf16", "--seed",
-             "18446744073709551615", "--path", "sequential", "--aggregate_all_gather", "on"})
-          .config;
+  const TrainConfig c = parse({"--batch", "6", "--lr", "0.123456789012345", "--optimizer", "sgd",
+                               "--dtype", "bf16", "--seed", "18446744073709551615", "--path",
+                               "sequential", "--aggregate_all_gather", "on"})
+                            .config;
   const fs::path file =
       fs::temp_directory_path() / ("cgemm_train_ini_" + std::to_string(::getpid()) + ".ini");
   {
