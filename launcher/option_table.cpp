@@ -104,7 +104,9 @@ std::string caption(OptionGroup g, const ProgramSpec& spec) {
     case OptionGroup::kMesh:
       return spec.mesh_caption;
     case OptionGroup::kProblem:
-      return "Problem (x [batch, seq_len, hidden_in] @ w [hidden_in, hidden_out])";
+      return spec.problem_caption.empty()
+                 ? "Problem (x [batch, seq_len, hidden_in] @ w [hidden_in, hidden_out])"
+                 : spec.problem_caption;
     case OptionGroup::kOverlap:
       return "Overlap (the CPU backend ignores the knobs marked CUDA only)";
     case OptionGroup::kParts:

@@ -256,6 +256,7 @@ struct ProgramSpec {
   std::string usage;            // --help: before the options
   std::string notes;            // --help: after them
   std::string mesh_caption;     // the Mesh group's title
+  std::string problem_caption;  // the Problem group's title; empty: cgemm-run's GEMM
   std::string positional_hint;  // appended to "options are '--NAME VALUE'" for a stray argument
   std::vector<OptionEntry> options;
   /// Whether lists sweep (the rows' Sweep); false: commas reach the readers.

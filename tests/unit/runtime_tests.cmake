@@ -77,3 +77,9 @@ cgemm_add_unit_test(test_cgemm_compare_cli
 target_compile_definitions(test_cgemm_compare_cli PRIVATE
   CGEMM_COMPARE_BIN="$<TARGET_FILE:cgemm-compare>")
 add_dependencies(test_cgemm_compare_cli cgemm-compare)
+# cgemm-train's options (launcher/train_config.cpp): its rows, errors, mesh rules, the shipped
+# configs/train_demo.ini, the INI text read back.
+cgemm_add_unit_test(test_train_config
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_train_config.cpp
+  LIBS cgemm_launcher_lib)
+target_compile_definitions(test_train_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -1,0 +1,295 @@
+// cgemm-train's options: the shared rows (shared_options.cpp) less those a training run has no
+// use for, plus the model's, the optimizer's and the outputs'.
+
+#include "train_config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+#include <string_view>
+
+#include <boost/program_options.hpp>
+
+namespace cgemm::launcher {
+
+namespace po = boost::program_options;
+
+namespace {
+
+using Row = OptionRow<TrainConfig>;
+using G = OptionGroup;
+
+// The shortest text that reads back as the same double (so the INI text round-trips exactly).
+std::string shortest(double v) {
+  char text[64];
+  const auto [end, ec] = std::to_chars(text, text + sizeof(text), v);
+  return ec == std::errc() ? std::string(text, end) : std::to_string(v);
+}
+
+// A choice among `names` (the first `count` map to `values`), written back by `text`.
+template <typename T, size_t N>
+Row choice_row(std::string name, G group, std::string help,
+               std::array<std::pair<std::string_view, T>, N> choices, T TrainConfig::*field) {
+  auto text_of = [choices](T v) {
+    for (const auto& [n, c] : choices) {
+      if (c == v) return std::string(n);
+    }
+    return std::string("?");
+  };
+  return Row{name,
+             group,
+             std::move(help),
+             "",
+             true,
+             Sweep::kPlain,
+             [=](const TrainConfig& d) {
+               return po::value<std::string>()->value_name("X")->default_value(text_of(d.*field));
+             },
+             [=](const OptionReader& r, TrainConfig& c) {
+               const auto text = r.get<std::string>(name);
+               for (const auto& [n, v] : choices) {
+                 if (n == text) {
+                   c.*field = v;
+                   return;
+                 }
+               }
+               std::string known;
+               for (const auto& [n, v] : choices)
+                 known += (known.empty() ? "" : ", ") + std::string(n);
+               r.fail(name, text, "unknown value '" + text + "' (known: " + known + ")");
+             },
+             [=](std::ostream& out, const TrainConfig& c) {
+               out << name << " = " << text_of(c.*field) << "\n";
+             }};
+}
+
+template <typename T, typename Field>
+Row number(std::string name, G group, const char* value_name, std::string unit, std::string help,
+           Field field, T min, std::string what) {
+  return number_row<TrainConfig, T>(std::move(name), group, value_name, std::move(unit),
+                                    std::move(help), field, min, std::move(what), Sweep::kPlain);
+}
+
+std::vector<Row> own_rows() {
+  std::vector<Row> rows;
+  Row tp = number<int>(
+      "tp", G::kMesh, "N", "ranks",
+      "tensor-parallel size: ranks of one TP group, over which the MLP's collectives run; "
+      "0 = world size / dp",
+      [](auto& c) -> auto& { return c.tp; }, 0,
+      "must be 0 (world size / dp) or a positive number of ranks");
+  tp.ini = [](std::ostream& out, const TrainConfig& c) {
+    out << "tp = " << c.tp << (c.tp == 0 ? "  # world size / dp" : "") << "\n";
+  };
+  rows.push_back(std::move(tp));
+
+  rows.push_back(number<int64_t>(
+      "batch", G::kProblem, "N", "sequences", "global batch size B, split over dp",
+      [](auto& c) -> auto& { return c.batch; }, 1, "must be at least 1 [sequences]"));
+  rows.push_back(number<int64_t>(
+      "seq_len", G::kProblem, "N", "tokens", "sequence length S, sharded over tp",
+      [](auto& c) -> auto& { return c.seq_len; }, 1, "must be at least 1 [tokens]"));
+  rows.push_back(number<int64_t>(
+      "hidden", G::kProblem, "N", "elements",
+      "model width H: x, the block's output and the target are [B, S, H]",
+      [](auto& c) -> auto& { return c.hidden; }, 1, "must be at least 1 [elements]"));
+  rows.push_back(number<int64_t>(
+      "ffn", G::kProblem, "N", "elements",
+      "MLP width F: the up projection H -> F (all-gather GEMM, F sharded over tp), the down "
+      "projection F -> H (reduce-scatter GEMM)",
+      [](auto& c) -> auto& { return c.ffn; }, 1, "must be at least 1 [elements]"));
+  rows.push_back(choice_row<DType, 4>(
+      "dtype", G::kProblem,
+      "element type of the activations, weights and gradients: fp32 | bf16 (or float32, "
+      "bfloat16); the optimizer keeps fp32 master weights either way",
+      {{{"fp32", DType::kFloat32},
+        {"bf16", DType::kBFloat16},
+        {"float32", DType::kFloat32},
+        {"bfloat16", DType::kBFloat16}}},
+      &TrainConfig::dtype));
+  rows.push_back(
+      Row{"seed", G::kProblem,
+          "seed of the student's weights and of the inputs (the teacher's weights use seed + "
+          "1000); every rank draws its shards of the same global tensors, so every mesh trains "
+          "the same model",
+          "unsigned integer", true, Sweep::kPlain,
+          [](const TrainConfig& d) {
+            return po::value<std::string>()->value_name("N")->default_value(std::to_string(d.seed));
+          },
+          [](const OptionReader& r, TrainConfig& c) {
+            const auto text = r.get<std::string>("seed");
+            uint64_t v = 0;
+            const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+            if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+              r.fail("seed", text, "must be an unsigned 64-bit integer");
+            }
+            c.seed = v;
+          },
+          [](std::ostream& out, const TrainConfig& c) { out << "seed = " << c.seed << "\n"; },
+          ValueKind::kInteger});
+
+  rows.push_back(number<int>(
+      "steps", G::kRun, "N", "steps", "optimizer steps, each on a fresh batch of inputs",
+      [](auto& c) -> auto& { return c.steps; }, 1, "must be at least 1 [steps]"));
+  rows.push_back(
+      Row{"lr", G::kRun, "learning rate of the optimizer", "", true, Sweep::kPlain,
+          [](const TrainConfig& d) {
+            return po::value<double>()->value_name("X")->default_value(d.lr, shortest(d.lr));
+          },
+          [](const OptionReader& r, TrainConfig& c) {
+            c.lr = r.get<double>("lr");
+            if (!std::isfinite(c.lr) || !(c.lr > 0)) {
+              r.fail("lr", shortest(c.lr), "must be a positive number");
+            }
+          },
+          [](std::ostream& out, const TrainConfig& c) { out << "lr = " << shortest(c.lr) << "\n"; },
+          ValueKind::kNumber});
+  rows.push_back(choice_row<Optimizer, 2>(
+      "optimizer", G::kRun,
+      "sgd (w -= lr g) | adam (beta1 0.9, beta2 0.999, eps 1e-8, bias-corrected)",
+      {{{"sgd", Optimizer::kSgd}, {"adam", Optimizer::kAdam}}}, &TrainConfig::optimizer));
+  rows.push_back(choice_row<LinearPath, 2>(
+      "path", G::kRun,
+      "overlapped | sequential: how each GEMM of the layers runs (the collective inside the "
+      "GEMM's chunks, or the collective then the GEMM or the reverse)",
+      {{{"overlapped", LinearPath::kOverlapped}, {"sequential", LinearPath::kSequential}}},
+      &TrainConfig::path));
+  rows.push_back(path_row<TrainConfig>(
+      "report", G::kRun, "FILE",
+      "write the resolved options, the per-step losses (\"losses\") and the timings as JSON to "
+      "this file",
+      [](auto& c) -> auto& { return c.report; }));
+  return rows;
+}
+
+// The shared rows cgemm-train takes, some with its own help.
+std::vector<Row> shared_train_rows() {
+  std::vector<Row> out;
+  for (Row& r : widen<TrainConfig>(shared_rows())) {
+    if (r.name == "warmup" || r.name == "iterations" || r.name == "overlap") continue;
+    if (r.name == "backend") {
+      r.help =
+          "auto | cpu | cuda. cgemm-train runs on the CPU backend only for now (its GELU, loss "
+          "and optimizer run on host copies; the GPU path is not built yet): auto takes cpu, "
+          "cuda is refused";
+    }
+    if (r.name == "trace") {
+      r.help =
+          "after the last step, record one more forward and backward pass of the block on every "
+          "rank (each layer's GEMM chunks, transfers and collectives; the host's GELU, loss and "
+          "optimizer are not drawn) and write it as Chrome trace-event JSON to FILE and as an "
+          "SVG timeline to FILE.svg";
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+TrainConfig read_train_config(const OptionReader& r) {
+  TrainConfig cfg = read_rows(train_rows(), r);
+  if (cfg.backend == BackendKind::kCuda) {
+    r.fail("backend", "cuda",
+           "cgemm-train's GPU path is not built yet (GELU, the loss and the optimizer have no "
+           "device kernels); use --backend cpu");
+  }
+  check_distinct(train_outputs(cfg), {{"--config", cfg.config_file}});
+  return cfg;
+}
+
+ProgramSpec train_program_spec() {
+  ProgramSpec spec;
+  spec.name = "cgemm-train";
+  spec.usage =
+      "Usage: mpirun -np N cgemm-train [--config FILE] [--NAME VALUE]...\n"
+      "Trains an MLP block with a residual, y = x + GELU(x W1 + b1) W2 + b2, on a synthetic\n"
+      "regression task: the targets are the same block with fixed random weights (the\n"
+      "teacher), the loss the mean of (y - target)^2 over every element of the global batch.\n"
+      "Tensor-sequence parallel over tp (x sharded over the sequence; the up projection an\n"
+      "all-gather GEMM, the down projection a reduce-scatter GEMM), data parallel over dp (the\n"
+      "weight gradients summed over dp with MPI_Allreduce after the backward pass). Every mesh\n"
+      "draws the same global weights and inputs, so it trains the same model as one rank.\n"
+      "Rank 0 prints the loss of every step, then tokens per second and the share of the step\n"
+      "time in each layer call (GEMMs with their collectives), the dp all-reduce, the host's\n"
+      "elementwise work and the optimizer.\n"
+      "Options come from the command line, then from the INI file of --config (same names,\n"
+      "'NAME = VALUE'), then from the defaults shown as (=...). Units are in [brackets].\n"
+      "The options of the General, Mesh and Overlap groups are cgemm-run's.\n";
+  spec.notes =
+      "Exit status: 0 done, 2 bad options or a shape the planner refuses, 4 a wait past\n"
+      "--timeout.\n\n" +
+      file_notes();
+  spec.mesh_caption = "Mesh (world size = dp x tp; a TP group is tp consecutive ranks)";
+  spec.problem_caption =
+      "Problem (y = x + GELU(x W1 + b1) W2 + b2; x [batch, seq_len, hidden], W1 [hidden, ffn])";
+  spec.options = entries_of(train_rows(), TrainConfig());
+  return spec;  // no sweeps
+}
+
+}  // namespace
+
+const char* optimizer_name(Optimizer o) { return o == Optimizer::kSgd ? "sgd" : "adam"; }
+const char* path_name(LinearPath p) {
+  return p == LinearPath::kSequential   ? "sequential"
+         : p == LinearPath::kOverlapped ? "overlapped"
+                                        : "policy";
+}
+
+const std::vector<OptionRow<TrainConfig>>& train_rows() {
+  static const std::vector<Row> rows = table_of(shared_train_rows(), own_rows());
+  return rows;
+}
+
+TrainParseResult parse_train_config(int argc, const char* const* argv) {
+  TrainParseResult result;
+  const ParsedOptions parsed =
+      parse_options(train_program_spec(), argc, argv,
+                    [&](const OptionReader& r) { result.config = read_train_config(r); });
+  result.help = parsed.help;
+  result.help_text = parsed.help_text;
+  return result;
+}
+
+void resolve_train_mesh(TrainConfig& cfg, int world_size) {
+  const std::string world = std::to_string(world_size);
+  const std::string dp = std::to_string(cfg.dp);
+  if (world_size % cfg.dp != 0) {
+    throw OptionError("--dp " + dp + " does not divide the world size " + world);
+  }
+  if (cfg.tp == 0) {
+    cfg.tp = world_size / cfg.dp;
+  } else if (static_cast<int64_t>(cfg.tp) * cfg.dp != world_size) {
+    throw OptionError("--tp " + std::to_string(cfg.tp) + " x --dp " + dp + " = " +
+                      std::to_string(static_cast<int64_t>(cfg.tp) * cfg.dp) +
+                      " ranks, but the world size is " + world + " (tp = 0 takes world size / dp)");
+  }
+  const std::string tp = std::to_string(cfg.tp);
+  if (cfg.batch % cfg.dp != 0) {
+    throw OptionError("--batch " + std::to_string(cfg.batch) + " is not divisible by --dp " + dp +
+                      " (each data-parallel group trains on batch / dp sequences)");
+  }
+  if (cfg.seq_len % cfg.tp != 0) {
+    throw OptionError("--seq_len " + std::to_string(cfg.seq_len) + " is not divisible by tp " + tp +
+                      " (the sequence is sharded over the tensor-parallel group)");
+  }
+  if (cfg.ffn % cfg.tp != 0) {
+    throw OptionError("--ffn " + std::to_string(cfg.ffn) + " is not divisible by tp " + tp +
+                      " (the up projection's output and the down projection's input are "
+                      "sharded over the tensor-parallel group)");
+  }
+}
+
+std::vector<NamedPath> train_outputs(const TrainConfig& cfg) {
+  std::vector<NamedPath> out{{"--report", cfg.report}, {"--trace", cfg.trace}};
+  if (!cfg.trace.empty()) out.push_back({"--trace's SVG", cfg.trace + ".svg"});
+  return out;
+}
+
+std::string train_ini(const TrainConfig& cfg) {
+  std::ostringstream out;
+  write_ini(out, train_rows(), cfg);
+  return out.str();
+}
+
+}  // namespace cgemm::launcher

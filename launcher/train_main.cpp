@@ -1,0 +1,215 @@
+// cgemm-train: trains the MLP block of train_model.hpp on the dp x tp mesh for --steps steps
+// and reports the loss of every step and where the step time went. Its phases end in the
+// all-ranks agreement as cgemm-run's do (job.hpp): errors every rank sees alike (options,
+// mesh, planner rules) end the job with one message and exit 2; an error of one rank (a
+// transport fault) aborts the job.
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cgemm/core/error.hpp"
+#include "cgemm/core/watchdog.hpp"
+#include "cgemm/runtime/context.hpp"
+#include "job.hpp"
+#include "mpi_session.hpp"
+#include "output_files.hpp"
+#include "report_json.hpp"
+#include "trace_writer.hpp"
+#include "train_config.hpp"
+#include "train_model.hpp"
+
+namespace cgemm::launcher {
+namespace {
+
+constexpr int kPhases = static_cast<int>(Phase::kCount);
+
+std::string fmt(const char* format, double a, double b = 0.0, double c = 0.0) {
+  char line[256];
+  std::snprintf(line, sizeof(line), format, a, b, c);
+  return line;
+}
+
+nlohmann::json config_json(const TrainConfig& cfg) {
+  return {{"dp", cfg.dp},
+          {"tp", cfg.tp},
+          {"batch", cfg.batch},
+          {"seq_len", cfg.seq_len},
+          {"hidden", cfg.hidden},
+          {"ffn", cfg.ffn},
+          {"steps", cfg.steps},
+          {"lr", cfg.lr},
+          {"optimizer", optimizer_name(cfg.optimizer)},
+          {"dtype", cfg.dtype == DType::kFloat32 ? "fp32" : "bf16"},
+          {"seed", cfg.seed},
+          {"path", path_name(cfg.path)},
+          {"config",
+           cfg.config_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(cfg.config_file)}};
+}
+
+int run(int argc, char** argv) {
+  const int world = world_size();
+  TrainParseResult parsed;
+  if (!all_ranks_ok([&] {
+        parsed = parse_train_config(argc, argv);
+        if (!parsed.help) resolve_train_mesh(parsed.config, world);
+      })) {
+    return kExitUsage;
+  }
+  if (parsed.help) {
+    say(parsed.help_text);
+    return 0;
+  }
+  const TrainConfig& cfg = parsed.config;
+  if (!all_ranks_ok([&] {
+        if (world_rank() != 0) return;
+        for (const NamedPath& out : train_outputs(cfg)) {
+          if (!out.path.empty()) check_writable(out);
+        }
+      })) {
+    return kExitUsage;
+  }
+  watchdog::start(cfg.timeout, world_rank(), "cgemm-train",
+                  [] { abort_world(watchdog::kExitTimeout); });
+
+  // The CPU backend whatever --backend auto would pick: the host does the elementwise steps.
+  SharedOptions backend_opts = cfg;
+  backend_opts.backend = BackendKind::kCpu;
+  std::unique_ptr<Context> ctx;
+  if (!context_for(backend_opts, cfg.tp, cfg.overlap, ctx)) return kExitUsage;
+  say("cgemm-train: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(cfg.dp) +
+      " x tp=" + std::to_string(cfg.tp) + ", backend " + ctx->backend().name() + ", transport " +
+      ctx->backend().transport());
+  say("resolved config:\n" + train_ini(cfg));
+
+  // plan: the planner's refusals are the same on every rank.
+  std::unique_ptr<MlpTrainer> trainer;
+  if (!all_ranks_ok([&] {
+        try {
+          trainer = std::make_unique<MlpTrainer>(*ctx, cfg);
+        } catch (const PlanError& e) {
+          // The planner's message names its rule, not the block: say which shape it refused.
+          throw Error("the planner refuses the MLP block (batch " + std::to_string(cfg.batch) +
+                      ", seq_len " + std::to_string(cfg.seq_len) + ", hidden " +
+                      std::to_string(cfg.hidden) + ", ffn " + std::to_string(cfg.ffn) + " on dp " +
+                      std::to_string(cfg.dp) + " x tp " + std::to_string(cfg.tp) +
+                      "): " + e.what());
+        }
+      })) {
+    return kExitUsage;
+  }
+  say("up_proj:   " + trainer->up().forward_plan().schedule_summary());
+  say("down_proj: " + trainer->down().forward_plan().schedule_summary());
+
+  // train
+  std::vector<double> losses, step_ms;
+  double phase_ms[kPhases] = {};
+  std::vector<TraceSpan> trace;
+  try {
+    for (int s = 0; s < cfg.steps; ++s) {
+      const StepResult r = trainer->step(s);
+      double total = 0.0;
+      for (int p = 0; p < kPhases; ++p) {
+        phase_ms[p] += r.phase_ms[p];
+        total += r.phase_ms[p];
+      }
+      losses.push_back(r.loss);
+      step_ms.push_back(total);
+      say(fmt("step %4.0f  loss %.9g", s + 1, r.loss));
+    }
+    if (!cfg.trace.empty()) trace = trainer->trace_pass();
+    // The slowest rank's times.
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, phase_ms, kPhases, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+              "MPI_Allreduce(phase times)");
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, step_ms.data(), static_cast<int>(step_ms.size()),
+                            MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+              "MPI_Allreduce(step times)");
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+
+  // summary
+  double total_ms = 0.0;
+  for (double t : step_ms) total_ms += t;
+  const double tokens = static_cast<double>(cfg.batch) * static_cast<double>(cfg.seq_len);
+  const double tokens_per_s = total_ms > 0 ? tokens * cfg.steps / (total_ms * 1e-3) : 0.0;
+  const double ratio = losses.front() > 0 ? losses.back() / losses.front() : 0.0;
+  say(fmt("loss %.6g -> %.6g after %.0f steps", losses.front(), losses.back(), cfg.steps) +
+      fmt(" (%.1f%% of the first)", 100.0 * ratio));
+  // The step time includes drawing the inputs and the teacher's forward pass (the targets).
+  say(fmt("%.0f tokens per step, %.3f ms per step (mean of the slowest rank's), %.0f tokens/s",
+          tokens, total_ms / cfg.steps, tokens_per_s));
+  say("share of the step time (summed over the steps, slowest rank per phase):");
+  nlohmann::json phases = nlohmann::json::array();
+  double phase_total = 0.0;
+  for (double t : phase_ms) phase_total += t;
+  for (int p = 0; p < kPhases; ++p) {
+    const double share = phase_total > 0 ? phase_ms[p] / phase_total : 0.0;
+    say(fmt("  %6.1f%%  %10.3f ms  ", 100.0 * share, phase_ms[p]) +
+        phase_name(static_cast<Phase>(p)));
+    phases.push_back(
+        {{"phase", phase_name(static_cast<Phase>(p))}, {"ms", phase_ms[p]}, {"share", share}});
+  }
+
+  if (!cfg.trace.empty()) {
+    const int lane = std::min(cfg.overlap.num_max_streams, ctx->backend().num_streams());
+    const std::string terr = write_trace(
+        cfg.trace, trace, lane,
+        "cgemm-train: one forward and backward pass of the MLP block, " + std::to_string(world) +
+            " ranks, dp " + std::to_string(cfg.dp) + " x tp " + std::to_string(cfg.tp),
+        MPI_COMM_WORLD);
+    if (terr.empty()) {
+      say("trace written to " + cfg.trace + " (Chrome trace JSON) and " + cfg.trace + ".svg");
+    }
+    if (any_rank_failed(terr)) return kExitUsage;
+  }
+  if (!cfg.report.empty()) {
+    nlohmann::json report = provenance_json();
+    report["program"] = "cgemm-train";
+    report["config"] = config_json(cfg);
+    report["world_size"] = world;
+    report["backend"] = ctx->backend().name();
+    report["transport"] = ctx->backend().transport();
+    report["losses"] = losses;
+    report["loss_ratio_last_to_first"] = ratio;
+    report["step_ms"] = step_ms;
+    report["tokens_per_step"] = tokens;
+    report["tokens_per_second"] = tokens_per_s;
+    report["phases"] = phases;
+    report["timing_note"] =
+        "ms summed over the steps on the slowest rank of each phase; the layer calls include "
+        "their collectives (overlapped or not, by path); step_ms and tokens_per_second count "
+        "every phase, the inputs and the teacher's forward pass included";
+    if (!all_ranks_ok([&] {
+          if (world_rank() != 0) return;
+          write_replacing("--report", cfg.report, report.dump(2) + "\n");
+          say("report written to " + cfg.report);
+        })) {
+      return kExitUsage;
+    }
+  }
+  trainer.reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace cgemm::launcher
+
+int main(int argc, char** argv) {
+  if (!cgemm::launcher::init_mpi(argc, argv, "cgemm-train")) return 1;
+  int rc = 1;
+  try {
+    cgemm::watchdog::start(300.0, cgemm::launcher::world_rank(), "cgemm-train",
+                           [] { cgemm::abort_world(cgemm::watchdog::kExitTimeout); });
+    rc = cgemm::launcher::run(argc, argv);
+  } catch (const std::exception& e) {
+    cgemm::launcher::abort_job(e.what());
+  }
+  cgemm::launcher::finalize_mpi();
+  return rc;
+}
