@@ -473,3 +473,22 @@ foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "tp4;4;" "dp2tp2;4;--dp=2")
   set_tests_properties(mpi_tp_linear_${mname} PROPERTIES LABELS mpi TIMEOUT 120
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+
+# The Python module (python/cgemm.py) over libcgemm.so's C API on the CPU backend: numpy
+# buffers (exit status: every rank's), each GEMM against a float64 numpy reference on fresh inputs (a new seed per run,
+# printed), poisoned outputs; the C API's errors as cgemm.Error. Debian's python3-numpy
+# (scripts/install-deps.sh) is /usr/bin/python3's, which is looked for first.
+find_program(CGEMM_NUMPY_PYTHON NAMES python3 HINTS /usr/bin
+  DOC "a Python 3 with numpy, for the Python module's test")
+foreach(mesh "tp2;2;1" "dp2tp2;4;2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 dp)
+  add_test(NAME mpi_python_capi_${mname}
+    COMMAND sh -c "exec \"$@\" --seed $(date +%s)" sh
+            env CGEMM_LIBRARY=$<TARGET_FILE:cgemm_capi>
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            ${CGEMM_NUMPY_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_python_capi.py --dp ${dp})
+  set_tests_properties(mpi_python_capi_${mname} PROPERTIES LABELS mpi TIMEOUT 120
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
