@@ -47,8 +47,15 @@ class ArgumentError : public cgemm::Error {
 // only what it started.
 std::atomic<bool> initialized_mpi{false};
 
-cgemm_status fail(cgemm_status status, std::string message) {
-  last_error = std::move(message);
+// Records the message as this thread's last error. noexcept: when even the message cannot be
+// allocated, a short one that fits std::string's inline buffer is kept instead.
+cgemm_status fail(cgemm_status status, const char* function, const char* what) noexcept {
+  try {
+    last_error = std::string(function) + ": " + what;
+  } catch (...) {
+    last_error.clear();
+    last_error = "out of memory";
+  }
   return status;
 }
 
@@ -58,20 +65,19 @@ cgemm_status guarded(const char* function, F&& f) noexcept {
   try {
     return f();
   } catch (const ArgumentError& e) {
-    return fail(CGEMM_ERROR_INVALID_ARGUMENT, std::string(function) + ": " + e.what());
+    return fail(CGEMM_ERROR_INVALID_ARGUMENT, function, e.what());
   } catch (const cgemm::PlanError& e) {
-    return fail(CGEMM_ERROR_PLAN, std::string(function) + ": " + e.what());
+    return fail(CGEMM_ERROR_PLAN, function, e.what());
   } catch (const cgemm::BackendRuleError& e) {
-    return fail(CGEMM_ERROR_BACKEND, std::string(function) + ": " + e.what());
+    return fail(CGEMM_ERROR_BACKEND, function, e.what());
   } catch (const cgemm::Error& e) {
-    return fail(CGEMM_ERROR_RUNTIME, std::string(function) + ": " + e.what());
+    return fail(CGEMM_ERROR_RUNTIME, function, e.what());
   } catch (const std::bad_alloc&) {
-    return fail(CGEMM_ERROR_OUT_OF_MEMORY, std::string(function) + ": out of memory");
+    return fail(CGEMM_ERROR_OUT_OF_MEMORY, function, "out of memory");
   } catch (const std::exception& e) {
-    return fail(CGEMM_ERROR_INTERNAL, std::string(function) + ": internal error: " + e.what());
+    return fail(CGEMM_ERROR_INTERNAL, function, e.what());
   } catch (...) {
-    return fail(CGEMM_ERROR_INTERNAL,
-                std::string(function) + ": internal error: an exception of unknown type");
+    return fail(CGEMM_ERROR_INTERNAL, function, "an exception of unknown type");
   }
 }
 
@@ -248,7 +254,7 @@ cgemm_status cgemm_context_create_world(const cgemm_context_desc* desc, cgemm_co
       // As the launcher: the watchdog's thread talks MPI beside the caller's.
       int provided = MPI_THREAD_SINGLE;
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-        return fail(CGEMM_ERROR_MPI, std::string(__func__) + ": MPI_Init_thread failed");
+        return fail(CGEMM_ERROR_MPI, "cgemm_context_create_world", "MPI_Init_thread failed");
       }
       initialized_mpi = true;
     }
@@ -261,7 +267,7 @@ cgemm_status cgemm_mpi_finalize(void) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (initialized_mpi.exchange(false) && !finalized && MPI_Finalize() != MPI_SUCCESS) {
-      return fail(CGEMM_ERROR_MPI, std::string(__func__) + ": MPI_Finalize failed");
+      return fail(CGEMM_ERROR_MPI, "cgemm_mpi_finalize", "MPI_Finalize failed");
     }
     return CGEMM_SUCCESS;
   });
@@ -289,8 +295,9 @@ cgemm_status cgemm_context_destroy(cgemm_context* ctx) {
   return guarded(__func__, [&] {
     if (ctx == nullptr) return CGEMM_SUCCESS;
     if (const int n = ctx->plans.load(); n > 0) {
-      return fail(CGEMM_ERROR_STATE, std::string(__func__) + ": " + std::to_string(n) +
-                                         " plan(s) of this context remain: destroy them first");
+      const std::string what =
+          std::to_string(n) + " plan(s) of this context remain: destroy them first";
+      return fail(CGEMM_ERROR_STATE, "cgemm_context_destroy", what.c_str());
     }
     delete ctx;
     return CGEMM_SUCCESS;
