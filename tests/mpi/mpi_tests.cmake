@@ -492,3 +492,22 @@ foreach(mesh "tp2;2;1" "dp2tp2;4;2")
   set_tests_properties(mpi_python_capi_${mname} PROPERTIES LABELS mpi TIMEOUT 120
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+
+# The C API's contract from C (tests/mpi/test_capi.c, linked to libcgemm.so): statuses,
+# messages, the per-thread last error, the Fortran-handle constructor, the tensor queries.
+add_executable(test_capi ${CMAKE_CURRENT_LIST_DIR}/test_capi.c)
+target_link_libraries(test_capi PRIVATE cgemm_capi Threads::Threads m)
+set_target_properties(test_capi PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
+target_compile_options(test_capi PRIVATE -Wall -Wextra -Werror)
+foreach(np 1 2)
+  add_test(NAME mpi_capi_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_capi>)
+  set_tests_properties(mpi_capi_np${np} PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS ${np}
+    ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
+# libcgemm.so exports the C API only: every defined dynamic symbol is cgemm_*.
+add_test(NAME capi_exports
+  COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; nm -D --defined-only \"$1\" | grep -q ' cgemm_plan_execute$'" sh $<TARGET_FILE:cgemm_capi>)
+set_tests_properties(capi_exports PROPERTIES LABELS unit)
