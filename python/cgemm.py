@@ -214,7 +214,6 @@ class Plan:
         _check(_lib.cgemm_plan_create(ctx._handle, ctypes.byref(desc), ctypes.byref(handle)))
         self._handle = handle
         self._ctx = ctx  # the context must outlive the plan
-        ctx._plans += 1
         infos = {}
         for name, op in _OPERANDS.items():
             info = _TensorInfo()
@@ -250,7 +249,6 @@ class Plan:
         if self._handle is not None:
             _lib.cgemm_plan_destroy(self._handle)
             self._handle = None
-            self._ctx._plans -= 1
 
     def __enter__(self):
         return self
@@ -282,7 +280,6 @@ class Context:
             _check(_lib.cgemm_context_create_fortran(int(comm), ctypes.byref(desc),
                                                      ctypes.byref(handle)))
         self._handle = handle
-        self._plans = 0
         info = _ContextInfo()
         _check(_lib.cgemm_context_get_info(self._handle, ctypes.byref(info)))
         self.rank, self.size = info.world_rank, info.world_size

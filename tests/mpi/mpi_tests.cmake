@@ -475,9 +475,10 @@ foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "tp4;4;" "dp2tp2;4;--dp=2")
 endforeach()
 
 # The Python module (python/cgemm.py) over libcgemm.so's C API on the CPU backend: numpy
-# buffers (exit status: every rank's), each GEMM against a float64 numpy reference on fresh inputs (a new seed per run,
-# printed), poisoned outputs; the C API's errors as cgemm.Error. Debian's python3-numpy
-# (scripts/install-deps.sh) is /usr/bin/python3's, which is looked for first.
+# buffers, each GEMM against a float64 numpy reference on fresh inputs (a new seed per run,
+# printed), poisoned outputs; the C API's errors as cgemm.Error. Passes on every rank's exit
+# status. Debian's python3-numpy (scripts/install-deps.sh) is /usr/bin/python3's, which is
+# looked for first.
 find_program(CGEMM_NUMPY_PYTHON NAMES python3 HINTS /usr/bin
   DOC "a Python 3 with numpy, for the Python module's test")
 foreach(mesh "tp2;2;1" "dp2tp2;4;2")
