@@ -81,6 +81,17 @@ cgemm_status guarded(const char* function, F&& f) noexcept {
   }
 }
 
+// A C caller may pass any int as an enum; in C++ a value outside the enumerators' range is
+// undefined once loaded as the enum (UBSan's -fsanitize=enum reports it). Its bytes, read as
+// the int the C ABI passes, are always defined.
+template <typename E>
+int raw_value(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are passed as int");
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 void require(const void* p, const char* what) {
   if (p == nullptr) throw ArgumentError(std::string(what) + " is NULL");
 }
@@ -192,7 +203,7 @@ void cgemm_version(int* major, int* minor, int* patch) {
 }
 
 const char* cgemm_status_name(cgemm_status status) {
-  switch (status) {
+  switch (raw_value(status)) {
     case CGEMM_SUCCESS:
       return "CGEMM_SUCCESS";
     case CGEMM_ERROR_INVALID_ARGUMENT:
@@ -348,7 +359,7 @@ cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operan
     cgemm_tensor_info info{};
     const cgemm::Shape *global = nullptr, *local = nullptr, *offset = nullptr;
     cgemm::DType dtype = d.desc.dtype;
-    switch (operand) {
+    switch (raw_value(operand)) {
       case CGEMM_LHS:
         global = &d.desc.lhs_shape, local = &d.lhs_local, offset = &d.lhs_offset;
         break;
@@ -366,7 +377,7 @@ cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operan
         global = &d.out_global, local = &d.out_local, offset = &d.out_offset;
         break;
       default:
-        throw ArgumentError("operand " + std::to_string(static_cast<int>(operand)) +
+        throw ArgumentError("operand " + std::to_string(raw_value(operand)) +
                             ": not CGEMM_LHS, CGEMM_RHS, CGEMM_BIAS or CGEMM_OUT");
     }
     // Static storage for the name: the dtype tables' string_views point at literals.
