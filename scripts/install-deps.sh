@@ -17,10 +17,12 @@ packages=(
 # Test-only packages. Slurm (tests/slurm): controller, node daemon, clients, munge (a hard
 # dependency) and libpmix-dev (Slurm's PMIx plugin loads a library only it ships). clang and
 # its libFuzzer/sanitizer runtimes (tests/fuzz/run_fuzz.sh): clang only recommends
-# libclang-rt-14-dev (Debian 12), hence named.
+# libclang-rt-14-dev (Debian 12), hence named. python3-numpy: the Python module's test
+# (tests/mpi/test_python_capi.py) and examples/python_gemm.py.
 test_packages=(
   slurmctld slurmd slurm-client munge libpmix-dev
   clang libclang-rt-14-dev
+  python3-numpy
 )
 [ "$with_tests" = 1 ] && packages+=("${test_packages[@]}")
 missing=()

@@ -3,8 +3,9 @@
 #  1. the main build (CUDA backend compiled when the toolkit is found; GPU tests skip
 #     without a GPU): unit tests, then MPI integration tests (2, 3 and 4 ranks), then the
 #     Slurm test (a slurmctld and two slurmd on this machine; tests/slurm);
-#  2. install, then build and run examples/consumer against the installed package (2 ranks;
-#     3 ranks: its planning error printed once);
+#  2. install, then build and run examples/consumer's programs against the installed package:
+#     the C++ consumer (cgemm::cgemm_static) and the C one (cgemm::cgemm, libcgemm.so), 2 ranks;
+#     3 ranks: each one's planning error printed once;
 #  3. an AddressSanitizer + UndefinedBehaviorSanitizer build of the CPU path: unit tests
 #     and a few MPI tests;
 #  4. fuzzing: tests/fuzz/run_fuzz.sh, $CGEMM_FUZZ_SECONDS (default 180) s per target, the
@@ -39,22 +40,25 @@ step "MPI integration tests"
 step "Slurm integration test (slurmctld + two slurmd; sbatch, srun, mpirun, job array)"
 (cd "$root/build" && ctest -L slurm --output-on-failure)
 
-step "install + consumer example (find_package(cgemm), 2 ranks; 3 ranks: one error)"
+step "install + consumer examples (find_package(cgemm), C++ and C, 2 ranks; 3 ranks: one error)"
 rm -rf "$root/build/_install" "$root/build/_consumer"
 cmake --install "$root/build" --prefix "$root/build/_install" >/dev/null
 cmake -S "$root/examples/consumer" -B "$root/build/_consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$root/build/_install" >/dev/null
 cmake --build "$root/build/_consumer" >/dev/null
 mpirun -np 2 "$root/build/_consumer/consumer"
-# At -np 3 its sequence of 32 does not divide: a planning error, the same on every rank, so one
+mpirun -np 2 "$root/build/_consumer/c_consumer"
+# At -np 3 their sequence does not divide: a planning error, the same on every rank, so one
 # message and every rank ending through MPI_Finalize (no MPI_Abort and its kill notices).
-out=$("$root/tests/mpi/expect_failure.sh" --program consumer "not divisible by 3" \
-  mpirun -np 3 "$root/build/_consumer/consumer") || { echo "$out"; false; }
-if grep -q MPI_ABORT <<<"$out"; then
-  echo "$out"
-  echo "FAIL: the consumer at -np 3 aborted"
-  false
-fi
+for program in consumer c_consumer; do
+  out=$("$root/tests/mpi/expect_failure.sh" --program "$program" "not divisible by 3" \
+    mpirun -np 3 "$root/build/_consumer/$program") || { echo "$out"; false; }
+  if grep -q MPI_ABORT <<<"$out"; then
+    echo "$out"
+    echo "FAIL: $program at -np 3 aborted"
+    false
+  fi
+done
 
 if [ "$sanitize" = 1 ]; then
   step "ASan + UBSan build of the CPU path"

@@ -526,3 +526,42 @@ set_tests_properties(mpi_train_model PROPERTIES LABELS mpi TIMEOUT 120 PROCESSOR
 cgemm_add_train_failure_test(planner_refuses 4
   "cgemm-train: error: the planner refuses the MLP block \\(batch 6, .* on dp 2 x tp 2\\): .*not divisible"
   --dp 2 --batch 6)
+
+# The Python module (python/cgemm.py) over libcgemm.so's C API on the CPU backend: numpy
+# buffers, each GEMM against a float64 numpy reference on fresh inputs (a new seed per run,
+# printed), poisoned outputs; the C API's errors as cgemm.Error. Passes on every rank's exit
+# status. Debian's python3-numpy (scripts/install-deps.sh) is /usr/bin/python3's, which is
+# looked for first.
+find_program(CGEMM_NUMPY_PYTHON NAMES python3 HINTS /usr/bin
+  DOC "a Python 3 with numpy, for the Python module's test")
+foreach(mesh "tp2;2;1" "dp2tp2;4;2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 dp)
+  add_test(NAME mpi_python_capi_${mname}
+    COMMAND sh -c "exec \"$@\" --seed $(date +%s)" sh
+            env CGEMM_LIBRARY=$<TARGET_FILE:cgemm_capi>
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            ${CGEMM_NUMPY_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_python_capi.py --dp ${dp})
+  set_tests_properties(mpi_python_capi_${mname} PROPERTIES LABELS mpi TIMEOUT 120
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
+# The C API's contract from C (tests/mpi/test_capi.c, linked to libcgemm.so): statuses,
+# messages, the per-thread last error, the Fortran-handle constructor, the tensor queries.
+add_executable(test_capi ${CMAKE_CURRENT_LIST_DIR}/test_capi.c)
+target_link_libraries(test_capi PRIVATE cgemm_capi Threads::Threads m)
+set_target_properties(test_capi PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
+target_compile_options(test_capi PRIVATE -Wall -Wextra -Werror)
+foreach(np 1 2)
+  add_test(NAME mpi_capi_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_capi>)
+  set_tests_properties(mpi_capi_np${np} PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS ${np}
+    ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
+# libcgemm.so exports the C API only: every defined dynamic symbol is cgemm_*.
+add_test(NAME capi_exports
+  COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; nm -D --defined-only \"$1\" | grep -q ' cgemm_plan_execute$'" sh $<TARGET_FILE:cgemm_capi>)
+set_tests_properties(capi_exports PROPERTIES LABELS unit)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The include graph keeps its layers: core <- sharding, gemm, collective <- runtime <- launcher.
+"""The include graph keeps its layers: core <- sharding, gemm, collective <- runtime <- capi,
+launcher.
 Every #include "cgemm/LAYER/..." in a layer's sources must name that layer or one below it.
 Usage: check_layers.py SOURCE_DIR. Exit 1, listing each upward include, when one exists."""
 import os
@@ -12,6 +13,7 @@ BELOW = {
     "gemm": {"core", "gemm"},
     "collective": {"core", "collective"},
     "runtime": {"core", "sharding", "gemm", "collective", "runtime"},
+    "capi": {"core", "sharding", "gemm", "collective", "runtime", "capi"},
     "launcher": {"core", "sharding", "gemm", "collective", "runtime", "launcher"},
 }
 

@@ -56,6 +56,45 @@ TEST(PlannerPartitionSpec, SpecStrIsPythonRepr) {
   EXPECT_EQ(spec_str({}), "()");
 }
 
+TEST(PlannerPartitionSpec, ParseSpecReadsSpecStr) {
+  // Every spec_str form reads back to the spec it came from.
+  for (const PartitionSpec& spec :
+       {PartitionSpec{SpecEntry::axis("dp"), SpecEntry::axis("tpsp"), N},
+        PartitionSpec{SpecEntry::axis("dp")}, PartitionSpec{SpecEntry::tuple({"dp", "fsdp"}), N},
+        PartitionSpec{SpecEntry::tuple({"tpsp"})}, PartitionSpec{}}) {
+    EXPECT_EQ(parse_spec(spec_str(spec)), spec) << spec_str(spec);
+  }
+}
+
+TEST(PlannerPartitionSpec, ParseSpecTakesPythonsOtherSpellings) {
+  const PartitionSpec dp_tpsp_none{SpecEntry::axis("dp"), SpecEntry::axis("tpsp"), N};
+  EXPECT_EQ(parse_spec(" ( \"dp\",'tpsp' ,None , ) "), dp_tpsp_none);
+  EXPECT_EQ(parse_spec("PartitionSpec('dp', 'tpsp', None)"), dp_tpsp_none);
+  EXPECT_EQ(parse_spec("P('dp', 'tpsp', None)"), dp_tpsp_none);
+  // Parentheses without a comma group, as in Python: ('a') is the name 'a'.
+  EXPECT_EQ(parse_spec("('dp')"), PartitionSpec{SpecEntry::axis("dp")});
+  EXPECT_EQ(parse_spec("'dp'"), PartitionSpec{SpecEntry::axis("dp")});
+  EXPECT_EQ(parse_spec("(('dp'), None)"), (PartitionSpec{SpecEntry::axis("dp"), N}));
+  EXPECT_EQ(parse_spec("(('dp',), None)"), (PartitionSpec{SpecEntry::tuple({"dp"}), N}));
+}
+
+TEST(PlannerPartitionSpec, ParseSpecErrorsQuoteTheTextAndTheOffset) {
+  EXPECT_EQ(error_of([] { parse_spec("('dp' 'tpsp')"); }),
+            "partition spec \"('dp' 'tpsp')\": expected ',' or ')' at offset 6, found ''' "
+            "(write it as Python does, e.g. \"('dp', 'tpsp', None)\")");
+  EXPECT_NE(error_of([] { parse_spec("('dp', ())"); }).find("empty tuple is no entry"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_spec("('', None)"); }).find("a non-empty axis name at offset 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_spec("('dp', None"); }).find("found the end"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_spec("('dp',) x"); }).find("nothing after the spec at offset 8"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_spec("(dp, None)"); }).find("a quoted axis name at offset 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_spec("('dp"); }).find("the closing '"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_spec(""); }).find("expected '(' at offset 0"), std::string::npos);
+}
+
 TEST(PlannerPartitionSpec, LocalShapeDividesByEveryAxisOfAnEntry) {
   const Mesh mesh = test_mesh();
   EXPECT_EQ(mesh.size(), 24);

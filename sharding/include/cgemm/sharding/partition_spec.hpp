@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,16 @@ struct SpecEntry {
 using PartitionSpec = std::vector<SpecEntry>;
 
 std::string spec_str(const PartitionSpec& spec);  // "('dp', 'tpsp', None)"
+
+/// The inverse of spec_str, for specs given as text (the C API, cgemm/cgemm.h): Python's
+/// notation of a tuple whose items are None, an axis name in single or double quotes, or a
+/// tuple of names: "('dp', 'tpsp', None)", "(('dp', 'tpsp'), None)", "('tpsp',)", "()".
+/// As in Python, parentheses around one name without a comma are no tuple ("('a')" is 'a' as an
+/// item, and as the whole spec one entry 'a'); JAX's repr "PartitionSpec(...)" and "P(...)" are
+/// read too. Spaces are free between tokens. Throws cgemm::Error quoting the text and naming
+/// the character offset of the first thing it cannot read (an empty tuple entry "()", an
+/// empty name, a missing comma or bracket, anything after the closing one).
+PartitionSpec parse_spec(std::string_view text);
 
 /// An ordered device mesh: axis name -> size, in mesh order.
 struct Mesh {

@@ -1,0 +1,217 @@
+/* cgemm's C API: the plugin boundary of libcgemm.so (find_package(cgemm): cgemm::cgemm).
+ *
+ * The same library as the C++ one (cgemm/runtime/plan.hpp), behind plain C types, for callers
+ * that are not C++ or that must not share cgemm's C++ runtime (Python through ctypes:
+ * python/cgemm.py; Fortran through the MPI_Fint constructor; other plugins). The shared library
+ * exports these functions only.
+ *
+ * The sequence:
+ *   cgemm_context_desc cd;  cgemm_context_desc_init(&cd);  cd.backend = "cpu";
+ *   cgemm_context* ctx;     cgemm_context_create(MPI_COMM_WORLD, &cd, &ctx);
+ *   cgemm_plan_desc pd;     cgemm_plan_desc_init(&pd);  ... shapes, specs, collective ...
+ *   cgemm_plan* plan;       cgemm_plan_create(ctx, &pd, &plan);
+ *   cgemm_tensor_info out;  cgemm_plan_tensor_info(plan, CGEMM_OUT, &out);  (allocate buffers)
+ *   cgemm_plan_execute(plan, lhs, rhs, bias, y);   as often as you like
+ *   cgemm_plan_destroy(plan);  cgemm_context_destroy(ctx);
+ *
+ * Errors: every function that can fail returns a cgemm_status; CGEMM_SUCCESS is 0. On failure
+ * cgemm_last_error() gives a message naming what is wrong (the operand, the shape, the spec,
+ * the rule of gemm.py), and output arguments are left unchanged. No C++ exception and no abort
+ * crosses this boundary: the library catches everything at each function.
+ *
+ * Units: shapes and offsets in elements, outermost dim first; byte counts in bytes (int64_t).
+ * Names are the planner's: dtypes "float32", "bfloat16", "float16" (also "fp32", "bf16",
+ * "fp16"); collectives "none", "all_gather", "reduce_scatter"; backends "cpu", "cuda", "auto".
+ *
+ * Collective calls: cgemm_context_create*, cgemm_context_destroy, cgemm_plan_create,
+ * cgemm_plan_execute and cgemm_plan_destroy are collective over the context's communicator:
+ * every rank calls them in the same order with the same descriptors. Setting up fails alike on
+ * every rank (the checks see the arguments only); cgemm_plan_execute may fail on one rank only
+ * (its device, its transport), in which case the other ranks may wait in a collective forever:
+ * end the job with MPI_Abort then.
+ *
+ * Thread safety: cgemm_version*, cgemm_status_name and cgemm_last_error may be called from any
+ * thread at any time (the last error is per thread: the message of the last failed call on the
+ * calling thread). A context and its plans must be used by one thread at a time, as MPI
+ * collectives on one communicator must; distinct contexts may be used by distinct threads
+ * when MPI was initialized with MPI_THREAD_MULTIPLE.
+ *
+ * Ownership: the library owns contexts and plans (create, then destroy exactly once); the
+ * caller owns every buffer and every string it passes (they are read during the call only)
+ * and must not free strings the library returns (static, or per thread: see each function).
+ * A context must outlive its plans: cgemm_context_destroy refuses while plans remain.
+ */
+#ifndef CGEMM_CGEMM_H
+#define CGEMM_CGEMM_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The shared library is built with hidden visibility; CGEMM_API marks what it exports. */
+#if defined(CGEMM_BUILDING_CAPI)
+#define CGEMM_API __attribute__((visibility("default")))
+#else
+#define CGEMM_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most dims of any operand, and of each operand's contracting dims. */
+#define CGEMM_MAX_NDIM 8
+
+typedef enum cgemm_status {
+  CGEMM_SUCCESS = 0,
+  /* A null pointer, an unknown name, a malformed spec string, a buffer size that differs. */
+  CGEMM_ERROR_INVALID_ARGUMENT = 1,
+  /* A rule of Transformer Engine's gemm.py (its ValueError / assert): cgemm::PlanError. */
+  CGEMM_ERROR_PLAN = 2,
+  /* The backend rule refused the job (e.g. "cuda" with more ranks than GPUs). */
+  CGEMM_ERROR_BACKEND = 3,
+  /* Any other of cgemm's errors (a layout the runtime does not run, an MPI or device call). */
+  CGEMM_ERROR_RUNTIME = 4,
+  CGEMM_ERROR_OUT_OF_MEMORY = 5,
+  /* MPI could not be initialized (cgemm_context_create_world). */
+  CGEMM_ERROR_MPI = 6,
+  /* Not one of cgemm's errors: a bug; the message says what was thrown. */
+  CGEMM_ERROR_INTERNAL = 7,
+  /* The call is refused in this state (a context destroyed while plans remain). */
+  CGEMM_ERROR_STATE = 8
+} cgemm_status;
+
+/* "0.1.0": the project's version (static string). */
+CGEMM_API const char* cgemm_version_string(void);
+/* The same as numbers; any pointer may be NULL. */
+CGEMM_API void cgemm_version(int* major, int* minor, int* patch);
+/* "CGEMM_ERROR_PLAN" etc. (static string; "unknown status" for other values). */
+CGEMM_API const char* cgemm_status_name(cgemm_status status);
+/* The message of the last failed call on this thread ("" when none failed). Valid until the
+ * next failing call on this thread; copy it to keep it. */
+CGEMM_API const char* cgemm_last_error(void);
+
+/* ---- Context: the communicator, the dp x tp mesh, the backend and the overlap knobs. ---- */
+
+typedef struct cgemm_context cgemm_context;
+
+typedef struct cgemm_context_desc {
+  int dp;                /* data-parallel size, >= 1; it must divide the world size */
+  int tp;                /* tensor-parallel size; 0: world size / dp */
+  const char* dp_axis;   /* the mesh axis names the specs use; NULL: "dp" */
+  const char* tpsp_axis; /* NULL: "tpsp" */
+  const char* backend;   /* "cpu", "cuda" or "auto" (the backend rule); NULL: "auto" */
+  /* Overlap knobs (cgemm/runtime/options.hpp, TE's collective_gemm_bootstrap): */
+  const char* overlap;      /* "auto", "on" (always overlapped) or "off"; NULL: "auto" */
+  int num_max_streams;      /* GEMM streams of a collective GEMM, >= 1 */
+  int chunks_per_rank;      /* pieces per ring chunk, >= 1 */
+  int aggregate_all_gather; /* nonzero: the all-gather goes both ways round the ring */
+} cgemm_context_desc;
+
+/* Defaults: dp 1, tp 0, names NULL (their defaults), num_max_streams 3, chunks_per_rank 1,
+ * aggregate_all_gather 0. Fill a desc with this first, then set what you need. */
+CGEMM_API void cgemm_context_desc_init(cgemm_context_desc* desc);
+
+/* Collective over `comm` (which the caller keeps and frees after cgemm_context_destroy; the
+ * context builds its own communicators from it). MPI must be initialized. */
+CGEMM_API cgemm_status cgemm_context_create(MPI_Comm comm, const cgemm_context_desc* desc,
+                                            cgemm_context** out);
+/* The same from a Fortran handle (MPI_Comm_f2c): Fortran's MPI module, or mpi4py's
+ * comm.py2f(). */
+CGEMM_API cgemm_status cgemm_context_create_fortran(MPI_Fint comm, const cgemm_context_desc* desc,
+                                                    cgemm_context** out);
+/* On MPI_COMM_WORLD, for callers that have no MPI binding (Python through ctypes): initializes
+ * MPI (MPI_THREAD_MULTIPLE) when nobody has; cgemm_mpi_finalize then finalizes it. */
+CGEMM_API cgemm_status cgemm_context_create_world(const cgemm_context_desc* desc,
+                                                  cgemm_context** out);
+/* Finalizes MPI if cgemm_context_create_world initialized it and it is not finalized yet;
+ * otherwise does nothing (MPI is the caller's). Collective; destroy every context first. */
+CGEMM_API cgemm_status cgemm_mpi_finalize(void);
+
+typedef struct cgemm_context_info {
+  int world_rank, world_size; /* in the communicator the context was made from */
+  int dp, tp;                 /* the mesh, tp resolved */
+  int dp_rank, tp_rank;       /* world rank = dp_rank * tp + tp_rank */
+  const char* backend;        /* the backend built: "cpu" or "cuda" (static string) */
+} cgemm_context_info;
+
+CGEMM_API cgemm_status cgemm_context_get_info(const cgemm_context* ctx, cgemm_context_info* out);
+/* Collective. NULL: nothing. CGEMM_ERROR_STATE (and the context kept) while plans remain. */
+CGEMM_API cgemm_status cgemm_context_destroy(cgemm_context* ctx);
+
+/* ---- Plan: one GEMM planned on the context's mesh, as gemm.py plans it. ---- */
+
+typedef struct cgemm_plan cgemm_plan;
+
+typedef struct cgemm_plan_desc {
+  const char* name; /* in messages and traces; NULL: "gemm" */
+  /* Global shapes (every rank's shards together), outermost dim first. */
+  int lhs_ndim;
+  int64_t lhs_shape[CGEMM_MAX_NDIM];
+  int rhs_ndim;
+  int64_t rhs_shape[CGEMM_MAX_NDIM];
+  int bias_ndim; /* 0: no bias; else 1, bias [N] */
+  int64_t bias_shape[CGEMM_MAX_NDIM];
+  const char* dtype;     /* lhs and rhs; NULL: "bfloat16" */
+  const char* out_dtype; /* output and bias; NULL: as dtype */
+  /* PartitionSpecs in Python's notation, e.g. "('dp', 'tpsp', None)" (also "P(...)"); NULL
+   * or "()": every dim unsharded. Each must be the planner's answer for the layout (cgemm
+   * does not reshard): CGEMM_ERROR_PLAN names the given and the planner's spec otherwise. */
+  const char* lhs_spec;
+  const char* rhs_spec;
+  const char* bias_spec;
+  /* Contracting dims of each operand (negative: from the end), as gemm.py's
+   * contracting_dims; the defaults (-1,) and (0,): lhs [..., K] @ rhs [K, N]. */
+  int lhs_contracting_ndim;
+  int lhs_contracting[CGEMM_MAX_NDIM];
+  int rhs_contracting_ndim;
+  int rhs_contracting[CGEMM_MAX_NDIM];
+  const char* collective;       /* "none", "all_gather", "reduce_scatter"; NULL: "none" */
+  int transpose_batch_sequence; /* nonzero: activations are [S, B, H] */
+} cgemm_plan_desc;
+
+/* Zeros, then the defaults above (contracting (-1,) and (0,)). */
+CGEMM_API void cgemm_plan_desc_init(cgemm_plan_desc* desc);
+
+/* Collective. Plans `desc` (infer_gemm_sharding, gemm_abstract, the reorder checks); the plan
+ * keeps a reference to ctx. The layouts the runtime runs are those of cgemm/runtime/plan.hpp
+ * (a plain GEMM with its contracting dims at one end of each operand; all_gather and
+ * reduce_scatter on lhs [B, S, K] or [S, B, K] and a 2-D rhs); others: CGEMM_ERROR_RUNTIME
+ * naming the layout. */
+CGEMM_API cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc,
+                                         cgemm_plan** out);
+/* Collective. NULL: nothing. */
+CGEMM_API void cgemm_plan_destroy(cgemm_plan* plan);
+
+typedef enum cgemm_operand {
+  CGEMM_LHS = 0,
+  CGEMM_RHS = 1,
+  CGEMM_BIAS = 2,
+  CGEMM_OUT = 3
+} cgemm_operand;
+
+typedef struct cgemm_tensor_info {
+  int ndim;                             /* 0: the plan has no such operand (a bias) */
+  int64_t global_shape[CGEMM_MAX_NDIM]; /* the whole tensor */
+  int64_t local_shape[CGEMM_MAX_NDIM];  /* this rank's shard: the buffer execute takes */
+  int64_t offset[CGEMM_MAX_NDIM];       /* the shard's first element in the global tensor */
+  int64_t bytes;                        /* of this rank's buffer (row-major, contiguous) */
+  const char* dtype;                    /* its dtype's name (static string) */
+} cgemm_tensor_info;
+
+CGEMM_API cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operand,
+                                              cgemm_tensor_info* out);
+
+/* Collective. The GEMM on this rank's shards: row-major contiguous buffers of
+ * cgemm_plan_tensor_info's local shapes and bytes; host memory on the CPU backend, device
+ * memory on the CUDA backend (asynchronous there, on the backend's stream 0). bias may be
+ * NULL only when the plan has none; out must not overlap the inputs. Synchronous on the CPU
+ * backend: out holds the result on return. */
+CGEMM_API cgemm_status cgemm_plan_execute(cgemm_plan* plan, const void* lhs, const void* rhs,
+                                          const void* bias, void* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CGEMM_CGEMM_H */

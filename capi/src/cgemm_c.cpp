@@ -1,0 +1,420 @@
+// The C API (cgemm/cgemm.h) over the C++ runtime: each function converts its C arguments,
+// calls the runtime and turns every exception into a status and the thread's last error, so
+// that nothing thrown crosses into a C caller (for which unwinding is undefined).
+#include "cgemm/cgemm.h"
+
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "cgemm/core/collective_op.hpp"
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/error.hpp"
+#include "cgemm/core/shape.hpp"
+#include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/plan.hpp"
+#include "cgemm/sharding/partition_spec.hpp"
+
+#ifndef CGEMM_VERSION_STRING
+#error "CGEMM_VERSION_STRING must be defined by the build (the project's version)"
+#endif
+
+struct cgemm_context {
+  std::unique_ptr<cgemm::Context> ctx;
+  std::atomic<int> plans{0};  // live plans: they hold a reference to ctx
+};
+
+struct cgemm_plan {
+  cgemm_context* owner = nullptr;
+  std::unique_ptr<cgemm::GemmPlan> plan;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+// A caller's argument the descriptor conversion refused: CGEMM_ERROR_INVALID_ARGUMENT.
+class ArgumentError : public cgemm::Error {
+ public:
+  using cgemm::Error::Error;
+};
+
+// Set when cgemm_context_create_world initialized MPI, so that cgemm_mpi_finalize finalizes
+// only what it started.
+std::atomic<bool> initialized_mpi{false};
+
+// Records the message as this thread's last error. noexcept: when even the message cannot be
+// allocated, a short one that fits std::string's inline buffer is kept instead.
+cgemm_status fail(cgemm_status status, const char* function, const char* what) noexcept {
+  try {
+    last_error = std::string(function) + ": " + what;
+  } catch (...) {
+    last_error.clear();
+    last_error = "out of memory";
+  }
+  return status;
+}
+
+// Runs f, mapping what it throws to a status; the most derived type first.
+template <typename F>
+cgemm_status guarded(const char* function, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const ArgumentError& e) {
+    return fail(CGEMM_ERROR_INVALID_ARGUMENT, function, e.what());
+  } catch (const cgemm::PlanError& e) {
+    return fail(CGEMM_ERROR_PLAN, function, e.what());
+  } catch (const cgemm::BackendRuleError& e) {
+    return fail(CGEMM_ERROR_BACKEND, function, e.what());
+  } catch (const cgemm::Error& e) {
+    return fail(CGEMM_ERROR_RUNTIME, function, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(CGEMM_ERROR_OUT_OF_MEMORY, function, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(CGEMM_ERROR_INTERNAL, function, e.what());
+  } catch (...) {
+    return fail(CGEMM_ERROR_INTERNAL, function, "an exception of unknown type");
+  }
+}
+
+// A C caller may pass any int as an enum; in C++ a value outside the enumerators' range is
+// undefined once loaded as the enum (UBSan's -fsanitize=enum reports it). Its bytes, read as
+// the int the C ABI passes, are always defined.
+template <typename E>
+int raw_value(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are passed as int");
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+void require(const void* p, const char* what) {
+  if (p == nullptr) throw ArgumentError(std::string(what) + " is NULL");
+}
+
+// A name parsed by one of the planner's parse functions; its cgemm::Error becomes the
+// caller's argument error.
+template <typename Parse>
+auto parse_arg(const char* value, const char* fallback, const char* what, Parse parse) {
+  try {
+    return parse(value ? value : fallback);
+  } catch (const cgemm::Error& e) {
+    throw ArgumentError(std::string(what) + ": " + e.what());
+  }
+}
+
+cgemm::Shape shape_arg(int ndim, const int64_t* dims, const char* what) {
+  if (ndim < 0 || ndim > CGEMM_MAX_NDIM) {
+    throw ArgumentError(std::string(what) + " " + std::to_string(ndim) + ": must be 0.." +
+                        std::to_string(CGEMM_MAX_NDIM));
+  }
+  cgemm::Shape s(dims, dims + ndim);
+  for (int d = 0; d < ndim; ++d) {
+    if (s[static_cast<size_t>(d)] <= 0) {
+      throw ArgumentError(std::string(what) + ": dim " + std::to_string(d) + " is " +
+                          std::to_string(s[static_cast<size_t>(d)]) + ", must be positive");
+    }
+  }
+  return s;
+}
+
+std::vector<int> dims_arg(int ndim, const int* dims, const char* what) {
+  if (ndim < 1 || ndim > CGEMM_MAX_NDIM) {
+    throw ArgumentError(std::string(what) + " " + std::to_string(ndim) + ": must be 1.." +
+                        std::to_string(CGEMM_MAX_NDIM));
+  }
+  return std::vector<int>(dims, dims + ndim);
+}
+
+cgemm::PartitionSpec spec_arg(const char* text, const char* what) {
+  if (text == nullptr) return {};
+  try {
+    return cgemm::parse_spec(text);
+  } catch (const cgemm::Error& e) {
+    throw ArgumentError(std::string(what) + ": " + e.what());
+  }
+}
+
+cgemm::GemmDesc gemm_desc(const cgemm_plan_desc& d) {
+  cgemm::GemmDesc g;
+  g.name = d.name ? d.name : "gemm";
+  g.lhs_shape = shape_arg(d.lhs_ndim, d.lhs_shape, "lhs_ndim");
+  g.rhs_shape = shape_arg(d.rhs_ndim, d.rhs_shape, "rhs_ndim");
+  if (d.bias_ndim != 0) g.bias_shape = shape_arg(d.bias_ndim, d.bias_shape, "bias_ndim");
+  g.dtype = parse_arg(d.dtype, "bfloat16", "dtype", cgemm::parse_dtype);
+  g.out_dtype = d.out_dtype ? parse_arg(d.out_dtype, "", "out_dtype", cgemm::parse_dtype) : g.dtype;
+  g.lhs_spec = spec_arg(d.lhs_spec, "lhs_spec");
+  g.rhs_spec = spec_arg(d.rhs_spec, "rhs_spec");
+  g.bias_spec = spec_arg(d.bias_spec, "bias_spec");
+  g.contracting_dims = {
+      dims_arg(d.lhs_contracting_ndim, d.lhs_contracting, "lhs_contracting_ndim"),
+      dims_arg(d.rhs_contracting_ndim, d.rhs_contracting, "rhs_contracting_ndim")};
+  g.collective = parse_arg(d.collective, "none", "collective", cgemm::parse_collective);
+  g.transpose_batch_sequence = d.transpose_batch_sequence != 0;
+  return g;
+}
+
+cgemm_status create_context(MPI_Comm comm, const cgemm_context_desc* desc, cgemm_context** out) {
+  require(desc, "desc");
+  require(out, "out");
+  if (comm == MPI_COMM_NULL) throw ArgumentError("comm is MPI_COMM_NULL");
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    throw ArgumentError(finalized ? "MPI is finalized" : "MPI is not initialized (MPI_Init)");
+  }
+  cgemm::MeshConfig mesh;
+  mesh.dp = desc->dp;
+  mesh.tp = desc->tp;
+  if (desc->dp_axis) mesh.dp_axis = desc->dp_axis;
+  if (desc->tpsp_axis) mesh.tpsp_axis = desc->tpsp_axis;
+  cgemm::OverlapOptions overlap;
+  overlap.policy = parse_arg(desc->overlap, "auto", "overlap", cgemm::parse_overlap_policy);
+  overlap.num_max_streams = desc->num_max_streams;
+  overlap.chunks_per_rank = desc->chunks_per_rank;
+  overlap.aggregate_all_gather = desc->aggregate_all_gather != 0;
+  if (overlap.num_max_streams < 1 || overlap.chunks_per_rank < 1) {
+    throw ArgumentError("num_max_streams " + std::to_string(overlap.num_max_streams) +
+                        " and chunks_per_rank " + std::to_string(overlap.chunks_per_rank) +
+                        ": each must be at least 1");
+  }
+  const auto kind = parse_arg(desc->backend, "auto", "backend", cgemm::parse_backend);
+  auto c = std::make_unique<cgemm_context>();
+  c->ctx = std::make_unique<cgemm::Context>(comm, mesh, kind, overlap);
+  *out = c.release();
+  return CGEMM_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cgemm_version_string(void) { return CGEMM_VERSION_STRING; }
+
+void cgemm_version(int* major, int* minor, int* patch) {
+  if (major) *major = CGEMM_VERSION_MAJOR;
+  if (minor) *minor = CGEMM_VERSION_MINOR;
+  if (patch) *patch = CGEMM_VERSION_PATCH;
+}
+
+const char* cgemm_status_name(cgemm_status status) {
+  switch (raw_value(status)) {
+    case CGEMM_SUCCESS:
+      return "CGEMM_SUCCESS";
+    case CGEMM_ERROR_INVALID_ARGUMENT:
+      return "CGEMM_ERROR_INVALID_ARGUMENT";
+    case CGEMM_ERROR_PLAN:
+      return "CGEMM_ERROR_PLAN";
+    case CGEMM_ERROR_BACKEND:
+      return "CGEMM_ERROR_BACKEND";
+    case CGEMM_ERROR_RUNTIME:
+      return "CGEMM_ERROR_RUNTIME";
+    case CGEMM_ERROR_OUT_OF_MEMORY:
+      return "CGEMM_ERROR_OUT_OF_MEMORY";
+    case CGEMM_ERROR_MPI:
+      return "CGEMM_ERROR_MPI";
+    case CGEMM_ERROR_INTERNAL:
+      return "CGEMM_ERROR_INTERNAL";
+    case CGEMM_ERROR_STATE:
+      return "CGEMM_ERROR_STATE";
+  }
+  return "unknown status";
+}
+
+const char* cgemm_last_error(void) { return last_error.c_str(); }
+
+void cgemm_context_desc_init(cgemm_context_desc* desc) {
+  if (desc == nullptr) return;
+  std::memset(desc, 0, sizeof(*desc));
+  const cgemm::OverlapOptions defaults;
+  desc->dp = 1;
+  desc->tp = 0;
+  desc->num_max_streams = defaults.num_max_streams;
+  desc->chunks_per_rank = defaults.chunks_per_rank;
+  desc->aggregate_all_gather = defaults.aggregate_all_gather ? 1 : 0;
+}
+
+cgemm_status cgemm_context_create(MPI_Comm comm, const cgemm_context_desc* desc,
+                                  cgemm_context** out) {
+  return guarded(__func__, [&] { return create_context(comm, desc, out); });
+}
+
+cgemm_status cgemm_context_create_fortran(MPI_Fint comm, const cgemm_context_desc* desc,
+                                          cgemm_context** out) {
+  return guarded(__func__, [&] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    // MPI_Comm_f2c before MPI_Init is undefined: create_context's check comes too late.
+    if (!initialized) throw ArgumentError("MPI is not initialized (MPI_Init)");
+    return create_context(MPI_Comm_f2c(comm), desc, out);
+  });
+}
+
+cgemm_status cgemm_context_create_world(const cgemm_context_desc* desc, cgemm_context** out) {
+  return guarded(__func__, [&] {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (finalized) throw ArgumentError("MPI is finalized");
+    if (!initialized) {
+      // As the launcher: the watchdog's thread talks MPI beside the caller's.
+      int provided = MPI_THREAD_SINGLE;
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        return fail(CGEMM_ERROR_MPI, "cgemm_context_create_world", "MPI_Init_thread failed");
+      }
+      initialized_mpi = true;
+    }
+    return create_context(MPI_COMM_WORLD, desc, out);
+  });
+}
+
+cgemm_status cgemm_mpi_finalize(void) {
+  return guarded(__func__, [&] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (initialized_mpi.exchange(false) && !finalized && MPI_Finalize() != MPI_SUCCESS) {
+      return fail(CGEMM_ERROR_MPI, "cgemm_mpi_finalize", "MPI_Finalize failed");
+    }
+    return CGEMM_SUCCESS;
+  });
+}
+
+cgemm_status cgemm_context_get_info(const cgemm_context* ctx, cgemm_context_info* out) {
+  return guarded(__func__, [&] {
+    require(ctx, "ctx");
+    require(out, "out");
+    const auto& comms = ctx->ctx->comms();
+    cgemm_context_info info{};
+    info.world_rank = comms.world_rank();
+    info.world_size = comms.world_size();
+    info.dp = comms.dp();
+    info.tp = comms.tp();
+    info.dp_rank = comms.dp_rank();
+    info.tp_rank = comms.tp_rank();
+    info.backend = ctx->ctx->backend().name() == "cuda" ? "cuda" : "cpu";
+    *out = info;
+    return CGEMM_SUCCESS;
+  });
+}
+
+cgemm_status cgemm_context_destroy(cgemm_context* ctx) {
+  return guarded(__func__, [&] {
+    if (ctx == nullptr) return CGEMM_SUCCESS;
+    if (const int n = ctx->plans.load(); n > 0) {
+      const std::string what =
+          std::to_string(n) + " plan(s) of this context remain: destroy them first";
+      return fail(CGEMM_ERROR_STATE, "cgemm_context_destroy", what.c_str());
+    }
+    delete ctx;
+    return CGEMM_SUCCESS;
+  });
+}
+
+void cgemm_plan_desc_init(cgemm_plan_desc* desc) {
+  if (desc == nullptr) return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->lhs_contracting_ndim = 1;
+  desc->lhs_contracting[0] = -1;
+  desc->rhs_contracting_ndim = 1;
+  desc->rhs_contracting[0] = 0;
+}
+
+cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc, cgemm_plan** out) {
+  return guarded(__func__, [&] {
+    require(ctx, "ctx");
+    require(desc, "desc");
+    require(out, "out");
+    auto p = std::make_unique<cgemm_plan>();
+    p->plan = std::make_unique<cgemm::GemmPlan>(*ctx->ctx, gemm_desc(*desc));
+    p->owner = ctx;
+    ++ctx->plans;
+    *out = p.release();
+    return CGEMM_SUCCESS;
+  });
+}
+
+void cgemm_plan_destroy(cgemm_plan* plan) {
+  if (plan == nullptr) return;
+  // A destructor that throws would end the process (noexcept); the status is dropped, as
+  // free() drops none.
+  (void)guarded(__func__, [&] {
+    cgemm_context* owner = plan->owner;
+    delete plan;
+    --owner->plans;
+    return CGEMM_SUCCESS;
+  });
+}
+
+cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operand,
+                                    cgemm_tensor_info* out) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    require(out, "out");
+    const auto& d = plan->plan->description();
+    cgemm_tensor_info info{};
+    const cgemm::Shape *global = nullptr, *local = nullptr, *offset = nullptr;
+    cgemm::DType dtype = d.desc.dtype;
+    switch (raw_value(operand)) {
+      case CGEMM_LHS:
+        global = &d.desc.lhs_shape, local = &d.lhs_local, offset = &d.lhs_offset;
+        break;
+      case CGEMM_RHS:
+        global = &d.desc.rhs_shape, local = &d.rhs_local, offset = &d.rhs_offset;
+        break;
+      case CGEMM_BIAS:
+        dtype = d.desc.out_dtype;
+        if (d.desc.bias_shape) {
+          global = &*d.desc.bias_shape, local = &d.bias_local, offset = &d.bias_offset;
+        }
+        break;
+      case CGEMM_OUT:
+        dtype = d.desc.out_dtype;
+        global = &d.out_global, local = &d.out_local, offset = &d.out_offset;
+        break;
+      default:
+        throw ArgumentError("operand " + std::to_string(raw_value(operand)) +
+                            ": not CGEMM_LHS, CGEMM_RHS, CGEMM_BIAS or CGEMM_OUT");
+    }
+    // Static storage for the name: the dtype tables' string_views point at literals.
+    info.dtype = cgemm::dtype_name(dtype).data();
+    if (global != nullptr) {
+      if (global->size() > CGEMM_MAX_NDIM) {
+        throw cgemm::Error("the operand has " + std::to_string(global->size()) +
+                           " dims, more than CGEMM_MAX_NDIM");
+      }
+      info.ndim = static_cast<int>(global->size());
+      for (size_t i = 0; i < global->size(); ++i) {
+        info.global_shape[i] = (*global)[i];
+        info.local_shape[i] = (*local)[i];
+        info.offset[i] = (*offset)[i];
+      }
+      info.bytes = cgemm::num_elements(*local) * static_cast<int64_t>(cgemm::dtype_size(dtype));
+    }
+    *out = info;
+    return CGEMM_SUCCESS;
+  });
+}
+
+cgemm_status cgemm_plan_execute(cgemm_plan* plan, const void* lhs, const void* rhs,
+                                const void* bias, void* out) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    require(lhs, "lhs");
+    require(rhs, "rhs");
+    require(out, "out");
+    const bool has_bias = plan->plan->desc().bias_shape.has_value();
+    if (has_bias && bias == nullptr) throw ArgumentError("bias is NULL but the plan has a bias");
+    if (!has_bias && bias != nullptr) {
+      throw ArgumentError("bias is given but the plan has none (bias_ndim 0)");
+    }
+    plan->plan->execute(lhs, rhs, bias, out);
+    return CGEMM_SUCCESS;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,329 @@
+"""cgemm from Python: the C API (capi/include/cgemm/cgemm.h) through ctypes, on numpy buffers.
+
+No build step and no MPI binding needed: Context() joins MPI_COMM_WORLD (initializing MPI
+when nobody has; finalized at exit), or the communicator given as a Fortran handle
+(mpi4py: comm.py2f()). Run under mpirun, every rank the same calls:
+
+    import cgemm, numpy as np
+    ctx = cgemm.Context(dp=1, backend="cpu")
+    plan = ctx.plan(lhs_shape=(2, 32, 64), rhs_shape=(64, 96), bias_shape=(96,),
+                    dtype="float32", collective="all_gather",
+                    lhs_spec="(None, 'tpsp', None)", rhs_spec="(None, 'tpsp')",
+                    bias_spec="('tpsp',)")
+    x = np.empty(plan.lhs.local_shape, np.float32)      # this rank's shards
+    ...
+    plan.execute(x, w, b, y)
+
+The library: $CGEMM_LIBRARY if set, else the build tree's (build/lib/libcgemm.so.0 beside
+this folder), else the installed one (the loader's search path: libcgemm.so.0).
+Errors raise cgemm.Error carrying the C status name and the library's message.
+"""
+
+import atexit
+import ctypes
+import os
+
+import numpy as np
+
+MAX_NDIM = 8
+
+_STATUS_NAMES = {
+    0: "CGEMM_SUCCESS",
+    1: "CGEMM_ERROR_INVALID_ARGUMENT",
+    2: "CGEMM_ERROR_PLAN",
+    3: "CGEMM_ERROR_BACKEND",
+    4: "CGEMM_ERROR_RUNTIME",
+    5: "CGEMM_ERROR_OUT_OF_MEMORY",
+    6: "CGEMM_ERROR_MPI",
+    7: "CGEMM_ERROR_INTERNAL",
+    8: "CGEMM_ERROR_STATE",
+}
+
+# numpy has no bfloat16: such buffers are passed as uint16 (same bytes).
+_NUMPY_DTYPES = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(np.uint16),
+}
+
+_OPERANDS = {"lhs": 0, "rhs": 1, "bias": 2, "out": 3}
+
+
+class Error(RuntimeError):
+    """A failed call: status (e.g. "CGEMM_ERROR_PLAN") and the library's message."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class _ContextDesc(ctypes.Structure):
+    _fields_ = [
+        ("dp", ctypes.c_int),
+        ("tp", ctypes.c_int),
+        ("dp_axis", ctypes.c_char_p),
+        ("tpsp_axis", ctypes.c_char_p),
+        ("backend", ctypes.c_char_p),
+        ("overlap", ctypes.c_char_p),
+        ("num_max_streams", ctypes.c_int),
+        ("chunks_per_rank", ctypes.c_int),
+        ("aggregate_all_gather", ctypes.c_int),
+    ]
+
+
+class _ContextInfo(ctypes.Structure):
+    _fields_ = [
+        ("world_rank", ctypes.c_int),
+        ("world_size", ctypes.c_int),
+        ("dp", ctypes.c_int),
+        ("tp", ctypes.c_int),
+        ("dp_rank", ctypes.c_int),
+        ("tp_rank", ctypes.c_int),
+        ("backend", ctypes.c_char_p),
+    ]
+
+
+_Dims64 = ctypes.c_int64 * MAX_NDIM
+_Dims32 = ctypes.c_int * MAX_NDIM
+
+
+class _PlanDesc(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("lhs_ndim", ctypes.c_int),
+        ("lhs_shape", _Dims64),
+        ("rhs_ndim", ctypes.c_int),
+        ("rhs_shape", _Dims64),
+        ("bias_ndim", ctypes.c_int),
+        ("bias_shape", _Dims64),
+        ("dtype", ctypes.c_char_p),
+        ("out_dtype", ctypes.c_char_p),
+        ("lhs_spec", ctypes.c_char_p),
+        ("rhs_spec", ctypes.c_char_p),
+        ("bias_spec", ctypes.c_char_p),
+        ("lhs_contracting_ndim", ctypes.c_int),
+        ("lhs_contracting", _Dims32),
+        ("rhs_contracting_ndim", ctypes.c_int),
+        ("rhs_contracting", _Dims32),
+        ("collective", ctypes.c_char_p),
+        ("transpose_batch_sequence", ctypes.c_int),
+    ]
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("ndim", ctypes.c_int),
+        ("global_shape", _Dims64),
+        ("local_shape", _Dims64),
+        ("offset", _Dims64),
+        ("bytes", ctypes.c_int64),
+        ("dtype", ctypes.c_char_p),
+    ]
+
+
+def _library_path():
+    env = os.environ.get("CGEMM_LIBRARY")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = os.path.join(os.path.dirname(here), "build", "lib", "libcgemm.so.0")
+    return built if os.path.exists(built) else "libcgemm.so.0"
+
+
+def _load():
+    # RTLD_GLOBAL: Open MPI loads its components with dlopen and they look for libmpi's
+    # symbols globally (mpi4py loads libmpi the same way).
+    lib = ctypes.CDLL(_library_path(), mode=ctypes.RTLD_GLOBAL)
+    status = ctypes.c_int
+    c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+    sigs = {
+        "cgemm_version_string": (ctypes.c_char_p, []),
+        "cgemm_last_error": (ctypes.c_char_p, []),
+        "cgemm_context_desc_init": (None, [ctypes.POINTER(_ContextDesc)]),
+        "cgemm_context_create_world": (status, [ctypes.POINTER(_ContextDesc), c_void_pp]),
+        "cgemm_context_create_fortran": (
+            status, [ctypes.c_int, ctypes.POINTER(_ContextDesc), c_void_pp]),
+        "cgemm_context_get_info": (status, [ctypes.c_void_p, ctypes.POINTER(_ContextInfo)]),
+        "cgemm_context_destroy": (status, [ctypes.c_void_p]),
+        "cgemm_mpi_finalize": (status, []),
+        "cgemm_plan_desc_init": (None, [ctypes.POINTER(_PlanDesc)]),
+        "cgemm_plan_create": (status, [ctypes.c_void_p, ctypes.POINTER(_PlanDesc), c_void_pp]),
+        "cgemm_plan_destroy": (None, [ctypes.c_void_p]),
+        "cgemm_plan_tensor_info": (
+            status, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
+        "cgemm_plan_execute": (status, [ctypes.c_void_p] * 5),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        f = getattr(lib, name)
+        f.restype = restype
+        f.argtypes = argtypes
+    return lib
+
+
+_lib = _load()
+
+
+def _check(status):
+    if status != 0:
+        raise Error(_STATUS_NAMES.get(status, f"status {status}"),
+                    _lib.cgemm_last_error().decode(errors="replace"))
+
+
+def _bytes(s):
+    return None if s is None else str(s).encode()
+
+
+def version():
+    """The library's version, "0.1.0"."""
+    return _lib.cgemm_version_string().decode()
+
+
+def finalize():
+    """Finalizes MPI if this module's Context initialized it (also run at exit)."""
+    _check(_lib.cgemm_mpi_finalize())
+
+
+atexit.register(finalize)
+
+
+class TensorInfo:
+    """One operand of a plan: global_shape, local_shape, offset (tuples, elements), nbytes,
+    dtype (a name) and slices (this rank's shard of the global tensor, for numpy)."""
+
+    def __init__(self, info):
+        n = info.ndim
+        self.global_shape = tuple(info.global_shape[:n])
+        self.local_shape = tuple(info.local_shape[:n])
+        self.offset = tuple(info.offset[:n])
+        self.nbytes = int(info.bytes)
+        self.dtype = info.dtype.decode()
+        self.slices = tuple(slice(o, o + s) for o, s in zip(self.offset, self.local_shape))
+
+    def empty(self):
+        """An uninitialized numpy buffer for this rank's shard."""
+        return np.empty(self.local_shape, _NUMPY_DTYPES[self.dtype])
+
+
+class Plan:
+    """A GEMM planned on a Context (Context.plan). lhs, rhs, bias (None without one) and out
+    are TensorInfo. Destroy with close() (collective) or a with block."""
+
+    def __init__(self, ctx, desc):
+        handle = ctypes.c_void_p()
+        _check(_lib.cgemm_plan_create(ctx._handle, ctypes.byref(desc), ctypes.byref(handle)))
+        self._handle = handle
+        self._ctx = ctx  # the context must outlive the plan
+        infos = {}
+        for name, op in _OPERANDS.items():
+            info = _TensorInfo()
+            _check(_lib.cgemm_plan_tensor_info(self._handle, op, ctypes.byref(info)))
+            infos[name] = TensorInfo(info) if info.ndim > 0 else None
+        self.lhs, self.rhs, self.bias, self.out = (infos[k] for k in ("lhs", "rhs", "bias", "out"))
+
+    def _pointer(self, array, info, name, writable=False):
+        if info is None:
+            if array is not None:
+                raise ValueError(f"{name}: the plan has no {name}, pass None")
+            return None
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name}: a numpy array is needed, got {type(array).__name__}")
+        if not array.flags.c_contiguous or (writable and not array.flags.writeable):
+            raise ValueError(f"{name}: the array must be C-contiguous" +
+                             (" and writeable" if writable else ""))
+        if array.dtype != _NUMPY_DTYPES[info.dtype] or array.shape != info.local_shape:
+            raise ValueError(f"{name}: {array.dtype} {array.shape} given, the plan needs "
+                             f"{info.dtype} {info.local_shape} (this rank's shard)")
+        return array.ctypes.data
+
+    def execute(self, lhs, rhs, bias, out):
+        """Collective: out = lhs @ rhs (+ bias) on this rank's shards (numpy arrays of the
+        local shapes; host memory: the CPU backend). out holds the result on return."""
+        if self._handle is None:
+            raise Error("CGEMM_ERROR_STATE", "the plan is closed")
+        _check(_lib.cgemm_plan_execute(
+            self._handle, self._pointer(lhs, self.lhs, "lhs"), self._pointer(rhs, self.rhs, "rhs"),
+            self._pointer(bias, self.bias, "bias"), self._pointer(out, self.out, "out", True)))
+
+    def close(self):
+        if self._handle is not None:
+            _lib.cgemm_plan_destroy(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Context:
+    """The mesh on a communicator (collective): dp x tp (tp 0: world size / dp), the axis names
+    the specs use, the backend ("cpu", "cuda", "auto") and the overlap knobs. comm: None for
+    MPI_COMM_WORLD (MPI initialized here if needed), or a Fortran handle (mpi4py:
+    comm.py2f()). Attributes: rank, size, dp, tp, dp_rank, tp_rank, backend."""
+
+    def __init__(self, dp=1, tp=0, backend="auto", dp_axis="dp", tpsp_axis="tpsp",
+                 overlap="auto", num_max_streams=3, chunks_per_rank=1,
+                 aggregate_all_gather=False, comm=None):
+        desc = _ContextDesc()
+        _lib.cgemm_context_desc_init(ctypes.byref(desc))
+        desc.dp, desc.tp = dp, tp
+        desc.dp_axis, desc.tpsp_axis = _bytes(dp_axis), _bytes(tpsp_axis)
+        desc.backend, desc.overlap = _bytes(backend), _bytes(overlap)
+        desc.num_max_streams, desc.chunks_per_rank = num_max_streams, chunks_per_rank
+        desc.aggregate_all_gather = int(bool(aggregate_all_gather))
+        handle = ctypes.c_void_p()
+        if comm is None:
+            _check(_lib.cgemm_context_create_world(ctypes.byref(desc), ctypes.byref(handle)))
+        else:
+            _check(_lib.cgemm_context_create_fortran(int(comm), ctypes.byref(desc),
+                                                     ctypes.byref(handle)))
+        self._handle = handle
+        info = _ContextInfo()
+        _check(_lib.cgemm_context_get_info(self._handle, ctypes.byref(info)))
+        self.rank, self.size = info.world_rank, info.world_size
+        self.dp, self.tp, self.dp_rank, self.tp_rank = info.dp, info.tp, info.dp_rank, info.tp_rank
+        self.backend = info.backend.decode()
+
+    def plan(self, lhs_shape, rhs_shape, bias_shape=None, dtype="bfloat16", out_dtype=None,
+             lhs_spec=None, rhs_spec=None, bias_spec=None, contracting_dims=((-1,), (0,)),
+             collective="none", transpose_batch_sequence=False, name="gemm"):
+        """Collective: a Plan of lhs @ rhs (+ bias) with global shapes and PartitionSpecs as
+        strings in Python's notation ("('dp', 'tpsp', None)"; None: unsharded)."""
+        desc = _PlanDesc()
+        _lib.cgemm_plan_desc_init(ctypes.byref(desc))
+        desc.name = _bytes(name)
+
+        def dims(field, values, what):
+            values = tuple(int(v) for v in values)
+            if len(values) > MAX_NDIM:
+                raise ValueError(f"{what}: {len(values)} dims, at most {MAX_NDIM}")
+            for i, v in enumerate(values):
+                getattr(desc, field)[i] = v
+            return len(values)
+
+        desc.lhs_ndim = dims("lhs_shape", lhs_shape, "lhs_shape")
+        desc.rhs_ndim = dims("rhs_shape", rhs_shape, "rhs_shape")
+        if bias_shape is not None:
+            desc.bias_ndim = dims("bias_shape", bias_shape, "bias_shape")
+        desc.dtype, desc.out_dtype = _bytes(dtype), _bytes(out_dtype)
+        desc.lhs_spec, desc.rhs_spec = _bytes(lhs_spec), _bytes(rhs_spec)
+        desc.bias_spec = _bytes(bias_spec)
+        desc.lhs_contracting_ndim = dims("lhs_contracting", contracting_dims[0], "lhs dims")
+        desc.rhs_contracting_ndim = dims("rhs_contracting", contracting_dims[1], "rhs dims")
+        desc.collective = _bytes(collective)
+        desc.transpose_batch_sequence = int(bool(transpose_batch_sequence))
+        return Plan(self, desc)
+
+    def close(self):
+        """Collective; every plan of this context must be closed first."""
+        if self._handle is not None:
+            _check(_lib.cgemm_context_destroy(self._handle))
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

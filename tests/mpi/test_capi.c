@@ -1,0 +1,178 @@
+/* The C API's contract (cgemm/cgemm.h) from C, linked to libcgemm.so: statuses and messages
+ * (before MPI_Init, NULL arguments, bad names and specs, a planner rule, a bias that does not
+ * match the plan, a context destroyed before its plans), the last error per thread, the
+ * Fortran-handle constructor, the tensor queries, and one execute that writes every element.
+ * Compiled as C11, so the header is proved to be C. Exit 0 when every check held on this rank. */
+#include <cgemm/cgemm.h>
+#include <math.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+static int rank = -1;
+
+#define CHECK(cond)                                                                               \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "test_capi: rank %d: %s:%d: FAILED: %s (last error: %s)\n", rank, __FILE__, \
+              __LINE__, #cond, cgemm_last_error());                                               \
+      ++failures;                                                                                 \
+    }                                                                                             \
+  } while (0)
+
+/* The status is `want` and the thread's message holds `fragment`. */
+#define CHECK_FAILS(call, want, fragment)                \
+  do {                                                   \
+    cgemm_status st_ = (call);                           \
+    CHECK(st_ == (want));                                \
+    CHECK(strstr(cgemm_last_error(), fragment) != NULL); \
+  } while (0)
+
+static char thread_message[512];
+static cgemm_status thread_status;
+
+static void* fail_on_another_thread(void* arg) {
+  (void)arg;
+  cgemm_context* ctx = NULL;
+  thread_status = cgemm_context_create(MPI_COMM_WORLD, NULL, &ctx);
+  snprintf(thread_message, sizeof thread_message, "%s", cgemm_last_error());
+  return NULL;
+}
+
+static void plan_desc(cgemm_plan_desc* pd, int tp) {
+  cgemm_plan_desc_init(pd);
+  pd->lhs_ndim = 3;
+  pd->lhs_shape[0] = 2, pd->lhs_shape[1] = 4 * tp, pd->lhs_shape[2] = 8;
+  pd->rhs_ndim = 2;
+  pd->rhs_shape[0] = 8, pd->rhs_shape[1] = 4 * tp;
+  pd->dtype = "float32";
+  pd->lhs_spec = "('dp', 'tpsp', None)";
+  pd->rhs_spec = "(None, 'tpsp')";
+  pd->collective = "all_gather";
+}
+
+int main(int argc, char** argv) {
+  cgemm_context_desc cd;
+  cgemm_context_desc_init(&cd);
+  CHECK(cd.dp == 1 && cd.tp == 0 && cd.num_max_streams == 3 && cd.chunks_per_rank == 1);
+  cgemm_context* ctx = NULL;
+  CHECK_FAILS(cgemm_context_create(MPI_COMM_WORLD, &cd, &ctx), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_context_create: MPI is not initialized");
+  CHECK(ctx == NULL);
+
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+  int major = -1, minor = -1, patch = -1;
+  cgemm_version(&major, &minor, &patch);
+  char version[64];
+  snprintf(version, sizeof version, "%d.%d.%d", major, minor, patch);
+  CHECK(strcmp(version, cgemm_version_string()) == 0);
+  CHECK(strcmp(cgemm_status_name(CGEMM_ERROR_PLAN), "CGEMM_ERROR_PLAN") == 0);
+  CHECK(strcmp(cgemm_status_name((cgemm_status)99), "unknown status") == 0);
+
+  CHECK_FAILS(cgemm_context_create(MPI_COMM_WORLD, NULL, &ctx), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_context_create: desc is NULL");
+  cd.backend = "gpu";
+  CHECK_FAILS(cgemm_context_create(MPI_COMM_WORLD, &cd, &ctx), CGEMM_ERROR_INVALID_ARGUMENT,
+              "backend");
+  CHECK(ctx == NULL);
+
+  /* The last error is per thread: another thread's failure leaves this thread's message. */
+  CHECK_FAILS(cgemm_context_create(MPI_COMM_WORLD, &cd, &ctx), CGEMM_ERROR_INVALID_ARGUMENT, "gpu");
+  pthread_t thread;
+  pthread_create(&thread, NULL, fail_on_another_thread, NULL);
+  pthread_join(thread, NULL);
+  CHECK(thread_status == CGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(thread_message, "desc is NULL") != NULL);
+  CHECK(strstr(cgemm_last_error(), "gpu") != NULL);
+
+  /* The Fortran handle of our communicator. */
+  cd.backend = "cpu";
+  CHECK(cgemm_context_create_fortran(MPI_Comm_c2f(MPI_COMM_WORLD), &cd, &ctx) == CGEMM_SUCCESS);
+  if (ctx == NULL) {
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  cgemm_context_info info;
+  CHECK(cgemm_context_get_info(ctx, &info) == CGEMM_SUCCESS);
+  CHECK(info.world_rank == rank && info.world_size == world && info.dp == 1 && info.tp == world &&
+        info.tp_rank == rank && strcmp(info.backend, "cpu") == 0);
+
+  cgemm_plan_desc pd;
+  cgemm_plan* plan = NULL;
+  plan_desc(&pd, world);
+  pd.lhs_spec = "('dp', 'tpsp' None)";
+  CHECK_FAILS(cgemm_plan_create(ctx, &pd, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "lhs_spec: partition spec \"('dp', 'tpsp' None)\": expected ',' or ')' at offset 14");
+  plan_desc(&pd, world);
+  pd.lhs_ndim = CGEMM_MAX_NDIM + 1;
+  CHECK_FAILS(cgemm_plan_create(ctx, &pd, &plan), CGEMM_ERROR_INVALID_ARGUMENT, "lhs_ndim 9");
+  plan_desc(&pd, world);
+  pd.collective = "all_reduce";
+  CHECK_FAILS(cgemm_plan_create(ctx, &pd, &plan), CGEMM_ERROR_INVALID_ARGUMENT, "all_reduce");
+  if (world > 1) {
+    plan_desc(&pd, world);
+    pd.lhs_shape[1] = 4 * world + 1; /* the sequence does not divide over tp */
+    CHECK_FAILS(cgemm_plan_create(ctx, &pd, &plan), CGEMM_ERROR_RUNTIME, "not divisible");
+  }
+  CHECK(plan == NULL);
+
+  plan_desc(&pd, world);
+  CHECK(cgemm_plan_create(ctx, &pd, &plan) == CGEMM_SUCCESS);
+  if (plan == NULL) {
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  cgemm_tensor_info x, w, b, y;
+  CHECK(cgemm_plan_tensor_info(plan, CGEMM_LHS, &x) == CGEMM_SUCCESS);
+  CHECK(cgemm_plan_tensor_info(plan, CGEMM_RHS, &w) == CGEMM_SUCCESS);
+  CHECK(cgemm_plan_tensor_info(plan, CGEMM_BIAS, &b) == CGEMM_SUCCESS);
+  CHECK(cgemm_plan_tensor_info(plan, CGEMM_OUT, &y) == CGEMM_SUCCESS);
+  CHECK_FAILS(cgemm_plan_tensor_info(plan, (cgemm_operand)7, &y), CGEMM_ERROR_INVALID_ARGUMENT,
+              "operand 7");
+  CHECK(x.ndim == 3 && x.local_shape[1] == 4 && x.offset[1] == 4 * rank &&
+        x.bytes == 2 * 4 * 8 * 4);
+  CHECK(strcmp(x.dtype, "float32") == 0);
+  CHECK(w.ndim == 2 && w.local_shape[1] == 4 && w.offset[1] == 4 * rank);
+  CHECK(b.ndim == 0 && b.bytes == 0);
+  CHECK(y.ndim == 3 && y.global_shape[1] == 4 * world && y.local_shape[1] == 4 * world &&
+        y.local_shape[2] == 4 && y.offset[2] == 4 * rank && y.bytes == 2 * 4 * world * 4 * 4);
+
+  float* xs = malloc((size_t)x.bytes);
+  float* ws = malloc((size_t)w.bytes);
+  float* ys = malloc((size_t)y.bytes);
+  for (int64_t i = 0; i < x.bytes / 4; ++i) xs[i] = (float)sin((double)(i + rank));
+  for (int64_t i = 0; i < w.bytes / 4; ++i) ws[i] = (float)cos((double)i);
+  for (int64_t i = 0; i < y.bytes / 4; ++i) ys[i] = NAN;
+  CHECK_FAILS(cgemm_plan_execute(plan, xs, ws, xs, ys), CGEMM_ERROR_INVALID_ARGUMENT,
+              "the plan has none");
+  CHECK_FAILS(cgemm_plan_execute(plan, NULL, ws, NULL, ys), CGEMM_ERROR_INVALID_ARGUMENT,
+              "lhs is NULL");
+  CHECK(cgemm_plan_execute(plan, xs, ws, NULL, ys) == CGEMM_SUCCESS);
+  int64_t unwritten = 0;
+  for (int64_t i = 0; i < y.bytes / 4; ++i) unwritten += isfinite(ys[i]) ? 0 : 1;
+  CHECK(unwritten == 0);
+  free(xs), free(ws), free(ys);
+
+  /* A context outlives its plans. */
+  CHECK_FAILS(cgemm_context_destroy(ctx), CGEMM_ERROR_STATE, "1 plan(s) of this context remain");
+  cgemm_plan_destroy(plan);
+  CHECK(cgemm_context_destroy(ctx) == CGEMM_SUCCESS);
+  cgemm_plan_destroy(NULL);
+  CHECK(cgemm_context_destroy(NULL) == CGEMM_SUCCESS);
+  /* MPI is ours, not the library's: cgemm_mpi_finalize leaves it. */
+  CHECK(cgemm_mpi_finalize() == CGEMM_SUCCESS);
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  CHECK(finalized == 0);
+
+  int total = failures;
+  MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf(total == 0 ? "PASS\n" : "FAIL: %d failed checks\n", total);
+  MPI_Finalize();
+  return failures == 0 ? 0 : 1;
+}

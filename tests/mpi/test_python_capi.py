@@ -1,0 +1,128 @@
+"""The Python module (python/cgemm.py) over libcgemm.so on the CPU backend, under mpirun.
+
+Every rank draws the same global operands (fresh random normals from --seed, the same on every
+rank), takes its shards by the plan's offsets, executes the plan into a poisoned (NaN) output
+and compares its shard with a float64 numpy reference of the whole GEMM. Then the errors: a
+malformed spec string and a spec that is not the planner's answer raise cgemm.Error with the
+status and a message naming them. Prints PASS on rank 0 when every case passed.
+
+Run: mpirun -np 2 python3 tests/mpi/test_python_capi.py --seed 123 [--dp 1]
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import cgemm  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--seed", type=int, required=True)
+parser.add_argument("--dp", type=int, default=1)
+args = parser.parse_args()
+
+ctx = cgemm.Context(dp=args.dp, backend="cpu")
+assert ctx.backend == "cpu", ctx.backend
+assert cgemm.version().count(".") == 2, cgemm.version()
+failures = []
+
+
+def layout(collective, tbs):
+    """The standard tensor-sequence-parallel specs (cgemm/runtime/plan.hpp)."""
+    if collective == "all_gather":
+        x, w, b = ["'dp'", "'tpsp'", "None"], "(None, 'tpsp')", "('tpsp',)"
+    else:
+        x, w, b = ["'dp'", "None", "'tpsp'"], "('tpsp', None)", "(None,)"
+    if tbs:
+        x[0], x[1] = x[1], x[0]
+    return "(" + ", ".join(x) + ")", w, b
+
+
+def run_case(collective, dtype, bias, tbs, case_seed):
+    batch, seq, k, n = 2 * ctx.dp, 4 * ctx.tp, 24, 8 * ctx.tp
+    lhs_shape = (seq, batch, k) if tbs else (batch, seq, k)
+    x_spec, w_spec, b_spec = layout(collective, tbs)
+    plan = ctx.plan(lhs_shape=lhs_shape, rhs_shape=(k, n), bias_shape=(n,) if bias else None,
+                    dtype=dtype, lhs_spec=x_spec, rhs_spec=w_spec,
+                    bias_spec=b_spec if bias else None, collective=collective,
+                    transpose_batch_sequence=tbs, name=f"{collective}_{dtype}")
+    with plan:
+        rng = np.random.default_rng(case_seed)
+        npdt = np.dtype(dtype)
+        # Rounded to the operand dtype first: the reference multiplies exactly these values.
+        xg = rng.standard_normal(lhs_shape).astype(npdt)
+        wg = rng.standard_normal((k, n)).astype(npdt)
+        bg = rng.standard_normal((n,)).astype(npdt) if bias else None
+        ref = np.einsum("...k,kn->...n", xg.astype(np.float64), wg.astype(np.float64))
+        scale = np.einsum("...k,kn->...n", np.abs(xg.astype(np.float64)),
+                          np.abs(wg.astype(np.float64)))
+        if bias:
+            ref = ref + bg.astype(np.float64)
+            scale = scale + np.abs(bg.astype(np.float64))
+        assert plan.out.global_shape == ref.shape, (plan.out.global_shape, ref.shape)
+        x = np.ascontiguousarray(xg[plan.lhs.slices])
+        w = np.ascontiguousarray(wg[plan.rhs.slices])
+        b = np.ascontiguousarray(bg[plan.bias.slices]) if bias else None
+        y = plan.out.empty()
+        y.fill(np.nan)  # poisoned: any element not written fails
+        plan.execute(x, w, b, y)
+        # The error bound of a few roundings in the output dtype per element (partials summed
+        # across tp ranks, the bias added): (tp + 2) units of its precision, relative to
+        # |x| @ |w| + |b|.
+        eps = float(np.finfo(npdt).eps)
+        err = np.abs(y.astype(np.float64) - ref[plan.out.slices])
+        bound = (ctx.tp + 2) * eps * scale[plan.out.slices]
+        name = f"{collective} {dtype} bias={bias} tbs={tbs}"
+        if not np.all(err <= bound):  # NaN compares False: caught here
+            worst = np.nanargmax(err / bound) if np.any(np.isfinite(err)) else 0
+            failures.append(f"rank {ctx.rank}: {name}: {np.count_nonzero(~(err <= bound))} of "
+                            f"{err.size} elements off, worst |diff| {err.flat[worst]:.3g} "
+                            f"> {bound.flat[worst]:.3g}")
+        # A second call on fresh inputs reuses the plan (its workspaces).
+        x2 = rng.standard_normal(x.shape).astype(npdt)
+        y.fill(np.nan)
+        plan.execute(x2, w, b, y)
+        if not np.all(np.isfinite(y)):
+            failures.append(f"rank {ctx.rank}: {name}: second call left unwritten elements")
+
+
+case = 0
+for collective in ("all_gather", "reduce_scatter", "none"):
+    for dtype in ("float32", "float16"):
+        for bias, tbs in ((True, False), (False, True)):
+            case += 1
+            run_case(collective, dtype, bias, tbs, args.seed * 1000 + case)
+
+
+def expect_error(status, fragment, **kw):
+    try:
+        ctx.plan(**kw).close()
+    except cgemm.Error as e:
+        if e.status != status or fragment not in e.message:
+            failures.append(f"rank {ctx.rank}: expected {status} with '{fragment}', got {e}")
+        return
+    failures.append(f"rank {ctx.rank}: expected {status} with '{fragment}', the plan was made")
+
+
+n = 8 * ctx.tp
+base = dict(lhs_shape=(2 * ctx.dp, 4 * ctx.tp, 16), rhs_shape=(16, n), dtype="float32",
+            collective="all_gather", rhs_spec="(None, 'tpsp')")
+expect_error("CGEMM_ERROR_INVALID_ARGUMENT", "lhs_spec: partition spec \"('dp' 'tpsp')\"",
+             lhs_spec="('dp' 'tpsp')", **base)
+if ctx.tp > 1:
+    # The all-gather with the reduce-scatter's specs: gemm.py's sequence-dim rule.
+    expect_error("CGEMM_ERROR_PLAN", "CollectiveGEMM supports only", lhs_spec="('dp', None, 'tpsp')",
+                 **dict(base, rhs_spec="('tpsp', None)"))
+expect_error("CGEMM_ERROR_INVALID_ARGUMENT", "dtype", lhs_spec="('dp', 'tpsp', None)",
+             **dict(base, dtype="int7"))
+
+ctx.close()
+for f in failures:
+    print(f, flush=True)
+if failures:
+    sys.exit(1)
+if ctx.rank == 0:
+    print(f"PASS: {case} GEMMs on a dp {ctx.dp} x tp {ctx.tp} mesh (seed {args.seed}), "
+          f"cgemm {cgemm.version()}", flush=True)
