@@ -97,4 +97,21 @@ void finalize_mpi() {
   check_mpi(MPI_Finalize(), "MPI_Finalize");
 }
 
+int run_tool(int argc, char** argv, const char* program, int (*run)(int, char**),
+             bool watch_from_start) {
+  if (!init_mpi(argc, argv, program)) return 1;
+  int rc = 1;
+  try {
+    if (watch_from_start) {
+      watchdog::start(300.0, world_rank(), program, [] { abort_world(watchdog::kExitTimeout); });
+    }
+    rc = run(argc, argv);
+  } catch (const std::exception& e) {
+    // A failed MPI call (check_mpi) outside a phase: one rank's error.
+    abort_job(e.what());
+  }
+  finalize_mpi();
+  return rc;
+}
+
 }  // namespace cgemm::launcher

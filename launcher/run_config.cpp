@@ -508,32 +508,9 @@ std::string to_ini(const RunConfig& cfg) {
 }
 
 void resolve_mesh(RunConfig& cfg, int world_size) {
-  const std::string world = std::to_string(world_size);
-  if (world_size < 1) throw OptionError("world size " + world + ": must be at least 1");
-  if (cfg.dp < 1) throw OptionError("--dp " + std::to_string(cfg.dp) + ": must be at least 1");
-  if (cfg.tp < 0) {
-    throw OptionError("--tp " + std::to_string(cfg.tp) + ": must be 0 (world size / dp) or more");
-  }
-  const std::string dp = std::to_string(cfg.dp);
-  if (world_size % cfg.dp != 0) {
-    throw OptionError("--dp " + dp + " does not divide the world size " + world);
-  }
-  if (cfg.tp == 0) {
-    cfg.tp = world_size / cfg.dp;
-  } else if (static_cast<int64_t>(cfg.tp) * cfg.dp != world_size) {
-    throw OptionError("--tp " + std::to_string(cfg.tp) + " x --dp " + dp + " = " +
-                      std::to_string(static_cast<int64_t>(cfg.tp) * cfg.dp) +
-                      " ranks, but the world size is " + world + " (tp = 0 takes world size / dp)");
-  }
+  resolve_dp_tp(cfg.tp, cfg.dp, cfg.batch, cfg.seq_len, world_size,
+                "each data-parallel group runs batch / dp sequences");
   const std::string tp = std::to_string(cfg.tp);
-  if (cfg.batch % cfg.dp != 0) {
-    throw OptionError("--batch " + std::to_string(cfg.batch) + " is not divisible by --dp " + dp +
-                      " (each data-parallel group runs batch / dp sequences)");
-  }
-  if (cfg.seq_len % cfg.tp != 0) {
-    throw OptionError("--seq_len " + std::to_string(cfg.seq_len) + " is not divisible by tp " + tp +
-                      " (the sequence is sharded over the tensor-parallel group)");
-  }
   for (const auto& g : cfg.gemms) {
     // all_gather (column-parallel) shards w's N; reduce_scatter and none (row-parallel)
     // shard the contracting K.

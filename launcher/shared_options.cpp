@@ -190,4 +190,34 @@ const std::vector<OptionRow<SharedOptions>>& shared_rows() {
   return rows;
 }
 
+void resolve_dp_tp(int& tp, int dp, int64_t batch, int64_t seq_len, int world_size,
+                   const std::string& batch_use) {
+  const std::string world = std::to_string(world_size);
+  if (world_size < 1) throw OptionError("world size " + world + ": must be at least 1");
+  if (dp < 1) throw OptionError("--dp " + std::to_string(dp) + ": must be at least 1");
+  if (tp < 0) {
+    throw OptionError("--tp " + std::to_string(tp) + ": must be 0 (world size / dp) or more");
+  }
+  const std::string dps = std::to_string(dp);
+  if (world_size % dp != 0) {
+    throw OptionError("--dp " + dps + " does not divide the world size " + world);
+  }
+  if (tp == 0) {
+    tp = world_size / dp;
+  } else if (static_cast<int64_t>(tp) * dp != world_size) {
+    throw OptionError("--tp " + std::to_string(tp) + " x --dp " + dps + " = " +
+                      std::to_string(static_cast<int64_t>(tp) * dp) +
+                      " ranks, but the world size is " + world + " (tp = 0 takes world size / dp)");
+  }
+  if (batch % dp != 0) {
+    throw OptionError("--batch " + std::to_string(batch) + " is not divisible by --dp " + dps +
+                      " (" + batch_use + ")");
+  }
+  if (seq_len % tp != 0) {
+    throw OptionError("--seq_len " + std::to_string(seq_len) + " is not divisible by tp " +
+                      std::to_string(tp) +
+                      " (the sequence is sharded over the tensor-parallel group)");
+  }
+}
+
 }  // namespace cgemm::launcher

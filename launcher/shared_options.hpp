@@ -3,6 +3,7 @@
 // same way and with the same messages by both; a program's own defaults (cgemm-bench's warmup
 // and iterations) come from its Config.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,12 @@ struct SharedOptions {
 
 /// The shared rows, in --help order within each group (General, Mesh, Run, Overlap).
 const std::vector<OptionRow<SharedOptions>>& shared_rows();
+
+/// The dp x tp mesh of a job on `world_size` ranks (cgemm-run and cgemm-train): dp >= 1
+/// divides the world; tp 0 becomes world / dp, else tp x dp must be the world; batch % dp == 0
+/// (`batch_use` ends that message: what each data-parallel group does with its batch) and
+/// seq_len % tp == 0. Sets tp. Throws OptionError naming the option.
+void resolve_dp_tp(int& tp, int dp, int64_t batch, int64_t seq_len, int world_size,
+                   const std::string& batch_use);
 
 }  // namespace cgemm::launcher

@@ -201,15 +201,5 @@ int run(int argc, char** argv) {
 }  // namespace cgemm::launcher
 
 int main(int argc, char** argv) {
-  if (!cgemm::launcher::init_mpi(argc, argv, "cgemm-train")) return 1;
-  int rc = 1;
-  try {
-    cgemm::watchdog::start(300.0, cgemm::launcher::world_rank(), "cgemm-train",
-                           [] { cgemm::abort_world(cgemm::watchdog::kExitTimeout); });
-    rc = cgemm::launcher::run(argc, argv);
-  } catch (const std::exception& e) {
-    cgemm::launcher::abort_job(e.what());
-  }
-  cgemm::launcher::finalize_mpi();
-  return rc;
+  return cgemm::launcher::run_tool(argc, argv, "cgemm-train", cgemm::launcher::run, true);
 }
