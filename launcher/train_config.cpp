@@ -100,6 +100,11 @@ std::vector<Row> own_rows() {
       "MLP width F: the up projection H -> F (all-gather GEMM, F sharded over tp), the down "
       "projection F -> H (reduce-scatter GEMM)",
       [](auto& c) -> auto& { return c.ffn; }, 1, "must be at least 1 [elements]"));
+  rows.push_back(bool_row<TrainConfig>(
+      "bias", G::kProblem,
+      "on | off: the biases b1 [F] and b2 [H] (off: y = x + GELU(x W1) W2, the block the "
+      "PyTorch peer bench/peers/torch_train_mlp.py times by default)",
+      [](auto& c) -> auto& { return c.bias; }, Sweep::kPlain));
   rows.push_back(choice_row<DType, 4>(
       "dtype", G::kProblem,
       "element type of the activations, weights and gradients: fp32 | bf16 (or float32, "
@@ -156,6 +161,12 @@ std::vector<Row> own_rows() {
       "GEMM's chunks, or the collective then the GEMM or the reverse)",
       {{{"overlapped", LinearPath::kOverlapped}, {"sequential", LinearPath::kSequential}}},
       &TrainConfig::path));
+  rows.push_back(number<int>(
+      "timed_passes", G::kRun, "N", "passes",
+      "after the last step, time N more forward and backward passes of the block on the last "
+      "step's inputs (no update; the backend's timer: CUDA events on a GPU), after 3 untimed "
+      "ones, and print their median with its tokens/s and TFLOP/s; 0 = none",
+      [](auto& c) -> auto& { return c.timed_passes; }, 0, "must be 0 or more [passes]"));
   rows.push_back(path_row<TrainConfig>(
       "report", G::kRun, "FILE",
       "write the resolved options, the per-step losses (\"losses\") and the timings as JSON to "
@@ -169,16 +180,10 @@ std::vector<Row> shared_train_rows() {
   std::vector<Row> out;
   for (Row& r : widen<TrainConfig>(shared_rows())) {
     if (r.name == "warmup" || r.name == "iterations" || r.name == "overlap") continue;
-    if (r.name == "backend") {
-      r.help =
-          "auto | cpu | cuda. cgemm-train runs on the CPU backend only for now (its GELU, loss "
-          "and optimizer run on host copies; the GPU path is not built yet): auto takes cpu, "
-          "cuda is refused";
-    }
     if (r.name == "trace") {
       r.help =
           "after the last step, record one more forward and backward pass of the block on every "
-          "rank (each layer's GEMM chunks, transfers and collectives; the host's GELU, loss and "
+          "rank (each layer's GEMM chunks, transfers and collectives; the GELU, loss and "
           "optimizer are not drawn) and write it as Chrome trace-event JSON to FILE and as an "
           "SVG timeline to FILE.svg";
     }
@@ -189,11 +194,6 @@ std::vector<Row> shared_train_rows() {
 
 TrainConfig read_train_config(const OptionReader& r) {
   TrainConfig cfg = read_rows(train_rows(), r);
-  if (cfg.backend == BackendKind::kCuda) {
-    r.fail("backend", "cuda",
-           "cgemm-train's GPU path is not built yet (GELU, the loss and the optimizer have no "
-           "device kernels); use --backend cpu");
-  }
   check_distinct(train_outputs(cfg), {{"--config", cfg.config_file}});
   return cfg;
 }

@@ -32,9 +32,11 @@ struct TrainConfig : SharedOptions {
   double lr = 1e-2;
   Optimizer optimizer = Optimizer::kAdam;
   DType dtype = DType::kFloat32;  // fp32 or bf16
+  bool bias = true;               // b1 and b2
   uint64_t seed = 1234;
   LinearPath path = LinearPath::kOverlapped;
-  std::string report;  // JSON report path; empty: none
+  int timed_passes = 0;  // forward + backward passes timed after the steps
+  std::string report;    // JSON report path; empty: none
 };
 
 struct TrainParseResult {

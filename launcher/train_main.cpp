@@ -28,6 +28,18 @@ namespace cgemm::launcher {
 namespace {
 
 constexpr int kPhases = static_cast<int>(Phase::kCount);
+constexpr int kUntimedPasses = 3;  // warm-up of --timed_passes
+
+// The median of this rank's times, then the largest over the job (the pass ends when the
+// slowest rank does).
+double slowest_median(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  double median = n % 2 == 1 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+            "MPI_Allreduce(timed passes)");
+  return median;
+}
 
 std::string fmt(const char* format, double a, double b = 0.0, double c = 0.0) {
   char line[256];
@@ -48,6 +60,8 @@ nlohmann::json config_json(const TrainConfig& cfg) {
           {"dtype", cfg.dtype == DType::kFloat32 ? "fp32" : "bf16"},
           {"seed", cfg.seed},
           {"path", path_name(cfg.path)},
+          {"bias", cfg.bias},
+          {"timed_passes", cfg.timed_passes},
           {"config",
            cfg.config_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(cfg.config_file)}};
 }
@@ -77,11 +91,8 @@ int run(int argc, char** argv) {
   watchdog::start(cfg.timeout, world_rank(), "cgemm-train",
                   [] { abort_world(watchdog::kExitTimeout); });
 
-  // The CPU backend whatever --backend auto would pick: the host does the elementwise steps.
-  SharedOptions backend_opts = cfg;
-  backend_opts.backend = BackendKind::kCpu;
   std::unique_ptr<Context> ctx;
-  if (!context_for(backend_opts, cfg.tp, cfg.overlap, ctx)) return kExitUsage;
+  if (!context_for(cfg, cfg.tp, cfg.overlap, ctx)) return kExitUsage;
   say("cgemm-train: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(cfg.dp) +
       " x tp=" + std::to_string(cfg.tp) + ", backend " + ctx->backend().name() + ", transport " +
       ctx->backend().transport());
@@ -110,6 +121,8 @@ int run(int argc, char** argv) {
   std::vector<double> losses, step_ms;
   double phase_ms[kPhases] = {};
   std::vector<TraceSpan> trace;
+  std::vector<double> pass_ms;
+  double pass_median_ms = 0.0;
   try {
     for (int s = 0; s < cfg.steps; ++s) {
       const StepResult r = trainer->step(s);
@@ -123,6 +136,11 @@ int run(int argc, char** argv) {
       say(fmt("step %4.0f  loss %.9g", s + 1, r.loss));
     }
     if (!cfg.trace.empty()) trace = trainer->trace_pass();
+    if (cfg.timed_passes > 0) {
+      for (int i = 0; i < kUntimedPasses; ++i) trainer->timed_pass();
+      for (int i = 0; i < cfg.timed_passes; ++i) pass_ms.push_back(trainer->timed_pass());
+      pass_median_ms = slowest_median(pass_ms);
+    }
     // The slowest rank's times.
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, phase_ms, kPhases, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
               "MPI_Allreduce(phase times)");
@@ -144,6 +162,16 @@ int run(int argc, char** argv) {
   // The step time includes drawing the inputs and the teacher's forward pass (the targets).
   say(fmt("%.0f tokens per step, %.3f ms per step (mean of the slowest rank's), %.0f tokens/s",
           tokens, total_ms / cfg.steps, tokens_per_s));
+  // A forward and backward pass: 3 GEMMs per projection (forward, dgrad, wgrad), each 2 T H F
+  // flops over the job's T tokens.
+  const double pass_flops =
+      3.0 * 2.0 * 2.0 * tokens * static_cast<double>(cfg.hidden) * static_cast<double>(cfg.ffn);
+  if (cfg.timed_passes > 0) {
+    say(fmt("forward + backward pass: %.4f ms (median of %.0f after 3 untimed, slowest rank), ",
+            pass_median_ms, cfg.timed_passes) +
+        fmt("%.0f tokens/s, %.1f TFLOP/s (12 T H F flops)", tokens / (pass_median_ms * 1e-3),
+            pass_flops / (pass_median_ms * 1e-3) * 1e-12));
+  }
   say("share of the step time (summed over the steps, slowest rank per phase):");
   nlohmann::json phases = nlohmann::json::array();
   double phase_total = 0.0;
@@ -181,6 +209,16 @@ int run(int argc, char** argv) {
     report["tokens_per_step"] = tokens;
     report["tokens_per_second"] = tokens_per_s;
     report["phases"] = phases;
+    if (cfg.timed_passes > 0) {
+      report["timed_pass"] = {{"median_ms", pass_median_ms},
+                              {"ms", pass_ms},
+                              {"tokens_per_second", tokens / (pass_median_ms * 1e-3)},
+                              {"tflops", pass_flops / (pass_median_ms * 1e-3) * 1e-12},
+                              {"note",
+                               "forward, loss and backward of the student on the last step's "
+                               "inputs, no update; median over the passes of each rank, then "
+                               "the largest over the ranks; ms is rank 0's"}};
+    }
     report["timing_note"] =
         "ms summed over the steps on the slowest rank of each phase; the layer calls include "
         "their collectives (overlapped or not, by path); step_ms and tokens_per_second count "

@@ -6,11 +6,9 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <numbers>
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/convert.hpp"
@@ -28,13 +26,6 @@ constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
 
 size_t bytes_of(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
 
-double gelu(double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); }
-// d/dz of z * Phi(z): Phi(z) + z * phi(z).
-double gelu_grad(double z) {
-  const double phi = std::exp(-0.5 * z * z) / std::sqrt(2.0 * std::numbers::pi);
-  return 0.5 * (1.0 + std::erf(z / std::sqrt(2.0))) + z * phi;
-}
-
 std::vector<float> to_host(Backend& be, const void* src, DType t, int64_t n) {
   std::vector<char> raw(bytes_of(n, t));
   be.copy_to_host(raw.data(), src, raw.size());
@@ -50,8 +41,6 @@ void from_host(Backend& be, void* dst, const std::vector<float>& src, DType t) {
   be.copy_from_host(dst, raw.data(), raw.size());
 }
 
-using Clock = std::chrono::steady_clock;
-
 }  // namespace
 
 const char* phase_name(Phase p) {
@@ -63,47 +52,59 @@ const char* phase_name(Phase p) {
     case Phase::kUpForward:
       return "up_proj forward (all-gather GEMM)";
     case Phase::kGelu:
-      return "GELU (host)";
+      return "GELU";
     case Phase::kDownForward:
       return "down_proj forward (reduce-scatter GEMM)";
     case Phase::kLoss:
-      return "residual + loss (host, loss all-reduce)";
+      return "residual + loss (loss all-reduce)";
     case Phase::kDownBackward:
       return "down_proj backward (all-gather dgrad GEMM, wgrad)";
     case Phase::kGeluBackward:
-      return "GELU backward (host)";
+      return "GELU backward";
     case Phase::kUpBackward:
       return "up_proj backward (reduce-scatter dgrad GEMM, wgrad)";
     case Phase::kDpAllReduce:
-      return "dp gradient all-reduce (MPI)";
+      return "dp gradient all-reduce (MPI, host copies)";
     case Phase::kOptimizer:
-      return "optimizer (host)";
+      return "optimizer";
     case Phase::kCount:
       break;
   }
   return "?";
 }
 
-/// A weight or bias: its backend copy in dtype, its gradient, and (student only) the fp32
-/// master copy and Adam's moments on the host.
+/// A weight or bias: its value in dtype (what the GEMMs read) and its gradient, both in backend
+/// memory; for the student also the fp32 master copy, Adam's moments and (dp > 1) the
+/// dp-summed gradient in fp32, in backend memory too.
 struct MlpTrainer::Param {
+  using Memory = std::unique_ptr<detail::BackendMemory>;
   std::string name;
   int64_t n = 0;  // local elements
   detail::BackendMemory value, grad;
-  std::vector<float> master, m, v;
-  Param(Backend& be, std::string nm, const Shape& local, DType t)
+  Memory master, m, v, summed;  // null where not needed
+  Param(Backend& be, std::string nm, const Shape& local, DType t, bool student, bool adam,
+        bool dp_sum)
       : name(std::move(nm)),
         n(num_elements(local)),
         value(be, bytes_of(n, t)),
-        grad(be, bytes_of(n, t)) {}
+        grad(be, bytes_of(n, t)),
+        master(fp32_if(be, student)),
+        m(fp32_if(be, student && adam)),
+        v(fp32_if(be, student && adam)),
+        summed(fp32_if(be, student && dp_sum)) {}
+  Memory fp32_if(Backend& be, bool on) const {
+    return on ? std::make_unique<detail::BackendMemory>(be, bytes_of(n, DType::kFloat32)) : nullptr;
+  }
+  static void* get(const Memory& b) { return b ? b->get() : nullptr; }
 };
 
-MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg) : ctx_(ctx), cfg_(cfg) {
+MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
+    : ctx_(ctx), cfg_(cfg), ops_(TrainOps::for_backend(ctx.backend())) {
   TpLinearDesc d;
   d.batch = cfg.batch;
   d.seq_len = cfg.seq_len;
   d.dtype = cfg.dtype;
-  d.bias = true;
+  d.bias = cfg.bias;
   d.path = cfg.path;
   d.name = "up_proj";
   d.hidden_in = cfg.hidden;
@@ -123,18 +124,19 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg) : ctx_(ctx), cfg_(c
   }
   n_x_ = num_elements(upf.lhs_local());
   n_pre_ = num_elements(upf.out_local());
-  const auto buffer = [&](int64_t n) {
-    buffers_.push_back(std::make_unique<detail::BackendMemory>(be, bytes_of(n, cfg.dtype)));
+  const auto buffer = [&](int64_t n, DType t) {
+    buffers_.push_back(std::make_unique<detail::BackendMemory>(be, bytes_of(n, t)));
     return buffers_.back()->get();
   };
-  x_ = buffer(n_x_);
-  out_ = buffer(n_x_);
-  dy_ = buffer(n_x_);
-  dx_ = buffer(n_x_);
-  pre_ = buffer(n_pre_);
-  h_ = buffer(n_pre_);
-  dh_ = buffer(n_pre_);
-  dpre_ = buffer(n_pre_);
+  x_ = buffer(n_x_, cfg.dtype);
+  out_ = buffer(n_x_, cfg.dtype);
+  dy_ = buffer(n_x_, cfg.dtype);
+  dx_ = buffer(n_x_, cfg.dtype);
+  target_ = static_cast<float*>(buffer(n_x_, DType::kFloat32));
+  pre_ = buffer(n_pre_, cfg.dtype);
+  h_ = buffer(n_pre_, cfg.dtype);
+  dh_ = buffer(n_pre_, cfg.dtype);
+  dpre_ = buffer(n_pre_, cfg.dtype);
 
   // W1, b1, W2, b2: their global shapes and this rank's shards, from the forward plans.
   struct Spec {
@@ -142,42 +144,54 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg) : ctx_(ctx), cfg_(c
     const GemmPlan* plan;
     bool bias;
     float std;
+    Param** student;
+    Param** teacher;
   };
   const Spec specs[] = {
-      {"W1", &upf, false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.hidden)))},
-      {"b1", &upf, true, kBiasStd},
-      {"W2", &downf, false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.ffn)))},
-      {"b2", &downf, true, kBiasStd}};
-  uint64_t k = 1;
+      {"W1", &upf, false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.hidden))),
+       &w1_, &tw1_},
+      {"b1", &upf, true, kBiasStd, &b1_, &tb1_},
+      {"W2", &downf, false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.ffn))), &w2_,
+       &tw2_},
+      {"b2", &downf, true, kBiasStd, &b2_, &tb2_}};
+  const bool adam = cfg.optimizer == Optimizer::kAdam;
+  const bool dp_sum = ctx.comms().dp() > 1;
+  uint64_t k = 0;
   for (const Spec& s : specs) {
+    ++k;  // the seeds stay those of the four tensors whether the biases are on or not
+    if (s.bias && !cfg.bias) continue;
     const GemmDesc& gd = s.plan->desc();
     const Shape& global = s.bias ? *gd.bias_shape : gd.rhs_shape;
     const Shape& local = s.bias ? s.plan->bias_local() : s.plan->rhs_local();
     const Shape offset = s.bias ? s.plan->bias_offset() : s.plan->rhs_offset();
     // The student: fp32 master weights drawn by global index, then rounded to dtype.
-    auto p = std::make_unique<Param>(be, s.name, local, cfg.dtype);
-    detail::BackendMemory f32(be, bytes_of(p->n, DType::kFloat32));
-    be.fill_normal(f32.get(), DType::kFloat32, global, local, offset, cfg.seed + k, s.std);
-    p->master = to_host(be, f32.get(), DType::kFloat32, p->n);
-    p->m.assign(p->master.size(), 0.0f);
-    p->v.assign(p->master.size(), 0.0f);
-    from_host(be, p->value.get(), p->master, cfg.dtype);
+    auto p = std::make_unique<Param>(be, s.name, local, cfg.dtype, true, adam, dp_sum);
+    be.fill_normal(p->master->get(), DType::kFloat32, global, local, offset, cfg.seed + k, s.std);
+    from_host(be, p->value.get(), to_host(be, p->master->get(), DType::kFloat32, p->n), cfg.dtype);
+    if (adam) {
+      const std::vector<float> zeros(static_cast<size_t>(p->n), 0.0f);
+      from_host(be, p->m->get(), zeros, DType::kFloat32);
+      from_host(be, p->v->get(), zeros, DType::kFloat32);
+    }
+    *s.student = p.get();
     params_.push_back(std::move(p));
     // The teacher: drawn in dtype, never updated.
-    auto t = std::make_unique<Param>(be, std::string("teacher ") + s.name, local, cfg.dtype);
+    auto t = std::make_unique<Param>(be, std::string("teacher ") + s.name, local, cfg.dtype, false,
+                                     false, false);
     be.fill_normal(t->value.get(), cfg.dtype, global, local, offset, cfg.seed + kTeacherSeed + k,
                    s.std);
+    *s.teacher = t.get();
     teacher_.push_back(std::move(t));
-    ++k;
   }
   be.synchronize();
 }
 
 MlpTrainer::~MlpTrainer() = default;
 
-void MlpTrainer::forward_student() {
-  up_->forward(x_, params_[0]->value.get(), params_[1]->value.get(), pre_);
-}
+const void* MlpTrainer::value_of(const Param* p) { return p ? p->value.get() : nullptr; }
+void* MlpTrainer::grad_of(const Param* p) { return p ? p->grad.get() : nullptr; }
+
+void MlpTrainer::forward_student() { up_->forward(x_, value_of(w1_), value_of(b1_), pre_); }
 
 StepResult MlpTrainer::step(int step) {
   StepResult r = gradients(step);
@@ -185,158 +199,162 @@ StepResult MlpTrainer::step(int step) {
   return r;
 }
 
+void MlpTrainer::lap(StepResult* r, Clock::time_point* mark, Phase p) {
+  if (r == nullptr) return;
+  ctx_.backend().synchronize();
+  const auto now = Clock::now();
+  r->phase_ms[static_cast<int>(p)] +=
+      std::chrono::duration<double, std::milli>(now - *mark).count();
+  *mark = now;
+}
+
 StepResult MlpTrainer::gradients(int step) {
   Backend& be = ctx_.backend();
   const DType t = cfg_.dtype;
   StepResult r;
   auto mark = Clock::now();
-  const auto lap = [&](Phase p) {
-    be.synchronize();
-    const auto now = Clock::now();
-    r.phase_ms[static_cast<int>(p)] +=
-        std::chrono::duration<double, std::milli>(now - mark).count();
-    mark = now;
-  };
-  const auto gelu_into_h = [&]() {
-    pre_host_ = to_host(be, pre_, t, n_pre_);
-    std::vector<float> h(pre_host_.size());
-    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>(gelu(pre_host_[i]));
-    from_host(be, h_, h, t);
-  };
 
   // inputs: x ~ N(0, 1), a fresh global batch per step.
   const GemmPlan& upf = up_->forward_plan();
   be.fill_normal(x_, t, upf.desc().lhs_shape, upf.lhs_local(), upf.lhs_offset(),
                  cfg_.seed + kInputSeed + static_cast<uint64_t>(step), 1.0f);
-  x_host_ = to_host(be, x_, t, n_x_);
-  lap(Phase::kInputs);
+  lap(&r, &mark, Phase::kInputs);
 
-  // targets: the teacher's block on the same x (the residual included).
-  up_->forward(x_, teacher_[0]->value.get(), teacher_[1]->value.get(), pre_);
-  gelu_into_h();
-  down_->forward(h_, teacher_[2]->value.get(), teacher_[3]->value.get(), out_);
-  target_host_ = to_host(be, out_, t, n_x_);
-  for (size_t i = 0; i < target_host_.size(); ++i) target_host_[i] += x_host_[i];
-  lap(Phase::kTargets);
+  // targets: the teacher's block on the same x (the residual included), kept in fp32.
+  up_->forward(x_, value_of(tw1_), value_of(tb1_), pre_);
+  ops_->gelu(pre_, h_, t, n_pre_);
+  down_->forward(h_, value_of(tw2_), value_of(tb2_), out_);
+  ops_->add_to_f32(out_, x_, t, target_, n_x_);
+  lap(&r, &mark, Phase::kTargets);
 
-  // forward
-  forward_student();
-  lap(Phase::kUpForward);
-  gelu_into_h();
-  lap(Phase::kGelu);
-  down_->forward(h_, params_[2]->value.get(), params_[3]->value.get(), out_);
-  lap(Phase::kDownForward);
-
-  // loss and dL/dy = 2 (y - target) / count, count the global elements.
-  {
-    const std::vector<float> out = to_host(be, out_, t, n_x_);
-    const double count = static_cast<double>(cfg_.batch) * static_cast<double>(cfg_.seq_len) *
-                         static_cast<double>(cfg_.hidden);
-    double sum = 0.0;
-    std::vector<float> dy(out.size());
-    for (size_t i = 0; i < out.size(); ++i) {
-      const double y = static_cast<double>(out[i]) + static_cast<double>(x_host_[i]);
-      const double diff = y - static_cast<double>(target_host_[i]);
-      sum += diff * diff;
-      dy[i] = static_cast<float>(2.0 * diff / count);
-    }
-    from_host(be, dy_, dy, t);
-    const watchdog::WaitScope wait("the other ranks' loss of step " + std::to_string(step + 1));
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.comms().world()),
-              "MPI_Allreduce(loss)");
-    r.loss = sum / count;
-  }
-  lap(Phase::kLoss);
-
-  // backward (x is not trained: the residual's gradient and dx are not needed further).
-  down_->backward(h_, params_[2]->value.get(), dy_, dh_, params_[2]->grad.get(),
-                  params_[3]->grad.get());
-  lap(Phase::kDownBackward);
-  {
-    std::vector<float> dpre = to_host(be, dh_, t, n_pre_);
-    for (size_t i = 0; i < dpre.size(); ++i) {
-      dpre[i] = static_cast<float>(static_cast<double>(dpre[i]) * gelu_grad(pre_host_[i]));
-    }
-    from_host(be, dpre_, dpre, t);
-  }
-  lap(Phase::kGeluBackward);
-  up_->backward(x_, params_[0]->value.get(), dpre_, dx_, params_[0]->grad.get(),
-                params_[1]->grad.get());
-  lap(Phase::kUpBackward);
+  forward_backward(step, &r, &mark);
 
   // The data-parallel sum: one fp32 buffer of every gradient, one MPI_Allreduce over dp after
-  // the backward pass. A bucketed all-reduce overlapped with the backward is still to come.
-  std::vector<float>& grads = grads_;
-  grads.clear();
-  for (const auto& p : params_) {
-    const std::vector<float> g = to_host(be, p->grad.get(), t, p->n);
-    grads.insert(grads.end(), g.begin(), g.end());
+  // the backward pass, through host copies. A bucketed all-reduce overlapped with the backward
+  // is still to come.
+  summed_ = ctx_.comms().dp() > 1;
+  if (summed_) {
+    std::vector<float> grads;
+    for (const auto& p : params_) {
+      const std::vector<float> g = to_host(be, p->grad.get(), t, p->n);
+      grads.insert(grads.end(), g.begin(), g.end());
+    }
+    if (grads.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+      throw Error("cgemm-train: " + std::to_string(grads.size()) +
+                  " gradient elements on one rank: more than one MPI_Allreduce takes");
+    }
+    {
+      const watchdog::WaitScope wait("the data-parallel gradient all-reduce of step " +
+                                     std::to_string(step + 1));
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT,
+                              MPI_SUM, ctx_.comms().dp_comm()),
+                "MPI_Allreduce(gradients over dp)");
+    }
+    size_t at = 0;
+    for (const auto& p : params_) {
+      const std::vector<float> mine(grads.begin() + static_cast<std::ptrdiff_t>(at),
+                                    grads.begin() + static_cast<std::ptrdiff_t>(at + p->n));
+      from_host(be, p->summed->get(), mine, DType::kFloat32);
+      at += static_cast<size_t>(p->n);
+    }
   }
-  if (grads.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    throw Error("cgemm-train: " + std::to_string(grads.size()) +
-                " gradient elements on one rank: more than one MPI_Allreduce takes");
-  }
-  if (ctx_.comms().dp() > 1) {
-    const watchdog::WaitScope wait("the data-parallel gradient all-reduce of step " +
-                                   std::to_string(step + 1));
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT,
-                            MPI_SUM, ctx_.comms().dp_comm()),
-              "MPI_Allreduce(gradients over dp)");
-  }
-  lap(Phase::kDpAllReduce);
+  lap(&r, &mark, Phase::kDpAllReduce);
   return r;
 }
 
-void MlpTrainer::update(StepResult& r) {
-  Backend& be = ctx_.backend();
+void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* mark) {
   const DType t = cfg_.dtype;
-  const std::vector<float>& grads = grads_;
+  forward_student();
+  lap(r, mark, Phase::kUpForward);
+  ops_->gelu(pre_, h_, t, n_pre_);
+  lap(r, mark, Phase::kGelu);
+  down_->forward(h_, value_of(w2_), value_of(b2_), out_);
+  lap(r, mark, Phase::kDownForward);
+
+  // loss = sum (y - target)^2 / count over the job; dL/dy = 2 (y - target) / count, count the
+  // global elements.
+  const double count = static_cast<double>(cfg_.batch) * static_cast<double>(cfg_.seq_len) *
+                       static_cast<double>(cfg_.hidden);
+  double sum = ops_->squared_error(out_, x_, target_, dy_, t, n_x_, 2.0 / count);
+  {
+    const watchdog::WaitScope wait("the other ranks' loss of step " + std::to_string(step + 1));
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.comms().world()),
+              "MPI_Allreduce(loss)");
+  }
+  if (r != nullptr) r->loss = sum / count;
+  lap(r, mark, Phase::kLoss);
+
+  // backward (x is not trained: dx is computed, as a layer inside a network must, and left).
+  down_->backward(h_, value_of(w2_), dy_, dh_, grad_of(w2_), grad_of(b2_));
+  lap(r, mark, Phase::kDownBackward);
+  ops_->gelu_backward(dh_, pre_, dpre_, t, n_pre_);
+  lap(r, mark, Phase::kGeluBackward);
+  up_->backward(x_, value_of(w1_), dpre_, dx_, grad_of(w1_), grad_of(b1_));
+  lap(r, mark, Phase::kUpBackward);
+}
+
+void MlpTrainer::update(StepResult& r) {
   const auto start = Clock::now();
   // optimizer: on the fp32 master weights, then rounded to dtype for the next step.
   ++adam_t_;
-  const double lr = cfg_.lr;
-  const double c1 = 1.0 - std::pow(kAdamBeta1, adam_t_), c2 = 1.0 - std::pow(kAdamBeta2, adam_t_);
-  size_t at = 0;
   for (const auto& p : params_) {
-    for (size_t i = 0; i < p->master.size(); ++i, ++at) {
-      const double g = grads[at];
-      if (cfg_.optimizer == Optimizer::kSgd) {
-        p->master[i] = static_cast<float>(p->master[i] - lr * g);
-      } else {
-        const double m = kAdamBeta1 * p->m[i] + (1.0 - kAdamBeta1) * g;
-        const double v = kAdamBeta2 * p->v[i] + (1.0 - kAdamBeta2) * g * g;
-        p->m[i] = static_cast<float>(m);
-        p->v[i] = static_cast<float>(v);
-        p->master[i] =
-            static_cast<float>(p->master[i] - lr * (m / c1) / (std::sqrt(v / c2) + kAdamEps));
-      }
-    }
-    from_host(be, p->value.get(), p->master, t);
+    OptimizerStep s;
+    s.kind =
+        cfg_.optimizer == Optimizer::kSgd ? OptimizerStep::Kind::kSgd : OptimizerStep::Kind::kAdam;
+    s.master = static_cast<float*>(Param::get(p->master));
+    s.m = static_cast<float*>(Param::get(p->m));
+    s.v = static_cast<float*>(Param::get(p->v));
+    s.grad = summed_ ? Param::get(p->summed) : p->grad.get();
+    s.grad_dtype = summed_ ? DType::kFloat32 : cfg_.dtype;
+    s.value = p->value.get();
+    s.value_dtype = cfg_.dtype;
+    s.n = p->n;
+    s.lr = cfg_.lr;
+    s.beta1 = kAdamBeta1;
+    s.beta2 = kAdamBeta2;
+    s.eps = kAdamEps;
+    s.step = adam_t_;
+    ops_->optimizer_step(s);
   }
-  be.synchronize();
+  ctx_.backend().synchronize();
   r.phase_ms[static_cast<int>(Phase::kOptimizer)] +=
       std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
 std::vector<float> MlpTrainer::weights() const {
   std::vector<float> out;
-  for (const auto& p : params_) out.insert(out.end(), p->master.begin(), p->master.end());
+  for (const auto& p : params_) {
+    const std::vector<float> w = to_host(ctx_.backend(), p->master->get(), DType::kFloat32, p->n);
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
+std::vector<float> MlpTrainer::gradients_host() const {
+  std::vector<float> out;
+  for (const auto& p : params_) {
+    const std::vector<float> g =
+        summed_ ? to_host(ctx_.backend(), p->summed->get(), DType::kFloat32, p->n)
+                : to_host(ctx_.backend(), p->grad.get(), cfg_.dtype, p->n);
+    out.insert(out.end(), g.begin(), g.end());
+  }
   return out;
 }
 
 void MlpTrainer::set_weights(const std::vector<float>& w) {
   size_t total = 0;
-  for (const auto& p : params_) total += p->master.size();
+  for (const auto& p : params_) total += static_cast<size_t>(p->n);
   if (w.size() != total) {
     throw Error("MlpTrainer::set_weights: " + std::to_string(w.size()) + " values for " +
                 std::to_string(total) + " local weights");
   }
   size_t at = 0;
   for (const auto& p : params_) {
-    std::copy(w.begin() + static_cast<std::ptrdiff_t>(at),
-              w.begin() + static_cast<std::ptrdiff_t>(at + p->master.size()), p->master.begin());
-    at += p->master.size();
-    from_host(ctx_.backend(), p->value.get(), p->master, cfg_.dtype);
+    const std::vector<float> mine(w.begin() + static_cast<std::ptrdiff_t>(at),
+                                  w.begin() + static_cast<std::ptrdiff_t>(at + p->n));
+    at += static_cast<size_t>(p->n);
+    from_host(ctx_.backend(), p->master->get(), mine, DType::kFloat32);
+    from_host(ctx_.backend(), p->value.get(), mine, cfg_.dtype);
   }
   ctx_.backend().synchronize();
 }
@@ -347,34 +365,28 @@ std::vector<TraceSpan> MlpTrainer::trace_pass() {
   const MPI_Comm world = ctx_.comms().world();
   std::vector<TraceSpan> timeline;
   append_after(timeline, trace_call(be, world, [&] { forward_student(); }), "up_proj forward");
-  pre_host_ = to_host(be, pre_, t, n_pre_);
-  {
-    std::vector<float> h(pre_host_.size());
-    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>(gelu(pre_host_[i]));
-    from_host(be, h_, h, t);
-  }
+  ops_->gelu(pre_, h_, t, n_pre_);
   append_after(
       timeline,
-      trace_call(
-          be, world,
-          [&] { down_->forward(h_, params_[2]->value.get(), params_[3]->value.get(), out_); }),
+      trace_call(be, world, [&] { down_->forward(h_, value_of(w2_), value_of(b2_), out_); }),
       "down_proj forward");
   // dy as the last step left it: the trace shows the calls, not a new gradient.
-  append_after(timeline,
-               trace_call(be, world,
-                          [&] {
-                            down_->backward(h_, params_[2]->value.get(), dy_, dh_,
-                                            params_[2]->grad.get(), params_[3]->grad.get());
-                          }),
-               "down_proj backward");
-  append_after(timeline,
-               trace_call(be, world,
-                          [&] {
-                            up_->backward(x_, params_[0]->value.get(), dpre_, dx_,
-                                          params_[0]->grad.get(), params_[1]->grad.get());
-                          }),
-               "up_proj backward");
+  append_after(
+      timeline,
+      trace_call(be, world,
+                 [&] { down_->backward(h_, value_of(w2_), dy_, dh_, grad_of(w2_), grad_of(b2_)); }),
+      "down_proj backward");
+  ops_->gelu_backward(dh_, pre_, dpre_, t, n_pre_);
+  append_after(
+      timeline,
+      trace_call(be, world,
+                 [&] { up_->backward(x_, value_of(w1_), dpre_, dx_, grad_of(w1_), grad_of(b1_)); }),
+      "up_proj backward");
   return timeline;
+}
+
+double MlpTrainer::timed_pass() {
+  return ctx_.backend().time_ms([&] { forward_backward(0, nullptr, nullptr); });
 }
 
 }  // namespace cgemm::launcher

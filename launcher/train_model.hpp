@@ -14,16 +14,20 @@
 // Every rank fills its shards of the same global tensors (Backend::fill_normal, by global
 // index), so any dp x tp mesh trains the same model as one rank, up to the order of sums.
 //
-// Where the work runs: the GEMMs and their collectives on the backend (the layers' plans); the
-// elementwise steps (GELU and its derivative, the residual, the loss and its gradient, the
-// optimizer) on host copies made with Backend::copy_to_host / copy_from_host; the data-parallel
-// sum of the gradients with MPI_Allreduce over the dp communicator after the backward pass,
-// in fp32. Both are the first version: the backend has no elementwise kernels (so there is no
-// GPU path yet), and a bucketed all-reduce overlapped with the backward is still to come.
+// Where the work runs: on the backend, all of it. The GEMMs and their collectives are the
+// layers' plans; the elementwise steps (GELU and its derivative, the residual, the loss and its
+// gradient, the optimizer on fp32 master weights and Adam moments kept in backend memory) are
+// TrainOps (runtime/include/cgemm/runtime/train_ops.hpp): host loops on the CPU backend,
+// kernels on stream 0 on the CUDA backend. The only host round trips of a step are the loss
+// (one double per rank, summed over the job) and, with dp > 1, the data-parallel sum of the
+// gradients: MPI_Allreduce over the dp communicator after the backward pass, in fp32, through
+// host copies (the first version: a bucketed all-reduce overlapped with the backward is still
+// to come).
 //
 // Errors: the constructor throws PlanError when the planner refuses a shape and cgemm::Error
 // for a bad size; step() throws cgemm::Error on a failed MPI call.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +36,7 @@
 #include "cgemm/runtime/backend.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/tp_linear.hpp"
+#include "cgemm/runtime/train_ops.hpp"
 #include "train_config.hpp"
 
 namespace cgemm::launcher {
@@ -41,17 +46,19 @@ enum class Phase {
   kInputs,        // x drawn
   kTargets,       // the teacher's forward pass (both GEMMs and the host's GELU)
   kUpForward,     // up_proj: all-gather GEMM
-  kGelu,          // host
+  kGelu,          // TrainOps
   kDownForward,   // down_proj: reduce-scatter GEMM
-  kLoss,          // host: residual, loss, dL/dy; the loss's all-reduce
+  kLoss,          // TrainOps: residual, loss, dL/dy; the loss's all-reduce (MPI)
   kDownBackward,  // down_proj: all-gather dgrad GEMM, wgrad and bias-gradient GEMMs
-  kGeluBackward,  // host
+  kGeluBackward,  // TrainOps
   kUpBackward,    // up_proj: reduce-scatter dgrad GEMM, wgrad and bias-gradient GEMMs
-  kDpAllReduce,   // MPI_Allreduce of the gradients over dp
-  kOptimizer,     // host: the update and the copy of the new weights to the backend
+  kDpAllReduce,   // MPI_Allreduce of the gradients over dp (host copies)
+  kOptimizer,     // TrainOps: the update of the master weights and their copy in dtype
   kCount
 };
 const char* phase_name(Phase p);
+
+using Clock = std::chrono::steady_clock;
 
 struct StepResult {
   double loss = 0.0;                                      // the job's, the same on every rank
@@ -74,35 +81,50 @@ class MlpTrainer {
   /// step()'s second part: the optimizer's update from the last gradients() (adds its time).
   void update(StepResult& r);
 
-  /// This rank's shards of W1, b1, W2, b2, concatenated in that order, row-major: the fp32
-  /// master weights and the last gradients() (summed over dp). For tests.
+  /// This rank's shards of W1, b1, W2, b2 (without the biases when cfg.bias is off),
+  /// concatenated in that order, row-major: the fp32 master weights and the last gradients()
+  /// (summed over dp). Host copies, for tests.
   std::vector<float> weights() const;
-  const std::vector<float>& gradients_host() const { return grads_; }
+  std::vector<float> gradients_host() const;
   /// Replaces the master weights (the same layout as weights()) and the backend's copies.
   void set_weights(const std::vector<float>& w);
 
   /// One more forward and backward pass of the student on the last step's inputs (no update),
   /// each layer call traced (trace_writer.hpp) and laid one after another: this rank's spans.
   std::vector<TraceSpan> trace_pass();
+  /// One forward and backward pass of the student on the last step's inputs (no update: the
+  /// loss, dL/dy and the gradients are recomputed, the weights stay), timed by the backend
+  /// (Backend::time_ms: CUDA events on a GPU) in ms. What the PyTorch peer times.
+  double timed_pass();
 
   const ColumnParallelLinear& up() const { return *up_; }
   const RowParallelLinear& down() const { return *down_; }
 
  private:
   struct Param;
-  void forward_student();
+  static const void* value_of(const Param* p);  // null for an absent bias
+  static void* grad_of(const Param* p);
+  void forward_student();  // up_proj's forward on x
+  /// The student's forward pass, its loss and its backward pass on the current x and target;
+  /// with r, each phase is timed into it (a synchronize per phase) and the loss stored.
+  void forward_backward(int step, StepResult* r, Clock::time_point* mark);
+  void lap(StepResult* r, Clock::time_point* mark, Phase p);
 
   Context& ctx_;
   const TrainConfig cfg_;
+  std::unique_ptr<TrainOps> ops_;
   std::unique_ptr<ColumnParallelLinear> up_;
   std::unique_ptr<RowParallelLinear> down_;
-  std::vector<std::unique_ptr<Param>> params_;   // W1, b1, W2, b2
-  std::vector<std::unique_ptr<Param>> teacher_;  // the same four, fixed
+  // W1, b1, W2, b2 (the biases null without cfg.bias); params_ holds the student's in that
+  // order, the teacher's are fixed.
+  std::vector<std::unique_ptr<Param>> params_, teacher_;
+  Param *w1_ = nullptr, *b1_ = nullptr, *w2_ = nullptr, *b2_ = nullptr;
+  Param *tw1_ = nullptr, *tb1_ = nullptr, *tw2_ = nullptr, *tb2_ = nullptr;
   std::vector<std::unique_ptr<detail::BackendMemory>> buffers_;
   void *x_, *pre_, *h_, *out_, *dy_, *dh_, *dpre_, *dx_;
+  float* target_;                // fp32 [local x]: the teacher's block output
   int64_t n_x_ = 0, n_pre_ = 0;  // local elements of x (= y) and of pre (= h)
-  std::vector<float> x_host_, pre_host_, target_host_;
-  std::vector<float> grads_;  // the last gradients(), summed over dp
+  bool summed_ = false;          // the last gradients() were summed over dp (Param::summed)
   int adam_t_ = 0;
 };
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # pack-device.sh: builds cgemm here for the GPU machine (Hopper, sm_90; Boost and the CUDA
 # runtime linked statically) and gathers what runs there into .devbuild/ (git-ignored):
-# bin/ (cgemm-run, cgemm-bench, cgemm-compare, the GPU tests) and lib/ (OpenBLAS and its Fortran
-# runtime, which that machine lacks). NCCL, cuBLASLt and MPI come from that machine.
+# bin/ (cgemm-run, cgemm-bench, cgemm-compare, cgemm-train, the GPU tests) and lib/ (OpenBLAS
+# and its Fortran runtime, which that machine lacks). NCCL, cuBLASLt and MPI come from that machine.
 # Then: the device tool's run with carry [".devbuild"] and `bash scripts/device-check.sh`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,17 +10,20 @@ build=$root/build-device
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
-gpu_tests=(test_cublaslt_gemm test_cublaslt_fp8 test_cuda_quantize test_cuda_backend test_ce_transport)
+gpu_tests=(test_cublaslt_gemm test_cublaslt_fp8 test_cuda_quantize test_cuda_backend test_ce_transport
+  test_train_ops)
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCGEMM_STATIC_BOOST=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static "${launcher[@]}" >/dev/null
 # Only what is packed: the whole tree (every unit test) takes several times longer.
-cmake --build "$build" -j"$(nproc)" --target cgemm-run cgemm-bench cgemm-compare "${gpu_tests[@]}"
+cmake --build "$build" -j"$(nproc)" --target cgemm-run cgemm-bench cgemm-compare cgemm-train \
+  "${gpu_tests[@]}"
 out=$root/.devbuild
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp "$build"/bin/cgemm-run "$build"/bin/cgemm-bench "$build"/bin/cgemm-compare "$out/bin/"
+cp "$build"/bin/cgemm-run "$build"/bin/cgemm-bench "$build"/bin/cgemm-compare "$build"/bin/cgemm-train \
+  "$out/bin/"
 # The GPU tests only: the device tool carries at most 64 MiB.
 for t in "${gpu_tests[@]}"; do cp "$build/tests/$t" "$out/bin/"; done
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# check_train.sh MODE DIR MPIEXEC NPFLAG CGEMM_TRAIN [CONFIG]: cgemm-train on the CPU backend.
+# check_train.sh MODE DIR MPIEXEC NPFLAG CGEMM_TRAIN [CONFIG]: cgemm-train on the CPU backend
+# (CGEMM_TRAIN_BACKEND=cuda: on the GPU, as scripts/device-train.sh runs it).
 #   parity: the same model and seed on 1 rank, tp 2 and dp 2 x tp 2 (and the sequential path
 #           with SGD) give the same per-step losses (the reports' "losses"): fp32 within 1e-5
 #           relative per step, bf16 within 1e-2 (bf16's rounding of the activations and
 #           gradients differs with the order of the sharded sums; 6e-4 seen); and the loss
 #           falls in 20 steps: Adam to below 30% of the first (22% seen), SGD below 50%
-#           (43% seen).
+#           (43% seen); the same without biases (--bias off) on tp 2.
+#   backends: 1 rank on CGEMM_TRAIN_BACKEND against 1 rank on the CPU backend (fp32 within
+#           1e-4 relative per step, bf16 within 2e-2): for the GPU machine.
 #   demo:   CONFIG (configs/train_demo.ini) on 4 ranks with --trace: the loss falls to below
 #           20% of the first in its 50 steps (14% seen), the report has every step, the trace
 #           has the four layer calls.
@@ -15,13 +18,14 @@ dir=$2
 mpiexec=$3
 npflag=$4
 bin=$5
+backend=${CGEMM_TRAIN_BACKEND:-cpu}  # cuda on the GPU machine (ranks share its GPU)
 rm -rf "$dir"
 mkdir -p "$dir"
 
 train() {  # NAME NP ARGS...: runs the job, its report in DIR/NAME.json
   local name=$1 np=$2
   shift 2
-  "$mpiexec" "$npflag" "$np" "$bin" --backend cpu --report "$dir/$name.json" "$@" \
+  "$mpiexec" "$npflag" "$np" "$bin" --backend "$backend" --report "$dir/$name.json" "$@" \
     >"$dir/$name.out" 2>&1 || {
     cat "$dir/$name.out"
     echo "FAIL: job $name failed"
@@ -77,6 +81,10 @@ case "$mode" in
     train bf16_dp2tp2 4 "${small[@]}" --dtype bf16 --dp 2
     compare bf16_1 bf16_dp2tp2 1e-2
     falls bf16_dp2tp2 0.3
+    train nobias_1 1 "${small[@]}" --bias off
+    train nobias_tp2 2 "${small[@]}" --bias off
+    compare nobias_1 nobias_tp2 1e-5
+    falls nobias_tp2 0.3
     ;;
   demo)
     train demo 4 --config "$6" --trace "$dir/trace.json"
@@ -90,6 +98,20 @@ want = {"up_proj forward", "down_proj forward", "down_proj backward", "up_proj b
 assert calls == want, calls
 PY
     test -s "$dir/trace.json.svg"
+    ;;
+  backends)
+    # The backend of CGEMM_TRAIN_BACKEND (cuda) against the CPU backend on 1 rank: the same
+    # model and inputs, the kernels' fp32 elementwise math and cuBLASLt's GEMMs against host
+    # loops in fp64 and BLAS.
+    small=(--batch 4 --seq_len 16 --hidden 32 --ffn 64 --steps 20 --seed 77)
+    train other_fp32 1 "${small[@]}"
+    train other_bf16 1 "${small[@]}" --dtype bf16
+    backend=cpu
+    train cpu_fp32 1 "${small[@]}"
+    train cpu_bf16 1 "${small[@]}" --dtype bf16
+    compare cpu_fp32 other_fp32 1e-4
+    compare cpu_bf16 other_bf16 2e-2
+    falls other_fp32 0.3
     ;;
   *)
     echo "unknown mode $mode"

@@ -504,8 +504,10 @@ cgemm_add_train_failure_test(seq_len_not_divisible 2
   "cgemm-train: error: --seq_len 15 is not divisible by tp 2" --seq_len 15)
 cgemm_add_train_failure_test(batch_not_divisible 4
   "cgemm-train: error: --batch 3 is not divisible by --dp 2" --dp 2 --batch 3)
-cgemm_add_train_failure_test(cuda_refused 2
-  "cgemm-train: error: --backend cuda: cgemm-train's GPU path is not built yet" --backend cuda)
+if(NOT CGEMM_HAVE_CUDA)
+  cgemm_add_train_failure_test(cuda_without_gpu 2
+    "cgemm-train: error: backend cuda: rank 0 on host .* sees no usable GPU" --backend cuda)
+endif()
 cgemm_add_train_failure_test(unknown_optimizer 2
   "cgemm-train: error: --optimizer lbfgs: unknown value 'lbfgs' \\(known: sgd, adam\\)"
   --optimizer lbfgs)
@@ -522,6 +524,15 @@ add_test(NAME mpi_train_model
   COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
           $<TARGET_FILE:test_train_model>)
 set_tests_properties(mpi_train_model PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 1
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+# TrainOps (GELU, its gradient, the loss, SGD and Adam) against fp64 on the CPU backend and,
+# where there is a GPU, the CUDA backend (those cases skip without one).
+add_executable(test_train_ops ${CMAKE_CURRENT_LIST_DIR}/test_train_ops.cpp)
+target_link_libraries(test_train_ops PRIVATE cgemm GTest::gtest cgemm_warnings)
+add_test(NAME mpi_train_ops
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_train_ops>)
+set_tests_properties(mpi_train_ops PROPERTIES LABELS "mpi;gpu" TIMEOUT 120 PROCESSORS 1
   ENVIRONMENT "${CGEMM_MPI_ENV}")
 cgemm_add_train_failure_test(planner_refuses 4
   "cgemm-train: error: the planner refuses the MLP block \\(batch 6, .* on dp 2 x tp 2\\): .*not divisible"

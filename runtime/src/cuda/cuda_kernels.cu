@@ -117,61 +117,8 @@ __global__ void sum_partials_kernel(Parts parts, int64_t count, const void* bias
 }
 
 // The same sum, 8 consecutive elements per thread with 16-byte loads and stores (the final
-// pass of a reduce-scatter is memory-bound). Same order of additions, so the same bits.
-constexpr int kVec = 8;
-
-template <int kKind>
-__device__ __forceinline__ void load_vec(const void* p, int64_t v, float (&x)[kVec]) {
-  if constexpr (kKind == 0) {
-    const float4* q = static_cast<const float4*>(p) + 2 * v;
-    const float4 a = q[0];
-    const float4 b = q[1];
-    x[0] = a.x;
-    x[1] = a.y;
-    x[2] = a.z;
-    x[3] = a.w;
-    x[4] = b.x;
-    x[5] = b.y;
-    x[6] = b.z;
-    x[7] = b.w;
-  } else {
-    const uint4 w = static_cast<const uint4*>(p)[v];
-    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {  // little-endian: the lower half is the earlier element
-      const auto lo = static_cast<uint16_t>(words[k] & 0xffffu);
-      const auto hi = static_cast<uint16_t>(words[k] >> 16);
-      if constexpr (kKind == 1) {
-        x[2 * k] = numeric::bf16_to_float(lo);
-        x[2 * k + 1] = numeric::bf16_to_float(hi);
-      } else {
-        x[2 * k] = numeric::fp16_to_float(lo);
-        x[2 * k + 1] = numeric::fp16_to_float(hi);
-      }
-    }
-  }
-}
-
-template <int kKind>
-__device__ __forceinline__ void store_vec(void* p, int64_t v, const float (&x)[kVec]) {
-  if constexpr (kKind == 0) {
-    float4* q = static_cast<float4*>(p) + 2 * v;
-    q[0] = make_float4(x[0], x[1], x[2], x[3]);
-    q[1] = make_float4(x[4], x[5], x[6], x[7]);
-  } else {
-    uint32_t words[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint16_t lo =
-          kKind == 1 ? numeric::float_to_bf16(x[2 * k]) : numeric::float_to_fp16(x[2 * k]);
-      const uint16_t hi =
-          kKind == 1 ? numeric::float_to_bf16(x[2 * k + 1]) : numeric::float_to_fp16(x[2 * k + 1]);
-      words[k] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
-    }
-    static_cast<uint4*>(p)[v] = make_uint4(words[0], words[1], words[2], words[3]);
-  }
-}
-
+// pass of a reduce-scatter is memory-bound; load_vec / store_vec in kernel_common.cuh). Same
+// order of additions, so the same bits.
 // kUnroll vectors per thread and iteration, loaded before any is used: one 16-byte load in
 // flight per thread is too little to cover memory latency at full bandwidth.
 constexpr int kUnroll = 4;

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""train_speed_table.py DIR: the speed table of cgemm-train's timed passes against PyTorch's.
+
+Reads DIR/cgemm_<case>.json (cgemm-train --report with --timed_passes) and
+DIR/torch_train_mlp.csv (bench/peers/torch_train_mlp.py), made in the same call by
+scripts/device-train.sh, and prints a Markdown table: per case the median ms of a forward and
+backward pass, tokens/s and TFLOP/s of each, and cgemm's tokens/s over torch's.
+"""
+
+import csv
+import json
+import os
+import sys
+
+
+def main(d):
+    torch = {}
+    path = os.path.join(d, "torch_train_mlp.csv")
+    if os.path.exists(path):
+        with open(path) as f:
+            torch = {r["case"]: r for r in csv.DictReader(f)}
+    print("| case | B x S, H -> F | cgemm ms | cgemm tokens/s | cgemm TFLOP/s | torch ms | "
+          "torch TFLOP/s | cgemm / torch (tokens/s) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for case in ("demo", "standard", "llama70b"):
+        p = os.path.join(d, "cgemm_%s.json" % case)
+        if not os.path.exists(p):
+            continue
+        r = json.load(open(p))
+        c, t = r["config"], r["timed_pass"]
+        shape = "%d x %d, %d -> %d" % (c["batch"], c["seq_len"], c["hidden"], c["ffn"])
+        row = [case, shape, "%.3f" % t["median_ms"], "%.3g M" % (t["tokens_per_second"] / 1e6),
+               "%.0f" % t["tflops"]]
+        if case in torch:
+            tm = float(torch[case]["median_ms"])
+            row += ["%.3f" % tm, torch[case]["tflops"], "%.3fx" % (tm / t["median_ms"])]
+        else:
+            row += ["", "", ""]
+        print("| " + " | ".join(row) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
