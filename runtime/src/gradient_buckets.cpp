@@ -52,6 +52,9 @@ GradientBuckets::GradientBuckets(Backend& be, MPI_Comm dp_comm, std::vector<Grad
   if (bucket_bytes_ == 0) {
     throw Error("GradientBuckets: bucket_bytes 0: a bucket holds at least 1 byte");
   }
+  if (slots_.size() > static_cast<size_t>(INT_MAX)) {
+    throw Error("GradientBuckets: " + std::to_string(slots_.size()) + " slots: more than an int");
+  }
   std::set<std::string> names;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const int slot = static_cast<int>(i);
@@ -67,9 +70,6 @@ GradientBuckets::GradientBuckets(Backend& be, MPI_Comm dp_comm, std::vector<Grad
     if (!names.insert(slots_[i].name).second) {
       throw Error("GradientBuckets: " + slot_label(slot) + ": the name is taken by another slot");
     }
-  }
-  if (slots_.size() > static_cast<size_t>(INT_MAX)) {
-    throw Error("GradientBuckets: " + std::to_string(slots_.size()) + " slots: more than an int");
   }
 
   // Buckets in slot order: close the open bucket when the next slot would pass bucket_bytes (or

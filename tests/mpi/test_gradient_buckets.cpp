@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <cfloat>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cgemm/core/convert.hpp"
@@ -356,6 +358,23 @@ TEST(GradientBucketsErrors, SummedBeforeFinish) {
   expect_error([&] { (void)gb.summed(9); }, "GradientBuckets::summed: no slot 9");
 }
 
+// --stall (2 ranks, a 3 s watchdog): rank 1 readies only bucket 0 and then stands still (as a
+// rank stuck elsewhere); rank 0's finish() waits bucket 1 until the watchdog ends the job with
+// one line naming the bucket, its slot, the round and the dp ranks.
+int stall() {
+  const auto slots = model_slots();
+  const std::vector<Grad> grads = make_grads(slots, DType::kFloat32, 0);
+  GradientBuckets gb(be(), dp_comm(), slots, 64);
+  const bool stuck = g_ctx->comms().dp_rank() == 1;
+  for (int s = 0; s < (stuck ? 1 : 6); ++s) {
+    gb.ready(s, grads[static_cast<size_t>(s)].mem->get(), DType::kFloat32);
+  }
+  if (stuck) std::this_thread::sleep_for(std::chrono::seconds(60));
+  gb.finish();
+  std::fprintf(stderr, "the stalled job was not ended\n");
+  return 1;
+}
+
 }  // namespace
 }  // namespace cgemm
 
@@ -368,9 +387,12 @@ int main(int argc, char** argv) {
   cgemm::g_seed = std::random_device{}();
   MPI_Bcast(&cgemm::g_seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
   if (rank == 0) std::printf("seed %u, dp %d x tp 1\n", cgemm::g_seed, world);
-  cgemm::g_ctx =
-      std::make_unique<cgemm::Context>(MPI_COMM_WORLD, cgemm::MeshConfig{.dp = world, .tp = 1},
-                                       cgemm::BackendKind::kCpu, cgemm::OverlapOptions{});
+  const bool stall = argc > 1 && std::string(argv[1]) == "--stall";
+  cgemm::g_ctx = std::make_unique<cgemm::Context>(
+      MPI_COMM_WORLD, cgemm::MeshConfig{.dp = world, .tp = 1},
+      cgemm::BackendOptions{cgemm::BackendKind::kCpu, false, stall ? 3.0 : 300.0},
+      cgemm::OverlapOptions{});
+  if (stall) return cgemm::stall();
   const int rc = RUN_ALL_TESTS();
   cgemm::g_ctx.reset();
   MPI_Finalize();
