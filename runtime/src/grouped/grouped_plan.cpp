@@ -92,9 +92,10 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   // What the runtime runs.
   if (!runs_dtype(d.dtype)) {
     if (is_fp8(d.dtype)) {
-      throw Error(what + ": FP8 inputs (" + std::string(dtype_name(d.dtype)) +
-                  ") are not run: tensor scaling needs a scale_inv per group and operand, which "
-                  "the per-group GEMM does not take yet; use bfloat16, float16 or float32");
+      throw Error(
+          what + ": FP8 inputs (" + std::string(dtype_name(d.dtype)) +
+          ") are not run: grouped scaled operands (a scale_inv per group, a data layout) are "
+          "not described yet; use bfloat16, float16 or float32");
     }
     throw Error(what + ": inputs of dtype " + std::string(dtype_name(d.dtype)) +
                 " are not run; use bfloat16, float16 or float32");

@@ -17,18 +17,27 @@
 //    with rhs's dim 0 (G) skipped.
 //  - kRaggedContracting (wgrad): the contracting dim K_total of both operands is split into G
 //    groups. lhs [K, M] ({0}: x^T, as a weight gradient reads x) or [M, K] ({1}); rhs [K, N]
-//    ({0}) or [N, K] ({1}); out [G, M, N]:
-//    out[g] = lhs[K of g]^T-as-laid-out @ rhs[K of g] (+ bias[g] on every row). A group with
-//    size 0 gives out[g] = 0 (+ bias[g]). gemm.py carries the sizes in the operands' first_dims
-//    (the ragged dim first) or last_dims (last); the rhs's ragged dims make the output uniform
-//    with a leading G: out_shape = (num_gemms, *lhs_non_contracting, *rhs_non_contracting).
+//    ({0}) or [N, K] ({1}); out [G, M, N]: with group g owning contracting indices
+//    [off_g, off_g + size_g), out[g][i, j] = sum over p of those of lhs(i, p) * rhs(p, j)
+//    (+ bias[g][j]), lhs(i, p) being lhs[p, i] ([K, M]) or lhs[i, p] ([M, K]) and rhs(p, j)
+//    rhs[p, j] ([K, N]) or rhs[j, p] ([N, K]). A group of size 0 gives out[g] = 0 (+ bias[g]).
+//    gemm.py carries the sizes in the operands' first_dims (the ragged dim first) or last_dims
+//    (last); the rhs's ragged dims make the output uniform with a leading G: out_shape =
+//    (num_gemms, *lhs_non_contracting, *rhs_non_contracting).
 // Empty groups and one group holding every row are allowed in both forms.
 //
 // Dtypes: lhs and rhs bfloat16, float16 or float32 (the same); the output is
 // preferred_element_type when given, else the inputs' dtype (gemm.py), one of the same three.
 // The bias is [G, N] in the output dtype (gemm.py asserts its shape (num_gemms, N) and never
-// reads its dtype). FP8 inputs (tensor scaling) are refused with one message: they need one
-// scale_inv per group and operand, which GemmTask has no place for per call yet.
+// reads its dtype). FP8 inputs are refused with one message: gemm.py takes them as scaled
+// operands (GroupedScaledTensor1x: a scale_inv per group, a data layout, and below compute
+// capability 10.0 only lhs "N" / rhs "T" with its contracting-dim remap), which this
+// descriptor does not describe yet (the issue defers FP8 to after the FP8 issue).
+//
+// Sources (Transformer Engine's gemm.py, ../shared/seed/000_61943f8e0dd4a4f6.txt): the output's
+// ragged dims from the operand carrying sizes (lines 2165-2177), lhs_is_trans / rhs_is_trans
+// (2183-2188), num_gemms (2282-2294), the non-contracting dims and out_shape, G first for
+// wgrad (2303-2320), the bias shape (2322-2327), the lengths of the size arrays (1399-1426).
 //
 // Group sizes are int32 (gemm.py's (G,) int32 arrays), per call, from host memory or from
 // backend memory (device memory on the CUDA backend: copied to the host once per call, G
