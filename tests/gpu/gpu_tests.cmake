@@ -59,3 +59,11 @@ add_test(NAME gpu_cuda_backend_shared_np2
 set_tests_properties(gpu_cuda_backend_shared_np2 PROPERTIES LABELS "gpu;mpi" TIMEOUT 300
   PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV};CGEMM_TEST_GPU_SHARING=1"
   SKIP_REGULAR_EXPRESSION "no GPU on some rank")
+
+# The grouped GEMM's runtime (tests/mpi/test_grouped_plan.cpp) on the CUDA backend: the CPU
+# test's cases, a loop of cuBLASLt GEMMs per call, against the same fp64 reference.
+add_test(NAME gpu_grouped_plan_np1
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_grouped_plan> --backend=cuda)
+set_tests_properties(gpu_grouped_plan_np1 PROPERTIES LABELS "gpu;mpi" TIMEOUT 300 PROCESSORS 1
+  ENVIRONMENT "${CGEMM_MPI_ENV}" SKIP_REGULAR_EXPRESSION "no GPU: every case skips")

@@ -458,6 +458,18 @@ foreach(np 1 4)
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# The grouped GEMM's runtime (issue 25 item 2: runtime/include/cgemm/runtime/grouped_plan.hpp)
+# on the CPU backend, one rank: every form and layout, bf16 / fp16 / fp32, per group against an
+# fp64 reference; uniform, skewed and empty groups, G = 1, bias, host and backend sizes; the
+# size checks and the planner's refusals with their messages.
+add_executable(test_grouped_plan ${CMAKE_CURRENT_LIST_DIR}/test_grouped_plan.cpp)
+target_link_libraries(test_grouped_plan PRIVATE cgemm GTest::gtest cgemm_warnings)
+add_test(NAME mpi_grouped_plan_np1
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_grouped_plan>)
+set_tests_properties(mpi_grouped_plan_np1 PROPERTIES LABELS mpi TIMEOUT 120
+  PROCESSORS 1 ENVIRONMENT "${CGEMM_MPI_ENV}")
+
 # The tensor-parallel layer pair (column- and row-parallel, sequence parallel) and the
 # activation all-gather of its weight gradients on the CPU backend against an fp64 reference:
 # 1 rank, tp 2, tp 3, tp 4, dp 2 x tp 2.

@@ -1,0 +1,141 @@
+#pragma once
+// A grouped GEMM (the expert GEMMs of a mixture-of-experts layer) as Transformer Engine's JAX
+// gemm.py `grouped_gemm` has it: G GEMMs in one call, one dim ragged, the G group sizes given
+// per call. The descriptor goes through the sharding planner's grouped_gemm
+// (cgemm/sharding/grouped_gemm.hpp), so every shape, dtype and bias rule and every error of
+// gemm.py's Python side is the planner's; the runtime then runs the layouts below and refuses
+// the others with one cgemm::Error naming the layout.
+//
+// The two forms (row-major shapes; M, N, K element counts; G = num_groups):
+//  - kRaggedRows (forward and dgrad): the token rows M of lhs are split into G consecutive
+//    groups. lhs [M, K] (contracting dims {1}) or [K, M] ({0}); rhs [G, K, N] ({1}) or
+//    [G, N, K] ({2}: the "T" layout, gemm.py's default ((1,), (2,)); dgrad is this form with
+//    the weight's transpose); out [M, N]. Group g owns rows [off_g, off_g + size_g) of lhs
+//    and out: out[rows of g] = lhs[rows of g] @ rhs[g] (+ bias[g] on every row).
+//    gemm.py carries the sizes in lhs first_dims ([M, K]) or last_dims ([K, M]); out_first_dims
+//    (or out_last_dims) follow lhs, and out_shape = (*lhs_non_contracting, *rhs_non_contracting)
+//    with rhs's dim 0 (G) skipped.
+//  - kRaggedContracting (wgrad): the contracting dim K_total of both operands is split into G
+//    groups. lhs [K, M] ({0}: x^T, as a weight gradient reads x) or [M, K] ({1}); rhs [K, N]
+//    ({0}) or [N, K] ({1}); out [G, M, N]: with group g owning contracting indices
+//    [off_g, off_g + size_g), out[g][i, j] = sum over p of those of lhs(i, p) * rhs(p, j)
+//    (+ bias[g][j]), lhs(i, p) being lhs[p, i] ([K, M]) or lhs[i, p] ([M, K]) and rhs(p, j)
+//    rhs[p, j] ([K, N]) or rhs[j, p] ([N, K]). A group of size 0 gives out[g] = 0 (+ bias[g]).
+//    gemm.py carries the sizes in the operands' first_dims (the ragged dim first) or last_dims
+//    (last); the rhs's ragged dims make the output uniform with a leading G: out_shape =
+//    (num_gemms, *lhs_non_contracting, *rhs_non_contracting).
+// Empty groups and one group holding every row are allowed in both forms.
+//
+// Dtypes: lhs and rhs bfloat16, float16 or float32 (the same); the output is
+// preferred_element_type when given, else the inputs' dtype (gemm.py), one of the same three.
+// The bias is [G, N] in the output dtype (gemm.py asserts its shape (num_gemms, N) and never
+// reads its dtype). FP8 inputs are refused with one message: gemm.py takes them as scaled
+// operands (GroupedScaledTensor1x: a scale_inv per group, a data layout, and below compute
+// capability 10.0 only lhs "N" / rhs "T" with its contracting-dim remap), which this
+// descriptor does not describe yet (the issue defers FP8 to after the FP8 issue).
+//
+// Sources (Transformer Engine's gemm.py, ../shared/seed/000_61943f8e0dd4a4f6.txt): the output's
+// ragged dims from the operand carrying sizes (lines 2165-2177), lhs_is_trans / rhs_is_trans
+// (2183-2188), num_gemms (2282-2294), the non-contracting dims and out_shape, G first for
+// wgrad (2303-2320), the bias shape (2322-2327), the lengths of the size arrays (1399-1426).
+//
+// Group sizes are int32 (gemm.py's (G,) int32 arrays), per call, from host memory or from
+// backend memory (device memory on the CUDA backend: copied to the host once per call, G
+// values in one copy; that copy waits for the work issued before it). They are checked before
+// any GEMM is issued: G values, none negative, summing to the ragged dim (M, or K_total);
+// else cgemm::Error naming the plan, the group, the sum and the dim. (gemm.py checks only the
+// arrays' lengths; its abstract notes that K totals may leave padding. The issue asks the
+// sum to match, so a padded K is refused here.)
+//
+// Execution: one Backend::gemm per non-empty group (GemmTask with the group's offsets into
+// lhs, rhs, out and bias), in group order on stream 0; no synchronization between groups
+// (asynchronous on the CUDA backend: a loop of cuBLASLt GEMMs on stream 0). A group whose
+// contraction is empty (size 0 in kRaggedContracting, or K = 0) writes 0 (+ bias) with one
+// Backend::sum_partials over no parts, since cuBLASLt refuses k = 0.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/shape.hpp"
+#include "cgemm/runtime/backend.hpp"
+#include "cgemm/sharding/grouped_gemm.hpp"
+
+namespace cgemm {
+
+class Context;
+
+/// Which dim the group sizes split (see the top of this file).
+enum class GroupedForm {
+  kRaggedRows,         // forward, dgrad: lhs (and out) rows
+  kRaggedContracting,  // wgrad: the contracting dim; out gets a leading G
+};
+
+/// "ragged_rows" or "ragged_contracting".
+const char* grouped_form_name(GroupedForm f);
+
+struct GroupedGemmDesc {
+  std::string name = "grouped_gemm";  // names the plan in errors and trace labels
+  GroupedForm form = GroupedForm::kRaggedRows;
+  int64_t num_groups = 0;          // G, the length of every call's group sizes
+  Shape lhs_shape;                 // gemm.py's lhs original_shape
+  Shape rhs_shape;                 // rhs original_shape
+  DType dtype = DType::kBFloat16;  // of lhs and rhs
+  // gemm.py's contracting_dims, used as given (its default ((1,), (2,))).
+  std::vector<int64_t> lhs_contracting_dims{1};
+  std::vector<int64_t> rhs_contracting_dims{2};
+  std::optional<Shape> bias_shape;              // nullopt: no bias; else [G, N]
+  std::optional<DType> preferred_element_type;  // the output dtype; nullopt: dtype
+};
+
+class GroupedGemmPlan {
+ public:
+  /// Plans `desc` through the planner's grouped_gemm (compute capability and stream count
+  /// from `backend`; no v2 (nvte_grouped_gemm) library here, NVTE_JAX_ENFORCE_V2_GROUPED_GEMM
+  /// not read). Throws PlanError where gemm.py raises, cgemm::Error for what the runtime does
+  /// not run (a layout other than those at the top of this file, FP8 or other dtypes, rhs's
+  /// G dim != num_groups, lhs and rhs contracting sizes that differ).
+  GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc);
+  /// The same on ctx's backend (a grouped GEMM is local to a rank: no collective).
+  GroupedGemmPlan(Context& ctx, GroupedGemmDesc desc);
+
+  const GroupedGemmDesc& desc() const { return desc_; }
+  /// The planner's answer (out shape and dtype, layouts, boundaries, workspace sizes).
+  const GroupedGemm& planned() const { return planned_; }
+  const Shape& out_shape() const { return planned_.out_shape; }
+  DType out_dtype() const { return planned_.out_dtype; }
+  int64_t num_groups() const { return desc_.num_groups; }
+  /// The dim the group sizes must sum to: M (kRaggedRows) or K_total (kRaggedContracting).
+  int64_t ragged_extent() const { return ragged_; }
+  /// FLOPs of one call with these sizes: 2 * m * n * k summed over the groups (the real,
+  /// ragged work). Throws as check_group_sizes.
+  double flops(std::span<const int32_t> group_sizes) const;
+
+  /// Throws cgemm::Error unless `group_sizes` has num_groups() values, none negative, summing
+  /// to ragged_extent(). Returns the sum.
+  int64_t check_group_sizes(std::span<const int32_t> group_sizes) const;
+
+  /// The grouped GEMM with sizes in host memory. lhs, rhs, bias and out are backend memory
+  /// with the desc's shapes (bias null iff the plan has none). Sizes and pointers are checked
+  /// before anything is issued. Asynchronous on the CUDA backend (stream 0).
+  void execute(std::span<const int32_t> group_sizes, const void* lhs, const void* rhs,
+               const void* bias, void* out);
+  /// The same with the G sizes in backend memory (one copy to the host per call).
+  void execute_backend_sizes(const int32_t* group_sizes, const void* lhs, const void* rhs,
+                             const void* bias, void* out);
+
+ private:
+  Backend& be_;
+  GroupedGemmDesc desc_;
+  GroupedGemm planned_;
+  int64_t ragged_ = 0;                          // M or K_total
+  int64_t m_ = 0, n_ = 0, k_ = 0;               // M (kRaggedContracting) / N / K (kRaggedRows)
+  bool lhs_trans_ = false, rhs_trans_ = false;  // as GemmTask: lhs [k, m], rhs [n, k]
+  std::vector<std::string> labels_;             // one per group, for traces
+  std::vector<int32_t> host_sizes_;             // the staging copy of backend sizes
+};
+
+}  // namespace cgemm

@@ -1,0 +1,450 @@
+// The grouped GEMM's runtime (cgemm/runtime/grouped_plan.hpp, issue 25 item 2) on the CPU
+// backend, one rank (a Context needs MPI): both forms in every layout the runtime runs, each
+// dtype, per group against an fp64 reference computed here from fresh random inputs (never
+// zero), the output poisoned with NaN before every run; uniform, skewed and empty groups, one
+// group holding everything, G = 1; bias on and off; sizes from host and from backend memory.
+// Then the checks made before anything runs (sum, negative size, wrong G) and the planner's
+// refusals, each with its message, and the output still poisoned after a refused call.
+//
+// Bounds per output element, against the fp64 reference r (the GEMM without bias) and the
+// bias value c: |out - (r + c)| <= eps * (|r| + |c|) + acc * sum_p |a_ip b_pj| + 1e-30, with
+// eps = 2^-7 for bfloat16, 2^-10 for float16, 2^-21 for float32 outputs (the CPU backend
+// accumulates in fp64 and rounds to the output once, after adding the bias in fp32: two
+// roundings at most) and acc = 0 on the CPU backend, 2^-16 on the CUDA backend (cuBLASLt
+// accumulates in fp32: at most k * 2^-24 of the magnitude sum, k <= 96 here).
+//
+// With --backend=cuda (tests/gpu/gpu_tests.cmake) the same cases run on the CUDA backend: a
+// loop of cuBLASLt GEMMs on stream 0; every case skips without a GPU.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cgemm/core/convert.hpp"
+#include "cgemm/core/error.hpp"
+#include "cgemm/runtime/backends.hpp"
+#include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/grouped_plan.hpp"
+
+namespace cgemm {
+namespace {
+
+std::unique_ptr<Context> g_ctx;
+uint32_t g_seed = 0;
+uint32_t g_stream = 0;      // a new random stream for every tensor
+bool g_cuda = false;        // --backend=cuda
+bool g_no_backend = false;  // --backend=cuda without a GPU: every case skips
+
+class GroupedPlan : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (g_no_backend) GTEST_SKIP() << "no GPU: the CUDA backend cannot run";
+  }
+};
+
+Backend& be() { return g_ctx->backend(); }
+
+// Values in +-[0.25, 1], rounded to `dtype` so the reference reads what the GEMM reads.
+std::vector<double> random_values(int64_t count, DType dtype) {
+  std::mt19937 gen(g_seed + 7919u * ++g_stream);
+  std::uniform_real_distribution<float> mag(0.25f, 1.0f);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> f(static_cast<size_t>(count));
+  for (float& x : f) x = sign(gen) ? mag(gen) : -mag(gen);
+  std::vector<char> buf(f.size() * dtype_size(dtype) + 1);
+  convert_from_float(f.data(), buf.data(), dtype, count);
+  convert_to_float(buf.data(), dtype, f.data(), count);
+  return {f.begin(), f.end()};
+}
+
+// A backend buffer holding `v` in `dtype`.
+struct Buffer {
+  void* p = nullptr;
+  Buffer(const std::vector<double>& v, DType dtype) {
+    std::vector<float> f(v.begin(), v.end());
+    std::vector<char> host(f.size() * dtype_size(dtype) + 1);
+    convert_from_float(f.data(), host.data(), dtype, static_cast<int64_t>(f.size()));
+    p = be().allocate(host.size());
+    be().copy_from_host(p, host.data(), host.size());
+  }
+  explicit Buffer(size_t bytes) : p(be().allocate(bytes + 1)) {}
+  ~Buffer() { be().release(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+std::vector<double> read_back(const void* p, DType dtype, int64_t count) {
+  std::vector<char> host(static_cast<size_t>(count) * dtype_size(dtype) + 1);
+  be().copy_to_host(host.data(), p, host.size() - 1);
+  std::vector<float> f(static_cast<size_t>(count));
+  convert_to_float(host.data(), dtype, f.data(), count);
+  return {f.begin(), f.end()};
+}
+
+double eps(DType out) {
+  if (out == DType::kBFloat16) return std::ldexp(1.0, -7);
+  if (out == DType::kFloat16) return std::ldexp(1.0, -10);
+  return std::ldexp(1.0, -21);
+}
+
+struct Case {
+  GroupedForm form = GroupedForm::kRaggedRows;
+  std::vector<int32_t> sizes;
+  int64_t other = 40;  // K (ragged rows) or M (ragged contracting)
+  int64_t n = 24;
+  bool lhs_trans = false;  // lhs [K, M] (contracting dim 0)
+  bool rhs_trans = true;   // rhs [G, N, K] / [N, K]
+  DType dtype = DType::kBFloat16;
+  std::optional<DType> out_dtype;
+  bool bias = false;
+  bool backend_sizes = false;
+};
+
+std::string describe(const Case& c) {
+  std::string s = std::string(grouped_form_name(c.form)) + " " + std::string(dtype_name(c.dtype)) +
+                  (c.lhs_trans ? " lhsT" : "") + (c.rhs_trans ? " rhsT" : "") +
+                  (c.bias ? " bias" : "") + (c.backend_sizes ? " backend-sizes" : "") + " sizes [";
+  for (int32_t v : c.sizes) s += std::to_string(v) + " ";
+  return s + "]";
+}
+
+GroupedGemmDesc make_desc(const Case& c) {
+  const auto g = static_cast<int64_t>(c.sizes.size());
+  int64_t ragged = 0;
+  for (int32_t v : c.sizes) ragged += v;
+  GroupedGemmDesc d;
+  d.name = "moe";
+  d.form = c.form;
+  d.num_groups = g;
+  d.dtype = c.dtype;
+  d.preferred_element_type = c.out_dtype;
+  if (c.form == GroupedForm::kRaggedRows) {
+    const int64_t m = ragged, k = c.other;
+    d.lhs_shape = c.lhs_trans ? Shape{k, m} : Shape{m, k};
+    d.lhs_contracting_dims = {c.lhs_trans ? 0 : 1};
+    d.rhs_shape = c.rhs_trans ? Shape{g, c.n, k} : Shape{g, k, c.n};
+    d.rhs_contracting_dims = {c.rhs_trans ? 2 : 1};
+  } else {
+    const int64_t m = c.other, k = ragged;
+    d.lhs_shape = c.lhs_trans ? Shape{k, m} : Shape{m, k};
+    d.lhs_contracting_dims = {c.lhs_trans ? 0 : 1};
+    d.rhs_shape = c.rhs_trans ? Shape{c.n, k} : Shape{k, c.n};
+    d.rhs_contracting_dims = {c.rhs_trans ? 1 : 0};
+  }
+  if (c.bias) d.bias_shape = Shape{g, c.n};
+  return d;
+}
+
+// Runs `c` and checks every group's output against the fp64 reference.
+void run_and_check(const Case& c) {
+  SCOPED_TRACE(describe(c));
+  const GroupedGemmDesc d = make_desc(c);
+  GroupedGemmPlan plan(*g_ctx, d);
+  const DType out_t = c.out_dtype.value_or(c.dtype);
+  ASSERT_EQ(plan.out_dtype(), out_t);
+  const auto g = static_cast<int64_t>(c.sizes.size());
+  const int64_t ragged = plan.ragged_extent();
+  const bool rows = c.form == GroupedForm::kRaggedRows;
+  const int64_t m_all = rows ? ragged : c.other, k_all = rows ? c.other : ragged;
+  const Shape out_shape = rows ? Shape{ragged, c.n} : Shape{g, c.other, c.n};
+  ASSERT_EQ(plan.out_shape(), out_shape);
+
+  const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
+  const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
+  const auto bias = c.bias ? random_values(g * c.n, out_t) : std::vector<double>{};
+  // Element (i, p) of lhs as [m, k] and (p, j) of rhs as [k, n] (of group gi for rows).
+  const auto a = [&](int64_t i, int64_t p) {
+    return lhs[static_cast<size_t>(c.lhs_trans ? p * m_all + i : i * k_all + p)];
+  };
+  const auto b = [&](int64_t gi, int64_t p, int64_t j) {
+    const int64_t base = rows ? gi * k_all * c.n : 0;
+    return rhs[static_cast<size_t>(base + (c.rhs_trans ? j * k_all + p : p * c.n + j))];
+  };
+
+  Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype);
+  std::unique_ptr<Buffer> bias_buf;
+  if (c.bias) bias_buf = std::make_unique<Buffer>(bias, out_t);
+  const int64_t out_count = num_elements(out_shape);
+  Buffer out_buf(static_cast<size_t>(out_count) * dtype_size(out_t));
+  be().fill_nan(out_buf.p, out_t, out_count);
+  const void* bias_p = bias_buf ? bias_buf->p : nullptr;
+  if (c.backend_sizes) {
+    Buffer sizes_buf(c.sizes.size() * sizeof(int32_t));
+    be().copy_from_host(sizes_buf.p, c.sizes.data(), c.sizes.size() * sizeof(int32_t));
+    plan.execute_backend_sizes(static_cast<const int32_t*>(sizes_buf.p), lhs_buf.p, rhs_buf.p,
+                               bias_p, out_buf.p);
+  } else {
+    plan.execute(c.sizes, lhs_buf.p, rhs_buf.p, bias_p, out_buf.p);
+  }
+  const auto out = read_back(out_buf.p, out_t, out_count);
+
+  int64_t off = 0, bad = 0;
+  for (int64_t gi = 0; gi < g; ++gi) {
+    const int64_t size = c.sizes[static_cast<size_t>(gi)];
+    // Rows: out rows [off, off + size) from lhs rows and rhs[gi]. Contracting: out[gi] from
+    // contracting indices [off, off + size).
+    const int64_t i0 = rows ? off : 0, i1 = rows ? off + size : c.other;
+    const int64_t p0 = rows ? 0 : off, p1 = rows ? k_all : off + size;
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        double r = 0.0, mag = 0.0;
+        for (int64_t p = p0; p < p1; ++p) {
+          r += a(i, p) * b(gi, p, j);
+          mag += std::fabs(a(i, p) * b(gi, p, j));
+        }
+        const double cb = c.bias ? bias[static_cast<size_t>(gi * c.n + j)] : 0.0;
+        const int64_t at = rows ? i * c.n + j : (gi * c.other + i) * c.n + j;
+        const double got = out[static_cast<size_t>(at)];
+        const double acc = g_cuda ? std::ldexp(1.0, -16) : 0.0;
+        const double bound = eps(out_t) * (std::fabs(r) + std::fabs(cb)) + acc * mag + 1e-30;
+        if (!(std::fabs(got - (r + cb)) <= bound)) {  // NaN fails
+          if (++bad <= 3) {
+            ADD_FAILURE() << "group " << gi << " element (" << i << ", " << j << "): got " << got
+                          << ", reference " << r + cb << ", bound " << bound;
+          }
+        }
+      }
+    }
+    off += size;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+const std::vector<std::vector<int32_t>> kRowSizes = {
+    {24, 24, 24, 24},  // uniform
+    {61, 3, 0, 28},    // skewed, one empty
+    {0, 0, 96, 0},     // one group holds every row
+    {96},              // G = 1
+    {0, 1, 0, 0, 5, 0, 90, 0},
+};
+
+TEST_F(GroupedPlan, RaggedRowsEveryDtypeAndLayout) {
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    for (const auto& sizes : kRowSizes) {
+      for (int layout = 0; layout < 4; ++layout) {
+        Case c;
+        c.dtype = t;
+        c.sizes = sizes;
+        c.lhs_trans = (layout & 1) != 0;
+        c.rhs_trans = (layout & 2) != 0;
+        c.bias = layout == 1 || layout == 2;
+        run_and_check(c);
+      }
+    }
+  }
+}
+
+TEST_F(GroupedPlan, RaggedContractingEveryDtypeAndLayout) {
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    for (const auto& sizes : kRowSizes) {
+      for (int layout = 0; layout < 4; ++layout) {
+        Case c;
+        c.form = GroupedForm::kRaggedContracting;
+        c.dtype = t;
+        c.sizes = sizes;
+        c.other = 20;
+        c.lhs_trans = (layout & 1) == 0;  // x^T [K, M] first, as a weight gradient reads x
+        c.rhs_trans = (layout & 2) != 0;
+        c.bias = layout == 0 || layout == 3;
+        run_and_check(c);
+      }
+    }
+  }
+}
+
+TEST_F(GroupedPlan, PreferredOutputDtype) {
+  for (GroupedForm f : {GroupedForm::kRaggedRows, GroupedForm::kRaggedContracting}) {
+    Case c;
+    c.form = f;
+    c.sizes = {10, 0, 50, 36};
+    c.out_dtype = DType::kFloat32;
+    c.bias = true;
+    run_and_check(c);
+  }
+}
+
+TEST_F(GroupedPlan, SizesFromBackendMemory) {
+  for (GroupedForm f : {GroupedForm::kRaggedRows, GroupedForm::kRaggedContracting}) {
+    for (const auto& sizes : kRowSizes) {
+      Case c;
+      c.form = f;
+      c.sizes = sizes;
+      c.bias = true;
+      c.backend_sizes = true;
+      run_and_check(c);
+    }
+  }
+}
+
+TEST_F(GroupedPlan, FlopsCountTheRaggedWork) {
+  Case c;
+  c.sizes = {61, 3, 0, 28};
+  GroupedGemmPlan rows(*g_ctx, make_desc(c));
+  EXPECT_DOUBLE_EQ(rows.flops(c.sizes), 2.0 * 92 * 40 * 24);
+  c.form = GroupedForm::kRaggedContracting;
+  GroupedGemmPlan wgrad(*g_ctx, make_desc(c));
+  EXPECT_DOUBLE_EQ(wgrad.flops(c.sizes), 2.0 * 40 * 24 * 92);
+}
+
+// Runs `sizes` on `c`'s plan and expects cgemm::Error with `message`; the output must still
+// be all NaN (nothing ran).
+void expect_refused_call(const Case& c, const std::vector<int32_t>& sizes, bool backend_sizes,
+                         const std::string& message) {
+  SCOPED_TRACE(describe(c));
+  GroupedGemmPlan plan(*g_ctx, make_desc(c));
+  const GroupedGemmDesc& d = plan.desc();
+  Buffer lhs(random_values(num_elements(d.lhs_shape), c.dtype), c.dtype);
+  Buffer rhs(random_values(num_elements(d.rhs_shape), c.dtype), c.dtype);
+  const int64_t count = num_elements(plan.out_shape());
+  Buffer out(static_cast<size_t>(count) * dtype_size(plan.out_dtype()));
+  be().fill_nan(out.p, plan.out_dtype(), count);
+  try {
+    if (backend_sizes) {
+      Buffer s(sizes.size() * sizeof(int32_t));
+      be().copy_from_host(s.p, sizes.data(), sizes.size() * sizeof(int32_t));
+      plan.execute_backend_sizes(static_cast<const int32_t*>(s.p), lhs.p, rhs.p, nullptr, out.p);
+    } else {
+      plan.execute(sizes, lhs.p, rhs.p, nullptr, out.p);
+    }
+    ADD_FAILURE() << "no error; expected: " << message;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+  for (double v : read_back(out.p, plan.out_dtype(), count)) {
+    ASSERT_TRUE(std::isnan(v)) << "the refused call wrote the output";
+  }
+}
+
+TEST_F(GroupedPlan, SizesAreCheckedBeforeAnythingRuns) {
+  Case rows;
+  rows.sizes = {24, 24, 24, 24};  // M = 96
+  for (bool backend : {false, true}) {
+    expect_refused_call(rows, {24, 24, 24, 25}, backend,
+                        "grouped GEMM 'moe': the group sizes sum to 97, but the ragged dim M "
+                        "(lhs rows) = 96 (they must match)");
+    expect_refused_call(rows, {24, 24, 24, 23}, backend,
+                        "grouped GEMM 'moe': the group sizes sum to 95, but the ragged dim M "
+                        "(lhs rows) = 96 (they must match)");
+    expect_refused_call(rows, {30, -6, 48, 24}, backend,
+                        "grouped GEMM 'moe': group 1 has a negative size -6");
+  }
+  expect_refused_call(rows, {48, 48}, false,
+                      "grouped GEMM 'moe': got 2 group sizes, the plan has num_groups 4");
+  Case wgrad = rows;
+  wgrad.form = GroupedForm::kRaggedContracting;
+  expect_refused_call(wgrad, {0, 0, 0, 100}, true,
+                      "grouped GEMM 'moe': the group sizes sum to 100, but the ragged contracting "
+                      "dim K = 96 (they must match)");
+}
+
+template <class E>
+void expect_plan_error(const GroupedGemmDesc& d, const std::string& message) {
+  try {
+    GroupedGemmPlan plan(*g_ctx, d);
+    ADD_FAILURE() << "no error; expected: " << message;
+  } catch (const E& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+TEST_F(GroupedPlan, PlannerRefusalsPassThrough) {
+  Case c;
+  c.sizes = {24, 24, 24, 24};
+  GroupedGemmDesc d = make_desc(c);  // lhs [96, 40], rhs [4, 24, 40]
+  d.bias_shape = Shape{4, 40};
+  expect_plan_error<PlanError>(d,
+                               "bias shape [4, 40] does not match expected shape (4, prod [24])");
+  d = make_desc(c);
+  d.dtype = DType::kFloat8E5M2;
+  expect_plan_error<PlanError>(d, "FP8 GEMM does not support E5M2 * E5M2");
+  d = make_desc(c);
+  d.num_groups = 0;
+  d.rhs_shape = {0, 24, 40};
+  expect_plan_error<PlanError>(
+      d,
+      "grouped_gemm requires at least one non-empty dimension array. Ensure lhs or rhs tensor "
+      "objects carry first_dims or last_dims.");
+  d = make_desc(c);
+  d.lhs_contracting_dims = {};
+  expect_plan_error<PlanError>(
+      d, "grouped_gemm: contracting dims (), (2,): an empty list has no last dim (IndexError)");
+}
+
+TEST_F(GroupedPlan, RuntimeRefusals) {
+  Case c;
+  c.sizes = {24, 24, 24, 24};
+  GroupedGemmDesc d = make_desc(c);
+  d.rhs_shape = {5, 24, 40};
+  expect_plan_error<Error>(d,
+                           "grouped GEMM 'moe' (ragged_rows): rhs [5, 24, 40] holds 5 groups in "
+                           "dim 0, the plan has num_groups 4");
+  d = make_desc(c);
+  d.dtype = DType::kFloat8E4M3;
+  expect_plan_error<Error>(d,
+                           "grouped GEMM 'moe' (ragged_rows): FP8 inputs (float8_e4m3fn) are not "
+                           "run: grouped scaled operands (a scale_inv per group, a data layout) "
+                           "are not described yet; use bfloat16, float16 or float32");
+  d = make_desc(c);
+  d.rhs_shape = {4, 24, 41};
+  expect_plan_error<Error>(d,
+                           "grouped GEMM 'moe' (ragged_rows): the contracting sizes differ: lhs "
+                           "[96, 40] has K = 40 (dim 1), rhs [4, 24, 41] has K = 41 (dim 2)");
+  d = make_desc(c);
+  d.lhs_shape = {2, 48, 40};
+  d.lhs_contracting_dims = {2};
+  expect_plan_error<Error>(d,
+                           "grouped GEMM 'moe' (ragged_rows): layout lhs [2, 48, 40] contracting "
+                           "(2,), rhs [4, 24, 40] contracting (2,) is not run: lhs must be 2-D");
+  d = make_desc(c);
+  d.num_groups = -1;
+  expect_plan_error<Error>(d, "grouped GEMM 'moe' (ragged_rows): num_groups -1 is negative");
+}
+
+TEST_F(GroupedPlan, BiasPointerMustMatchThePlan) {
+  Case c;
+  c.sizes = {24, 24, 24, 24};
+  c.bias = true;
+  GroupedGemmPlan plan(*g_ctx, make_desc(c));
+  Buffer x(4096 * 8);
+  try {
+    plan.execute(c.sizes, x.p, x.p, nullptr, x.p);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "grouped GEMM 'moe' was planned with a bias but got none");
+  }
+}
+
+}  // namespace
+}  // namespace cgemm
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--backend=cuda") cgemm::g_cuda = true;
+  }
+  cgemm::g_seed = std::random_device{}();
+  std::printf("seed %u, %s backend\n", cgemm::g_seed, cgemm::g_cuda ? "cuda" : "cpu");
+  if (cgemm::g_cuda && !cgemm::cuda_backend_available()) {
+    cgemm::g_no_backend = true;
+    std::printf("no GPU: every case skips\n");
+  } else {
+    cgemm::g_ctx = std::make_unique<cgemm::Context>(
+        MPI_COMM_WORLD, cgemm::MeshConfig{.dp = 1, .tp = 0},
+        cgemm::g_cuda ? cgemm::BackendKind::kCuda : cgemm::BackendKind::kCpu,
+        cgemm::OverlapOptions{});
+  }
+  const int rc = RUN_ALL_TESTS();
+  cgemm::g_ctx.reset();
+  MPI_Finalize();
+  return rc;
+}
