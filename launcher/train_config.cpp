@@ -161,6 +161,13 @@ std::vector<Row> own_rows() {
       "GEMM's chunks, or the collective then the GEMM or the reverse)",
       {{{"overlapped", LinearPath::kOverlapped}, {"sequential", LinearPath::kSequential}}},
       &TrainConfig::path));
+  rows.push_back(number<int64_t>(
+      "bucket_kib", G::kRun, "N", "KiB",
+      "size of a data-parallel gradient bucket, in KiB of fp32 values: the gradients are summed "
+      "over dp in buckets, each bucket's all-reduce started as soon as its last gradient is "
+      "ready (down_proj's during up_proj's backward), as PyTorch DDP does (its default 25 MiB); "
+      "a gradient larger than a bucket is a bucket of its own",
+      [](auto& c) -> auto& { return c.bucket_kib; }, 1, "must be at least 1 [KiB]"));
   rows.push_back(number<int>(
       "timed_passes", G::kRun, "N", "passes",
       "after the last step, time N more forward and backward passes of the block on the last "

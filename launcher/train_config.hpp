@@ -35,8 +35,9 @@ struct TrainConfig : SharedOptions {
   bool bias = true;               // b1 and b2
   uint64_t seed = 1234;
   LinearPath path = LinearPath::kOverlapped;
-  int timed_passes = 0;  // forward + backward passes timed after the steps
-  std::string report;    // JSON report path; empty: none
+  int64_t bucket_kib = 25600;  // dp gradient bucket, KiB of fp32 (DDP's 25 MiB)
+  int timed_passes = 0;        // forward + backward passes timed after the steps
+  std::string report;          // JSON report path; empty: none
 };
 
 struct TrainParseResult {

@@ -62,6 +62,7 @@ nlohmann::json config_json(const TrainConfig& cfg) {
           {"path", path_name(cfg.path)},
           {"bias", cfg.bias},
           {"timed_passes", cfg.timed_passes},
+          {"bucket_kib", cfg.bucket_kib},
           {"config",
            cfg.config_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(cfg.config_file)}};
 }
@@ -115,6 +116,10 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   say("up_proj:   " + trainer->up().forward_plan().schedule_summary());
+  if (trainer->dp_buckets() != nullptr) {
+    say("dp gradient buckets (" + std::to_string(cfg.bucket_kib) + " KiB):\n" +
+        trainer->dp_buckets()->describe());
+  }
   say("down_proj: " + trainer->down().forward_plan().schedule_summary());
 
   // train

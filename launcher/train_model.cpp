@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <span>
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/convert.hpp"
@@ -64,7 +65,7 @@ const char* phase_name(Phase p) {
     case Phase::kUpBackward:
       return "up_proj backward (reduce-scatter dgrad GEMM, wgrad)";
     case Phase::kDpAllReduce:
-      return "dp gradient all-reduce (MPI, host copies)";
+      return "dp gradient all-reduce (wait for the buckets)";
     case Phase::kOptimizer:
       return "optimizer";
     case Phase::kCount:
@@ -96,6 +97,9 @@ struct MlpTrainer::Param {
     return on ? std::make_unique<detail::BackendMemory>(be, bytes_of(n, DType::kFloat32)) : nullptr;
   }
   static void* get(const Memory& b) { return b ? b->get() : nullptr; }
+  void summed_from_host(Backend& be, std::span<const float> sum) const {
+    be.copy_from_host(summed->get(), sum.data(), sum.size_bytes());
+  }
 };
 
 MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
@@ -183,6 +187,21 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
     *s.teacher = t.get();
     teacher_.push_back(std::move(t));
   }
+  // The dp buckets: slots in the order the backward makes the gradients ready (down_proj's
+  // W2 and b2, then up_proj's W1 and b1), as DDP orders them.
+  if (dp_sum) {
+    std::vector<GradientSlot> slots;
+    slot_of_.assign(params_.size(), -1);
+    for (Param* p : {w2_, b2_, w1_, b1_}) {
+      if (p == nullptr) continue;
+      for (size_t i = 0; i < params_.size(); ++i) {
+        if (params_[i].get() == p) slot_of_[i] = static_cast<int>(slots.size());
+      }
+      slots.push_back({p->name, p->n});
+    }
+    buckets_ = std::make_unique<GradientBuckets>(be, ctx.comms().dp_comm(), std::move(slots),
+                                                 static_cast<size_t>(cfg.bucket_kib) * 1024);
+  }
   be.synchronize();
 }
 
@@ -229,33 +248,14 @@ StepResult MlpTrainer::gradients(int step) {
 
   forward_backward(step, &r, &mark);
 
-  // The data-parallel sum: one fp32 buffer of every gradient, one MPI_Allreduce over dp after
-  // the backward pass, through host copies. A bucketed all-reduce overlapped with the backward
-  // is still to come.
-  summed_ = ctx_.comms().dp() > 1;
+  // The data-parallel sum: the buckets started in forward_backward() as the gradients became
+  // ready; wait for them and bring the sums back to the backend for the optimizer.
+  summed_ = buckets_ != nullptr;
   if (summed_) {
-    std::vector<float> grads;
-    for (const auto& p : params_) {
-      const std::vector<float> g = to_host(be, p->grad.get(), t, p->n);
-      grads.insert(grads.end(), g.begin(), g.end());
-    }
-    if (grads.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
-      throw Error("cgemm-train: " + std::to_string(grads.size()) +
-                  " gradient elements on one rank: more than one MPI_Allreduce takes");
-    }
-    {
-      const watchdog::WaitScope wait("the data-parallel gradient all-reduce of step " +
-                                     std::to_string(step + 1));
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT,
-                              MPI_SUM, ctx_.comms().dp_comm()),
-                "MPI_Allreduce(gradients over dp)");
-    }
-    size_t at = 0;
-    for (const auto& p : params_) {
-      const std::vector<float> mine(grads.begin() + static_cast<std::ptrdiff_t>(at),
-                                    grads.begin() + static_cast<std::ptrdiff_t>(at + p->n));
-      from_host(be, p->summed->get(), mine, DType::kFloat32);
-      at += static_cast<size_t>(p->n);
+    buckets_->finish();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const std::span<const float> sum = buckets_->summed(slot_of_[i]);
+      params_[i]->summed_from_host(be, sum);
     }
   }
   lap(&r, &mark, Phase::kDpAllReduce);
@@ -286,11 +286,24 @@ void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* ma
 
   // backward (x is not trained: dx is computed, as a layer inside a network must, and left).
   down_->backward(h_, value_of(w2_), dy_, dh_, grad_of(w2_), grad_of(b2_));
+  if (r != nullptr) start_dp_sum({w2_, b2_});
   lap(r, mark, Phase::kDownBackward);
   ops_->gelu_backward(dh_, pre_, dpre_, t, n_pre_);
   lap(r, mark, Phase::kGeluBackward);
   up_->backward(x_, value_of(w1_), dpre_, dx_, grad_of(w1_), grad_of(b1_));
+  if (r != nullptr) start_dp_sum({w1_, b1_});
   lap(r, mark, Phase::kUpBackward);
+}
+
+void MlpTrainer::start_dp_sum(std::initializer_list<Param*> ready) {
+  if (buckets_ == nullptr) return;
+  for (Param* p : ready) {
+    if (p == nullptr) continue;
+    const auto at = std::find_if(params_.begin(), params_.end(),
+                                 [p](const std::unique_ptr<Param>& q) { return q.get() == p; });
+    const auto i = static_cast<size_t>(at - params_.begin());
+    buckets_->ready(slot_of_[i], p->grad.get(), cfg_.dtype);
+  }
 }
 
 void MlpTrainer::update(StepResult& r) {

@@ -20,21 +20,23 @@
 // TrainOps (runtime/include/cgemm/runtime/train_ops.hpp): host loops on the CPU backend,
 // kernels on stream 0 on the CUDA backend. The only host round trips of a step are the loss
 // (one double per rank, summed over the job) and, with dp > 1, the data-parallel sum of the
-// gradients: MPI_Allreduce over the dp communicator after the backward pass, in fp32, through
-// host copies (the first version: a bucketed all-reduce overlapped with the backward is still
-// to come).
+// gradients: GradientBuckets (gradient_buckets.hpp) in fp32 through host copies, a bucket's
+// MPI_Iallreduce started as soon as its gradients are ready (down_proj's during up_proj's
+// backward), waited after the backward pass, the sums copied back for the optimizer.
 //
 // Errors: the constructor throws PlanError when the planner refuses a shape and cgemm::Error
 // for a bad size; step() throws cgemm::Error on a failed MPI call.
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cgemm/runtime/backend.hpp"
 #include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/gradient_buckets.hpp"
 #include "cgemm/runtime/tp_linear.hpp"
 #include "cgemm/runtime/train_ops.hpp"
 #include "train_config.hpp"
@@ -52,7 +54,7 @@ enum class Phase {
   kDownBackward,  // down_proj: all-gather dgrad GEMM, wgrad and bias-gradient GEMMs
   kGeluBackward,  // TrainOps
   kUpBackward,    // up_proj: reduce-scatter dgrad GEMM, wgrad and bias-gradient GEMMs
-  kDpAllReduce,   // MPI_Allreduce of the gradients over dp (host copies)
+  kDpAllReduce,   // the wait for the dp gradient buckets, the sums back to the backend
   kOptimizer,     // TrainOps: the update of the master weights and their copy in dtype
   kCount
 };
@@ -98,6 +100,8 @@ class MlpTrainer {
   double timed_pass();
 
   const ColumnParallelLinear& up() const { return *up_; }
+  /// The dp gradient buckets; null with dp 1.
+  const GradientBuckets* dp_buckets() const { return buckets_.get(); }
   const RowParallelLinear& down() const { return *down_; }
 
  private:
@@ -109,6 +113,9 @@ class MlpTrainer {
   /// with r, each phase is timed into it (a synchronize per phase) and the loss stored.
   void forward_backward(int step, StepResult* r, Clock::time_point* mark);
   void lap(StepResult* r, Clock::time_point* mark, Phase p);
+  /// Hands the gradients of `ready` (null: an absent bias) to the dp buckets, which start a
+  /// bucket's all-reduce when its last gradient is in (dp > 1; nothing otherwise).
+  void start_dp_sum(std::initializer_list<Param*> ready);
 
   Context& ctx_;
   const TrainConfig cfg_;
@@ -122,9 +129,11 @@ class MlpTrainer {
   Param *tw1_ = nullptr, *tb1_ = nullptr, *tw2_ = nullptr, *tb2_ = nullptr;
   std::vector<std::unique_ptr<detail::BackendMemory>> buffers_;
   void *x_, *pre_, *h_, *out_, *dy_, *dh_, *dpre_, *dx_;
-  float* target_;                // fp32 [local x]: the teacher's block output
-  int64_t n_x_ = 0, n_pre_ = 0;  // local elements of x (= y) and of pre (= h)
-  bool summed_ = false;          // the last gradients() were summed over dp (Param::summed)
+  float* target_;                             // fp32 [local x]: the teacher's block output
+  int64_t n_x_ = 0, n_pre_ = 0;               // local elements of x (= y) and of pre (= h)
+  std::unique_ptr<GradientBuckets> buckets_;  // dp > 1 only
+  std::vector<int> slot_of_;                  // params_[i]'s slot in buckets_
+  bool summed_ = false;  // the last gradients() were summed over dp (Param::summed)
   int adam_t_ = 0;
 };
 

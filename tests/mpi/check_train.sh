@@ -6,7 +6,8 @@
 #           relative per step, bf16 within 1e-2 (bf16's rounding of the activations and
 #           gradients differs with the order of the sharded sums; 6e-4 seen); and the loss
 #           falls in 20 steps: Adam to below 30% of the first (22% seen), SGD below 50%
-#           (43% seen); the same without biases (--bias off) on tp 2.
+#           (43% seen); the same without biases (--bias off) on tp 2, and on dp 4 with a
+#           bucket per gradient (--bucket_kib 1).
 #   backends: 1 rank on CGEMM_TRAIN_BACKEND against 1 rank on the CPU backend (fp32 within
 #           1e-4 relative per step, bf16 within 2e-2): for the GPU machine.
 #   demo:   CONFIG (configs/train_demo.ini) on 4 ranks with --trace: the loss falls to below
@@ -69,8 +70,15 @@ case "$mode" in
     train fp32_1 1 "${small[@]}"
     train fp32_tp2 2 "${small[@]}"
     train fp32_dp2tp2 4 "${small[@]}" --dp 2
+    train fp32_dp4_buckets 4 "${small[@]}" --dp 4 --bucket_kib 1
+    grep -q "bucket 3: 64 values (256 bytes): b1" "$dir/fp32_dp4_buckets.out" || {
+      cat "$dir/fp32_dp4_buckets.out"
+      echo "FAIL: --bucket_kib 1 did not make one bucket per gradient"
+      exit 1
+    }
     compare fp32_1 fp32_tp2 1e-5
     compare fp32_1 fp32_dp2tp2 1e-5
+    compare fp32_1 fp32_dp4_buckets 1e-5
     falls fp32_1 0.3
     sgd=(--optimizer sgd --lr 0.5)
     train sgd_1 1 "${small[@]}" "${sgd[@]}"
