@@ -83,3 +83,7 @@ cgemm_add_unit_test(test_train_config
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_train_config.cpp
   LIBS cgemm_launcher_lib)
 target_compile_definitions(test_train_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# launcher/trace_split: a traced call's GEMM and communication busy times, and their overlap.
+cgemm_add_unit_test(test_trace_split
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_trace_split.cpp
+  LIBS cgemm_launcher_lib)
