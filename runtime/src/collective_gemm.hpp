@@ -6,6 +6,7 @@
 // first row whose predicate matches the GEMM's geometry (as choose_transports picks a
 // transport). A new kind is a new file and a row in that table, above the rows it refines.
 
+#include <optional>
 #include <span>
 #include <string>
 
@@ -16,13 +17,19 @@
 namespace cgemm {
 
 struct CollectiveGemm {
-  Program overlapped;        // the collective overlapped with chunked GEMMs
-  Program sequential;        // the collective, then the GEMM, or the GEMM, then the collective
-  Program gemm_only;         // the benchmark's GEMM alone (the sequential path's GEMM)
-  Program collective_only;   // the benchmark's collective alone
-  bool overlappable = true;  // false: nothing to overlap (both paths are one program)
-  int64_t gemm_rows = 0;     // rows of all the GEMM work of one call (for FLOP counts)
-  std::string summary;       // one line: chunks, steps, streams, placement
+  Program overlapped;       // the collective overlapped with chunked GEMMs
+  Program sequential;       // the collective, then the GEMM, or the GEMM, then the collective
+  Program gemm_only;        // the benchmark's GEMM alone (the sequential path's GEMM)
+  Program collective_only;  // the benchmark's collective alone
+  // The two paths again, also writing the gathered lhs to Operand::kGatheredLhs (a call that
+  // asks for it runs these); empty, with the reason in no_gathered_lhs, where the kind (or the
+  // quantization) cannot hand it out.
+  std::optional<Program> overlapped_gathering, sequential_gathering;
+  Shape gathered_lhs;           // the gathered lhs's shape, where the kind hands it out
+  std::string no_gathered_lhs;  // why not, as the error a call asking for it gets
+  bool overlappable = true;     // false: nothing to overlap (both paths are one program)
+  int64_t gemm_rows = 0;        // rows of all the GEMM work of one call (for FLOP counts)
+  std::string summary;          // one line: chunks, steps, streams, placement
 };
 
 /// Fills g's chunk geometry (throws PlanError / cgemm::Error naming the GEMM where the

@@ -210,6 +210,15 @@ void Engine::run(const Program& p, const Operands& x) {
       [&](const ReorderOp& o) {
         be_.reorder(o.kind, o.shape, o.dp, at(o.src, x), at_mut(o.dst, x), o.dtype, o.stream);
       },
+      [&](const CopyOp& o) {
+        for (int64_t i = 0; i < o.count; ++i) {
+          const auto at_i = [&](const Ref& r, size_t stride) {
+            return r.plus(static_cast<size_t>(i) * stride);
+          };
+          be_.copy(at_mut(at_i(o.dst, o.dst_stride), x), at(at_i(o.src, o.src_stride), x), o.bytes,
+                   o.stream, label(o.label));
+        }
+      },
       [&](const AllGatherOp& o) {
         be_.all_gather(at(o.src, x), at_mut(o.dst, x), o.bytes_per_rank, o.stream, label(o.label));
       },

@@ -204,6 +204,7 @@ struct CpuScratch {
         [](const ExchangeOp&) {},
         [](const WaitOp&) {},
         [](const ReorderOp&) {},
+        [](const CopyOp&) {},
         [](const AllGatherOp&) {},
     };
     for (const Op& op : p.ops) std::visit(count, op);
@@ -253,6 +254,7 @@ ProgramView view_of(const Program& p) {
       [](const WaitOp&) {},
       [](const SumOp&) {},
       [](const ReorderOp&) {},
+      [](const CopyOp&) {},
       [](const AllGatherOp&) {},
       [](const ReduceScatterOp&) {},
       [](const AllReduceOp&) {},
@@ -287,6 +289,10 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
     CpuScratch cpu;
     cpu.add(p.kind.overlapped);
     cpu.add(p.kind.sequential);
+    for (const std::optional<Program>* q :
+         {&p.kind.overlapped_gathering, &p.kind.sequential_gathering}) {
+      if (*q) cpu.add(**q);
+    }
     const int64_t doubles = checked_add(checked_add(cpu.a, cpu.b, what), cpu.c, what);
     b.cpu_fp64_copies = checked_bytes(doubles, sizeof(double), what + " fp64 copies");
     b.cpu_scratch = cpu.scratch;
@@ -586,9 +592,18 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
     add_quantization(out.kind, *quant, desc.name);
     out.kind.summary += ", quantized " + quantization_summary(desc.quantization);
   }
+  if (!out.kind.overlapped_gathering && out.kind.no_gathered_lhs.empty()) {
+    out.kind.no_gathered_lhs = "GEMM '" + desc.name + "': gathered_lhs is an output of " +
+                               "all-gather GEMMs only; this GEMM's collective is " +
+                               std::string(collective_name(desc.collective));
+  }
   for (const Program* p : {&out.kind.overlapped, &out.kind.sequential, &out.kind.gemm_only,
                            &out.kind.collective_only}) {
     p->check_writes(desc.name);
+  }
+  for (const std::optional<Program>* p :
+       {&out.kind.overlapped_gathering, &out.kind.sequential_gathering}) {
+    if (*p) (*p)->check_writes(desc.name);
   }
   describe(out, m, opt);
   return out;

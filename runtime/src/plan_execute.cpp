@@ -2,20 +2,49 @@
 // choice of the overlap policy lives here; what the paths do lives in runtime/src/collectives/.
 
 #include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "cgemm/core/error.hpp"
 #include "plan_impl.hpp"
 
 namespace cgemm {
 
+namespace {
+
+// The path's program: the one that also writes the gathered lhs when the call asks for it
+// (a program without the slot never looks at it, so a null one changes nothing).
+const Program& pick(const Program& plain, const std::optional<Program>& gathering,
+                    const std::vector<Operand>& plain_used,
+                    const std::vector<Operand>& gathering_used, const std::string& refusal,
+                    const std::string& name, const Operands& x) {
+  if (!x.has(Operand::kGatheredLhs)) {
+    require_operands(name, plain_used, x);
+    return plain;
+  }
+  if (!gathering) throw Error(refusal);
+  require_operands(name, gathering_used, x);
+  return *gathering;
+}
+
+}  // namespace
+
 void GemmPlan::execute_overlapped(const Operands& x) {
-  require_operands(desc_.name, impl_->overlapped_operands, x);
-  impl_->engine.run(impl_->kind.overlapped, x);
+  Impl& im = *impl_;
+  im.engine.run(pick(im.kind.overlapped, im.kind.overlapped_gathering, im.overlapped_operands,
+                     im.overlapped_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
+                x);
 }
 
 void GemmPlan::execute_sequential(const Operands& x) {
-  require_operands(desc_.name, impl_->sequential_operands, x);
-  impl_->engine.run(impl_->kind.sequential, x);
+  Impl& im = *impl_;
+  im.engine.run(pick(im.kind.sequential, im.kind.sequential_gathering, im.sequential_operands,
+                     im.sequential_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
+                x);
 }
+
+const Shape& GemmPlan::gathered_lhs_local() const { return impl_->kind.gathered_lhs; }
 
 void GemmPlan::execute(const Operands& x) {
   if (impl_->use_overlap) {

@@ -14,12 +14,20 @@ struct GemmPlan::Impl {
         kind(std::move(k)),
         overlapped_operands(kind.overlapped.operands_used()),
         sequential_operands(kind.sequential.operands_used()),
-        engine(be, world_rank) {}
+        engine(be, world_rank) {
+    if (kind.overlapped_gathering) {
+      overlapped_gathering_operands = kind.overlapped_gathering->operands_used();
+    }
+    if (kind.sequential_gathering) {
+      sequential_gathering_operands = kind.sequential_gathering->operands_used();
+    }
+  }
 
   GemmGeometry geometry;
   CollectiveGemm kind;
   // The caller's slots each path uses, checked on every call.
   std::vector<Operand> overlapped_operands, sequential_operands;
+  std::vector<Operand> overlapped_gathering_operands, sequential_gathering_operands;
   PlanDescription description;  // what plan_gemm says of it (shapes, offsets, bytes)
   Engine engine;
 

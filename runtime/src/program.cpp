@@ -42,6 +42,9 @@ Access access(const Op& op) {
                         [](const ReorderOp& o) {
                           return Access{{o.src}, {o.dst}};
                         },
+                        [](const CopyOp& o) {
+                          return Access{{o.src}, {o.dst}};
+                        },
                         [](const AllGatherOp& o) {
                           return Access{{o.src}, {o.dst}};
                         },

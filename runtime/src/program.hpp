@@ -119,6 +119,18 @@ struct ReorderOp {
   int stream = 0;
 };
 
+/// `count` blocks of `bytes` on `stream` (Backend::copy each): block i from src + i src_stride
+/// to dst + i dst_stride. A chunk of a batch-first lhs is `count` batch blocks that lie apart
+/// in the gathered tensor, so one chunk is one op however its rows are placed.
+struct CopyOp {
+  Ref src, dst;
+  size_t bytes = 0;
+  int64_t count = 1;
+  size_t src_stride = 0, dst_stride = 0;
+  int stream = 0;
+  std::string label;
+};
+
 /// The sequential path's collectives over the TP group (Backend::all_gather etc.).
 struct AllGatherOp {
   Ref src, dst;
@@ -172,8 +184,9 @@ struct QuantizeOp {
   std::string label;
 };
 
-using Op = std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, AllGatherOp,
-                        ReduceScatterOp, AllReduceOp, AmaxOp, AmaxReduceOp, ScaleOp, QuantizeOp>;
+using Op =
+    std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, CopyOp, AllGatherOp,
+                 ReduceScatterOp, AllReduceOp, AmaxOp, AmaxReduceOp, ScaleOp, QuantizeOp>;
 
 /// A set of lambdas as one visitor: std::visit(Overloaded{[](const GemmOp&) {...}, ...}, op).
 /// Without a catch-all lambda, an alternative no lambda takes is a compile error.

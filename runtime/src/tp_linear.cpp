@@ -12,19 +12,40 @@ namespace {
 
 SpecEntry none() { return SpecEntry::none(); }
 
-void run(GemmPlan& plan, LinearPath path, const void* lhs, const void* rhs, const void* bias,
-         void* out) {
+void run(GemmPlan& plan, LinearPath path, const Operands& x) {
   switch (path) {
     case LinearPath::kPolicy:
-      plan.execute(lhs, rhs, bias, out);
+      plan.execute(x);
       return;
     case LinearPath::kOverlapped:
-      plan.execute_overlapped(lhs, rhs, bias, out);
+      plan.execute_overlapped(x);
       return;
     case LinearPath::kSequential:
-      plan.execute_sequential(lhs, rhs, bias, out);
+      plan.execute_sequential(x);
       return;
   }
+}
+
+void run(GemmPlan& plan, LinearPath path, const void* lhs, const void* rhs, const void* bias,
+         void* out) {
+  run(plan, path, Operands(lhs, rhs, bias, out));
+}
+
+// An all-gather GEMM call that also writes its gathered lhs to `gathered` (the layer's buffer
+// of gathered_bytes()).
+void run_gathering(GemmPlan& plan, LinearPath path, const void* lhs, const void* rhs,
+                   const void* bias, void* out, void* gathered) {
+  run(plan, path, Operands(lhs, rhs, bias, out).set_output(Operand::kGatheredLhs, gathered));
+}
+
+// Bytes of the all-gather GEMM `plan`'s gathered lhs, the buffer a layer keeps for its wgrad.
+int64_t gathered_bytes(const GemmPlan& plan) {
+  const Shape& s = plan.gathered_lhs_local();
+  if (s.empty()) {
+    throw Error("GEMM '" + plan.desc().name + "' hands out no gathered lhs for the wgrad");
+  }
+  return checked_bytes(num_elements(s), dtype_size(plan.desc().dtype),
+                       "GEMM '" + plan.desc().name + "' gathered lhs");
 }
 
 void require(const TpLinearDesc& d, const void* p, const char* what) {
@@ -124,9 +145,11 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
         std::make_unique<GemmPlan>(ctx, token_sum_desc(d, "bias grad", tokens, 0, none(), tpsp));
     ones_ = ones(ctx.backend(), num_elements(tokens), d.dtype);
   }
-  gather_ =
-      std::make_unique<ActivationGather>(ctx, d.name + " x", forward_->lhs_local(), d.dtype, tbs);
-  gathered_x_ = allocate(ctx.backend(), gather_->gathered_bytes());
+  if (d.wgrad_input == WgradInput::kGatherAgain) {
+    gather_ =
+        std::make_unique<ActivationGather>(ctx, d.name + " x", forward_->lhs_local(), d.dtype, tbs);
+  }
+  gathered_x_ = allocate(ctx.backend(), gathered_bytes(*forward_));
 }
 
 ColumnParallelLinear::~ColumnParallelLinear() = default;
@@ -136,12 +159,14 @@ void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, 
   require(desc_, w, "W");
   if (desc_.bias) require(desc_, b, "b");
   require(desc_, y, "y");
-  run(*forward_, desc_.path, x, w, desc_.bias ? b : nullptr, y);
-  if (desc_.wgrad_input == WgradInput::kKeepFromForward) {
-    have_x_ = false;  // a gather that throws leaves no stale x behind
-    gather_->execute(x, gathered_x_->get());
-    have_x_ = true;
+  if (desc_.wgrad_input == WgradInput::kGatherAgain) {
+    run(*forward_, desc_.path, x, w, desc_.bias ? b : nullptr, y);
+    return;
   }
+  // The forward GEMM's ring gathers x anyway: it hands AG(x) to the layer (no second gather).
+  have_x_ = false;  // a forward that throws leaves no stale x behind
+  run_gathering(*forward_, desc_.path, x, w, desc_.bias ? b : nullptr, y, gathered_x_->get());
+  have_x_ = true;
 }
 
 void ColumnParallelLinear::backward(const void* x, const void* w, const void* dy, void* dx,
@@ -153,8 +178,9 @@ void ColumnParallelLinear::backward(const void* x, const void* w, const void* dy
   if (desc_.bias) require(desc_, db, "db");
   if (desc_.wgrad_input == WgradInput::kGatherAgain) {
     require(desc_, x, "x");
-    // Before the dgrad on the same stream: TE runs this gather beside the dgrad GEMM (its bulk
-    // overlap); here it is ordered, not overlapped.
+    // Before the wgrad and the dgrad, on the same stream: TE runs this gather beside the dgrad
+    // GEMM (its bulk overlap); here it is ordered, not overlapped, because the wgrad must read
+    // dy before the dgrad may write dx over it (see backward's order below).
     gather_->execute(x, gathered_x_->get());
   } else if (!have_x_) {
     throw Error("layer '" + desc_.name +
@@ -181,6 +207,7 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
                                     d.seq_len, d.hidden_in, d.hidden_out, d.dtype, d.bias, tbs));
   dgrad_ = std::make_unique<GemmPlan>(
       ctx, dgrad_desc(d, kCollectives.backward, activation(dp, tpsp, none(), tbs), {tpsp, none()}));
+  h_bytes_ = checked_bytes(num_elements(forward_->lhs_local()), dtype_size(d.dtype), "h bytes");
   // h's local shard holds every token of the local batch already.
   const Shape tokens = local_tokens(forward_->lhs_local(), 1, tbs);
   wgrad_ = std::make_unique<GemmPlan>(
@@ -190,9 +217,7 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
         std::make_unique<GemmPlan>(ctx, token_sum_desc(d, "bias grad", tokens, 0, none(), none()));
     ones_ = ones(ctx.backend(), num_elements(tokens), d.dtype);
   }
-  gather_ =
-      std::make_unique<ActivationGather>(ctx, d.name + " dy", dgrad_->lhs_local(), d.dtype, tbs);
-  gathered_dy_ = allocate(ctx.backend(), gather_->gathered_bytes());
+  gathered_dy_ = allocate(ctx.backend(), gathered_bytes(*dgrad_));
 }
 
 RowParallelLinear::~RowParallelLinear() = default;
@@ -213,12 +238,18 @@ void RowParallelLinear::backward(const void* h, const void* w, const void* dy, v
   require(desc_, dh, "dh");
   require(desc_, dw, "dW");
   if (desc_.bias) require(desc_, db, "db");
-  gather_->execute(dy, gathered_dy_->get());
-  // The wgrad and the bias gradient first: the wgrad reads h, which dh may overwrite (found by
-  // review: dh written over h gave a wrong dW before this order).
+  // The dgrad first: its all-gather GEMM gathers dy and hands AG(dy) to the layer for the
+  // wgrad and the bias gradient. The wgrad then reads h after dh is written, so dh must not
+  // lie over h (an earlier order allowed it; a review found dW wrong by far when the wgrad read
+  // an overwritten h): refused rather than silently wrong.
+  if (ranges_overlap(h, dh, static_cast<size_t>(h_bytes_))) {
+    throw Error("layer '" + desc_.name +
+                "': dh overlaps h; the wgrad reads h after the dgrad writes dh (the dgrad "
+                "gathers dy for it), so dh needs a buffer of its own");
+  }
+  run_gathering(*dgrad_, desc_.path, dy, w, nullptr, dh, gathered_dy_->get());
   run(*wgrad_, desc_.path, h, gathered_dy_->get(), nullptr, dw);
   if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), gathered_dy_->get(), nullptr, db);
-  run(*dgrad_, desc_.path, dy, w, nullptr, dh);
 }
 
 }  // namespace cgemm

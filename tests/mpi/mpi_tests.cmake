@@ -507,6 +507,21 @@ add_test(NAME mpi_error_gradient_buckets_stall
 set_tests_properties(mpi_error_gradient_buckets_stall PROPERTIES LABELS mpi TIMEOUT 60
   PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV}")
 
+# The all-gather GEMM's gathered lhs (Operand::kGatheredLhs, issue 24 item 2) equals the
+# ActivationGather of the same shards bit for bit on both paths; other GEMMs refuse it.
+add_executable(test_gathered_lhs ${CMAKE_CURRENT_LIST_DIR}/test_gathered_lhs.cpp)
+target_link_libraries(test_gathered_lhs PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "tp4;4;" "dp2tp2;4;--dp=2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 flag)
+  add_test(NAME mpi_gathered_lhs_${mname}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_gathered_lhs> ${flag})
+  set_tests_properties(mpi_gathered_lhs_${mname} PROPERTIES LABELS mpi TIMEOUT 120
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
 # cgemm-train (issue 24 items 3 and 4): the loss curve of tp 2 and dp 2 x tp 2 equals one
 # rank's (fp32 within 1e-5 relative per step, bf16 within 1e-2), the loss falls, and the demo
 # config runs with its trace. check_train.sh states the figures.

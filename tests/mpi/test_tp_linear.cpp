@@ -18,7 +18,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "cgemm/core/convert.hpp"
@@ -275,19 +274,13 @@ void check_layer(const LayerCase& c, int64_t k, int64_t n) {
   const auto b_l = c.bias ? shard(b, {n}, fwd.bias_offset(), fwd.bias_local()) : b;
   const auto dy_l = shard(dy, act_n, dgrad.lhs_offset(), dgrad.lhs_local());
   for (int round = 0; round < 2; ++round) {  // a second call reuses every plan's buffers
-    // The row layer's second round writes dh over h, which its header allows (found by
-    // review: dW read the overwritten h before the wgrad ran first).
-    const bool dh_over_h = std::is_same_v<Layer, RowParallelLinear> && round == 1;
     auto y = nan_buffer(fwd.out_local());
-    auto x_in = x_l;
-    auto dx = dh_over_h ? std::vector<float>{} : nan_buffer(dgrad.out_local());
-    float* dx_p = dh_over_h ? x_in.data() : dx.data();
+    auto dx = nan_buffer(dgrad.out_local());
     auto dw = nan_buffer(wgrad.out_local());
     auto db = c.bias ? nan_buffer(fwd.bias_local()) : std::vector<float>{};
     layer.forward(x_l.data(), w_l.data(), c.bias ? b_l.data() : nullptr, y.data());
-    layer.backward(x_in.data(), w_l.data(), dy_l.data(), dx_p, dw.data(),
+    layer.backward(x_l.data(), w_l.data(), dy_l.data(), dx.data(), dw.data(),
                    c.bias ? db.data() : nullptr);
-    if (dh_over_h) dx = x_in;
     expect_near("y", y, ref.y, act_n, fwd.out_offset(), fwd.out_local(), 2e-6);
     expect_near("dx", dx, ref.dx, act_k, dgrad.out_offset(), dgrad.out_local(), 2e-6);
     expect_near("dW", dw, ref.dw, {k, n}, wgrad.out_offset(), wgrad.out_local(), 2e-6);
@@ -333,6 +326,33 @@ TEST(TpLinear, LayersRefuseNullBuffersAndABackwardWithoutForward) {
     TpLinearDesc bad = layer_desc("bad", 24, 36, c);
     bad.seq_len = g_ctx->comms().tp() + 1;
     EXPECT_THROW(ColumnParallelLinear(*g_ctx, bad), Error);
+  }
+}
+
+// The row layer's dgrad gathers dy for its wgrad, so it runs first and the wgrad reads h after
+// dh is written: dh over h (allowed before, when the wgrad ran first; a review had found dW
+// wrong when the order was not kept) is refused before any work, in whole and in part.
+TEST(TpLinear, RowParallelRefusesDhOverH) {
+  const LayerCase c{LinearPath::kOverlapped, false, true, WgradInput::kKeepFromForward};
+  RowParallelLinear row(*g_ctx, layer_desc("row", 36, 24, c));
+  const GemmPlan& fwd = row.forward_plan();
+  const auto h = random_tensor(num_elements(fwd.lhs_local()), 31);
+  const auto w = random_tensor(num_elements(fwd.rhs_local()), 32);
+  const auto dy = random_tensor(num_elements(row.dgrad_plan().lhs_local()), 33);
+  for (size_t shift : {size_t{0}, h.size() / 2}) {
+    SCOPED_TRACE("dh " + std::to_string(shift) + " elements into h");
+    std::vector<float> buf(h.size() * 2, 0.0f);
+    std::copy(h.begin(), h.end(), buf.begin());
+    auto dw = nan_buffer(row.wgrad_plan().out_local());
+    auto db = nan_buffer(fwd.bias_local());
+    try {
+      row.backward(buf.data(), w.data(), dy.data(), buf.data() + shift, dw.data(), db.data());
+      ADD_FAILURE() << "dh over h must be refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("dh overlaps h"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(std::equal(h.begin(), h.end(), buf.begin())) << "h was written";
+    EXPECT_TRUE(std::all_of(dw.begin(), dw.end(), [](float v) { return std::isnan(v); }));
   }
 }
 

@@ -43,7 +43,9 @@ TEST(Operands, SlotsKnowWhetherTheCallWritesThem) {
   EXPECT_THROW(x.set_input(Operand::kOut, &lhs), Error);
   EXPECT_THROW(x.set_output(Operand::kLhs, &out), Error);
   EXPECT_EQ(Operands::name(Operand::kBias), "bias");
-  EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kOut) + 1);
+  EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kGatheredLhs) + 1);
+  EXPECT_EQ(Operands::name(Operand::kGatheredLhs), "gathered_lhs");
+  EXPECT_NO_THROW(x.set_output(Operand::kGatheredLhs, &out));
 }
 
 TEST(Program, OperandsUsedNameEverySlotAndNoOther) {
@@ -304,6 +306,71 @@ TEST(AllGatherRing, EveryChunkAndSideBandLandsInItsSlot) {
     }
   }
   EXPECT_EQ(cases, 28);
+}
+
+// An all-gather GEMM's gathering paths are its plain paths plus the hand-out: one copy per
+// piece behind that piece's GEMM on its stream (overlapped), the gather into the caller's slot
+// (sequential). The plain paths never name the slot, so a call without it runs them unchanged.
+// Other kinds have none, and say why.
+TEST(GemmPlanOperands, OnlyAllGatherGemmsHandOutTheGatheredLhs) {
+  const auto count = [](const Program& p, auto pred) {
+    return std::count_if(p.ops.begin(), p.ops.end(), pred);
+  };
+  const auto is_copy = [](const Op& op) { return std::holds_alternative<CopyOp>(op); };
+  for (int pieces : {1, 2}) {
+    const PlannedGemm p = plan(CollectiveOp::kAllGather, 4, 1, pieces);
+    ASSERT_TRUE(p.kind.overlapped_gathering && p.kind.sequential_gathering);
+    EXPECT_EQ(p.kind.no_gathered_lhs, "");
+    EXPECT_EQ(p.kind.gathered_lhs, (Shape{2, 64, 32}));  // batch 2, 16 rows per rank, k 32
+    for (const Program* q : {&p.kind.overlapped, &p.kind.sequential}) {
+      const auto used = q->operands_used();
+      EXPECT_EQ(std::count(used.begin(), used.end(), Operand::kGatheredLhs), 0);
+      EXPECT_EQ(count(*q, is_copy), 0);
+    }
+    const Program& o = *p.kind.overlapped_gathering;
+    EXPECT_EQ(o.ops.size(), p.kind.overlapped.ops.size() + static_cast<size_t>(4 * pieces));
+    EXPECT_EQ(count(o, is_copy), 4 * pieces);
+    // Each copy follows a GEMM on the same stream, reading the same lhs.
+    for (size_t i = 0; i < o.ops.size(); ++i) {
+      if (const auto* c = std::get_if<CopyOp>(&o.ops[i])) {
+        ASSERT_GT(i, 0u);
+        const auto* gemm = std::get_if<GemmOp>(&o.ops[i - 1]);
+        ASSERT_NE(gemm, nullptr);
+        EXPECT_EQ(c->stream, gemm->stream);
+        EXPECT_EQ(c->src.buf, gemm->lhs.buf);
+        EXPECT_EQ(c->src.offset, gemm->lhs.offset);
+        EXPECT_EQ(c->dst.buf, (Ref{Operand::kGatheredLhs}.buf));
+      }
+    }
+    for (const Program* q : {&o, &*p.kind.sequential_gathering}) {
+      const auto used = q->operands_used();
+      EXPECT_EQ(std::count(used.begin(), used.end(), Operand::kGatheredLhs), 1);
+    }
+  }
+  for (CollectiveOp op : {CollectiveOp::kReduceScatter, CollectiveOp::kNone}) {
+    const PlannedGemm p = plan(op, 2, 0);
+    EXPECT_FALSE(p.kind.overlapped_gathering || p.kind.sequential_gathering);
+    EXPECT_TRUE(p.kind.gathered_lhs.empty());
+    EXPECT_NE(p.kind.no_gathered_lhs.find("GEMM 'g': gathered_lhs is an output of all-gather"),
+              std::string::npos)
+        << p.kind.no_gathered_lhs;
+  }
+}
+
+// The engine's copy: `count` blocks, each at its stride on both sides, on the op's stream.
+TEST(Engine, CopyOpMovesEveryBlockAtItsStrides) {
+  RecordingBackend be(1, 0, 2);
+  Engine engine(be, 0);
+  void* src = be.region("lhs", 32);
+  void* dst = be.region("gathered", 64);
+  Program p;
+  p.ops.push_back(CopyOp{{Operand::kLhs, 4}, {Operand::kGatheredLhs, 2}, 3, 3, 8, 20, 1, "c"});
+  Operands x(src, nullptr, nullptr, nullptr);
+  x.set_output(Operand::kGatheredLhs, dst);
+  engine.run(p, x);
+  EXPECT_EQ(be.calls(), (std::vector<std::string>{"copy s1 lhs+4 -> gathered+2 3",
+                                                  "copy s1 lhs+12 -> gathered+22 3",
+                                                  "copy s1 lhs+20 -> gathered+42 3"}));
 }
 
 TEST(GemmPlanOperands, ProgramsNameOnlyTheSlotsThePlanHas) {

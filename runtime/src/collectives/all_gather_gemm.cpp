@@ -3,6 +3,12 @@
 // schedule.hpp brings the chunks in while the GEMM of the chunk in hand runs, each chunk on
 // the next compute stream, and writes each chunk's rows straight to its place in the output
 // (strided over the batch for batch-first activations: no reorder pass).
+//
+// A call may also ask for the gathered lhs (Operand::kGatheredLhs, what the wgrad of a
+// tensor-parallel layer reads): the overlapped path copies each chunk (each piece) there on
+// its compute stream after that piece's GEMM, from where the ring left it, so it takes no
+// second collective; the sequential path gathers into it directly where rank-major order is
+// sequence order, and reorders its gathered workspace into it otherwise.
 
 #include <algorithm>
 #include <vector>
@@ -94,10 +100,37 @@ std::vector<Transfer> piece_transfers(const GemmGeometry& g, const std::vector<P
   return out;
 }
 
+// The copy of piece j of chunk c (at `src`) to its place in the gathered lhs, in sequence
+// order: the c-th block of rows, or (strided) rows c S/tp.. of each of the piece's batch blocks.
+CopyOp hand_out(const GemmGeometry& g, Ref src, int c, int j, int stream) {
+  const size_t row = g.bytes(1, g.k, g.in_size(), "lhs row");
+  CopyOp o;
+  o.src = src;
+  o.stream = stream;
+  o.label = g.name + " gathered lhs chunk " + std::to_string(c) +
+            (g.pieces > 1 ? " piece " + std::to_string(j) : "");
+  if (g.strided) {
+    const int64_t blocks = g.batch / g.pieces;
+    o.bytes = static_cast<size_t>(g.seq_rows) * row;
+    o.count = blocks;
+    o.src_stride = o.bytes;
+    o.dst_stride = static_cast<size_t>(g.seq_total) * row;
+    o.dst = {Operand::kGatheredLhs,
+             static_cast<size_t>(j * blocks * g.seq_total + c * g.seq_rows) * row};
+  } else {
+    o.bytes = g.piece_lhs_bytes();
+    o.dst = {Operand::kGatheredLhs,
+             static_cast<size_t>(c) * g.chunk_lhs_bytes() + static_cast<size_t>(j) * o.bytes};
+  }
+  return o;
+}
+
 // With chunks_per_rank > 1 every chunk moves and multiplies in pieces: piece j of a chunk goes
 // on in its own exchange, and its GEMM waits only for that exchange, so the next step's first
-// GEMM starts after a piece has arrived rather than the whole chunk.
-Program overlapped(const GemmGeometry& g) {
+// GEMM starts after a piece has arrived rather than the whole chunk. `gathering`: each piece
+// is also copied to the gathered lhs, behind its GEMM on the same stream (which has waited
+// for the piece's exchange).
+Program overlapped(const GemmGeometry& g, bool gathering) {
   Program p;
   const std::vector<Payload> list = payloads(g);
   p.workspace.ring = g.tp > 1 ? static_cast<int64_t>(ring_bytes(g, list)) : 0;
@@ -124,12 +157,13 @@ Program overlapped(const GemmGeometry& g) {
         const int token = arrived[static_cast<size_t>(j)];
         if (c != g.me && token >= 0) p.ops.push_back(WaitOp{token, s});
         const size_t at = static_cast<size_t>(j) * piece_lhs;
-        p.ops.push_back(g.gemm(g.piece_task(g.seq_rows * g.k, g.seq_total * g.n),
-                               list.front().chunk(g, c).plus(at),
+        const Ref lhs = list.front().chunk(g, c).plus(at);
+        p.ops.push_back(g.gemm(g.piece_task(g.seq_rows * g.k, g.seq_total * g.n), lhs,
                                chunk_out(g, c).plus(static_cast<size_t>(j) * piece_out), bias(g), s,
                                g.name + " gemm chunk " + std::to_string(c) +
                                    (g.pieces > 1 ? " piece " + std::to_string(j) : ""),
                                at, chunk_scales(g, list, c)));
+        if (gathering) p.ops.push_back(hand_out(g, lhs, c, j, s));
       }
     }
   }
@@ -186,12 +220,38 @@ int64_t work_in_bytes(const GemmGeometry& g) {
   return bytes;
 }
 
-Program sequential(const GemmGeometry& g) {
+// The gathered lhs in sequence order: this rank's shard, its sequence dim (batch-first: 1;
+// otherwise the rows, dim 0) times tp.
+Shape gathered_lhs_shape(const GemmGeometry& g) {
+  Shape s = g.lhs_local;
+  const size_t seq = g.need_reorder ? 1 : 0;
+  s[seq] = checked_mul(s[seq], g.tp, "GEMM '" + g.name + "' gathered lhs");
+  return s;
+}
+
+// `gathering`: the gathered lhs also goes to the caller's Operand::kGatheredLhs. Where
+// rank-major order is sequence order (not strided) the all-gather lands there and the GEMM
+// reads it from there; otherwise the gathered workspace is reordered into it (the dp-leading
+// reorder of one dp rank's shards, dp 1, as ActivationGather applies it).
+Program sequential(const GemmGeometry& g, bool gathering) {
   Program p;
-  p.workspace.work_in = work_in_bytes(g);
-  for (AllGatherOp& x : gathers(g)) p.ops.push_back(std::move(x));
+  const bool direct = gathering && !g.strided;
+  p.workspace.work_in = direct ? 0 : work_in_bytes(g);
+  for (AllGatherOp& x : gathers(g)) {
+    if (direct) x.dst = {Operand::kGatheredLhs};
+    p.ops.push_back(std::move(x));
+  }
+  if (gathering && g.strided) {
+    p.ops.push_back(ReorderOp{ReorderKind::kDpLeading,
+                              gathered_lhs_shape(g),
+                              1,
+                              {Workspace::kWorkIn},
+                              {Operand::kGatheredLhs},
+                              g.in,
+                              0});
+  }
   const std::string label = g.name + " gemm";
-  const Ref gathered{Workspace::kWorkIn};
+  const Ref gathered = direct ? Ref{Operand::kGatheredLhs} : Ref{Workspace::kWorkIn};
   if (g.strided) {
     p.workspace.work_out =
         static_cast<int64_t>(g.bytes(c_rows(g), g.n, g.out_size(), "gathered output"));
@@ -223,8 +283,19 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   c.gemm_rows = c_rows(g);
   g.bytes(c.gemm_rows, g.n, g.out_size(), "gathered output");
   g.bytes(c.gemm_rows, g.k, g.in_size(), "gathered lhs");
-  c.overlapped = overlapped(g);
-  c.sequential = sequential(g);
+  c.overlapped = overlapped(g, false);
+  c.sequential = sequential(g, false);
+  if (g.lhs_src.buf == Ref{Operand::kLhs}.buf && g.lhs_side_band.empty()) {
+    c.overlapped_gathering = overlapped(g, true);
+    c.sequential_gathering = sequential(g, true);
+    c.gathered_lhs = gathered_lhs_shape(g);
+  } else {
+    // The ring and the sequential gather move the plan's quantized copy of the lhs (and its
+    // scales), not the caller's tensor: nothing of the caller's dtype is gathered to hand out.
+    c.no_gathered_lhs = "GEMM '" + g.name +
+                        "' quantizes its lhs, so it gathers the quantized copy and hands out no "
+                        "gathered_lhs; gather the lhs with an ActivationGather instead";
+  }
   c.gemm_only.workspace.work_in = work_in_bytes(g);
   c.gemm_only.ops.push_back(g.gemm(whole(g), {Workspace::kWorkIn}, {Operand::kOut}, std::nullopt, 0,
                                    g.name + " gemm", 0, gathered_scales(g)));

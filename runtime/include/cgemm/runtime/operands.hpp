@@ -19,6 +19,10 @@ enum class Operand : std::size_t {
   kRhs,   // the rhs shard (read)
   kBias,  // the bias shard, out dtype (read); null when the plan has no bias
   kOut,   // the output shard (written)
+  // Optional output of all-gather GEMMs: the lhs as the call gathers it, this rank's shard
+  // grown along the gathered (sequence) dim, in sequence order (GemmPlan::gathered_lhs_local()).
+  // Null: the call hands nothing out. Other GEMMs refuse a non-null one.
+  kGatheredLhs,
   kCount  // the number of slots; not a slot
 };
 
@@ -33,6 +37,7 @@ inline constexpr std::array<OperandSlot, static_cast<std::size_t>(Operand::kCoun
     {"rhs", false},
     {"bias", false},
     {"out", true},
+    {"gathered_lhs", true},
 }};
 // A slot added to the enum without its row here leaves a row unnamed.
 static_assert(

@@ -65,6 +65,13 @@ class GemmPlan {
   const Shape& bias_local() const { return bias_local_; }  // {0} without bias
   const Shape& out_local() const { return out_local_; }
   const Shape& out_global() const { return out_global_; }
+  /// The shape of Operand::kGatheredLhs, the lhs an all-gather GEMM gathers, which a call may
+  /// ask for (operands.hpp): lhs_local() with its sequence dim (1 batch-first, 0 with
+  /// transpose_batch_sequence) times tp, i.e. this dp rank's [B/dp, S, K] (or [S, B/dp, K]) in
+  /// sequence order, the same bytes ActivationGather (activation_gather.hpp) writes from the
+  /// same shards. Empty where the plan hands none out: other collectives, and quantized GEMMs
+  /// (their ring carries the quantized lhs, not the caller's).
+  const Shape& gathered_lhs_local() const;
   /// Offsets of this rank's shards in the global tensors (for generating inputs).
   Shape lhs_offset() const;
   Shape rhs_offset() const;
@@ -85,6 +92,15 @@ class GemmPlan {
   /// shape and the mesh, the same on every run). Asynchronous on the CUDA backend
   /// (stream 0, Backend::native_stream(): order your producers and consumers against it)
   /// after that. Throws cgemm::Error naming the slot when one the plan uses is null.
+  ///
+  /// Operand::kGatheredLhs (optional, gathered_lhs_local() in the lhs dtype; must not overlap
+  /// another operand): the call also writes the lhs it gathers there, on either path, with no
+  /// second collective (Transformer Engine's layers reuse it for the weight gradient: the
+  /// row-parallel wgrad's AG(dy), the column-parallel wgrad's AG(x)). The overlapped path
+  /// copies each ring chunk there behind its GEMM, on that GEMM's stream; the sequential path
+  /// gathers into it. Null: the call is exactly the one without it. Throws cgemm::Error, before
+  /// any work, when the plan has no gathered lhs to hand out: a reduce-scatter or plain GEMM,
+  /// or a quantized GEMM (the message says which).
   void execute(const Operands& x);
   /// Always the overlapped schedule (schedule.hpp; runtime/src/collectives/), whatever the
   /// policy.

@@ -27,14 +27,17 @@
 //          contracting its dim 1 (None, tpsp); dx like x.
 //   wgrad: dW = AG(x)^T dy, a plain GEMM contracting the batch and sequence dims of both
 //          (local [K, N/tp]); db = the sum of dy over the local tokens (local [N/tp]).
-//   AG(x) comes from an ActivationGather (activation_gather.hpp), by WgradInput: run in
-//   forward() after the forward GEMM and kept in the layer until backward() (one forward per
-//   backward: a second forward replaces the kept x, and backward() consumes it), or run in
-//   backward() before the dgrad (TE's bulk all-gather, here ordered before the dgrad rather
-//   than overlapped with it). Either way it is an all-gather of its own: the forward GEMM's
-//   ring gathers x too but does not hand it out. Memory: each layer holds one gathered
-//   activation (AG(x) or AG(dy), [B/dp, S, K] or [B/dp, S, N]) for its lifetime in both modes,
-//   and its ActivationGather a second one for batch-first shards with a local batch > 1.
+//   AG(x), by WgradInput: kKeepFromForward takes it from the forward all-gather GEMM, which
+//   hands out the x its ring gathers (GemmPlan's Operand::kGatheredLhs: no second all-gather),
+//   and keeps it in the layer until backward() (one forward per backward: a second forward
+//   replaces the kept x, and backward() consumes it); kGatherAgain gathers x again in
+//   backward() with an ActivationGather (activation_gather.hpp) before the wgrad (TE's bulk
+//   all-gather, which TE overlaps with the dgrad GEMM; here it is ordered before it, since the
+//   wgrad reads dy before the dgrad writes dx, which may lie over dy).
+//   Memory: the layer holds AG(x) [B/dp, S, K] for its lifetime in both modes; with
+//   kGatherAgain its ActivationGather a second one for batch-first shards with a local batch
+//   > 1 (its rank-major buffer); the forward plan's sequential path has its own gathered
+//   workspace as before.
 // Row-parallel (forward reduce-scatter):
 //   h  [B, S, K] (dp, None, tpsp)   local [B/dp, S, K/tp]   a column-parallel layer's output
 //   W  [K, N]    (tpsp, None)       local [K/tp, N]
@@ -46,8 +49,10 @@
 //          ([N]: the bias is replicated, so its gradient is the whole sequence's, which no
 //          rank holds before the gather; each rank sums the same gathered tensor in the same
 //          order, so every TP rank gets the same bits).
-//   AG(dy) is gathered by an ActivationGather in backward(); the dgrad's all-gather GEMM
-//   gathers dy again in its ring, which it does not hand out.
+//   AG(dy) is the dgrad all-gather GEMM's gathered lhs, which it hands out into the layer's
+//   buffer (GemmPlan's Operand::kGatheredLhs, as TE's row-parallel backward reuses the dy its
+//   dgrad gathered): one all-gather of dy per backward. So the dgrad runs first, then the wgrad
+//   and the bias gradient. Memory: the layer holds AG(dy) [B/dp, S, N] for its lifetime.
 // Data parallelism: the weight and bias gradients are this dp rank's (its local batch's);
 // summing them over dp (the data-parallel all-reduce) is the caller's. The wgrad plans see
 // the local batch as their whole batch (batch dims unsharded), which is why they plan on a
@@ -60,14 +65,18 @@
 // allocation on first use): every rank calls the same methods in the same order. Calls are on
 // the backend's stream 0, asynchronous on CUDA (as GemmPlan::execute). A layer is not safe for
 // concurrent calls (it holds the kept activation and the plans' buffers); the Context must
-// outlive it. Buffers: outputs must not overlap inputs, except that the row layer's dh may be
-// written over h (its wgrad reads h before the dgrad writes dh).
+// outlive it. Buffers: outputs must not overlap inputs. The order of the backward GEMMs:
+//   column-parallel: wgrad, bias gradient, then the dgrad (the wgrad and db read dy first);
+//   row-parallel:    dgrad (which gathers dy), then the wgrad and the bias gradient, which
+//                    read h and AG(dy) after dh is written: dh over h, which an earlier
+//                    version allowed, is refused (cgemm::Error) rather than giving a wrong dW.
 // Errors: the constructor throws cgemm::Error when a dim does not divide over its mesh axis
 // (S by tp; N by tp for the column layer, K by tp for the row layer; B by dp) or for a bad
 // dtype or size, and PlanError (a cgemm::Error) for gemm.py's own rules (its reorder and chunk
 // checks); forward() and backward() throw cgemm::Error naming the layer and the buffer when a
-// buffer they read or write is null (db: only when the layer has a bias), and the column
-// layer's backward() with kKeepFromForward when no forward() ran since the last backward().
+// buffer they read or write is null (db: only when the layer has a bias), the column layer's
+// backward() with kKeepFromForward when no forward() ran since the last backward(), and the
+// row layer's backward() when dh overlaps h.
 
 #include <cstddef>
 #include <cstdint>
@@ -145,8 +154,8 @@ class ColumnParallelLinear {
   /// wgrad: AG(x) (lhs), dy (rhs) -> dW (out).
   const GemmPlan& wgrad_plan() const { return *wgrad_; }
 
-  /// y = AG(x) W + b (b null without a bias); with kKeepFromForward also gathers x into the
-  /// layer for backward().
+  /// y = AG(x) W + b (b null without a bias); with kKeepFromForward the forward GEMM also
+  /// hands AG(x) to the layer for backward().
   void forward(const void* x, const void* w, const void* b, void* y);
   /// dx, dW and (with a bias) db from dy. x: this rank's shard again, read with kGatherAgain
   /// only (may be null with kKeepFromForward).
@@ -155,8 +164,8 @@ class ColumnParallelLinear {
  private:
   TpLinearDesc desc_;
   std::unique_ptr<GemmPlan> forward_, dgrad_, wgrad_, bgrad_;
-  std::unique_ptr<ActivationGather> gather_;
-  std::unique_ptr<detail::BackendMemory> gathered_x_;  // AG(x), gather_->gathered_bytes()
+  std::unique_ptr<ActivationGather> gather_;           // kGatherAgain only
+  std::unique_ptr<detail::BackendMemory> gathered_x_;  // AG(x), forward_'s gathered lhs
   std::unique_ptr<detail::BackendMemory> ones_;        // the bias gradient's [B/dp, S] ones
   bool have_x_ = false;
 };
@@ -181,14 +190,15 @@ class RowParallelLinear {
   const GemmPlan& wgrad_plan() const { return *wgrad_; }
 
   void forward(const void* h, const void* w, const void* b, void* y);
-  /// dh, dW and (with a bias) db from dy (this rank's sequence shard).
+  /// dh, dW and (with a bias) db from dy (this rank's sequence shard). dh must not overlap h
+  /// (cgemm::Error): the dgrad runs first, and the wgrad reads h after it.
   void backward(const void* h, const void* w, const void* dy, void* dh, void* dw, void* db);
 
  private:
   TpLinearDesc desc_;
   std::unique_ptr<GemmPlan> forward_, dgrad_, wgrad_, bgrad_;
-  std::unique_ptr<ActivationGather> gather_;
-  std::unique_ptr<detail::BackendMemory> gathered_dy_;  // AG(dy)
+  std::unique_ptr<detail::BackendMemory> gathered_dy_;  // AG(dy), dgrad_'s gathered lhs
+  int64_t h_bytes_ = 0;                                 // h's (and dh's) local bytes
   std::unique_ptr<detail::BackendMemory> ones_;         // [B/dp, S] in dtype
 };
 
