@@ -166,7 +166,7 @@ std::vector<Row> own_rows() {
       "size of a data-parallel gradient bucket, in KiB of fp32 values: the gradients are summed "
       "over dp in buckets, each bucket's all-reduce started as soon as its last gradient is "
       "ready (down_proj's during up_proj's backward), as PyTorch DDP does (its default 25 MiB); "
-      "a gradient larger than a bucket is a bucket of its own",
+      "a gradient larger than a bucket is a bucket of its own; at most 8388608 (8 GiB)",
       [](auto& c) -> auto& { return c.bucket_kib; }, 1, "must be at least 1 [KiB]"));
   rows.push_back(number<int>(
       "timed_passes", G::kRun, "N", "passes",
@@ -201,6 +201,14 @@ std::vector<Row> shared_train_rows() {
 
 TrainConfig read_train_config(const OptionReader& r) {
   TrainConfig cfg = read_rows(train_rows(), r);
+  // A bucket holds at most INT_MAX fp32 values (GradientBuckets: one MPI_Iallreduce count), so
+  // any size past 8 GiB means the same; refusing it also keeps KiB x 1024 inside size_t, which
+  // a larger value wraps (2^54 KiB became 0 bytes, 2^54 + 1 KiB 1 KiB buckets, silently).
+  if (cfg.bucket_kib > kMaxBucketKib) {
+    r.fail("bucket_kib", std::to_string(cfg.bucket_kib),
+           "must be at most " + std::to_string(kMaxBucketKib) +
+               " [KiB] (8 GiB: a bucket holds at most INT_MAX fp32 values)");
+  }
   check_distinct(train_outputs(cfg), {{"--config", cfg.config_file}});
   return cfg;
 }

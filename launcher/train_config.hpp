@@ -19,6 +19,10 @@ namespace cgemm::launcher {
 
 enum class Optimizer { kSgd, kAdam };
 
+/// The largest --bucket_kib: INT_MAX fp32 values (a GradientBuckets bucket's most), in KiB
+/// rounded up: 8 GiB.
+constexpr int64_t kMaxBucketKib = 8388608;
+
 /// The model: y = x + GELU(x W1 + b1) W2 + b2 on x [batch, seq_len, hidden], W1 [hidden, ffn],
 /// W2 [ffn, hidden]; the target is the same block with weights of another seed (the teacher).
 /// The defaults are a bare run that ends in about a second on CPU ranks.

@@ -552,6 +552,11 @@ cgemm_add_train_failure_test(seq_len_not_divisible 2
   "cgemm-train: error: --seq_len 15 is not divisible by tp 2" --seq_len 15)
 cgemm_add_train_failure_test(batch_not_divisible 4
   "cgemm-train: error: --batch 3 is not divisible by --dp 2" --dp 2 --batch 3)
+# A bucket of more KiB than size_t bytes hold wrapped around (2^54 KiB: "bucket_bytes 0";
+# 2^54 + 1 KiB: silently 1 KiB buckets).
+cgemm_add_train_failure_test(bucket_kib_too_large 2
+  "cgemm-train: error: --bucket_kib 18014398509481985: must be at most 8388608 \\[KiB\\]"
+  --dp 2 --bucket_kib 18014398509481985)
 if(NOT CGEMM_HAVE_CUDA)
   cgemm_add_train_failure_test(cuda_without_gpu 2
     "cgemm-train: error: backend cuda: rank 0 on host .* sees no usable GPU" --backend cuda)

@@ -116,10 +116,20 @@ TEST(TrainConfig, ErrorsNameTheOptionAndTheValue) {
   EXPECT_NE(parse_error({"--ffn", "0"}).find("--ffn 0"), std::string::npos);
   EXPECT_NE(parse_error({"--seed", "-1"}).find("--seed -1: must be an unsigned"),
             std::string::npos);
-  EXPECT_NE(parse_error({"--backend", "cuda"}).find("GPU path is not built yet"),
+  EXPECT_NE(parse_error({"--bucket_kib", "0"}).find("--bucket_kib 0: must be at least 1"),
             std::string::npos);
+  EXPECT_NE(parse_error({"--bucket_kib", "8388609"})
+                .find("--bucket_kib 8388609: must be at most 8388608 [KiB]"),
+            std::string::npos);
+  EXPECT_EQ(parse({"--bucket_kib", "8388608"}).config.bucket_kib, 8388608);
   EXPECT_NE(parse_error({"--report", "a.json", "--trace", "a.json"}).find("--report"),
             std::string::npos);
+}
+
+TEST(TrainConfig, TakesTheCudaBackend) {
+  // The GPU path runs on TrainOps' kernels now: --backend cuda is not refused when parsing
+  // (a rank without a GPU is refused later, by the backend rule).
+  EXPECT_EQ(parse({"--backend", "cuda"}).config.backend, BackendKind::kCuda);
 }
 
 TEST(TrainConfig, TakesTheSharedRowsItUsesOnly) {
