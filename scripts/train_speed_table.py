@@ -24,21 +24,29 @@ def main(d):
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for case in ("demo", "standard", "llama70b"):
         p = os.path.join(d, "cgemm_%s.json" % case)
-        if not os.path.exists(p):
-            continue
-        r = json.load(open(p))
-        c, t = r["config"], r["timed_pass"]
-        shape = "%d x %d, %d -> %d" % (c["batch"], c["seq_len"], c["hidden"], c["ffn"])
-        row = [case, shape, "%.3f" % t["median_ms"], "%.3g M" % (t["tokens_per_second"] / 1e6),
-               "%.0f" % t["tflops"]]
-        if case in torch:
-            tm = float(torch[case]["median_ms"])
-            row += ["%.3f" % tm, torch[case]["tflops"], "%.3fx" % (tm / t["median_ms"])]
+        log = os.path.join(d, "cgemm_%s.log" % case)
+        if not os.path.exists(p) and not os.path.exists(log) and case not in torch:
+            continue  # not asked for
+        r = json.load(open(p)) if os.path.exists(p) else {}
+        t = r.get("timed_pass")
+        if t:
+            c = r["config"]
+            shape = "%d x %d, %d -> %d" % (c["batch"], c["seq_len"], c["hidden"], c["ffn"])
+            row = [case, shape, "%.3f" % t["median_ms"],
+                   "%.3g M" % (t["tokens_per_second"] / 1e6), "%.0f" % t["tflops"]]
         else:
-            row += ["", "", ""]
+            row = [case, "", "failed (see cgemm_%s.log)" % case, "", ""]
+        if case in torch and torch[case].get("median_ms"):
+            tm = float(torch[case]["median_ms"])
+            row += ["%.3f" % tm, torch[case]["tflops"],
+                    "%.3fx" % (tm / t["median_ms"]) if t else ""]
+        else:
+            row += ["failed or missing", "", ""]
         print("| " + " | ".join(row) + " |")
     return 0
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: train_speed_table.py DIR")
     sys.exit(main(sys.argv[1]))

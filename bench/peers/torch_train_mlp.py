@@ -14,7 +14,10 @@ no optimizer step (cgemm-train's timed passes have none either). The gradients a
 None before each pass, as optimizer.zero_grad(set_to_none=True) does.
 
 Method: CUDA events around each pass, --warmup untimed passes, then --iters timed ones; the
-median is written. Flops: 12 B S H F per pass (3 GEMMs of 2 B S H F per projection).
+median is written. Each timed pass starts behind a GPU sleep of about 1 ms (torch.cuda._sleep),
+as cgemm's Backend::time_ms queues one, so both time the GPU's work, not the host's first
+launches. The weights' gradients come out transposed from F.linear(x, w.t()), which costs
+autograd a copy per weight (under 1% here). Flops: 12 B S H F per pass (3 GEMMs of 2 B S H F per projection).
 
     python3 bench/peers/torch_train_mlp.py --out DIR [--cases demo,standard,llama70b] [--bias]
     python3 bench/peers/torch_train_mlp.py --dry-run     # the shapes only; needs no torch
@@ -92,10 +95,13 @@ def time_case(torch, batch, seq, hidden, ffn, bias, dtype, warmup, iters):
     for _ in range(warmup):
         one_pass()
     torch.cuda.synchronize()
+    sleep = getattr(torch.cuda, "_sleep", None)
     times = []
     for _ in range(iters):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
+        if sleep is not None:
+            sleep(2_000_000)  # about 1 ms, as cgemm's time_ms queues ahead of its start event
         start.record()
         one_pass()
         end.record()
@@ -120,21 +126,24 @@ def main(argv):
 
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     torch.backends.cuda.matmul.allow_tf32 = False
-    for r in rows:
-        ms = time_case(torch, r["batch"], r["seq_len"], r["hidden"], r["ffn"], a.bias, dtype,
-                       a.warmup, a.iters)
-        tokens = r["batch"] * r["seq_len"]
-        r.update(median_ms="%.4f" % ms, tokens_per_s="%.0f" % (tokens / (ms * 1e-3)),
-                 tflops="%.1f" % (12.0 * tokens * r["hidden"] * r["ffn"] / (ms * 1e-3) / 1e12),
-                 iters=a.iters)
-        print("%s: %.4f ms, %s tokens/s, %s TFLOP/s" % (r["case"], ms, r["tokens_per_s"],
-                                                        r["tflops"]), flush=True)
-        torch.cuda.empty_cache()
     os.makedirs(a.out, exist_ok=True)
+    # Written row by row, so a run cut short keeps the cases it finished.
     with open(os.path.join(a.out, "torch_train_mlp.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
-        w.writerows(rows)
+        f.flush()
+        for r in rows:
+            ms = time_case(torch, r["batch"], r["seq_len"], r["hidden"], r["ffn"], a.bias, dtype,
+                           a.warmup, a.iters)
+            tokens = r["batch"] * r["seq_len"]
+            r.update(median_ms="%.4f" % ms, tokens_per_s="%.0f" % (tokens / (ms * 1e-3)),
+                     tflops="%.1f" % (12.0 * tokens * r["hidden"] * r["ffn"] / (ms * 1e-3) / 1e12),
+                     iters=a.iters)
+            print("%s: %.4f ms, %s tokens/s, %s TFLOP/s" % (r["case"], ms, r["tokens_per_s"],
+                                                            r["tflops"]), flush=True)
+            w.writerow(r)
+            f.flush()
+            torch.cuda.empty_cache()
     return 0
 
 

@@ -26,7 +26,10 @@ mkdir -p "$dir"
 train() {  # NAME NP ARGS...: runs the job, its report in DIR/NAME.json
   local name=$1 np=$2
   shift 2
-  "$mpiexec" "$npflag" "$np" "$bin" --backend "$backend" --report "$dir/$name.json" "$@" \
+  local sharing=()
+  # The GPU machine has one GPU: its ranks share it (the copy engines between them).
+  [ "$backend" = cuda ] && sharing=(--gpu_sharing on)
+  "$mpiexec" "$npflag" "$np" "$bin" --backend "$backend" "${sharing[@]}" --report "$dir/$name.json" "$@" \
     >"$dir/$name.out" 2>&1 || {
     cat "$dir/$name.out"
     echo "FAIL: job $name failed"

@@ -104,7 +104,8 @@ __global__ void optimizer_kernel(OptimizerArgs a, int64_t units) {
       ld<0, kW>(a.v, u, v);
 #pragma unroll
       for (int k = 0; k < kW; ++k) {
-        train_math::adam<float>(w[k], m[k], v[k], g[k], a.lr, a.beta1, a.beta2, a.eps, a.c1, a.c2);
+        train_math::adam<float>(w[k], m[k], v[k], g[k], a.lr, a.beta1, a.beta2, a.omb1, a.omb2,
+                                a.eps, a.c1, a.c2);
       }
       st<0, kW>(a.m, u, m);
       st<0, kW>(a.v, u, v);

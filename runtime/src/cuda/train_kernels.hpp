@@ -37,6 +37,7 @@ struct OptimizerArgs {
   DType value_dtype;
   int64_t n;
   float lr, beta1, beta2, eps, c1, c2;
+  float omb1, omb2;  // 1 - beta1, 1 - beta2, computed in double
   bool adam;
 };
 cudaError_t launch_optimizer(const OptimizerArgs& a, cudaStream_t stream);

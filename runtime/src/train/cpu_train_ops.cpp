@@ -68,8 +68,8 @@ class CpuTrainOps final : public TrainOps {
     } else {
       const double c1 = 1.0 - std::pow(s.beta1, s.step), c2 = 1.0 - std::pow(s.beta2, s.step);
       for (size_t i = 0; i < g.size(); ++i) {
-        train_math::adam<double>(s.master[i], s.m[i], s.v[i], g[i], s.lr, s.beta1, s.beta2, s.eps,
-                                 c1, c2);
+        train_math::adam<double>(s.master[i], s.m[i], s.v[i], g[i], s.lr, s.beta1, s.beta2,
+                                 1.0 - s.beta1, 1.0 - s.beta2, s.eps, c1, c2);
       }
     }
     convert_from_float(s.master, s.value, s.value_dtype, s.n);

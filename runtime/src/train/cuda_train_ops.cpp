@@ -74,6 +74,8 @@ class CudaTrainOps final : public TrainOps {
     a.beta1 = static_cast<float>(s.beta1);
     a.beta2 = static_cast<float>(s.beta2);
     a.eps = static_cast<float>(s.eps);
+    a.omb1 = static_cast<float>(1.0 - s.beta1);
+    a.omb2 = static_cast<float>(1.0 - s.beta2);
     a.c1 = static_cast<float>(1.0 - std::pow(s.beta1, s.step));
     a.c2 = static_cast<float>(1.0 - std::pow(s.beta2, s.step));
     a.adam = adam;

@@ -58,12 +58,14 @@ CGEMM_HD T gelu_grad(T z) {
 }
 
 /// One Adam update of one parameter (torch.optim.Adam without weight decay): m and v are the
-/// moments, updated in place; c1 = 1 - beta1^t and c2 = 1 - beta2^t the bias corrections.
+/// moments, updated in place; omb1 = 1 - beta1 and omb2 = 1 - beta2 (the caller computes them
+/// in double: 1 - float(0.999) is 1.3e-5 relative off, a bias in every early step), c1 =
+/// 1 - beta1^t and c2 = 1 - beta2^t the bias corrections.
 template <class T>
-CGEMM_HD void adam(float& master, float& m, float& v, T g, T lr, T beta1, T beta2, T eps, T c1,
-                   T c2) {
-  const T mn = beta1 * T(m) + (T(1) - beta1) * g;
-  const T vn = beta2 * T(v) + (T(1) - beta2) * g * g;
+CGEMM_HD void adam(float& master, float& m, float& v, T g, T lr, T beta1, T beta2, T omb1, T omb2,
+                   T eps, T c1, T c2) {
+  const T mn = beta1 * T(m) + omb1 * g;
+  const T vn = beta2 * T(v) + omb2 * g * g;
   m = static_cast<float>(mn);
   v = static_cast<float>(vn);
   master = static_cast<float>(T(master) - lr * (mn / c1) / (sqrt_of(vn / c2) + eps));
