@@ -171,8 +171,9 @@ std::vector<Row> own_rows() {
   rows.push_back(number<int>(
       "timed_passes", G::kRun, "N", "passes",
       "after the last step, time N more forward and backward passes of the block on the last "
-      "step's inputs (no update; the backend's timer: CUDA events on a GPU), after 3 untimed "
-      "ones, and print their median with its tokens/s and TFLOP/s; 0 = none",
+      "step's inputs (no update and no dp gradient all-reduce; the backend's timer: CUDA "
+      "events on a GPU), after 3 untimed ones, and print their median (the slowest rank's) "
+      "with the job's tokens/s and TFLOP/s; 0 = none",
       [](auto& c) -> auto& { return c.timed_passes; }, 0, "must be 0 or more [passes]"));
   rows.push_back(path_row<TrainConfig>(
       "report", G::kRun, "FILE",
@@ -223,11 +224,13 @@ ProgramSpec train_program_spec() {
       "teacher), the loss the mean of (y - target)^2 over every element of the global batch.\n"
       "Tensor-sequence parallel over tp (x sharded over the sequence; the up projection an\n"
       "all-gather GEMM, the down projection a reduce-scatter GEMM), data parallel over dp (the\n"
-      "weight gradients summed over dp with MPI_Allreduce after the backward pass). Every mesh\n"
-      "draws the same global weights and inputs, so it trains the same model as one rank.\n"
-      "Rank 0 prints the loss of every step, then tokens per second and the share of the step\n"
-      "time in each layer call (GEMMs with their collectives), the dp all-reduce, the host's\n"
-      "elementwise work and the optimizer.\n"
+      "weight gradients summed over dp in buckets, each all-reduced as soon as its gradients\n"
+      "are ready). Every mesh draws the same global weights and inputs, so it trains the same\n"
+      "model as one rank. Everything runs on the backend: on a GPU the elementwise steps and\n"
+      "the optimizer are kernels. Rank 0 prints the loss of every step, then tokens per second,\n"
+      "the share of the step time in each layer call (GEMMs with their collectives), GELU, the\n"
+      "loss, the wait for the dp buckets and the optimizer, and each layer call's GEMM and\n"
+      "communication time from one traced pass.\n"
       "Options come from the command line, then from the INI file of --config (same names,\n"
       "'NAME = VALUE'), then from the defaults shown as (=...). Units are in [brackets].\n"
       "The options of the General, Mesh and Overlap groups are cgemm-run's.\n";

@@ -277,7 +277,10 @@ void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* ma
                        static_cast<double>(cfg_.hidden);
   double sum = ops_->squared_error(out_, x_, target_, dy_, t, n_x_, 2.0 / count);
   {
-    const watchdog::WaitScope wait("the other ranks' loss of step " + std::to_string(step + 1));
+    const watchdog::WaitScope wait(r != nullptr
+                                       ? "the other ranks' loss of step " + std::to_string(step + 1)
+                                       : std::string("the other ranks' loss of a timed "
+                                                     "or traced pass"));
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.comms().world()),
               "MPI_Allreduce(loss)");
   }

@@ -46,7 +46,7 @@ namespace cgemm::launcher {
 /// The phases of a step, in order; their times in ms.
 enum class Phase {
   kInputs,        // x drawn
-  kTargets,       // the teacher's forward pass (both GEMMs and the host's GELU)
+  kTargets,       // the teacher's forward pass (both GEMMs and its GELU)
   kUpForward,     // up_proj: all-gather GEMM
   kGelu,          // TrainOps
   kDownForward,   // down_proj: reduce-scatter GEMM

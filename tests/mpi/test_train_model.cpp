@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cgemm/runtime/context.hpp"
@@ -39,15 +40,20 @@ TrainConfig small_config(Optimizer opt, double lr) {
   return c;
 }
 
-TEST(MlpTrainer, GradientsMatchFiniteDifferencesOfTheLoss) {
-  MlpTrainer t(*g_ctx, small_config(Optimizer::kSgd, 0.1));
+class MlpTrainerBias : public testing::TestWithParam<bool> {};
+
+TEST_P(MlpTrainerBias, GradientsMatchFiniteDifferencesOfTheLoss) {
+  TrainConfig cfg = small_config(Optimizer::kSgd, 0.1);
+  cfg.bias = GetParam();
+  MlpTrainer t(*g_ctx, cfg);
   const double loss = t.gradients(0).loss;
   ASSERT_TRUE(std::isfinite(loss) && loss > 0) << loss;
   const std::vector<float> g = t.gradients_host();
   const std::vector<float> w = t.weights();
   ASSERT_EQ(g.size(), w.size());
-  // W1 [8, 16], b1 [16], W2 [16, 8], b2 [8]: every 7th element reaches each of the four.
-  ASSERT_EQ(w.size(), size_t{8 * 16 + 16 + 16 * 8 + 8});
+  // W1 [8, 16], b1 [16], W2 [16, 8], b2 [8] (no b1, b2 with --bias off): every 7th element
+  // reaches each of them.
+  ASSERT_EQ(w.size(), cfg.bias ? size_t{8 * 16 + 16 + 16 * 8 + 8} : size_t{8 * 16 + 16 * 8});
   double scale = 0;
   for (float v : g) scale = std::max(scale, std::fabs(static_cast<double>(v)));
   ASSERT_GT(scale, 0);
@@ -73,6 +79,10 @@ TEST(MlpTrainer, GradientsMatchFiniteDifferencesOfTheLoss) {
   t.set_weights(w);
   EXPECT_EQ(t.gradients(0).loss, loss);  // set_weights restores the model bit for bit
 }
+INSTANTIATE_TEST_SUITE_P(BiasOnOff, MlpTrainerBias, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& i) {
+                           return i.param ? std::string("bias") : std::string("no_bias");
+                         });
 
 TEST(MlpTrainer, SgdStepsAgainstTheGradient) {
   const double lr = 0.25;

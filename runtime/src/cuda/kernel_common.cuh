@@ -1,6 +1,7 @@
 #pragma once
-// What the backend's kernel files share (cuda_kernels.cu, quantize_kernels.cu): the launch
-// shape of grid-stride kernels, the stale-error rule, and element loads and stores by kind.
+// What the backend's kernel files share (cuda_kernels.cu, quantize_kernels.cu,
+// train_kernels.cu): the launch shape of grid-stride kernels, the stale-error rule, and element
+// loads and stores by kind, one at a time or 16 bytes at a time.
 // Included only by .cu files; everything is internal to each of them.
 
 #include <cuda_runtime_api.h>

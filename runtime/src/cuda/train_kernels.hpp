@@ -21,7 +21,7 @@ cudaError_t launch_gelu_backward(const void* dh, const void* pre, void* dpre, DT
 cudaError_t launch_add_to_f32(const void* a, const void* b, DType t, float* target, int64_t n,
                               cudaStream_t stream);
 /// dy = (out + x - target) * grad_scale; partials[b] = block b's sum of (out + x - target)^2
-/// in double, for b < *blocks (set by the call; depends on n only).
+/// in double, for b < *blocks (set by the call; depends on n and on the buffers' alignment).
 cudaError_t launch_squared_error(const void* out, const void* x, const float* target, void* dy,
                                  DType t, int64_t n, double grad_scale, double* partials,
                                  int* blocks, cudaStream_t stream);

@@ -11,7 +11,7 @@ namespace cgemm::detail {
 
 /// The CPU backend's TrainOps (cpu_train_ops.cpp): host loops in double.
 std::unique_ptr<TrainOps> make_cpu_train_ops();
-/// The CUDA backend's (cuda_train_ops.cu): kernels on the backend's stream 0. CUDA builds only.
+/// The CUDA backend's (cuda_train_ops.cpp, kernels in cuda/train_kernels.cu): kernels on the backend's stream 0. CUDA builds only.
 std::unique_ptr<TrainOps> make_cuda_train_ops(Backend& be);
 
 /// Throws cgemm::Error naming `op` unless t is fp32, bf16 or fp16 and n >= 0.

@@ -8,9 +8,10 @@
 //
 // Conventions: every pointer is backend memory (Backend::allocate) holding `n` elements,
 // row-major; "DType t" is the element type of the activations and gradients (fp32, bf16 or
-// fp16) and every value is computed in fp32 or better and rounded once on store. Inputs and
+// fp16) and every value is computed in fp32 (CUDA) or fp64 (CPU: then rounded to fp32, then
+// to t) before it is stored. Inputs and
 // outputs may be the same buffer only where a function says so. GELU is the exact one,
-// z * Phi(z) (erf), as torch.nn.functional.gelu's default and Transformer Engine's "gelu".
+// z * Phi(z) (erf), as torch.nn.functional.gelu's default (not the tanh approximation).
 //
 // Errors: cgemm::Error for a dtype other than fp32, bf16 or fp16, a negative n, or a failed
 // kernel launch (named with the op). Not thread-safe (it uses the backend's stream 0).
@@ -57,7 +58,8 @@ class TrainOps {
   /// The residual block's loss: y = out + x, d = y - target; dy = d * grad_scale (in t) and
   /// the return value is the sum of d^2 over the n elements, in fp64 (the caller divides by
   /// the global count and sums over ranks). Synchronizes (the sum comes back to the host);
-  /// the sum's order is fixed for a given n, so a rerun gives the same bits.
+  /// the sum's order is fixed for a given n and buffers (their alignment picks the CUDA grid), so
+  /// a rerun gives the same bits.
   virtual double squared_error(const void* out, const void* x, const float* target, void* dy,
                                DType t, int64_t n, double grad_scale) = 0;
   /// The optimizer update (OptimizerStep). grad must not overlap master, m, v or value.
