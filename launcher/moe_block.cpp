@@ -232,8 +232,11 @@ MoeOutcome run_moe(const RunConfig& cfg, Context& ctx, nlohmann::json report) {
       std::to_string(cfg.seed) + ", " + std::to_string(m.empty_groups) +
       " groups emptied); every rank runs it on its own (same weights, its own tokens)");
   say("group sizes (tokens per expert, sorted by expert): " + sizes_text(job.sizes));
-  say("warm-up " + std::to_string(cfg.warmup) + " blocks, then " + std::to_string(cfg.iterations) +
-      " timed calls each of up, down and the block");
+  const auto count = [](int n, const char* what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  say("warm-up: " + count(cfg.warmup, "untimed call") + " of the block, then " +
+      count(cfg.iterations, "timed call") + " each of up, down and the block");
 
   bool passed = true;
   try {
