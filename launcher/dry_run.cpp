@@ -276,24 +276,34 @@ void check_values(const RunConfig& cfg) {
   }
   int64_t k = 1;
   for (const GemmSpec& g : cfg.gemms) k = std::max(k, g.hidden_in);
-  const double out_scale = s * s * std::sqrt(static_cast<double>(k));
+  double out_scale = s * s * std::sqrt(static_cast<double>(k));
+  const char* out_rule = "std^2 x sqrt(hidden_in)";
+  double out_low = out_scale;  // the smallest output scale, for the underflow check
+  if (cfg.experiment == Experiment::kMoe) {
+    // up = x @ w_up: std^2 sqrt(H); down = up @ w_down: that x std sqrt(F).
+    const double up = s * s * std::sqrt(static_cast<double>(cfg.moe.hidden));
+    const double down = up * s * std::sqrt(static_cast<double>(cfg.moe.ffn));
+    out_scale = std::max(up, down);
+    out_low = std::min(up, down);
+    out_rule = "std^2 x sqrt(moe_hidden), then x std x sqrt(moe_ffn)";
+  }
   if (5.8 * s > max || 5.8 * out_scale > max) {
     std::ostringstream o;
     o << value << ": the ";
     if (5.8 * s > max) {
       o << "inputs (up to 5.8 std)";
     } else {
-      o << "outputs (about std^2 x sqrt(hidden_in) = " << out_scale << ")";
+      o << "outputs (about " << out_rule << " = " << out_scale << ")";
     }
     o << " overflow " << dt << ", whose largest value is " << max;
     throw OptionError(o.str());
   }
   // Values below half the smallest subnormal round to zero: ask for inputs and outputs of
   // at least a few of them.
-  if (s < 4.0 * tiny || out_scale < 4.0 * tiny) {
+  if (s < 4.0 * tiny || out_low < 4.0 * tiny) {
     std::ostringstream o;
     o << value << ": the "
-      << (s < 4.0 * tiny ? "inputs" : "outputs (about std^2 x sqrt(hidden_in))")
+      << (s < 4.0 * tiny ? "inputs" : std::string("outputs (about ") + out_rule + ")")
       << " underflow to zero in " << dt << ", whose smallest positive value is " << tiny;
     throw OptionError(o.str());
   }

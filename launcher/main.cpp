@@ -1,6 +1,7 @@
 // cgemm-run: the main job. Every rank parses the same options, builds the dp x tp mesh
 // and a backend, then for each GEMM of the block runs the overlapped collective GEMM and
-// the sequential path, times both and checks one against the other.
+// the sequential path, times both and checks one against the other; or, with experiment =
+// moe, runs the MoE expert block of grouped GEMMs (moe_block.hpp).
 //
 // Errors every rank sees alike (options, mesh, planner rules) end the job on every rank
 // with one message from the lowest failing rank. Errors of one rank (a device or transport
@@ -23,6 +24,7 @@
 #include "check.hpp"
 #include "dry_run.hpp"
 #include "job.hpp"
+#include "moe_block.hpp"
 #include "mpi_session.hpp"
 #include "output_dump.hpp"
 #include "output_files.hpp"
@@ -426,6 +428,21 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info, 
   return out;
 }
 
+/// The MoE expert block (moe_block.hpp), never in a sweep, as an experiment's outcome.
+Outcome run_moe_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info) {
+  const MoeOutcome m = run_moe(cfg, ctx, report_header(cfg, ctx, info));
+  Outcome out;
+  out.rc = m.rc;
+  out.dp = ctx.comms().dp();
+  out.tp = ctx.comms().tp();
+  out.backend = ctx.backend().name();
+  out.overlapped_ms = m.block_ms;
+  out.flops = m.flops;
+  out.failures = m.failures;
+  if (cfg.check) out.check = m.rc == 0 ? "PASSED" : "FAILED";
+  return out;
+}
+
 /// parse: every experiment's options, mesh rules and values, before the first runs.
 ParseResult parse_phase(int argc, char** argv, int world) {
   ParseResult parsed = parse_run_config(argc, argv);
@@ -454,7 +471,10 @@ std::vector<PlannedBlock> plan_phase(const ParseResult& parsed) {
   const size_t count = parsed.experiments.size();
   for (size_t i = 0; i < count; ++i) {
     try {
-      planned.push_back(plan_block(parsed.experiments[i], world_rank()));
+      // The MoE experiment plans its grouped GEMMs when it runs (moe_block.hpp).
+      planned.push_back(parsed.experiments[i].experiment == Experiment::kMoe
+                            ? PlannedBlock{}
+                            : plan_block(parsed.experiments[i], world_rank()));
     } catch (const std::exception& e) {
       if (count == 1) throw;
       throw Error("experiment " + std::to_string(i + 1) + "/" + std::to_string(count) + " (" +
@@ -556,7 +576,8 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < count; ++i) {
     const RunConfig& cfg = experiments[i];
     if (!context_for(first, first.tp, cfg.overlap, ctx)) return kExitUsage;
-    const Outcome o = run_experiment(cfg, *ctx, info, sweep);
+    const Outcome o = cfg.experiment == Experiment::kMoe ? run_moe_experiment(cfg, *ctx, info)
+                                                         : run_experiment(cfg, *ctx, info, sweep);
     if (o.rc == kExitUsage) return kExitUsage;
     if (o.rc != 0) rc = o.rc;
     rows.add(sweep_row(i, parsed.labels[i], cfg, o));

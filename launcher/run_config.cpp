@@ -177,7 +177,8 @@ std::vector<Row> own_rows() {
   };
   rows.push_back(std::move(tp));
 
-  // Problem
+  // Problem: the experiment and the MoE block's sizes (moe_options.hpp), then the GEMM block.
+  for (Row& r : moe_rows<RunConfig>()) rows.push_back(std::move(r));
   rows.push_back(number<int64_t>(
       "batch", G::kProblem, "N", "sequences", "global batch size B, split over dp",
       [](auto& c) -> auto& { return c.batch; }, 1, "must be at least 1 [sequences]"));
@@ -377,9 +378,45 @@ std::vector<Row> own_rows() {
   return rows;
 }
 
+// What the MoE experiment does not do, and its sizes together (moe_block.hpp).
+void check_moe(const RunConfig& cfg) {
+  const MoeOptions& m = cfg.moe;
+  if (m.empty_groups >= m.experts) {
+    throw OptionError("--moe_empty_groups " + std::to_string(m.empty_groups) +
+                      ": must be less than moe_experts " + std::to_string(m.experts) +
+                      " (the tokens need a group)");
+  }
+  if (m.router == MoeRouter::kOneGroup && m.empty_groups != 0) {
+    throw OptionError("--moe_empty_groups " + std::to_string(m.empty_groups) +
+                      ": moe_router one_group already leaves every group but one empty (give 0)");
+  }
+  // The largest tensor, the weights [G, H, F], in fp32 bytes: far from int64's end.
+  if (static_cast<double>(m.experts) * static_cast<double>(m.hidden) * static_cast<double>(m.ffn) *
+          4.0 >
+      0x1.0p60) {
+    throw OptionError("--moe_experts " + std::to_string(m.experts) + " x moe_hidden " +
+                      std::to_string(m.hidden) + " x moe_ffn " + std::to_string(m.ffn) +
+                      ": the expert weights are too large");
+  }
+  if (cfg.experiment != Experiment::kMoe) return;
+  const auto refuse = [](const std::string& option, const std::string& why) {
+    throw OptionError(option + ": experiment moe " + why);
+  };
+  if (cfg.dry_run) refuse("--dry_run", "has no dry run (it plans the collective GEMMs)");
+  if (!cfg.trace.empty()) refuse("--trace " + cfg.trace, "writes no trace");
+  if (!cfg.output_dump.empty()) refuse("--output_dump " + cfg.output_dump, "writes no output dump");
+  if (!cfg.sweep_csv.empty()) refuse("--sweep_csv " + cfg.sweep_csv, "runs no sweep");
+  if (!cfg.sweep_jsonl.empty()) refuse("--sweep_jsonl " + cfg.sweep_jsonl, "runs no sweep");
+  if (cfg.quantization.mode != ScalingMode::kNoScaling) {
+    refuse("--scaling " + scaling_option_name(cfg.quantization.mode),
+           "runs unscaled bf16, fp16 or fp32 grouped GEMMs (give scaling none)");
+  }
+}
+
 RunConfig read_config(const OptionReader& r) {
   RunConfig cfg = read_rows(run_rows(), r);
   check_distinct(output_files(cfg), {{"--config", cfg.config_file}});
+  check_moe(cfg);
   return cfg;
 }
 
@@ -475,6 +512,11 @@ ParseResult parse_run_config(int argc, const char* const* argv) {
   result.swept = parsed.swept;
   const size_t count = result.experiments.size();
   result.config = result.experiments.front();
+  if (count > 1 && result.config.experiment == Experiment::kMoe) {
+    throw OptionError("experiment moe: the options give a sweep of " + std::to_string(count) +
+                      " experiments (" + listed(result.swept) +
+                      " as lists); the MoE experiment runs one, give single values");
+  }
   if (count > 1) {
     for (const auto& [option, path] :
          {std::pair<const char*, const std::string&>{"--report", result.config.report},
@@ -508,6 +550,12 @@ std::string to_ini(const RunConfig& cfg) {
 }
 
 void resolve_mesh(RunConfig& cfg, int world_size) {
+  if (cfg.experiment == Experiment::kMoe) {
+    // Its ranks run on their own: only dp | world and tp x dp = world hold (a batch of dp
+    // and a sequence of the world size divide by anything those allow).
+    resolve_dp_tp(cfg.tp, cfg.dp, cfg.dp, world_size, world_size, "");
+    return;
+  }
   resolve_dp_tp(cfg.tp, cfg.dp, cfg.batch, cfg.seq_len, world_size,
                 "each data-parallel group runs batch / dp sequences");
   const std::string tp = std::to_string(cfg.tp);

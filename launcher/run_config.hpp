@@ -14,6 +14,7 @@
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/options.hpp"
 #include "cgemm/runtime/plan_description.hpp"
+#include "moe_options.hpp"
 #include "option_table.hpp"
 #include "output_files.hpp"
 #include "shared_options.hpp"
@@ -30,6 +31,9 @@ struct GemmSpec {
 };
 
 struct RunConfig : SharedOptions {
+  // What the job runs: the block of collective GEMMs below, or the MoE block of `moe`.
+  Experiment experiment = Experiment::kCollectiveGemm;
+  MoeOptions moe;  // experiment moe (moe_block.hpp); the gemm options do not apply to it
   // mesh (dp: SharedOptions)
   int tp = 0;  // 0: world size / dp
   // problem
@@ -94,7 +98,8 @@ const std::vector<std::string_view>& run_sweepable_options();
 std::vector<NamedPath> output_files(const RunConfig& cfg);
 
 /// Checks what needs the world size: world % dp == 0, tp * dp == world, seq_len % tp == 0,
-/// hidden sizes divisible by tp, batch % dp == 0. Resolves tp when 0. Throws OptionError.
+/// hidden sizes divisible by tp, batch % dp == 0 (experiment moe: only the first two, as its
+/// ranks run on their own). Resolves tp when 0. Throws OptionError.
 void resolve_mesh(RunConfig& cfg, int world_size);
 
 /// The resolved config as INI text (what the report prints).

@@ -67,3 +67,14 @@ add_test(NAME gpu_grouped_plan_np1
           $<TARGET_FILE:test_grouped_plan> --backend=cuda)
 set_tests_properties(gpu_grouped_plan_np1 PROPERTIES LABELS "gpu;mpi" TIMEOUT 300 PROCESSORS 1
   ENVIRONMENT "${CGEMM_MPI_ENV}" SKIP_REGULAR_EXPRESSION "no GPU: every case skips")
+
+# cgemm-run's MoE expert block (experiment = moe) on the CUDA backend: configs/moe_demo.ini,
+# its grouped GEMMs a loop of cuBLASLt GEMMs, checked per group against the fp64 host
+# reference with the fp32-accumulation bound (tests/mpi/check_moe.sh); skips without a GPU.
+add_test(NAME gpu_moe_demo_np1
+  COMMAND ${CMAKE_SOURCE_DIR}/tests/mpi/check_moe.sh ${CMAKE_CURRENT_BINARY_DIR}/moe_gpu skewed
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --config ${CMAKE_SOURCE_DIR}/configs/moe_demo.ini
+          --backend cuda)
+set_tests_properties(gpu_moe_demo_np1 PROPERTIES LABELS "gpu;mpi" TIMEOUT 120 PROCESSORS 1
+  ENVIRONMENT "${CGEMM_MPI_ENV}" SKIP_REGULAR_EXPRESSION "sees no usable GPU")

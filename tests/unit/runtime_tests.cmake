@@ -87,3 +87,11 @@ target_compile_definitions(test_train_config PRIVATE CGEMM_SOURCE_DIR="${CMAKE_S
 cgemm_add_unit_test(test_trace_split
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_trace_split.cpp
   LIBS cgemm_launcher_lib)
+# cgemm-run's MoE experiment (launcher/moe_router, moe_check): the router's rules, and the
+# per-group fp64 check passing the right outputs and failing broken ones.
+cgemm_add_unit_test(test_moe_router
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_moe_router.cpp
+  LIBS cgemm_launcher_lib)
+cgemm_add_unit_test(test_moe_check
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_moe_check.cpp
+  LIBS cgemm_launcher_lib)

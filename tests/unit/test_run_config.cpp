@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench_config.hpp"
@@ -104,6 +105,14 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.overlap.use_ce, b.overlap.use_ce);
   EXPECT_EQ(a.overlap.aggregate_all_gather, b.overlap.aggregate_all_gather);
   EXPECT_EQ(a.overlap.chunks_per_rank, b.overlap.chunks_per_rank);
+  EXPECT_EQ(a.experiment, b.experiment);
+  EXPECT_EQ(a.moe.tokens, b.moe.tokens);
+  EXPECT_EQ(a.moe.experts, b.moe.experts);
+  EXPECT_EQ(a.moe.hidden, b.moe.hidden);
+  EXPECT_EQ(a.moe.ffn, b.moe.ffn);
+  EXPECT_EQ(a.moe.router, b.moe.router);
+  EXPECT_EQ(a.moe.empty_groups, b.moe.empty_groups);
+  EXPECT_EQ(a.moe.check_rows, b.moe.check_rows);
 }
 
 // Each test gets its own scratch folder for INI files.
@@ -699,6 +708,109 @@ TEST_F(RunConfigTest, TransformerEngineConfigs) {
 }
 
 // ---------------------------------------------------------------------------------------
+// experiment = moe (launcher/moe_options.hpp)
+
+TEST_F(RunConfigTest, MoeDefaults) {
+  const RunConfig c = parse_config({});
+  EXPECT_EQ(c.experiment, Experiment::kCollectiveGemm);
+  EXPECT_EQ(c.moe.tokens, 512);
+  EXPECT_EQ(c.moe.experts, 8);
+  EXPECT_EQ(c.moe.hidden, 64);
+  EXPECT_EQ(c.moe.ffn, 96);
+  EXPECT_EQ(c.moe.router, MoeRouter::kUniform);
+  EXPECT_EQ(c.moe.empty_groups, 0);
+  EXPECT_EQ(c.moe.check_rows, 0);
+}
+
+TEST_F(RunConfigTest, MoeHelpListsItsOptionsWithUnits) {
+  const std::string h = parse({"--help"}).help_text;
+  expect_contains(h,
+                  {"--experiment X (=collective_gemm)", "MoE expert block", "--moe_tokens T (=512)",
+                   "--moe_experts G (=8)", "--moe_hidden H (=64)", "--moe_ffn F (=96)",
+                   "--moe_router X (=uniform)", "one_group", "--moe_empty_groups E (=0)",
+                   "--moe_check_rows R (=0)", "[experts]", "[rows per group]"});
+  // Refused in sweeps: the sweep note names them.
+  expect_contains(h, {"moe_tokens", "may not be swept"});
+}
+
+TEST_F(RunConfigTest, MoeOptionsFromCommandLineAndFileRoundTrip) {
+  const std::string ini = write("moe.ini",
+                                "experiment = moe\nmoe_tokens = 1000\nmoe_experts = 16\n"
+                                "moe_router = skewed\nmoe_empty_groups = 3\n");
+  RunConfig c = parse_config({"--config", ini, "--moe_hidden", "48", "--moe_ffn", "80",
+                              "--moe_check_rows", "5", "--moe_tokens", "2000", "--dtype", "fp16"});
+  EXPECT_EQ(c.experiment, Experiment::kMoe);
+  EXPECT_EQ(c.moe.tokens, 2000);  // the command line wins
+  EXPECT_EQ(c.moe.experts, 16);
+  EXPECT_EQ(c.moe.hidden, 48);
+  EXPECT_EQ(c.moe.ffn, 80);
+  EXPECT_EQ(c.moe.router, MoeRouter::kSkewed);
+  EXPECT_EQ(c.moe.empty_groups, 3);
+  EXPECT_EQ(c.moe.check_rows, 5);
+  expect_contains(to_ini(c), {"experiment = moe\n", "moe_tokens = 2000\n", "moe_router = skewed\n",
+                              "moe_empty_groups = 3\n", "moe_check_rows = 5\n"});
+  expect_same(round_trip(c), c);
+  // Its ranks run on their own: any dp x tp of the world (a collective GEMM's seq_len 256 does
+  // not divide by tp 3; the MoE experiment does not ask it to).
+  resolve_mesh(c, 3);
+  EXPECT_EQ(c.tp, 3);
+  EXPECT_NE(resolve_error(parse_config({"--experiment", "moe", "--dp", "2"}), 3).find("--dp 2"),
+            std::string::npos);
+}
+
+TEST_F(RunConfigTest, MoeErrorsNameTheOption) {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"--experiment", "moes"}, {"--experiment moes", "unknown experiment 'moes'", "moe"}},
+      {{"--moe_router", "zipf"}, {"--moe_router zipf", "uniform, skewed or one_group"}},
+      {{"--moe_tokens", "0"}, {"--moe_tokens 0", "must be 1 to 2147483647 [tokens]"}},
+      {{"--moe_tokens", "2147483648"}, {"--moe_tokens 2147483648", "[tokens]"}},
+      {{"--moe_experts", "0"}, {"--moe_experts 0", "[experts]"}},
+      {{"--moe_hidden", "-4"}, {"--moe_hidden -4", "[elements]"}},
+      {{"--moe_ffn", "x"}, {"moe_ffn", "x"}},
+      {{"--moe_check_rows", "-1"}, {"--moe_check_rows -1", "must be 0 (every row) or more"}},
+      {{"--moe_empty_groups", "8"}, {"--moe_empty_groups 8", "less than moe_experts 8"}},
+      {{"--moe_router", "one_group", "--moe_empty_groups", "1"},
+       {"--moe_empty_groups 1", "one_group already leaves"}},
+      {{"--experiment", "moe", "--dtype", "bf16,fp16"},
+       {"experiment moe", "sweep of 2 experiments", "dtype", "give single values"}},
+      {{"--moe_tokens", "16,32"}, {"moe_tokens", "may not be swept"}},
+      {{"--experiment", "moe", "--dry_run"}, {"--dry_run", "experiment moe has no dry run"}},
+      {{"--experiment", "moe", "--trace", "/tmp/t.json"}, {"--trace /tmp/t.json", "no trace"}},
+      {{"--experiment", "moe", "--sweep_csv", "/tmp/s.csv"}, {"--sweep_csv", "runs no sweep"}},
+      {{"--experiment", "moe", "--scaling", "current"}, {"--scaling current", "give scaling none"}},
+  };
+  for (const auto& [args, parts] : cases) {
+    SCOPED_TRACE(args.front() + " " + args[1]);
+    const std::string error = parse_error(args);
+    for (const std::string& part : parts) expect_contains(error, {part});
+  }
+  // Not refused where they apply.
+  EXPECT_NO_THROW(parse({"--experiment", "moe", "--moe_router", "one_group"}));
+  EXPECT_NO_THROW(parse({"--experiment", "moe", "--moe_empty_groups", "7"}));
+}
+
+TEST_F(RunConfigTest, MoeConfigs) {
+  RunConfig demo = parse_config({"--config", (kConfigsDir / "moe_demo.ini").string()});
+  EXPECT_EQ(demo.experiment, Experiment::kMoe);
+  EXPECT_EQ(demo.moe.router, MoeRouter::kSkewed);
+  EXPECT_EQ(demo.moe.empty_groups, 2);
+  EXPECT_EQ(demo.backend, BackendKind::kAuto);
+  for (int world : {1, 2}) {
+    RunConfig r = demo;
+    resolve_mesh(r, world);
+  }
+  const RunConfig h200 = parse_config({"--config", (kConfigsDir / "moe_h200.ini").string()});
+  EXPECT_EQ(h200.experiment, Experiment::kMoe);
+  EXPECT_EQ(h200.moe.tokens, 65536);
+  EXPECT_EQ(h200.moe.experts, 64);
+  EXPECT_EQ(h200.moe.hidden, 4096);
+  EXPECT_EQ(h200.moe.ffn, 2048);
+  EXPECT_EQ(h200.dtype, DType::kBFloat16);
+  EXPECT_EQ(h200.backend, BackendKind::kCuda);
+  EXPECT_EQ(h200.moe.check_rows, 8);
+}
+
+// ---------------------------------------------------------------------------------------
 // resolve_mesh
 
 TEST_F(RunConfigTest, ResolveMeshFillsTp) {
@@ -818,7 +930,8 @@ TEST_F(RunConfigTest, ToIniRoundTripsSingleGemmVariants) {
 }
 
 TEST_F(RunConfigTest, ToIniRoundTripsShippedConfigs) {
-  for (const char* file : {"demo.ini", "te_bf16_all_gather.ini", "te_bf16_reduce_scatter.ini"}) {
+  for (const char* file : {"demo.ini", "te_bf16_all_gather.ini", "te_bf16_reduce_scatter.ini",
+                           "moe_demo.ini", "moe_h200.ini"}) {
     const RunConfig c = parse_config({"--config", (kConfigsDir / file).string()});
     expect_same(round_trip(c), c);
   }
@@ -1149,6 +1262,14 @@ const std::map<std::string, std::string>& non_default_values() {
       {"use_ce", "off"},
       {"aggregate_all_gather", "on"},
       {"chunks_per_rank", "4"},
+      {"experiment", "moe"},
+      {"moe_tokens", "1000"},
+      {"moe_experts", "16"},
+      {"moe_hidden", "48"},
+      {"moe_ffn", "80"},
+      {"moe_router", "skewed"},
+      {"moe_empty_groups", "3"},
+      {"moe_check_rows", "4"},
       {"sweep_csv", "s.csv"},
       {"sweep_jsonl", "s.jsonl"},
       {"knobs", "off"},
@@ -1234,12 +1355,16 @@ TEST_F(RunConfigTest, SweepListIsTheRowsMarkedSweepable) {
                                                  "aggregate_all_gather",
                                                  "chunks_per_rank"};
   EXPECT_EQ(run_sweepable_options(), documented);
-  // Refused as lists: the mesh and the backend.
+  // Refused as lists: the mesh, the experiment and the MoE block's options (it runs one
+  // experiment per job), and the backend.
   std::vector<std::string_view> refused;
   for (const auto& row : run_rows()) {
     if (row.sweep == Sweep::kRefused) refused.push_back(row.name);
   }
-  EXPECT_EQ(refused, (std::vector<std::string_view>{"dp", "tp", "backend", "gpu_sharing"}));
+  EXPECT_EQ(refused,
+            (std::vector<std::string_view>{
+                "dp", "tp", "experiment", "moe_tokens", "moe_experts", "moe_hidden", "moe_ffn",
+                "moe_router", "moe_empty_groups", "backend", "gpu_sharing", "moe_check_rows"}));
   // cgemm-bench has no sweeps (--cases and --knobs are its sweep): a list is a bad value.
   expect_contains(bench_error({"--warmup", "1,2"}), {"warmup", "1,2"});
 }
