@@ -53,4 +53,6 @@ if wants speed; then
   python3 "$root/scripts/train_speed_table.py" "$out/speed" >"$out/train_speed.md" || status=1
   cat "$out/train_speed.md"
 fi
+# The device tool brings back a limited number of files: one archive of them all.
+tar -czf "$out/train.tgz" -C "$out" --exclude train.tgz . 2>/dev/null || true
 exit $status
