@@ -131,7 +131,7 @@ enum class Path { kDefault, kOverlapped, kSequential };
 // copy, the call, the output copy, then a synchronize of `stream` only. Returns the failures.
 int run_on_caller_stream(Context& ctx, Path path, int calls, uint64_t seed) {
   const int tp = ctx.comms().tp();
-  const int64_t batch = 2, seq = 64 * tp, k = 256, n = 64 * tp;
+  const int64_t batch = 2, seq = 128 * tp, k = 512, n = 128 * tp;
   GemmPlan plan(
       ctx, tensor_sequence_parallel_gemm(ctx, "caller_stream", CollectiveOp::kAllGather, batch, seq,
                                          k, n, DType::kFloat32, false, false));
@@ -142,9 +142,9 @@ int run_on_caller_stream(Context& ctx, Path path, int calls, uint64_t seed) {
   const auto out_count = static_cast<size_t>(num_elements(plan.out_local()));
 
   Device x_dev(x_count * 4), w_dev(w.size() * 4), out_dev(out_count * 4);
-  // The queue ahead of the lhs copy: 8 memsets of 256 MiB (milliseconds on any GPU), long
+  // The queue ahead of the lhs copy: 16 memsets of 512 MiB (milliseconds on any GPU), long
   // enough that a GEMM not waiting for the caller's stream reads the poisoned lhs.
-  const size_t delay_bytes = size_t{256} << 20;
+  const size_t delay_bytes = size_t{512} << 20;
   Device delay(delay_bytes);
   check(cudaMemcpy(w_dev.p, w.data(), w.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy(w)");
   Pinned x_host(x_count), out_host(out_count);
@@ -161,7 +161,7 @@ int run_on_caller_stream(Context& ctx, Path path, int calls, uint64_t seed) {
     // 0xff bytes: a NaN in every float.
     check(cudaMemsetAsync(x_dev.p, 0xff, x_count * 4, stream), "cudaMemsetAsync(x poison)");
     check(cudaMemsetAsync(out_dev.p, 0xff, out_count * 4, stream), "cudaMemsetAsync(out poison)");
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 16; ++i) {
       check(cudaMemsetAsync(delay.p, i, delay_bytes, stream), "cudaMemsetAsync(delay)");
     }
     check(cudaMemcpyAsync(x_dev.p, x_host.p, x_count * 4, cudaMemcpyHostToDevice, stream),
