@@ -12,7 +12,7 @@ when nobody has; finalized at exit), or the communicator given as a Fortran hand
                     bias_spec="('tpsp',)")
     x = np.empty(plan.lhs.local_shape, np.float32)      # this rank's shards
     ...
-    plan.execute(x, w, b, y)
+    plan.execute(x, w, b, y)             # CUDA: plan.execute(..., stream=int handle)
 
 The library: $CGEMM_LIBRARY if set, else the build tree's (build/lib/libcgemm.so.0 beside
 this folder), else the installed one (the loader's search path: libcgemm.so.0).
