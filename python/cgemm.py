@@ -12,7 +12,7 @@ when nobody has; finalized at exit), or the communicator given as a Fortran hand
                     bias_spec="('tpsp',)")
     x = np.empty(plan.lhs.local_shape, np.float32)      # this rank's shards
     ...
-    plan.execute(x, w, b, y)
+    plan.execute(x, w, b, y)             # CUDA: plan.execute(..., stream=int handle)
 
 The library: $CGEMM_LIBRARY if set, else the build tree's (build/lib/libcgemm.so.0 beside
 this folder), else the installed one (the loader's search path: libcgemm.so.0).
@@ -153,6 +153,9 @@ def _load():
         "cgemm_plan_tensor_info": (
             status, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
         "cgemm_plan_execute": (status, [ctypes.c_void_p] * 5),
+        "cgemm_plan_execute_on_stream": (status, [ctypes.c_void_p] * 6),
+        "cgemm_context_create_nccl_fortran": (
+            status, [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_ContextDesc), c_void_pp]),
     }
     for name, (restype, argtypes) in sigs.items():
         f = getattr(lib, name)
@@ -172,6 +175,15 @@ def _check(status):
 
 def _bytes(s):
     return None if s is None else str(s).encode()
+
+
+def _handle_int(value, what):
+    """A native handle (a stream, a communicator) given as an int; 0 stands for NULL."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what}: an int handle is needed, got {type(value).__name__}")
+    if value < 0 or value >= 1 << (8 * ctypes.sizeof(ctypes.c_void_p)):
+        raise ValueError(f"{what}: {value} is not a pointer value")
+    return value or None
 
 
 def version():
@@ -236,14 +248,23 @@ class Plan:
                              f"{info.dtype} {info.local_shape} (this rank's shard)")
         return array.ctypes.data
 
-    def execute(self, lhs, rhs, bias, out):
+    def execute(self, lhs, rhs, bias, out, stream=None):
         """Collective: out = lhs @ rhs (+ bias) on this rank's shards (numpy arrays of the
-        local shapes; host memory: the CPU backend). out holds the result on return."""
+        local shapes; host memory: the CPU backend). out holds the result on return.
+
+        stream: None, or the caller's stream as an int handle (a cudaStream_t, e.g. torch's
+        torch.cuda.current_stream().cuda_stream): cgemm_plan_execute_on_stream, ordered on
+        that stream with events. The CPU backend ignores it."""
         if self._handle is None:
             raise Error("CGEMM_ERROR_STATE", "the plan is closed")
-        _check(_lib.cgemm_plan_execute(
-            self._handle, self._pointer(lhs, self.lhs, "lhs"), self._pointer(rhs, self.rhs, "rhs"),
-            self._pointer(bias, self.bias, "bias"), self._pointer(out, self.out, "out", True)))
+        args = (self._handle, self._pointer(lhs, self.lhs, "lhs"),
+                self._pointer(rhs, self.rhs, "rhs"), self._pointer(bias, self.bias, "bias"),
+                self._pointer(out, self.out, "out", True))
+        if stream is None:
+            _check(_lib.cgemm_plan_execute(*args))
+        else:
+            _check(_lib.cgemm_plan_execute_on_stream(*args, ctypes.c_void_p(_handle_int(
+                stream, "stream"))))
 
     def close(self):
         if self._handle is not None:
@@ -261,11 +282,14 @@ class Context:
     """The mesh on a communicator (collective): dp x tp (tp 0: world size / dp), the axis names
     the specs use, the backend ("cpu", "cuda", "auto") and the overlap knobs. comm: None for
     MPI_COMM_WORLD (MPI initialized here if needed), or a Fortran handle (mpi4py:
-    comm.py2f()). Attributes: rank, size, dp, tp, dp_rank, tp_rank, backend."""
+    comm.py2f()). nccl_comm: None, or the caller's NCCL communicator over this rank's TP group
+    as an int handle (an ncclComm_t), which the CUDA backend borrows instead of making its own
+    (cgemm_context_create_nccl_fortran: it needs comm; the caller destroys it after close()).
+    Attributes: rank, size, dp, tp, dp_rank, tp_rank, backend."""
 
     def __init__(self, dp=1, tp=0, backend="auto", dp_axis="dp", tpsp_axis="tpsp",
                  overlap="auto", num_max_streams=3, chunks_per_rank=1,
-                 aggregate_all_gather=False, comm=None):
+                 aggregate_all_gather=False, comm=None, nccl_comm=None):
         desc = _ContextDesc()
         _lib.cgemm_context_desc_init(ctypes.byref(desc))
         desc.dp, desc.tp = dp, tp
@@ -274,7 +298,14 @@ class Context:
         desc.num_max_streams, desc.chunks_per_rank = num_max_streams, chunks_per_rank
         desc.aggregate_all_gather = int(bool(aggregate_all_gather))
         handle = ctypes.c_void_p()
-        if comm is None:
+        if nccl_comm is not None:
+            if comm is None:
+                raise ValueError("nccl_comm needs comm, the MPI communicator of the bootstrap as "
+                                 "a Fortran handle (mpi4py: comm.py2f())")
+            _check(_lib.cgemm_context_create_nccl_fortran(
+                int(comm), ctypes.c_void_p(_handle_int(nccl_comm, "nccl_comm")),
+                ctypes.byref(desc), ctypes.byref(handle)))
+        elif comm is None:
             _check(_lib.cgemm_context_create_world(ctypes.byref(desc), ctypes.byref(handle)))
         else:
             _check(_lib.cgemm_context_create_fortran(int(comm), ctypes.byref(desc),

@@ -2,7 +2,8 @@
 # device-check.sh: runs on the GPU machine over a .devbuild/ made by pack-device.sh; builds
 # nothing. In one call of a few minutes, on any number of GPUs (one is enough):
 #  1. the GPU unit tests: cuBLASLt GEMMs; the CUDA backend one rank per GPU, and 2 and 4 ranks
-#     sharing the GPUs (no NCCL); the copy-engine protocol on 2 ranks;
+#     sharing the GPUs (no NCCL); the copy-engine protocol on 2 ranks; execution on a caller's
+#     stream and a borrowed NCCL communicator (1 and 2 ranks);
 #  2. the GPU matrix with ranks sharing the GPUs (tp 2, 4, 8, dp 2 x tp 2; every schedule,
 #     checked against the sequential path and against the CPU backend), and on 2+ GPUs the
 #     same over NVLink on both transports (copy engine, NCCL), one rank per GPU;
@@ -56,6 +57,10 @@ if [ "${SKIP_UNIT:-0}" != 1 ]; then
       "$bin/test_cuda_backend" --gtest_brief=1
   done
   step test_ce_transport $mpi -np 2 "$bin/test_ce_transport"
+  # The caller's stream: 1 rank (with the borrowed NCCL communicator), and 2 ranks sharing the
+  # GPUs where they are fewer (the NCCL cases skip then, saying why).
+  step test_caller_stream_np1 $mpi -np 1 "$bin/test_caller_stream" --gtest_brief=1
+  step test_caller_stream_np2 $mpi -np 2 "$bin/test_caller_stream" --gtest_brief=1
 fi
 
 if [ "${SKIP_MATRIX:-0}" != 1 ]; then

@@ -15,6 +15,7 @@
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/shape.hpp"
+#include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
@@ -158,7 +159,8 @@ cgemm::GemmDesc gemm_desc(const cgemm_plan_desc& d) {
   return g;
 }
 
-cgemm_status create_context(MPI_Comm comm, const cgemm_context_desc* desc, cgemm_context** out) {
+cgemm_status create_context(MPI_Comm comm, void* nccl_comm, const cgemm_context_desc* desc,
+                            cgemm_context** out) {
   require(desc, "desc");
   require(out, "out");
   if (comm == MPI_COMM_NULL) throw ArgumentError("comm is MPI_COMM_NULL");
@@ -184,9 +186,31 @@ cgemm_status create_context(MPI_Comm comm, const cgemm_context_desc* desc, cgemm
                         ": each must be at least 1");
   }
   const auto kind = parse_arg(desc->backend, "auto", "backend", cgemm::parse_backend);
+  // As Context's BackendKind constructor, plus the borrowed communicator (checked there,
+  // collectively: every rank lends one or none, the CUDA backend only).
+  cgemm::BackendOptions backend;
+  backend.kind = kind;
+  backend.timeout_s = cgemm::watchdog::running() ? cgemm::watchdog::timeout_s() : 300.0;
+  backend.nccl_comm = nccl_comm;
   auto c = std::make_unique<cgemm_context>();
-  c->ctx = std::make_unique<cgemm::Context>(comm, mesh, kind, overlap);
+  c->ctx = std::make_unique<cgemm::Context>(comm, mesh, backend, overlap);
   *out = c.release();
+  return CGEMM_SUCCESS;
+}
+
+// cgemm_plan_execute and cgemm_plan_execute_on_stream: the same checks, then the C++ call.
+cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const void* bias,
+                     void* out, void* stream) {
+  require(plan, "plan");
+  require(lhs, "lhs");
+  require(rhs, "rhs");
+  require(out, "out");
+  const bool has_bias = plan->plan->desc().bias_shape.has_value();
+  if (has_bias && bias == nullptr) throw ArgumentError("bias is NULL but the plan has a bias");
+  if (!has_bias && bias != nullptr) {
+    throw ArgumentError("bias is given but the plan has none (bias_ndim 0)");
+  }
+  plan->plan->execute(lhs, rhs, bias, out, stream);
   return CGEMM_SUCCESS;
 }
 
@@ -241,7 +265,12 @@ void cgemm_context_desc_init(cgemm_context_desc* desc) {
 
 cgemm_status cgemm_context_create(MPI_Comm comm, const cgemm_context_desc* desc,
                                   cgemm_context** out) {
-  return guarded(__func__, [&] { return create_context(comm, desc, out); });
+  return guarded(__func__, [&] { return create_context(comm, nullptr, desc, out); });
+}
+
+cgemm_status cgemm_context_create_nccl(MPI_Comm comm, void* nccl_comm,
+                                       const cgemm_context_desc* desc, cgemm_context** out) {
+  return guarded(__func__, [&] { return create_context(comm, nccl_comm, desc, out); });
 }
 
 cgemm_status cgemm_context_create_fortran(MPI_Fint comm, const cgemm_context_desc* desc,
@@ -251,7 +280,18 @@ cgemm_status cgemm_context_create_fortran(MPI_Fint comm, const cgemm_context_des
     MPI_Initialized(&initialized);
     // MPI_Comm_f2c before MPI_Init is undefined: create_context's check comes too late.
     if (!initialized) throw ArgumentError("MPI is not initialized (MPI_Init)");
-    return create_context(MPI_Comm_f2c(comm), desc, out);
+    return create_context(MPI_Comm_f2c(comm), nullptr, desc, out);
+  });
+}
+
+cgemm_status cgemm_context_create_nccl_fortran(MPI_Fint comm, void* nccl_comm,
+                                               const cgemm_context_desc* desc,
+                                               cgemm_context** out) {
+  return guarded(__func__, [&] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) throw ArgumentError("MPI is not initialized (MPI_Init)");
+    return create_context(MPI_Comm_f2c(comm), nccl_comm, desc, out);
   });
 }
 
@@ -269,7 +309,7 @@ cgemm_status cgemm_context_create_world(const cgemm_context_desc* desc, cgemm_co
       }
       initialized_mpi = true;
     }
-    return create_context(MPI_COMM_WORLD, desc, out);
+    return create_context(MPI_COMM_WORLD, nullptr, desc, out);
   });
 }
 
@@ -402,19 +442,12 @@ cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operan
 
 cgemm_status cgemm_plan_execute(cgemm_plan* plan, const void* lhs, const void* rhs,
                                 const void* bias, void* out) {
-  return guarded(__func__, [&] {
-    require(plan, "plan");
-    require(lhs, "lhs");
-    require(rhs, "rhs");
-    require(out, "out");
-    const bool has_bias = plan->plan->desc().bias_shape.has_value();
-    if (has_bias && bias == nullptr) throw ArgumentError("bias is NULL but the plan has a bias");
-    if (!has_bias && bias != nullptr) {
-      throw ArgumentError("bias is given but the plan has none (bias_ndim 0)");
-    }
-    plan->plan->execute(lhs, rhs, bias, out);
-    return CGEMM_SUCCESS;
-  });
+  return guarded(__func__, [&] { return execute(plan, lhs, rhs, bias, out, nullptr); });
+}
+
+cgemm_status cgemm_plan_execute_on_stream(cgemm_plan* plan, const void* lhs, const void* rhs,
+                                          const void* bias, void* out, void* stream) {
+  return guarded(__func__, [&] { return execute(plan, lhs, rhs, bias, out, stream); });
 }
 
 }  // extern "C"

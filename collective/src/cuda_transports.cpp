@@ -25,9 +25,19 @@ void CudaTransports::check_async_error() const {
 }
 
 CudaTransports make_cuda_transports(const MeshComms& comms, bool use_ce, bool gpu_sharing,
-                                    const std::string& where) {
+                                    ncclComm_t borrowed_nccl, const std::string& where) {
   CudaTransports t;
-  if (!gpu_sharing) t.nccl = std::make_unique<NcclTransport>(comms.tp_comm(), where);
+  // gpu_sharing is the job's, the same on every rank: refused alike.
+  if (gpu_sharing && borrowed_nccl != nullptr) {
+    throw Error(where +
+                ": a borrowed NCCL communicator cannot be used while ranks share a GPU "
+                "(gpu_sharing: NCCL refuses two ranks of one communicator on one GPU)");
+  }
+  if (borrowed_nccl != nullptr) {
+    t.nccl = std::make_unique<NcclTransport>(comms.tp_comm(), borrowed_nccl, where);
+  } else if (!gpu_sharing) {
+    t.nccl = std::make_unique<NcclTransport>(comms.tp_comm(), where);
+  }
   if (comms.tp() == 1) {
     t.ce_why_not = "tp = 1: nothing to move";
   } else if (!use_ce) {

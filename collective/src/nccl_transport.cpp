@@ -42,7 +42,7 @@ int env_positive_int(const EnvKnob& knob) {
 
 }  // namespace
 
-NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::move(where)) {
+void NcclTransport::read_group(MPI_Comm tp_comm) {
   check_mpi(MPI_Comm_rank(tp_comm, &rank_), "MPI_Comm_rank(tp)");
   check_mpi(MPI_Comm_size(tp_comm, &size_), "MPI_Comm_size(tp)");
   {
@@ -58,6 +58,10 @@ NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::
     MPI_Group_free(&tp_group);
     MPI_Group_free(&world_group);
   }
+}
+
+NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::move(where)) {
+  read_group(tp_comm);
 
   // Read the caps on every rank before any collective, so a bad value fails everywhere alike
   // instead of leaving the other ranks in MPI_Bcast.
@@ -99,9 +103,60 @@ NcclTransport::NcclTransport(MPI_Comm tp_comm, std::string where) : where_(std::
   abort_hook_ = watchdog::add_abort_hook([comm = comm_] { ncclCommAbort(comm); });
 }
 
+NcclTransport::NcclTransport(MPI_Comm tp_comm, ncclComm_t borrowed, std::string where)
+    : borrowed_(true), where_(std::move(where)) {
+  read_group(tp_comm);
+  // Checked locally, then agreed over the TP group, so every rank throws alike (a rank that
+  // threw alone would leave the others in the next collective).
+  std::string why;
+  const std::string me = "on " + peer(rank_);
+  int count = -1, user_rank = -1, comm_device = -1, device = -1;
+  if (borrowed == nullptr) {
+    why = "the borrowed NCCL communicator is null";
+  } else if (ncclCommCount(borrowed, &count) != ncclSuccess ||
+             ncclCommUserRank(borrowed, &user_rank) != ncclSuccess ||
+             ncclCommCuDevice(borrowed, &comm_device) != ncclSuccess) {
+    why =
+        "the borrowed NCCL communicator cannot be queried (ncclCommCount / ncclCommUserRank / "
+        "ncclCommCuDevice failed): not a live communicator";
+  } else if (cudaGetDevice(&device) != cudaSuccess) {
+    why = "cudaGetDevice failed";
+  } else if (count != size_) {
+    why = "the borrowed NCCL communicator has " + std::to_string(count) + " ranks, the TP group " +
+          std::to_string(size_) + ", " + me + ": pass a communicator over this rank's TP group";
+  } else if (user_rank != rank_) {
+    why = "the borrowed NCCL communicator's rank is " + std::to_string(user_rank) +
+          ", this rank's in the TP group " + std::to_string(rank_) + ", " + me +
+          ": the NCCL ranks must be the TP ranks (world rank = dp rank * tp + tp rank)";
+  } else if (comm_device != device) {
+    why = "the borrowed NCCL communicator is on GPU " + std::to_string(comm_device) +
+          ", the CUDA backend on GPU " + std::to_string(device) + ", " + me +
+          " (a rank's GPU is its local rank modulo the GPUs it sees)";
+  }
+  int lowest = why.empty() ? size_ : rank_;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, tp_comm),
+            "MPI_Allreduce(borrowed NCCL communicator check)");
+  if (lowest < size_) {
+    char text[1024] = {};
+    if (lowest == rank_) why.copy(text, sizeof(text) - 1);
+    check_mpi(MPI_Bcast(text, sizeof(text), MPI_CHAR, lowest, tp_comm),
+              "MPI_Bcast(borrowed NCCL communicator check)");
+    throw Error((where_.empty() ? std::string() : where_ + ": ") + text);
+  }
+  comm_ = borrowed;
+  settings_ =
+      "borrowed communicator (the caller's configuration; CGEMM_NCCL_MIN_CTAS / "
+      "CGEMM_NCCL_MAX_CTAS do not apply)";
+  // As for an own communicator: a timed-out wait ends the job, and NCCL's kernels must let go
+  // of the GPU first.
+  abort_hook_ = watchdog::add_abort_hook([comm = comm_] { ncclCommAbort(comm); });
+}
+
 NcclTransport::~NcclTransport() {
   if (comm_ == nullptr) return;
   watchdog::remove_abort_hook(abort_hook_);
+  // The caller's: it decides whether to destroy or abort it.
+  if (borrowed_) return;
   // Destroying a healthy communicator lets NCCL flush cleanly; after an error, or while an
   // exception unwinds (a peer may be gone), abort so this rank cannot block here.
   if (healthy_ && std::uncaught_exceptions() == 0) {

@@ -195,6 +195,28 @@ std::string check_placement(const MeshComms& comms, BackendChoice& choice, Backe
   return "";
 }
 
+// Whether the caller lends an NCCL communicator (BackendOptions::nccl_comm): every rank of the
+// world or none, and only to a cgemm built with CUDA; refused alike on every rank otherwise.
+bool lends_nccl_comm(const MeshComms& comms, const BackendOptions& opts) {
+  const int mine = opts.nccl_comm != nullptr ? 1 : 0;
+  int range[2] = {-mine, mine};  // -min, max
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX, comms.world()),
+            "MPI_Allreduce(nccl_comm given)");
+  if (range[1] == 0) return false;
+  if (-range[0] != range[1]) {
+    throw BackendRuleError("nccl_comm: world rank " +
+                           std::to_string(lowest_rank_where(mine == 0, comms)) +
+                           " passes no NCCL communicator while others do: every rank lends "
+                           "one (over its TP group) or none");
+  }
+  if (!cuda_backend_built()) {
+    throw BackendRuleError(
+        "nccl_comm: a borrowed NCCL communicator needs the CUDA backend, and this cgemm was "
+        "built without CUDA (-DCGEMM_WITH_CUDA=OFF); create the context without one");
+  }
+  return true;
+}
+
 }  // namespace
 
 Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& backend,
@@ -226,6 +248,7 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   resource_.tpsp_resource = mesh_config_.tpsp_axis;
   comms_ = std::make_unique<MeshComms>(world, mesh_config_.dp, mesh_config_.tp);
   install_watchdog_channel(*comms_);
+  const bool borrows_nccl = lends_nccl_comm(*comms_, backend);
 
   BackendChoice choice = choose_backend(*comms_, backend);
   notice_ = choice.notice;
@@ -250,6 +273,24 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
           "gpu_sharing: a tensor-parallel group spans hosts, and the copy engines reach only "
           "peers on the same host (NCCL is not allowed while GPUs are shared)");
     }
+  }
+  if (borrows_nccl) {
+    // Decided alike everywhere (the choice is), before the backend's collectives.
+    if (choice.kind != BackendKind::kCuda) {
+      const std::string why = backend.kind == BackendKind::kCpu ? "backend cpu was asked for"
+                              : notice_.empty() ? "the backend rule chose it: some rank sees no GPU"
+                                                : notice_;
+      throw BackendRuleError(
+          "nccl_comm: a borrowed NCCL communicator needs the CUDA backend, but the backend is "
+          "cpu (" +
+          why + ")");
+    }
+    if (choice.placement.gpu_sharing) {
+      throw BackendRuleError(
+          "nccl_comm: a borrowed NCCL communicator cannot be used while ranks share a GPU "
+          "(gpu_sharing: NCCL refuses two ranks of one communicator on one GPU)");
+    }
+    choice.placement.nccl_comm = backend.nccl_comm;
   }
   ranks_per_gpu_ = choice.kind == BackendKind::kCuda ? choice.ranks_per_gpu : 1;
   ranks_sharing_memory_ =

@@ -124,6 +124,12 @@ class CudaBackend final : public Backend {
 
   void fork_streams() override { streams_->fork_from_main(); }
   void join_streams(int s) override { streams_->join_into(s); }
+  void after_external(void* external) override {
+    streams_->main_after(static_cast<cudaStream_t>(external));
+  }
+  void external_after(void* external) override {
+    streams_->external_after_all(static_cast<cudaStream_t>(external));
+  }
   void synchronize() override;
   double time_ms(const std::function<void()>& body) override;
   void set_tracing(bool on) override;
@@ -169,7 +175,8 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
   compute_ = std::make_unique<cuda::Compute>(*streams_, *trace_, comms.tp(), where_);
 
   // Collective from here on: every rank of the TP group reaches these in the same order.
-  transports_ = make_cuda_transports(comms, opts.use_ce, placement.gpu_sharing, where_);
+  transports_ = make_cuda_transports(comms, opts.use_ce, placement.gpu_sharing,
+                                     static_cast<ncclComm_t>(placement.nccl_comm), where_);
   offered_ = transports_.offered();
   if (comms.tp() > 1) {
     peer_transport_ = choose_transports(offered_, comms.tp_rank(), comms.tp(), where_);

@@ -3,6 +3,7 @@
 
 namespace cgemm {
 
+bool cuda_backend_built() { return false; }
 bool cuda_backend_available() { return false; }
 int cuda_device_count() { return 0; }
 std::vector<std::string> cuda_device_uuids() { return {}; }

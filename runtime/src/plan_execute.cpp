@@ -28,29 +28,43 @@ const Program& pick(const Program& plain, const std::optional<Program>& gatherin
   return *gathering;
 }
 
-}  // namespace
-
-void GemmPlan::execute_overlapped(const Operands& x) {
-  Impl& im = *impl_;
-  im.engine.run(pick(im.kind.overlapped, im.kind.overlapped_gathering, im.overlapped_operands,
-                     im.overlapped_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
-                x);
+// Runs `program` on the engine, bracketed by the caller's stream when one is given: the
+// operands were checked by pick() before, so a refused call queues no wait on any stream.
+void run_on(Engine& engine, Backend& be, const Program& program, const Operands& x, void* stream) {
+  if (stream == nullptr) {
+    engine.run(program, x);
+    return;
+  }
+  be.after_external(stream);
+  engine.run(program, x);
+  be.external_after(stream);
 }
 
-void GemmPlan::execute_sequential(const Operands& x) {
+}  // namespace
+
+void GemmPlan::execute_overlapped(const Operands& x, void* stream) {
   Impl& im = *impl_;
-  im.engine.run(pick(im.kind.sequential, im.kind.sequential_gathering, im.sequential_operands,
-                     im.sequential_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
-                x);
+  run_on(im.engine, ctx_.backend(),
+         pick(im.kind.overlapped, im.kind.overlapped_gathering, im.overlapped_operands,
+              im.overlapped_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
+         x, stream);
+}
+
+void GemmPlan::execute_sequential(const Operands& x, void* stream) {
+  Impl& im = *impl_;
+  run_on(im.engine, ctx_.backend(),
+         pick(im.kind.sequential, im.kind.sequential_gathering, im.sequential_operands,
+              im.sequential_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
+         x, stream);
 }
 
 const Shape& GemmPlan::gathered_lhs_local() const { return impl_->kind.gathered_lhs; }
 
-void GemmPlan::execute(const Operands& x) {
+void GemmPlan::execute(const Operands& x, void* stream) {
   if (impl_->use_overlap) {
-    execute_overlapped(x);
+    execute_overlapped(x, stream);
   } else {
-    execute_sequential(x);
+    execute_sequential(x, stream);
   }
 }
 

@@ -78,3 +78,18 @@ add_test(NAME gpu_moe_demo_np1
           --backend cuda)
 set_tests_properties(gpu_moe_demo_np1 PROPERTIES LABELS "gpu;mpi" TIMEOUT 120 PROCESSORS 1
   ENVIRONMENT "${CGEMM_MPI_ENV}" SKIP_REGULAR_EXPRESSION "sees no usable GPU")
+
+# The caller's stream (GemmPlan::execute(..., stream)): a kernel-free producer and consumer on a
+# caller-created stream, ordered only by the call's events; and a borrowed NCCL communicator
+# (BackendOptions::nccl_comm), which skips while ranks share a GPU (NCCL refuses that): np1
+# runs it on a one-GPU machine, np2 runs the stream case with the ranks sharing the GPU there.
+add_executable(test_caller_stream ${CMAKE_CURRENT_LIST_DIR}/test_caller_stream.cpp)
+target_link_libraries(test_caller_stream PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(np 1 2)
+  add_test(NAME gpu_caller_stream_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_caller_stream>)
+  set_tests_properties(gpu_caller_stream_np${np} PROPERTIES LABELS "gpu;mpi" TIMEOUT 300
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV};NCCL_NVLS_ENABLE=0"
+    SKIP_REGULAR_EXPRESSION "no GPU on some rank")
+endforeach()

@@ -611,6 +611,18 @@ foreach(mesh "tp2;2;1" "dp2tp2;4;2")
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# GemmPlan's caller stream on the CPU backend (ignored: the same bits on every path) and a
+# borrowed NCCL communicator refused there (tests/mpi/test_caller_stream_cpu.cpp).
+add_executable(test_caller_stream_cpu ${CMAKE_CURRENT_LIST_DIR}/test_caller_stream_cpu.cpp)
+target_link_libraries(test_caller_stream_cpu PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(np 1 2)
+  add_test(NAME mpi_caller_stream_cpu_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_caller_stream_cpu>)
+  set_tests_properties(mpi_caller_stream_cpu_np${np} PROPERTIES LABELS mpi TIMEOUT 60
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
 # The C API's contract from C (tests/mpi/test_capi.c, linked to libcgemm.so): statuses,
 # messages, the per-thread last error, the Fortran-handle constructor, the tensor queries.
 add_executable(test_capi ${CMAKE_CURRENT_LIST_DIR}/test_capi.c)
@@ -625,7 +637,8 @@ foreach(np 1 2)
     ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
-# libcgemm.so exports the C API only: every defined dynamic symbol is cgemm_*.
+# libcgemm.so exports the C API only: every defined dynamic symbol is cgemm_*, and the header's
+# later additions (the caller's stream, the borrowed NCCL communicator) are among them.
 add_test(NAME capi_exports
-  COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; nm -D --defined-only \"$1\" | grep -q ' cgemm_plan_execute$'" sh $<TARGET_FILE:cgemm_capi>)
+  COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; for f in cgemm_plan_execute cgemm_plan_execute_on_stream cgemm_context_create_nccl cgemm_context_create_nccl_fortran; do nm -D --defined-only \"$1\" | grep -q \" T $f\$\" || { echo \"missing: $f\"; exit 1; }; done" sh $<TARGET_FILE:cgemm_capi>)
 set_tests_properties(capi_exports PROPERTIES LABELS unit)

@@ -1,12 +1,15 @@
 /* The C API's contract (cgemm/cgemm.h) from C, linked to libcgemm.so: statuses and messages
  * (before MPI_Init, NULL arguments, bad names and specs, a planner rule, a bias that does not
  * match the plan, a context destroyed before its plans), the last error per thread, the
- * Fortran-handle constructor, the tensor queries, and one execute that writes every element.
+ * Fortran-handle constructor, the tensor queries, and one execute that writes every element;
+ * execute on a caller's stream (the CPU backend ignores it: the same bits), and the borrowed
+ * NCCL communicator's refusals that a CPU backend can see (its checks, never its pointer).
  * Compiled as C11, so the header is proved to be C. Exit 0 when every check held on this rank. */
 #include <cgemm/cgemm.h>
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,7 +159,26 @@ int main(int argc, char** argv) {
   int64_t unwritten = 0;
   for (int64_t i = 0; i < y.bytes / 4; ++i) unwritten += isfinite(ys[i]) ? 0 : 1;
   CHECK(unwritten == 0);
-  free(xs), free(ws), free(ys);
+
+  /* On a caller's stream: the same checks first, then the CPU backend ignores the stream (a
+   * value no CUDA call would accept: it is never looked at) and writes the same bits. */
+  void* const not_a_stream = (void*)(uintptr_t)0x5173;
+  float* ys2 = malloc((size_t)y.bytes);
+  for (int64_t i = 0; i < y.bytes / 4; ++i) ys2[i] = NAN;
+  CHECK_FAILS(cgemm_plan_execute_on_stream(NULL, xs, ws, NULL, ys2, not_a_stream),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_plan_execute_on_stream: plan is NULL");
+  CHECK_FAILS(cgemm_plan_execute_on_stream(plan, xs, NULL, NULL, ys2, not_a_stream),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_plan_execute_on_stream: rhs is NULL");
+  CHECK_FAILS(cgemm_plan_execute_on_stream(plan, xs, ws, NULL, NULL, not_a_stream),
+              CGEMM_ERROR_INVALID_ARGUMENT, "out is NULL");
+  CHECK_FAILS(cgemm_plan_execute_on_stream(plan, xs, ws, xs, ys2, not_a_stream),
+              CGEMM_ERROR_INVALID_ARGUMENT, "the plan has none");
+  CHECK(cgemm_plan_execute_on_stream(plan, xs, ws, NULL, ys2, not_a_stream) == CGEMM_SUCCESS);
+  CHECK(memcmp(ys, ys2, (size_t)y.bytes) == 0);
+  for (int64_t i = 0; i < y.bytes / 4; ++i) ys2[i] = NAN;
+  CHECK(cgemm_plan_execute_on_stream(plan, xs, ws, NULL, ys2, NULL) == CGEMM_SUCCESS);
+  CHECK(memcmp(ys, ys2, (size_t)y.bytes) == 0);
+  free(xs), free(ws), free(ys), free(ys2);
 
   /* A context outlives its plans. */
   CHECK_FAILS(cgemm_context_destroy(ctx), CGEMM_ERROR_STATE, "1 plan(s) of this context remain");
@@ -164,6 +186,33 @@ int main(int argc, char** argv) {
   CHECK(cgemm_context_destroy(ctx) == CGEMM_SUCCESS);
   cgemm_plan_destroy(NULL);
   CHECK(cgemm_context_destroy(NULL) == CGEMM_SUCCESS);
+  /* A borrowed NCCL communicator: refused, alike on every rank, before its pointer is used
+   * (these are not communicators). The CPU backend cannot use one: this build has no CUDA, or
+   * the backend is "cpu" (on a CUDA build the message says that instead). */
+  void* const not_a_comm = (void*)(uintptr_t)0x4e43;
+  cgemm_context* nctx = NULL;
+  CHECK_FAILS(cgemm_context_create_nccl(MPI_COMM_WORLD, not_a_comm, NULL, &nctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_context_create_nccl: desc is NULL");
+  CHECK_FAILS(cgemm_context_create_nccl(MPI_COMM_NULL, not_a_comm, &cd, &nctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
+  CHECK_FAILS(cgemm_context_create_nccl(MPI_COMM_WORLD, not_a_comm, &cd, &nctx),
+              CGEMM_ERROR_BACKEND,
+              "cgemm_context_create_nccl: nccl_comm: a borrowed NCCL communicator needs the CUDA "
+              "backend");
+  CHECK_FAILS(
+      cgemm_context_create_nccl_fortran(MPI_Comm_c2f(MPI_COMM_WORLD), not_a_comm, &cd, &nctx),
+      CGEMM_ERROR_BACKEND, "needs the CUDA backend");
+  if (world > 1) {
+    /* One rank lends none: every rank refuses, naming it. */
+    CHECK_FAILS(
+        cgemm_context_create_nccl(MPI_COMM_WORLD, rank == 1 ? NULL : not_a_comm, &cd, &nctx),
+        CGEMM_ERROR_BACKEND, "world rank 1 passes no NCCL communicator while others do");
+  }
+  CHECK(nctx == NULL);
+  /* NULL everywhere: as cgemm_context_create. */
+  CHECK(cgemm_context_create_nccl(MPI_COMM_WORLD, NULL, &cd, &nctx) == CGEMM_SUCCESS);
+  CHECK(cgemm_context_destroy(nctx) == CGEMM_SUCCESS);
+
   /* MPI is ours, not the library's: cgemm_mpi_finalize leaves it. */
   CHECK(cgemm_mpi_finalize() == CGEMM_SUCCESS);
   int finalized = 1;

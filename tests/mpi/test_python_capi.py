@@ -4,7 +4,9 @@ Every rank draws the same global operands (fresh random normals from --seed, the
 rank), takes its shards by the plan's offsets, executes the plan into a poisoned (NaN) output
 and compares its shard with a float64 numpy reference of the whole GEMM. Then the errors: a
 malformed spec string and a spec that is not the planner's answer raise cgemm.Error with the
-status and a message naming them. Prints PASS on rank 0 when every case passed.
+status and a message naming them; a stream handle (ignored by the CPU backend: the same bits)
+and bad handles; a borrowed NCCL communicator refused on the CPU backend. Prints PASS on rank 0
+when every case passed.
 
 Run: mpirun -np 2 python3 tests/mpi/test_python_capi.py --seed 123 [--dp 1]
 """
@@ -86,6 +88,12 @@ def run_case(collective, dtype, bias, tbs, case_seed):
         plan.execute(x2, w, b, y)
         if not np.all(np.isfinite(y)):
             failures.append(f"rank {ctx.rank}: {name}: second call left unwritten elements")
+        # On a caller's stream (an int handle): the CPU backend ignores it, the same bits.
+        y2 = plan.out.empty()
+        y2.fill(np.nan)
+        plan.execute(x2, w, b, y2, stream=0x5173)
+        if y2.tobytes() != y.tobytes():
+            failures.append(f"rank {ctx.rank}: {name}: execute on a stream changed the bits")
 
 
 case = 0
@@ -117,6 +125,33 @@ if ctx.tp > 1:
                  **dict(base, rhs_spec="('tpsp', None)"))
 expect_error("CGEMM_ERROR_INVALID_ARGUMENT", "dtype", lhs_spec="('dp', 'tpsp', None)",
              **dict(base, dtype="int7"))
+
+def expect_raise(kind, fragment, call):
+    try:
+        call()
+    except kind as e:
+        if fragment not in str(e):
+            failures.append(f"rank {ctx.rank}: expected {kind.__name__} with '{fragment}', "
+                            f"got {e}")
+        return
+    failures.append(f"rank {ctx.rank}: expected {kind.__name__} with '{fragment}', no error")
+
+
+with ctx.plan(**dict(base, lhs_spec="('dp', 'tpsp', None)")) as p:
+    xs, ws, ys = p.lhs.empty(), p.rhs.empty(), p.out.empty()
+    expect_raise(TypeError, "stream: an int handle is needed",
+                 lambda: p.execute(xs, ws, None, ys, stream="s"))
+    expect_raise(ValueError, "stream: -1 is not a pointer value",
+                 lambda: p.execute(xs, ws, None, ys, stream=-1))
+expect_raise(ValueError, "nccl_comm needs comm",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", nccl_comm=0x4e43))
+# MPI_COMM_WORLD's Fortran handle without mpi4py: the MPI standard fixes none, Open MPI's mpif.h
+# says 0 and MPICH's 0x44000000 (its C handle).
+world_f = 0 if hasattr(cgemm._lib, "ompi_mpi_comm_world") else 0x44000000
+# Refused before the handle is used (it is not a communicator), alike on every rank.
+expect_raise(cgemm.Error, "CGEMM_ERROR_BACKEND: cgemm_context_create_nccl_fortran: nccl_comm: "
+             "a borrowed NCCL communicator needs the CUDA backend",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", comm=world_f, nccl_comm=0x4e43))
 
 ctx.close()
 for f in failures:

@@ -159,6 +159,8 @@ class RecordingBackend final : public Backend {
 
   void fork_streams() override { log("fork"); }
   void join_streams(int stream) override { log("join s" + std::to_string(stream)); }
+  void after_external(void*) override { log("after external"); }
+  void external_after(void*) override { log("external after"); }
   void synchronize() override { log("synchronize"); }
   double time_ms(const std::function<void()>& body) override {
     body();

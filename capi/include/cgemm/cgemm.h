@@ -12,6 +12,7 @@
  *   cgemm_plan* plan;       cgemm_plan_create(ctx, &pd, &plan);
  *   cgemm_tensor_info out;  cgemm_plan_tensor_info(plan, CGEMM_OUT, &out);  (allocate buffers)
  *   cgemm_plan_execute(plan, lhs, rhs, bias, y);   as often as you like
+ *     (or cgemm_plan_execute_on_stream(plan, lhs, rhs, bias, y, stream): on your CUDA stream)
  *   cgemm_plan_destroy(plan);  cgemm_context_destroy(ctx);
  *
  * Errors: every function that can fail returns a cgemm_status; CGEMM_SUCCESS is 0. On failure
@@ -23,8 +24,16 @@
  * Names are the planner's: dtypes "float32", "bfloat16", "float16" (also "fp32", "bf16",
  * "fp16"); collectives "none", "all_gather", "reduce_scatter"; backends "cpu", "cuda", "auto".
  *
+ * Versions and the ABI: the library's SONAME is libcgemm.so.<major> (libcgemm.so.0). Within a
+ * major version the ABI only grows: new functions, never a new field in an existing struct or
+ * a changed signature, so a program built against an older header keeps working with a newer
+ * library. That is why the caller's stream and the borrowed NCCL communicator are arguments
+ * of new functions (cgemm_plan_execute_on_stream, cgemm_context_create_nccl*) and not fields
+ * of the descriptors: cgemm_context_desc_init fills sizeof(cgemm_context_desc) bytes of the
+ * caller's struct, which must keep its size.
+ *
  * Collective calls: cgemm_context_create*, cgemm_context_destroy, cgemm_plan_create,
- * cgemm_plan_execute and cgemm_plan_destroy are collective over the context's communicator:
+ * cgemm_plan_execute* and cgemm_plan_destroy are collective over the context's communicator:
  * every rank calls them in the same order with the same descriptors. Setting up fails alike on
  * every rank (the checks see the arguments only); cgemm_plan_execute may fail on one rank only
  * (its device, its transport), in which case the other ranks may wait in a collective forever:
@@ -124,6 +133,26 @@ CGEMM_API cgemm_status cgemm_context_create_fortran(MPI_Fint comm, const cgemm_c
  * MPI (MPI_THREAD_MULTIPLE) when nobody has; cgemm_mpi_finalize then finalizes it. */
 CGEMM_API cgemm_status cgemm_context_create_world(const cgemm_context_desc* desc,
                                                   cgemm_context** out);
+/* The same on the caller's NCCL communicator over this rank's tensor-parallel group, which
+ * the CUDA backend uses instead of making its own (a framework that has one already; `comm`
+ * still bootstraps the mesh and the copy engines). nccl_comm is an ncclComm_t passed as void*
+ * (this header needs no NCCL header). Borrowed: the caller keeps it alive until
+ * cgemm_context_destroy returns and destroys it itself afterwards; the context never destroys
+ * it. Its NCCL ranks must be the TP ranks (world rank = dp_rank * tp + tp_rank; with dp 1 the
+ * ranks of comm), on the GPU the backend gives each rank (its local rank modulo the GPUs it
+ * sees, as cudaSetDevice before ncclCommInitRank): checked with ncclCommCount,
+ * ncclCommUserRank and ncclCommCuDevice; a mismatch is CGEMM_ERROR_RUNTIME on every rank of
+ * the TP group with one message. Every rank passes one, or every rank NULL (as
+ * cgemm_context_create); else CGEMM_ERROR_BACKEND on every rank. CGEMM_ERROR_BACKEND too when
+ * the backend is not cuda: a build without CUDA (the message says so), backend "cpu", "auto"
+ * that chose the CPU backend, or ranks sharing a GPU. */
+CGEMM_API cgemm_status cgemm_context_create_nccl(MPI_Comm comm, void* nccl_comm,
+                                                 const cgemm_context_desc* desc,
+                                                 cgemm_context** out);
+/* The same from a Fortran handle (mpi4py's comm.py2f()). */
+CGEMM_API cgemm_status cgemm_context_create_nccl_fortran(MPI_Fint comm, void* nccl_comm,
+                                                         const cgemm_context_desc* desc,
+                                                         cgemm_context** out);
 /* Finalizes MPI if cgemm_context_create_world initialized it and it is not finalized yet;
  * otherwise does nothing (MPI is the caller's). Collective; destroy every context first. */
 CGEMM_API cgemm_status cgemm_mpi_finalize(void);
@@ -209,6 +238,18 @@ CGEMM_API cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_oper
  * backend: out holds the result on return. */
 CGEMM_API cgemm_status cgemm_plan_execute(cgemm_plan* plan, const void* lhs, const void* rhs,
                                           const void* bias, void* out);
+/* The same on the caller's stream (CUDA: a cudaStream_t of the context's GPU, passed as
+ * void*; the legacy default stream is cudaStreamLegacy, not NULL). The plan's streams fork
+ * from it and join back to it with events, never a host wait: the GEMM starts after the work
+ * queued on `stream` before the call, and work queued on `stream` after the call starts after
+ * the GEMM (its output complete), so a producer and a consumer on `stream` need no
+ * synchronization of their own. The host does not wait: synchronize `stream` before reading
+ * the output on the host. NULL: exactly cgemm_plan_execute (the backend's stream 0). The CPU
+ * backend ignores `stream` (the call is synchronous there). The same argument checks and
+ * statuses as cgemm_plan_execute; a stream of another device is CGEMM_ERROR_RUNTIME. */
+CGEMM_API cgemm_status cgemm_plan_execute_on_stream(cgemm_plan* plan, const void* lhs,
+                                                    const void* rhs, const void* bias, void* out,
+                                                    void* stream);
 
 #ifdef __cplusplus
 }

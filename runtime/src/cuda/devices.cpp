@@ -41,6 +41,7 @@ int cuda_device_count() {
   return count;
 }
 
+bool cuda_backend_built() { return true; }
 bool cuda_backend_available() { return cuda_device_count() > 0; }
 
 std::vector<std::string> cuda_device_uuids() {

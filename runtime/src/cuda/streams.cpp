@@ -38,12 +38,21 @@ Streams::Streams(int count, int compute_priority, int communication_priority, st
   }
   check(cudaEventCreateWithFlags(&after_event_, cudaEventDisableTiming),
         "cudaEventCreateWithFlags");
+  check(cudaEventCreateWithFlags(&external_event_, cudaEventDisableTiming),
+        "cudaEventCreateWithFlags");
+  for (size_t i = 0; i <= streams_.size(); ++i) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    external_done_.push_back(e);
+  }
 }
 
 Streams::~Streams() {
   // The owner has synchronized the device. Errors are ignored: a destructor cannot report them.
   for (cudaEvent_t e : stream_events_) cudaEventDestroy(e);
   if (after_event_ != nullptr) cudaEventDestroy(after_event_);
+  if (external_event_ != nullptr) cudaEventDestroy(external_event_);
+  for (cudaEvent_t e : external_done_) cudaEventDestroy(e);
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
   if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
 }
@@ -95,6 +104,31 @@ void Streams::communication_after_all() {
     check(cudaEventRecord(stream_events_[i], streams_[i]), "cudaEventRecord(collective)");
     check(cudaStreamWaitEvent(comm_stream_, stream_events_[i], 0),
           "cudaStreamWaitEvent(collective)");
+  }
+}
+
+void Streams::main_after(cudaStream_t external) {
+  const cudaError_t rc = cudaEventRecord(external_event_, external);
+  if (rc != cudaSuccess) {
+    int device = -1;
+    cudaGetDevice(&device);
+    check(rc,
+          "cudaEventRecord(the caller's stream) (the stream passed to execute must be a "
+          "valid stream of this backend's device, GPU " +
+              std::to_string(device) + ")");
+  }
+  check(cudaStreamWaitEvent(streams_[0], external_event_, 0),
+        "cudaStreamWaitEvent(stream 0 after the caller's stream)");
+}
+
+void Streams::external_after_all(cudaStream_t external) {
+  // Each stream's own event (not stream_events_, which join_into and the others reuse): the
+  // caller's stream waits on every stream directly, so the plan's streams keep their order.
+  for (size_t i = 0; i <= streams_.size(); ++i) {
+    cudaStream_t s = i < streams_.size() ? streams_[i] : comm_stream_;
+    check(cudaEventRecord(external_done_[i], s), "cudaEventRecord(end of the call)");
+    check(cudaStreamWaitEvent(external, external_done_[i], 0),
+          "cudaStreamWaitEvent(the caller's stream after the call)");
   }
 }
 

@@ -41,6 +41,13 @@ class Streams {
   void communication_after(int s);
   /// The communication stream waits for what every compute stream has issued so far.
   void communication_after_all();
+  /// Stream 0 waits for what the caller's stream `external` has issued so far (the start of a
+  /// call on a caller's stream). `external` must be a stream of this device: an event of this
+  /// device cannot be recorded on another's (the error says so).
+  void main_after(cudaStream_t external);
+  /// `external` waits for what every compute stream and the communication stream have issued
+  /// so far (the end of such a call). Stream 0 gains no dependency.
+  void external_after_all(cudaStream_t external);
 
   /// One line: the streams and their priorities, as options and as CUDA numbers.
   std::string describe() const;
@@ -55,6 +62,10 @@ class Streams {
   cudaStream_t comm_stream_ = nullptr;
   std::vector<cudaEvent_t> stream_events_;  // one per compute stream, then the comm stream
   cudaEvent_t after_event_ = nullptr;
+  // The caller's stream's point at the start of a call; own events so that no wait of the
+  // plan's streams is disturbed by recording them.
+  cudaEvent_t external_event_ = nullptr;
+  std::vector<cudaEvent_t> external_done_;  // one per compute stream, then the comm stream
 };
 
 }  // namespace cgemm::cuda

@@ -32,8 +32,10 @@ struct CudaTransports {
 /// Collective over the TP group of `comms` (every rank reaches it in the same order), with the
 /// device that is current. `gpu_sharing`: some GPU of the job is shared, so no NCCL
 /// communicator is made (NCCL refuses two ranks of one on one GPU) and the copy engines must be
-/// usable: else it throws on every TP rank alike. `where` prefixes the errors.
+/// usable: else it throws on every TP rank alike. `borrowed_nccl`: the caller's communicator
+/// over the TP group, used instead of making one (NcclTransport's borrowing constructor; null:
+/// make one); refused with gpu_sharing. `where` prefixes the errors.
 CudaTransports make_cuda_transports(const MeshComms& comms, bool use_ce, bool gpu_sharing,
-                                    const std::string& where);
+                                    ncclComm_t borrowed_nccl, const std::string& where);
 
 }  // namespace cgemm

@@ -5,7 +5,9 @@
 //
 // Bootstrap: TP rank 0 creates the unique id and broadcasts it with MPI_Bcast on the TP
 // communicator (no files, no sockets of ours); every rank then calls ncclCommInitRankConfig
-// with the device that is current at construction.
+// with the device that is current at construction. Or the caller lends its own communicator
+// over the TP group (a framework that has one already): it is checked against the TP group and
+// used as it is, never destroyed here.
 //
 // SMs: NCCL's send/recv and collectives run as kernels. OverlapOptions::num_sm_for_communication
 // is NOT mapped onto NCCL's maxCTAs: capping NCCL at 2 CTAs took send/recv from 300 to 43 GB/s
@@ -37,6 +39,16 @@ class NcclTransport final : public Transport {
  public:
   /// Collective over `tp_comm`. `where` prefixes every error message (e.g. "rank 3").
   NcclTransport(MPI_Comm tp_comm, std::string where);
+  /// Collective over `tp_comm`: uses `borrowed`, the caller's communicator over the same group,
+  /// which must stay alive until this transport is destroyed and which the caller destroys
+  /// (this transport never does; the watchdog still aborts it on a timeout, as the job then
+  /// ends). Its size (ncclCommCount) must be tp_comm's, its rank (ncclCommUserRank) this
+  /// rank's in tp_comm and its device (ncclCommCuDevice) the current one: else cgemm::Error
+  /// on every rank of tp_comm alike, with the message of the lowest such rank (e.g. "the
+  /// borrowed NCCL communicator has 4 ranks, the TP group 2, on tp rank 1 (world rank 3):
+  /// ...").
+  /// CGEMM_NCCL_MIN_CTAS / CGEMM_NCCL_MAX_CTAS do not apply: the communicator is configured.
+  NcclTransport(MPI_Comm tp_comm, ncclComm_t borrowed, std::string where);
   ~NcclTransport() override;
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;
@@ -64,13 +76,16 @@ class NcclTransport final : public Transport {
   /// Throws cgemm::Error when NCCL has recorded an asynchronous error (e.g. a peer failure).
   void check_async_error();
 
-  /// How the communicator was configured: "NCCL defaults" or the CTA bounds in force.
+  /// How the communicator was configured: "NCCL defaults", the CTA bounds in force, or
+  /// "borrowed" (the caller's).
   std::string settings() const { return settings_; }
   /// "NCCL 2.28.3" (the library loaded at run time).
   static std::string version();
 
  private:
   void check(ncclResult_t rc, const std::string& call);
+  /// MPI ranks of the TP group in MPI_COMM_WORLD, and rank_ / size_ (both constructors).
+  void read_group(MPI_Comm tp_comm);
   /// "tp rank p (world rank R)": messages name a peer as the user counts ranks.
   std::string peer(int tp_rank) const;
 
@@ -78,6 +93,7 @@ class NcclTransport final : public Transport {
   int abort_hook_ = -1;  // the watchdog's (cgemm/core/watchdog.hpp)
   int rank_ = 0, size_ = 1;
   bool healthy_ = true;
+  bool borrowed_ = false;  // the caller's communicator: never destroyed here
   std::string where_;
   std::string settings_;
   std::vector<int> world_ranks_;  // of the TP ranks, in MPI_COMM_WORLD

@@ -191,6 +191,15 @@ class Backend {
   virtual void fork_streams() = 0;
   /// Later work on `stream` waits for all work issued so far on every compute stream.
   virtual void join_streams(int stream) = 0;
+  /// A caller's stream (GemmPlan::execute's `stream`; a cudaStream_t on the CUDA backend, of
+  /// this backend's device): later work on stream 0 waits for the work queued on `external` so
+  /// far. With external_after it brackets one call, so the plan's streams fork from the
+  /// caller's stream and join back to it. Events only, no host wait. The CPU backend ignores
+  /// both: it runs every call synchronously, so its work is ordered with the caller's anyway.
+  virtual void after_external(void* external) = 0;
+  /// Later work on `external` waits for all work issued so far on every compute stream and on
+  /// the transport (events recorded on each; no host wait, stream 0's own order unchanged).
+  virtual void external_after(void* external) = 0;
   /// Host waits for all issued work.
   virtual void synchronize() = 0;
   /// Runs `body` (which issues work) and returns its duration in ms: wall clock on the CPU

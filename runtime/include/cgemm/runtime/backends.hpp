@@ -16,6 +16,8 @@ namespace cgemm {
 /// Host memory, a BLAS library for GEMMs and MPI point-to-point for the ring.
 std::unique_ptr<Backend> make_cpu_backend(const MeshComms& comms, const OverlapOptions& opts);
 
+/// True when cgemm was built with CUDA (-DCGEMM_WITH_CUDA=ON), GPU or not.
+bool cuda_backend_built();
 /// True when cgemm was built with CUDA and this process sees at least one GPU.
 bool cuda_backend_available();
 /// GPUs this process sees (0 without CUDA or without a GPU).
@@ -30,6 +32,9 @@ struct CudaPlacement {
   int device = 0;            // CUDA device index, as this process numbers them
   int ranks_per_gpu = 1;     // ranks of this host on this rank's GPU
   bool gpu_sharing = false;  // some GPU of the job is shared: no NCCL anywhere, copy engines only
+  /// BackendOptions::nccl_comm: the caller's ncclComm_t over this rank's TP group, used instead
+  /// of a communicator of the backend's own (borrowed: never destroyed by it); null: make one.
+  void* nccl_comm = nullptr;
 };
 
 /// cuBLASLt GEMMs on `placement.device`; the ring over copy engines (CUDA IPC) when the whole

@@ -24,6 +24,18 @@ struct BackendOptions {
   /// the bootstrap) before the watchdog (cgemm/core/watchdog.hpp) names it and ends the job;
   /// <= 0: wait forever.
   double timeout_s = 300.0;
+  /// The caller's NCCL communicator over this rank's tensor-parallel group (an ncclComm_t,
+  /// passed as void* so this header needs no NCCL header), which the CUDA backend uses instead
+  /// of making its own: for a framework that has one already. Borrowed: the caller keeps it
+  /// alive until the Context is destroyed, then destroys it itself (the Context never does;
+  /// the watchdog aborts it only when it ends the job on a timeout). The NCCL ranks must be
+  /// the TP ranks, on the GPU the backend rule gives each rank (its local rank modulo the
+  /// GPUs it sees): checked (ncclCommCount, ncclCommUserRank, ncclCommCuDevice), a mismatch
+  /// throws cgemm::Error on every rank of the TP group with one message. Every rank of the
+  /// job passes one or none (else BackendRuleError on all). Refused with BackendRuleError when
+  /// the backend is not cuda (kCpu, kAuto that chose the CPU backend, a build without CUDA)
+  /// and with gpu_sharing. Null (the default): the backend makes its own.
+  void* nccl_comm = nullptr;
 };
 
 /// Whether a collective GEMM overlaps its collective with chunked GEMMs.

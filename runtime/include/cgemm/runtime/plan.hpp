@@ -89,9 +89,21 @@ class GemmPlan {
   /// The collective GEMM on this rank's shards (backend memory, in the slots of
   /// operands.hpp: lhs, rhs, out, and bias when the plan has one), on the path the overlap
   /// policy picks (OverlapOptions::policy; kAuto's rule is decided at planning, from the
-  /// shape and the mesh, the same on every run). Asynchronous on the CUDA backend
-  /// (stream 0, Backend::native_stream(): order your producers and consumers against it)
-  /// after that. Throws cgemm::Error naming the slot when one the plan uses is null.
+  /// shape and the mesh, the same on every run). Asynchronous on the CUDA backend after that.
+  /// Throws cgemm::Error naming the slot when one the plan uses is null.
+  ///
+  /// `stream`: the caller's stream, as its native handle (a cudaStream_t, passed as void* so
+  /// this header needs no CUDA header; the legacy default stream is cudaStreamLegacy, not
+  /// null). Given, the call is ordered on it with events and no host wait: the backend's
+  /// stream 0 waits for the work queued on `stream` before the call (an event recorded on it),
+  /// the plan's streams fork from stream 0 as always, and at the end `stream` waits for every
+  /// stream of the plan (an event recorded on each), so work queued on `stream` after the call
+  /// sees its output. The stream must belong to the backend's device (else cgemm::Error from
+  /// the failed cudaEventRecord). Null (the default): exactly the call without it, on stream 0
+  /// (Backend::native_stream(): order your producers and consumers against that yourself). The
+  /// CPU backend ignores it: its calls are synchronous, the output is there on return. Why
+  /// events around the call and not the caller's stream as stream 0: the engine and its
+  /// programs stay the same for both, and the plan's stream priorities are kept.
   ///
   /// Operand::kGatheredLhs (optional, gathered_lhs_local() in the lhs dtype; must not overlap
   /// another operand): the call also writes the lhs it gathers there, on either path, with no
@@ -101,23 +113,26 @@ class GemmPlan {
   /// gathers into it. Null: the call is exactly the one without it. Throws cgemm::Error, before
   /// any work, when the plan has no gathered lhs to hand out: a reduce-scatter or plain GEMM,
   /// or a quantized GEMM (the message says which).
-  void execute(const Operands& x);
+  void execute(const Operands& x, void* stream = nullptr);
   /// Always the overlapped schedule (schedule.hpp; runtime/src/collectives/), whatever the
   /// policy.
-  void execute_overlapped(const Operands& x);
+  void execute_overlapped(const Operands& x, void* stream = nullptr);
   /// The sequential path: the collective, then the GEMM (all-gather), or the GEMM, then the
   /// collective (reduce-scatter / all-reduce), the planner's reorders as passes.
-  void execute_sequential(const Operands& x);
+  void execute_sequential(const Operands& x, void* stream = nullptr);
   /// The same with the dense GEMM's four operands; bias may be nullptr only when the plan has
   /// no bias.
-  void execute(const void* lhs, const void* rhs, const void* bias, void* out) {
-    execute(Operands(lhs, rhs, bias, out));
+  void execute(const void* lhs, const void* rhs, const void* bias, void* out,
+               void* stream = nullptr) {
+    execute(Operands(lhs, rhs, bias, out), stream);
   }
-  void execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out) {
-    execute_overlapped(Operands(lhs, rhs, bias, out));
+  void execute_overlapped(const void* lhs, const void* rhs, const void* bias, void* out,
+                          void* stream = nullptr) {
+    execute_overlapped(Operands(lhs, rhs, bias, out), stream);
   }
-  void execute_sequential(const void* lhs, const void* rhs, const void* bias, void* out) {
-    execute_sequential(Operands(lhs, rhs, bias, out));
+  void execute_sequential(const void* lhs, const void* rhs, const void* bias, void* out,
+                          void* stream = nullptr) {
+    execute_sequential(Operands(lhs, rhs, bias, out), stream);
   }
   /// Which path execute() takes, and why (for reports).
   std::string path_summary() const;
