@@ -23,24 +23,29 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,nohea
 status=0
 summary=()
 t0=$SECONDS
+# gtest's closing counts ("[  PASSED  ] 16 tests." and any SKIPPED / FAILED count), uncoloured.
+counts() {
+  tr -d '\033' <"$1" | sed 's/\[[0-9;]*m//g' | grep -aE '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?' |
+    sed 's/, listed below://' | tr '\n' ' '
+}
 
 echo "== 1. test_grouped_plan --backend=cuda"
 if timeout 90 mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin/test_grouped_plan" --backend=cuda \
   >"$out/test.log" 2>&1; then
-  summary+=("PASS  test_grouped_plan --backend=cuda ($(grep -E 'PASSED|SKIPPED' "$out/test.log" | head -2 | tr '\n' ' '))")
+  summary+=("PASS  test_grouped_plan --backend=cuda ($(counts "$out/test.log"))")
 else
-  status=1
-  summary+=("FAIL  test_grouped_plan --backend=cuda (exit $?; $out/test.log)")
+  rc=$? status=1
+  summary+=("FAIL  test_grouped_plan --backend=cuda (exit $rc; $(counts "$out/test.log"); $out/test.log)")
 fi
 tail -n 25 "$out/test.log"
 
 echo "== 2. cgemm-bench --parts grouped ($((SECONDS - t0)) s so far)"
-if timeout 150 mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin/cgemm-bench" --parts grouped \
-  --out "$out" "$@" >"$out/bench.log" 2>&1; then
+if timeout 150 mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin/cgemm-bench" --backend cuda \
+  --parts grouped --out "$out" "$@" >"$out/bench.log" 2>&1; then
   summary+=("PASS  cgemm-bench --parts grouped")
 else
-  status=1
-  summary+=("FAIL  cgemm-bench --parts grouped (exit $?; $out/bench.log)")
+  rc=$? status=1
+  summary+=("FAIL  cgemm-bench --parts grouped (exit $rc; $out/bench.log)")
 fi
 grep -E "^grouped: .* ms" "$out/bench.log" || tail -n 20 "$out/bench.log"
 
@@ -48,8 +53,8 @@ echo "== 3. torch._grouped_mm and a loop of torch.mm ($((SECONDS - t0)) s so far
 if timeout 90 python3 "$root/bench/peers/torch_grouped_mm.py" --out "$out" >"$out/torch.log" 2>&1; then
   summary+=("PASS  torch_grouped_mm.py")
 else
-  status=1
-  summary+=("FAIL  torch_grouped_mm.py (exit $?; $out/torch.log)")
+  rc=$? status=1
+  summary+=("FAIL  torch_grouped_mm.py (exit $rc; $out/torch.log)")
 fi
 grep -vE ": sizes " "$out/torch.log" | tail -n 20
 # The same size vectors on both sides (the rule is written twice, in C++ and Python).

@@ -158,13 +158,14 @@ def main(argv=None) -> int:
                     torch.mm(x[s:e], mat_b[i], out=out_loop[s:e])
 
         note, layout = [], "[G,N,K]^T"
+        b_used = None
         fns = [loop]
         if grouped_mm is None:
             note.append("torch has no _grouped_mm")
         else:
-            b_used = mat_b
             ref = None
             for attempt in (mat_b, None):
+                b_used = attempt
                 if attempt is None:
                     b_used, layout = mat_b.contiguous(), "[G,K,N]"
                 try:
@@ -189,36 +190,60 @@ def main(argv=None) -> int:
                 def grouped():
                     grouped_mm(next_x(), b_used, offs=offs)
                 fns.append(grouped)
-        for _ in range(args.warmup):
-            for f in fns:
+        failed = set()  # a call that raised while timed is reported and dropped
+
+        def call(i, f):
+            if i in failed:
+                return False
+            try:
                 f()
+                return True
+            except Exception as e:
+                failed.add(i)
+                msg = f"{'torch._grouped_mm' if i else 'the loop'} failed while timed: {e}"
+                print(msg.splitlines()[0], flush=True)
+                note.append(msg.splitlines()[0].replace(",", ";"))
+                return False
+
+        for _ in range(args.warmup):
+            for i, f in enumerate(fns):
+                call(i, f)
         times = [[] for _ in fns]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for _ in range(args.iters):
             for i, f in enumerate(fns):
+                if i in failed:
+                    continue
                 torch.cuda.synchronize()
                 if sleep is not None:
                     sleep(1_000_000)
                 start.record()
-                f()
+                ok = call(i, f)
                 end.record()
                 end.synchronize()
-                times[i].append(start.elapsed_time(end))
-        med = [statistics.median(v) for v in times]
+                if ok:
+                    times[i].append(start.elapsed_time(end))
+        med = [statistics.median(v) if v else None for v in times]
+        if len(med) > 1 and med[1] is None:
+            med.pop()
         flops = 2.0 * t * k * n
-        tf = [flops / (m * 1e-3) / 1e12 for m in med]
+        tf = [flops / (m * 1e-3) / 1e12 if m else None for m in med]
         nonempty = [s for s in sizes if s > 0]
         row = {"case": name, "sizes": skew, "tokens": t, "groups": g, "k": k, "n": n,
                "min_rows": min(nonempty), "max_rows": max(nonempty),
                "empty": sizes.count(0), "grouped_mm_ms": med[1] if len(med) > 1 else "",
-               "grouped_mm_tflops": tf[1] if len(tf) > 1 else "", "loop_ms": med[0],
-               "loop_tflops": tf[0], "b_layout": layout if len(med) > 1 else "",
+               "grouped_mm_tflops": tf[1] if len(tf) > 1 else "",
+               "loop_ms": med[0] if med[0] is not None else "",
+               "loop_tflops": tf[0] if tf[0] is not None else "",
+               "b_layout": layout if len(med) > 1 else "",
                "note": "; ".join(note)}
         rows_out.append(row)
         gm = f"{med[1]:.3f} ms ({tf[1]:.0f} TFLOP/s)" if len(med) > 1 else "failed"
-        print(f"{name} {skew}: torch._grouped_mm {gm}, loop of torch.mm {med[0]:.3f} ms "
-              f"({tf[0]:.0f} TFLOP/s); {row['note']}", flush=True)
-        del xs, w, mat_b, out_loop
+        lp = f"{med[0]:.3f} ms ({tf[0]:.0f} TFLOP/s)" if med[0] is not None else "failed"
+        print(f"{name} {skew}: torch._grouped_mm {gm}, loop of torch.mm {lp}; {row['note']}",
+              flush=True)
+        del xs, w, mat_b, out_loop, fns
+        b_used = None
         torch.cuda.empty_cache()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "torch_grouped_mm.csv")
