@@ -535,6 +535,28 @@ TEST_F(GroupedPlan, CublasGroupedPathRefusals) {
   run_and_check(fp32);
 }
 
+// A plan moved into another object keeps its path (and on CUDA its cuBLAS handle and staging).
+TEST_F(GroupedPlan, MovedPlanStillRuns) {
+  Case c;
+  c.sizes = {65, 3, 0, 28};
+  c.path = GroupedPath::kCublasGrouped;
+  c.bias = true;
+  const GroupedGemmDesc d = make_desc(c);
+  auto first = std::make_unique<GroupedGemmPlan>(*g_ctx, d);
+  GroupedGemmPlan moved(std::move(*first));
+  first.reset();
+  EXPECT_EQ(moved.path(), g_cuda ? GroupedPath::kCublasGrouped : GroupedPath::kLoop);
+  const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
+  const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
+  const auto bias = random_values(4 * c.n, c.dtype);
+  Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype), bias_buf(bias, c.dtype);
+  const int64_t count = num_elements(moved.out_shape());
+  Buffer out(static_cast<size_t>(count) * dtype_size(c.dtype));
+  be().fill_nan(out.p, c.dtype, count);
+  moved.execute(c.sizes, lhs_buf.p, rhs_buf.p, bias_buf.p, out.p);
+  check_output(c, lhs, rhs, bias, read_back(out.p, c.dtype, count));
+}
+
 TEST(GroupedPathNames, Names) {
   EXPECT_STREQ(grouped_path_name(GroupedPath::kAuto), "auto");
   EXPECT_STREQ(grouped_path_name(GroupedPath::kLoop), "loop");

@@ -89,6 +89,7 @@ const char* grouped_path_name(GroupedPath p) {
 }
 
 GroupedGemmPlan::~GroupedGemmPlan() = default;
+GroupedGemmPlan::GroupedGemmPlan(GroupedGemmPlan&&) noexcept = default;
 
 GroupedGemmPlan::GroupedGemmPlan(Context& ctx, GroupedGemmDesc desc)
     : GroupedGemmPlan(ctx.backend(), std::move(desc)) {}

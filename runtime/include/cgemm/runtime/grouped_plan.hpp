@@ -136,6 +136,7 @@ class GroupedGemmPlan {
   /// The same on ctx's backend (a grouped GEMM is local to a rank: no collective).
   GroupedGemmPlan(Context& ctx, GroupedGemmDesc desc);
   ~GroupedGemmPlan();
+  GroupedGemmPlan(GroupedGemmPlan&&) noexcept;  // a cuBLAS grouped path's handle moves along
   GroupedGemmPlan(const GroupedGemmPlan&) = delete;
   GroupedGemmPlan& operator=(const GroupedGemmPlan&) = delete;
 
