@@ -67,11 +67,17 @@ std::vector<std::string> study_list(const OptionReader& r) {
     if (std::find(known.begin(), known.end(), item) == known.end()) {
       r.fail("parts", text,
              "unknown study '" + item +
-                 "' (known: chunking, interference, copy_bandwidth, quantize, all)");
+                 "' (known: chunking, interference, copy_bandwidth, quantize, grouped, all)");
     }
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
-  if (all) return known;
+  if (all) {
+    // The schedule's parts; grouped (the MoE grouped GEMM's paths, large cases of their own)
+    // runs only when named.
+    for (const std::string& k : known) {
+      if (k != "grouped" && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+    }
+  }
   // In run order, whatever the order given.
   std::vector<std::string> ordered;
   for (const std::string& k : known) {
@@ -189,8 +195,12 @@ std::vector<Row> own_rows() {
       "back against the whole GEMM), interference (a chunk GEMM alone and beside a copy of "
       "one step's bytes on another stream), copy_bandwidth (device-to-device "
       "cudaMemcpyAsync against size), quantize (the per-tensor FP8 amax and quantize kernels on "
-      "bf16 of the same sizes, against a copy of the same bytes), or all [default: none: the "
-      "sweep]. With --scaling delayed or current, chunking times the FP8 GEMMs the runtime runs "
+      "bf16 of the same sizes, against a copy of the same bytes), grouped (the grouped GEMM of "
+      "a mixture-of-experts layer, issue 25's five bf16 cases of its own, not --cases: a loop "
+      "of cuBLASLt GEMMs, one cublasGemmGroupedBatchedEx and one dense cuBLASLt GEMM of all "
+      "rows; CUDA backend, or the CPU with --parts_grouped_divide), or all (every study but "
+      "grouped) [default: none: the sweep]. With --scaling delayed or current, chunking times the "
+      "FP8 GEMMs the runtime runs "
       "on the operands quantized once before timing (--lhs_format x --rhs_format, e4m3 by "
       "default; the other studies are unchanged)",
       "",
@@ -226,6 +236,18 @@ std::vector<Row> own_rows() {
     }
   };
   rows.push_back(std::move(copy));
+  Row divide = number_row<BenchConfig, int64_t>(
+      "parts_grouped_divide", G::kParts, "D", "",
+      "grouped: divide the cases' tokens, K and N by D (G and the skew rule unchanged), for a "
+      "quick run; 1 (the issue's sizes) on the GPU, >= 16 on the CPU backend",
+      [](auto& c) -> auto& { return c.parts_grouped_divide; }, 1, "must be >= 1", Sweep::kPlain);
+  divide.read = [](const OptionReader& r, BenchConfig& cfg) {
+    cfg.parts_grouped_divide = r.at_least<int64_t>("parts_grouped_divide", 1, "must be >= 1");
+    if (cfg.parts_grouped_divide > 1024) {
+      r.fail("parts_grouped_divide", std::to_string(cfg.parts_grouped_divide), "must be <= 1024");
+    }
+  };
+  rows.push_back(std::move(divide));
   rows.push_back(path_row<BenchConfig>(
       "torch_chunks", G::kParts, "FILE",
       "chunking: CSV of bench/peers/torch_chunking.py (torch.mm on the same chunks), or with "

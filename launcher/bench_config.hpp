@@ -44,6 +44,7 @@ struct BenchConfig : SharedOptions {
   std::vector<int> parts_tp{2, 4, 8};  // tp of the local GEMMs studied
   std::vector<int> parts_chunks_per_rank{1, 4};
   int64_t parts_max_copy_mib = 512;  // copy_bandwidth: 1 MiB up to this
+  int64_t parts_grouped_divide = 1;  // grouped: tokens, K and N divided by this
   std::string torch_chunks;          // CSV of bench/peers/torch_chunking.py; empty: none
   // --scaling and the rest: every GEMM the sweep plans is quantized so (none: bf16 as before).
   QuantizationDesc quantization;

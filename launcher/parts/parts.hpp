@@ -14,6 +14,10 @@
 //                   against transfer size
 //   quantize        the per-tensor FP8 kernels of a quantized GEMM (amax, quantize,
 //                   quantize-transpose, current scaling whole) against a copy of the same bytes
+//   grouped         the grouped GEMM of a mixture-of-experts layer (issue 25): GroupedGemmPlan's
+//                   loop of cuBLASLt GEMMs against its cublasGemmGroupedBatchedEx path and one
+//                   dense GEMM of every row, on the issue's five cases of its own (grouped.cpp;
+//                   bench/peers/torch_grouped_mm.py times torch on the same sizes)
 // Shapes are cgemm-bench's cases (bench_config.hpp), bf16 operands, one rank's local GEMM at
 // a given tp; the chunk GEMMs are those of the programs the runtime plans for that rank
 // (plan_gemm's ProgramView), chunks_per_rank pieces and quantization included, so --parts
@@ -91,6 +95,7 @@ struct Settings {
   std::vector<int> chunks_per_rank{1, 4};
   int64_t max_copy_mib = 512;     // copy_bandwidth: 1, 2, 4, ... MiB up to this
   QuantizationDesc quantization;  // chunking: kNoScaling times bf16, else per-tensor FP8
+  int64_t grouped_divide = 1;     // grouped: tokens, K and N divided by this
 };
 
 /// torch's times on the same chunks, by key(case, collective, tp, chunks), of one dtype:
@@ -201,9 +206,11 @@ Table interference(Backend& be, const std::vector<BenchShape>& shapes, const Set
 Table copy_bandwidth(Backend& be, const Settings& s);
 /// 1 MiB up to max_copy_mib of bf16, as copy_bandwidth's sizes.
 Table quantize_bandwidth(Backend& be, const Settings& s);
+/// Issue 25's MoE cases (tokens, K, N divided by s.grouped_divide), grouped.cpp.
+Table grouped(Backend& be, const Settings& s);
 
-/// "chunking", "interference", "copy_bandwidth", "quantize": the names --parts takes, in run
-/// order.
+/// "chunking", "interference", "copy_bandwidth", "quantize", "grouped": the names --parts
+/// takes, in run order ("all" is every one but grouped).
 const std::vector<std::string>& study_names();
 
 /// cgemm-bench --parts: checks the job (one rank) and the outputs, runs cfg.parts in order on

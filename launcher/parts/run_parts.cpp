@@ -62,6 +62,9 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
   s.chunks_per_rank = cfg.parts_chunks_per_rank;
   s.max_copy_mib = cfg.parts_max_copy_mib;
   s.quantization = cfg.quantization;
+  s.grouped_divide = cfg.parts_grouped_divide;
+  const bool grouped_asked =
+      std::find(cfg.parts.begin(), cfg.parts.end(), "grouped") != cfg.parts.end();
   std::vector<BenchShape> shapes;
   for (const std::string& name : cfg.cases) shapes.push_back(bench_shape(name));
 
@@ -72,6 +75,15 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
                 BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout}, cfg.overlap);
     if (any_rank_failed(l2_memory_refusal(cfg.l2_mib, ctx))) return kExitUsage;
     Backend& be = ctx.backend();
+    // The full MoE cases are tens of TFLOP a round: hours on a CPU.
+    const bool cpu_full = grouped_asked && be.name() == "cpu" && s.grouped_divide < 16;
+    if (any_rank_failed(cpu_full ? "--parts grouped on the CPU backend needs "
+                                   "--parts_grouped_divide 16 or more (the issue's sizes are "
+                                   "for the GPU); got " +
+                                       std::to_string(s.grouped_divide)
+                                 : "")) {
+      return kExitUsage;
+    }
     md << "Run " << when << ", one rank, command: `" << command << "`\n\n```\n"
        << be.describe() << "\n```\n";
     for (const std::string& study : cfg.parts) {
@@ -79,6 +91,7 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
       Table t = study == "chunking"       ? chunking(be, shapes, s, torch)
                 : study == "interference" ? interference(be, shapes, s)
                 : study == "quantize"     ? quantize_bandwidth(be, s)
+                : study == "grouped"      ? grouped(be, s)
                                           : copy_bandwidth(be, s);
       md << "\n### " << study << "\n\n" << t.markdown();
       csvs.emplace_back(study, t.csv());

@@ -220,6 +220,13 @@ add_test(NAME mpi_bench_parts_fp8
           $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_parts_fp8_out)
 set_tests_properties(mpi_bench_parts_fp8 PROPERTIES LABELS mpi TIMEOUT 90
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "^PASS")
+# cgemm-bench --parts grouped (issue 25 item 5's study) on the CPU backend, cases divided by
+# 64, with the peer's dry run and the joined table.
+add_test(NAME mpi_bench_parts_grouped
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_parts_grouped.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:cgemm-bench> ${Python3_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/bench_parts_grouped_out)
+set_tests_properties(mpi_bench_parts_grouped PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "^PASS")
 
 # cgemm-bench's bad options: one "cgemm-bench: error:" line naming the option and the value
 # (the shared options in cgemm-run's words), exit status 2, before any run.

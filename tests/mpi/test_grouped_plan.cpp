@@ -14,7 +14,11 @@
 // accumulates in fp32: at most k * 2^-24 of the magnitude sum, k <= 96 here).
 //
 // With --backend=cuda (tests/gpu/gpu_tests.cmake) the same cases run on the CUDA backend: a
-// loop of cuBLASLt GEMMs on stream 0; every case skips without a GPU.
+// loop of cuBLASLt GEMMs on stream 0; every case skips without a GPU. The cuBLAS grouped path
+// (GroupedPath::kCublasGrouped: one cublasGemmGroupedBatchedEx per call, the bias filled in
+// first and added with beta = 1) is checked the same way for the ragged-rows form, bf16 and
+// fp16, plus calls in flight on one plan beyond its staging slots and its refusals (fp32, a
+// wider output, the wgrad form, K = 0); on the CPU backend those cases run the loop.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -105,12 +109,14 @@ struct Case {
   std::optional<DType> out_dtype;
   bool bias = false;
   bool backend_sizes = false;
+  GroupedPath path = GroupedPath::kAuto;
 };
 
 std::string describe(const Case& c) {
   std::string s = std::string(grouped_form_name(c.form)) + " " + std::string(dtype_name(c.dtype)) +
                   (c.lhs_trans ? " lhsT" : "") + (c.rhs_trans ? " rhsT" : "") +
-                  (c.bias ? " bias" : "") + (c.backend_sizes ? " backend-sizes" : "") + " sizes [";
+                  (c.bias ? " bias" : "") + (c.backend_sizes ? " backend-sizes" : "") + " path " +
+                  grouped_path_name(c.path) + " sizes [";
   for (int32_t v : c.sizes) s += std::to_string(v) + " ";
   return s + "]";
 }
@@ -139,8 +145,12 @@ GroupedGemmDesc make_desc(const Case& c) {
     d.rhs_contracting_dims = {c.rhs_trans ? 1 : 0};
   }
   if (c.bias) d.bias_shape = Shape{g, c.n};
+  d.path = c.path;
   return d;
 }
+
+void check_output(const Case& c, const std::vector<double>& lhs, const std::vector<double>& rhs,
+                  const std::vector<double>& bias, const std::vector<double>& out);
 
 // Runs `c` and checks every group's output against the fp64 reference.
 void run_and_check(const Case& c) {
@@ -150,24 +160,17 @@ void run_and_check(const Case& c) {
   const DType out_t = c.out_dtype.value_or(c.dtype);
   ASSERT_EQ(plan.out_dtype(), out_t);
   const auto g = static_cast<int64_t>(c.sizes.size());
+  // The CPU backend ignores the path; the CUDA backend runs the one asked for (auto: loop).
+  const bool grouped = g_cuda && c.path == GroupedPath::kCublasGrouped;
+  ASSERT_EQ(plan.path(), grouped ? GroupedPath::kCublasGrouped : GroupedPath::kLoop);
   const int64_t ragged = plan.ragged_extent();
   const bool rows = c.form == GroupedForm::kRaggedRows;
-  const int64_t m_all = rows ? ragged : c.other, k_all = rows ? c.other : ragged;
   const Shape out_shape = rows ? Shape{ragged, c.n} : Shape{g, c.other, c.n};
   ASSERT_EQ(plan.out_shape(), out_shape);
 
   const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
   const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
   const auto bias = c.bias ? random_values(g * c.n, out_t) : std::vector<double>{};
-  // Element (i, p) of lhs as [m, k] and (p, j) of rhs as [k, n] (of group gi for rows).
-  const auto a = [&](int64_t i, int64_t p) {
-    return lhs[static_cast<size_t>(c.lhs_trans ? p * m_all + i : i * k_all + p)];
-  };
-  const auto b = [&](int64_t gi, int64_t p, int64_t j) {
-    const int64_t base = rows ? gi * k_all * c.n : 0;
-    return rhs[static_cast<size_t>(base + (c.rhs_trans ? j * k_all + p : p * c.n + j))];
-  };
-
   Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype);
   std::unique_ptr<Buffer> bias_buf;
   if (c.bias) bias_buf = std::make_unique<Buffer>(bias, out_t);
@@ -183,8 +186,25 @@ void run_and_check(const Case& c) {
   } else {
     plan.execute(c.sizes, lhs_buf.p, rhs_buf.p, bias_p, out_buf.p);
   }
-  const auto out = read_back(out_buf.p, out_t, out_count);
+  check_output(c, lhs, rhs, bias, read_back(out_buf.p, out_t, out_count));
+}
 
+// Checks `out` of case `c` (its sizes) against the fp64 reference from lhs, rhs and bias.
+void check_output(const Case& c, const std::vector<double>& lhs, const std::vector<double>& rhs,
+                  const std::vector<double>& bias, const std::vector<double>& out) {
+  const auto g = static_cast<int64_t>(c.sizes.size());
+  const DType out_t = c.out_dtype.value_or(c.dtype);
+  int64_t ragged = 0;
+  for (int32_t v : c.sizes) ragged += v;
+  const bool rows = c.form == GroupedForm::kRaggedRows;
+  const int64_t m_all = rows ? ragged : c.other, k_all = rows ? c.other : ragged;
+  const auto a = [&](int64_t i, int64_t p) {
+    return lhs[static_cast<size_t>(c.lhs_trans ? p * m_all + i : i * k_all + p)];
+  };
+  const auto b = [&](int64_t gi, int64_t p, int64_t j) {
+    const int64_t base = rows ? gi * k_all * c.n : 0;
+    return rhs[static_cast<size_t>(base + (c.rhs_trans ? j * k_all + p : p * c.n + j))];
+  };
   int64_t off = 0, bad = 0;
   for (int64_t gi = 0; gi < g; ++gi) {
     const int64_t size = c.sizes[static_cast<size_t>(gi)];
@@ -421,6 +441,126 @@ TEST_F(GroupedPlan, BiasPointerMustMatchThePlan) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "grouped GEMM 'moe' was planned with a bias but got none");
   }
+}
+
+// The cuBLAS grouped path (GroupedPath::kCublasGrouped): the ragged-rows cases above, bf16
+// and fp16, every layout, bias on and off, sizes from host and backend memory. On the CPU
+// backend the same cases run the loop (the path is ignored there).
+TEST_F(GroupedPlan, CublasGroupedPathRaggedRows) {
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    for (const auto& sizes : kRowSizes) {
+      for (int layout = 0; layout < 4; ++layout) {
+        for (bool bias : {false, true}) {
+          Case c;
+          c.path = GroupedPath::kCublasGrouped;
+          c.dtype = t;
+          c.sizes = sizes;
+          c.lhs_trans = (layout & 1) != 0;
+          c.rhs_trans = (layout & 2) != 0;
+          c.bias = bias;
+          c.backend_sizes = layout == 3;
+          run_and_check(c);
+        }
+      }
+    }
+  }
+}
+
+// More calls on one plan than it has staging slots, each with other sizes and its own
+// output, issued back to back before one read: a slot rewritten while its copy is in flight
+// would give a later call's pointers to an earlier GEMM.
+TEST_F(GroupedPlan, CublasGroupedCallsInFlight) {
+  const std::vector<std::vector<int32_t>> calls = {
+      {24, 24, 24, 24}, {65, 3, 0, 28},   {0, 0, 96, 0}, {96, 0, 0, 0},
+      {0, 0, 0, 96},    {10, 20, 30, 36}, {1, 1, 1, 93}, {50, 0, 46, 0}};
+  Case c;
+  c.path = GroupedPath::kCublasGrouped;
+  c.sizes = calls.front();
+  c.bias = true;
+  const GroupedGemmDesc d = make_desc(c);
+  GroupedGemmPlan plan(*g_ctx, d);
+  const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
+  const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
+  const auto bias = random_values(4 * c.n, c.dtype);
+  Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype), bias_buf(bias, c.dtype);
+  const int64_t count = num_elements(plan.out_shape());
+  std::vector<std::unique_ptr<Buffer>> outs;
+  for (const auto& sizes : calls) {
+    outs.push_back(std::make_unique<Buffer>(static_cast<size_t>(count) * dtype_size(c.dtype)));
+    be().fill_nan(outs.back()->p, c.dtype, count);
+    plan.execute(sizes, lhs_buf.p, rhs_buf.p, bias_buf.p, outs.back()->p);
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Case ci = c;
+    ci.sizes = calls[i];
+    SCOPED_TRACE(describe(ci));
+    check_output(ci, lhs, rhs, bias, read_back(outs[i]->p, c.dtype, count));
+  }
+}
+
+// Where the cuBLAS grouped path does not run, a plan that asks for it is refused on the CUDA
+// backend (no silent fallback), and kAuto runs the loop; the CPU backend runs the loop for all.
+TEST_F(GroupedPlan, CublasGroupedPathRefusals) {
+  Case c;
+  c.sizes = {24, 24, 24, 24};
+  c.path = GroupedPath::kCublasGrouped;
+  const auto expect = [&](const Case& ci, const std::string& why) {
+    const GroupedGemmDesc d = make_desc(ci);
+    if (!g_cuda) {
+      GroupedGemmPlan plan(*g_ctx, d);
+      EXPECT_EQ(plan.path(), GroupedPath::kLoop) << describe(ci);
+      return;
+    }
+    expect_plan_error<Error>(d, "grouped GEMM 'moe' (" + std::string(grouped_form_name(ci.form)) +
+                                    "): path cublas_grouped does not run it: " + why +
+                                    "; use path loop (or auto)");
+    GroupedGemmDesc a = d;
+    a.path = GroupedPath::kAuto;
+    EXPECT_EQ(GroupedGemmPlan(*g_ctx, a).path(), GroupedPath::kLoop) << describe(ci);
+  };
+  Case fp32 = c;
+  fp32.dtype = DType::kFloat32;
+  expect(fp32, "it runs bfloat16 and float16 only, not float32");
+  Case wide = c;
+  wide.out_dtype = DType::kFloat32;
+  expect(wide, "the output dtype float32 differs from the inputs' bfloat16");
+  Case wgrad = c;
+  wgrad.form = GroupedForm::kRaggedContracting;
+  expect(wgrad, "it runs the ragged-rows form (forward, dgrad) only");
+  Case empty_k = c;
+  empty_k.other = 0;
+  expect(empty_k, "K = 0 (an empty contraction, only the bias is written)");
+  // fp32 on the default path still runs (the loop) and is right.
+  fp32.path = GroupedPath::kAuto;
+  run_and_check(fp32);
+}
+
+// A plan moved into another object keeps its path (and on CUDA its cuBLAS handle and staging).
+TEST_F(GroupedPlan, MovedPlanStillRuns) {
+  Case c;
+  c.sizes = {65, 3, 0, 28};
+  c.path = GroupedPath::kCublasGrouped;
+  c.bias = true;
+  const GroupedGemmDesc d = make_desc(c);
+  auto first = std::make_unique<GroupedGemmPlan>(*g_ctx, d);
+  GroupedGemmPlan moved(std::move(*first));
+  first.reset();
+  EXPECT_EQ(moved.path(), g_cuda ? GroupedPath::kCublasGrouped : GroupedPath::kLoop);
+  const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
+  const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
+  const auto bias = random_values(4 * c.n, c.dtype);
+  Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype), bias_buf(bias, c.dtype);
+  const int64_t count = num_elements(moved.out_shape());
+  Buffer out(static_cast<size_t>(count) * dtype_size(c.dtype));
+  be().fill_nan(out.p, c.dtype, count);
+  moved.execute(c.sizes, lhs_buf.p, rhs_buf.p, bias_buf.p, out.p);
+  check_output(c, lhs, rhs, bias, read_back(out.p, c.dtype, count));
+}
+
+TEST(GroupedPathNames, Names) {
+  EXPECT_STREQ(grouped_path_name(GroupedPath::kAuto), "auto");
+  EXPECT_STREQ(grouped_path_name(GroupedPath::kLoop), "loop");
+  EXPECT_STREQ(grouped_path_name(GroupedPath::kCublasGrouped), "cublas_grouped");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "cgemm/core/error.hpp"
 #include "cgemm/gemm/cpu_gemm.hpp"
 #include "cgemm/gemm/quantize.hpp"
+#include "parts/grouped_sizes.hpp"
 #include "parts/parts.hpp"
 
 namespace cgemm::launcher::parts {
@@ -268,6 +269,48 @@ TEST(BenchParts, Fp8ChunksComputeTheWholeGemmOnTheCpu) {
       }
     }
   }
+}
+
+// --parts grouped's size rule (parts/grouped_sizes.hpp), the vectors torch_grouped_mm.py
+// repeats: sums, empty groups where the rule puts them, the Zipf ranks' sizes, and the
+// refusals.
+TEST(GroupedSizes, UniformSplitsTheRemainderFirst) {
+  EXPECT_EQ(moe_group_sizes(10, 4, GroupSkew::kUniform), (std::vector<int32_t>{3, 3, 2, 2}));
+  EXPECT_EQ(moe_group_sizes(32768, 8, GroupSkew::kUniform), std::vector<int32_t>(8, 4096));
+  EXPECT_EQ(moe_group_sizes(0, 3, GroupSkew::kUniform), std::vector<int32_t>(3, 0));
+}
+
+TEST(GroupedSizes, SkewedHasEightEmptyGroupsAndZipfRanks) {
+  for (int64_t tokens : {65536, 16384, 1024, 56}) {
+    const std::vector<int32_t> s = moe_group_sizes(tokens, 64, GroupSkew::kSkewed);
+    ASSERT_EQ(s.size(), 64u);
+    int64_t sum = 0;
+    for (size_t g = 0; g < s.size(); ++g) {
+      sum += s[g];
+      if (g % 8 == 7) {
+        EXPECT_EQ(s[g], 0) << "group " << g << " of " << tokens;
+      } else {
+        EXPECT_GE(s[g], 1) << "group " << g << " of " << tokens;
+      }
+    }
+    EXPECT_EQ(sum, tokens);
+  }
+  // The figures grouped_sizes.hpp quotes (and torch_grouped_mm.py --dry-run prints).
+  const std::vector<int32_t> big = moe_group_sizes(65536, 64, GroupSkew::kSkewed);
+  EXPECT_EQ(big[0], 14201);
+  EXPECT_EQ(big[1], 7101);
+  EXPECT_EQ(big[62], 254);
+  const std::vector<int32_t> small = moe_group_sizes(16384, 64, GroupSkew::kSkewed);
+  EXPECT_EQ(small[0], 3542);
+  EXPECT_EQ(small[62], 64);
+  EXPECT_EQ(moe_group_sizes(56, 64, GroupSkew::kSkewed)[0], 1);  // one row per active group
+}
+
+TEST(GroupedSizes, Refusals) {
+  EXPECT_THROW(moe_group_sizes(100, 0, GroupSkew::kUniform), Error);
+  EXPECT_THROW(moe_group_sizes(100, 12, GroupSkew::kSkewed), Error);  // 8 does not divide 12
+  EXPECT_THROW(moe_group_sizes(100, 8, GroupSkew::kSkewed), Error);   // every group empty
+  EXPECT_THROW(moe_group_sizes(55, 64, GroupSkew::kSkewed), Error);   // fewer tokens than groups
 }
 
 }  // namespace

@@ -1275,6 +1275,7 @@ const std::map<std::string, std::string>& non_default_values() {
       {"knobs", "off"},
       {"peers", "peers.csv"},
       {"parts_max_copy_mib", "64"},
+      {"parts_grouped_divide", "64"},
       {"torch_chunks", "torch.csv"},
   };
   return values;

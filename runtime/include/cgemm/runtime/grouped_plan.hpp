@@ -47,13 +47,30 @@
 // arrays' lengths; its abstract notes that K totals may leave padding. The issue asks the
 // sum to match, so a padded K is refused here.)
 //
-// Execution: one Backend::gemm per non-empty group (GemmTask with the group's offsets into
-// lhs, rhs, out and bias), in group order on stream 0; no synchronization between groups
-// (asynchronous on the CUDA backend: a loop of cuBLASLt GEMMs on stream 0). A group whose
-// contraction is empty (size 0 in kRaggedContracting, or K = 0) writes 0 (+ bias) with one
-// Backend::sum_partials over no parts, since cuBLASLt refuses k = 0.
+// Execution paths (GroupedGemmDesc::path; GroupedGemmPlan::path() says which one calls run):
+//  - kLoop: one Backend::gemm per non-empty group (GemmTask with the group's offsets into
+//    lhs, rhs, out and bias), in group order on stream 0; no synchronization between groups
+//    (asynchronous on the CUDA backend: a loop of cuBLASLt GEMMs on stream 0). A group whose
+//    contraction is empty (size 0 in kRaggedContracting, or K = 0) writes 0 (+ bias) with one
+//    Backend::sum_partials over no parts, since cuBLASLt refuses k = 0.
+//  - kCublasGrouped (CUDA backend, kRaggedRows, bfloat16 or float16 in and out, K > 0, M, N,
+//    K within int32): one cublasGemmGroupedBatchedEx per call on stream 0, one cuBLAS group
+//    of one problem per non-empty group (fp32 accumulation, CUBLAS_COMPUTE_32F). Per call:
+//    the problems' A/B/C pointers and the G row ends go to the device in one asynchronous copy
+//    from pinned staging the plan owns (a ring of slots, each reused only after an event says
+//    its previous copy has left it); no host synchronization per group. With a bias, one
+//    kernel first writes bias[g] into every row of group g and the GEMM adds into it
+//    (beta = 1): the bias is added in fp32 and rounded once, as cuBLASLt's bias epilogue.
+//    The path records no trace spans. A plan whose desc asks for it where it does not run
+//    (fp32, an output dtype other than the inputs', kRaggedContracting, K = 0, a dim over
+//    int32) is refused with cgemm::Error naming the reason: there is no silent fallback.
+//  - kAuto: the loop, until the measurement of cgemm-bench --parts grouped (loop against
+//    cuBLAS grouped on the issue's MoE cases) is made on the GPU machine; the choice will be
+//    set from that run.
+// The CPU backend ignores the path: it always runs the loop.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,6 +94,20 @@ enum class GroupedForm {
 /// "ragged_rows" or "ragged_contracting".
 const char* grouped_form_name(GroupedForm f);
 
+/// How a call runs on the CUDA backend (see the top of this file).
+enum class GroupedPath {
+  kAuto,           // the loop for now (chosen by measurement in a later run)
+  kLoop,           // one cuBLASLt GEMM per non-empty group
+  kCublasGrouped,  // one cublasGemmGroupedBatchedEx per call (ragged rows, bf16 / fp16)
+};
+
+/// "auto", "loop" or "cublas_grouped".
+const char* grouped_path_name(GroupedPath p);
+
+namespace grouped {
+class RaggedRowsRunner;  // runtime/src/grouped/ragged_rows_runner.hpp
+}
+
 struct GroupedGemmDesc {
   std::string name = "grouped_gemm";  // names the plan in errors and trace labels
   GroupedForm form = GroupedForm::kRaggedRows;
@@ -89,6 +120,7 @@ struct GroupedGemmDesc {
   std::vector<int64_t> rhs_contracting_dims{2};
   std::optional<Shape> bias_shape;              // nullopt: no bias; else [G, N]
   std::optional<DType> preferred_element_type;  // the output dtype; nullopt: dtype
+  GroupedPath path = GroupedPath::kAuto;        // CUDA backend only; the CPU backend loops
 };
 
 class GroupedGemmPlan {
@@ -97,10 +129,16 @@ class GroupedGemmPlan {
   /// from `backend`; no v2 (nvte_grouped_gemm) library here, NVTE_JAX_ENFORCE_V2_GROUPED_GEMM
   /// not read). Throws PlanError where gemm.py raises, cgemm::Error for what the runtime does
   /// not run (a layout other than those at the top of this file, FP8 or other dtypes, rhs's
-  /// G dim != num_groups, lhs and rhs contracting sizes that differ).
+  /// G dim != num_groups, lhs and rhs contracting sizes that differ, path kCublasGrouped on
+  /// the CUDA backend where it does not run). With kCublasGrouped it creates a cuBLAS handle
+  /// and its staging (pinned and device memory) on the current device.
   GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc);
   /// The same on ctx's backend (a grouped GEMM is local to a rank: no collective).
   GroupedGemmPlan(Context& ctx, GroupedGemmDesc desc);
+  ~GroupedGemmPlan();
+  GroupedGemmPlan(GroupedGemmPlan&&) noexcept;  // a cuBLAS grouped path's handle moves along
+  GroupedGemmPlan(const GroupedGemmPlan&) = delete;
+  GroupedGemmPlan& operator=(const GroupedGemmPlan&) = delete;
 
   const GroupedGemmDesc& desc() const { return desc_; }
   /// The planner's answer (out shape and dtype, layouts, boundaries, workspace sizes).
@@ -108,6 +146,8 @@ class GroupedGemmPlan {
   const Shape& out_shape() const { return planned_.out_shape; }
   DType out_dtype() const { return planned_.out_dtype; }
   int64_t num_groups() const { return desc_.num_groups; }
+  /// The path calls run: kLoop or kCublasGrouped (never kAuto; always kLoop on the CPU).
+  GroupedPath path() const { return path_; }
   /// The dim the group sizes must sum to: M (kRaggedRows) or K_total (kRaggedContracting).
   int64_t ragged_extent() const { return ragged_; }
   /// FLOPs of one call with these sizes: 2 * m * n * k summed over the groups (the real,
@@ -128,6 +168,8 @@ class GroupedGemmPlan {
                              const void* bias, void* out);
 
  private:
+  void choose_path(const std::string& what);  // sets path_ and runner_ (or throws)
+
   Backend& be_;
   GroupedGemmDesc desc_;
   GroupedGemm planned_;
@@ -136,6 +178,8 @@ class GroupedGemmPlan {
   bool lhs_trans_ = false, rhs_trans_ = false;  // as GemmTask: lhs [k, m], rhs [n, k]
   std::vector<std::string> labels_;             // one per group, for traces
   std::vector<int32_t> host_sizes_;             // the staging copy of backend sizes
+  GroupedPath path_ = GroupedPath::kLoop;
+  std::unique_ptr<grouped::RaggedRowsRunner> runner_;  // kCublasGrouped only
 };
 
 }  // namespace cgemm

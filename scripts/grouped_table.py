@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Joins cgemm-bench --parts grouped's CSV with bench/peers/torch_grouped_mm.py's into one table.
+
+    python3 scripts/grouped_table.py CGEMM_PARTS_GROUPED_CSV [TORCH_GROUPED_MM_CSV]
+
+Rows join on (tokens, groups, k, n, sizes); a case missing on the torch side keeps empty torch
+cells. Prints one Markdown table: each path's median ms and TFLOP/s (over the real ragged work,
+2 * tokens * K * N), then the better cgemm path over the better torch call (the issue's target:
+<= 1.00x on every case) and the group sizes' agreement check (cgemm's grouped vs loop).
+Standard library only. Exit status: 0, or 2 when a file cannot be read.
+"""
+
+import csv
+import sys
+
+
+def read(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def cell(ms, tf):
+    return "" if ms is None else f"{ms:.3f} ms ({tf:.0f})"
+
+
+def main(argv):
+    if len(argv) not in (2, 3):
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    try:
+        cg = read(argv[1])
+        th = read(argv[2]) if len(argv) == 3 else []
+    except OSError as e:
+        print(f"grouped_table.py: {e}", file=sys.stderr)
+        return 2
+    key = lambda r: (r["tokens"], r["groups"], r["k"], r["n"], r["sizes"])
+    torch = {key(r): r for r in th}
+    print("| tokens x G x K x N | sizes | cgemm loop | cgemm cuBLAS grouped | dense GEMM floor "
+          "| torch._grouped_mm | loop of torch.mm | best cgemm / best torch | max rel diff |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in cg:
+        t = torch.get(key(r), {})
+        lm, gm, dm = num(r["loop_ms"]), num(r["grouped_ms"]), num(r["dense_ms"])
+        tgm, tlm = num(t.get("grouped_mm_ms")), num(t.get("loop_ms"))
+        best_c = min(v for v in (lm, gm) if v is not None)
+        torch_ms = [v for v in (tgm, tlm) if v is not None]
+        ratio = f"{best_c / min(torch_ms):.2f}x" if torch_ms else ""
+        gpath = r.get("grouped_path", "")
+        gcell = cell(gm, num(r["grouped_tflops"]))
+        if gpath and gpath != "cublas_grouped":
+            gcell += f" [{gpath}]"
+        print(f"| {r['case']} | {r['sizes']} | {cell(lm, num(r['loop_tflops']))} | {gcell} | "
+              f"{cell(dm, num(r['dense_tflops']))} | "
+              f"{cell(tgm, num(t.get('grouped_mm_tflops')))} | "
+              f"{cell(tlm, num(t.get('loop_tflops')))} | {ratio} | {r['max_rel_diff']} |")
+    print("\nms: medians; (n): TFLOP/s over the real ragged work. best / best < 1: cgemm faster.")
+    notes = [f"{r['case']} {r['sizes']}: {r['note']}" for r in th if r.get("note")]
+    if notes:
+        print("torch notes:\n" + "\n".join("  " + n for n in notes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
