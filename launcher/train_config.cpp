@@ -86,7 +86,9 @@ std::vector<Row> own_rows() {
   rows.push_back(std::move(tp));
 
   rows.push_back(number<int64_t>(
-      "batch", G::kProblem, "N", "sequences", "global batch size B, split over dp",
+      "batch", G::kProblem, "N", "sequences",
+      "global batch size B, split over dp; B / dp must be 1 or a multiple of dp (gemm.py's "
+      "sequence-parallel reorder)",
       [](auto& c) -> auto& { return c.batch; }, 1, "must be at least 1 [sequences]"));
   rows.push_back(number<int64_t>(
       "seq_len", G::kProblem, "N", "tokens", "sequence length S, sharded over tp",
@@ -146,7 +148,7 @@ std::vector<Row> own_rows() {
           [](const OptionReader& r, TrainConfig& c) {
             c.lr = r.get<double>("lr");
             if (!std::isfinite(c.lr) || !(c.lr > 0)) {
-              r.fail("lr", shortest(c.lr), "must be a positive number");
+              r.fail("lr", shortest(c.lr), "must be a positive finite number");
             }
           },
           [](std::ostream& out, const TrainConfig& c) { out << "lr = " << shortest(c.lr) << "\n"; },
@@ -277,6 +279,17 @@ void resolve_train_mesh(TrainConfig& cfg, int world_size) {
     throw OptionError("--ffn " + std::to_string(cfg.ffn) + " is not divisible by tp " + tp +
                       " (the up projection's output and the down projection's input are "
                       "sharded over the tensor-parallel group)");
+  }
+  // gemm.py's sequence-parallel reorders (_reorder_tpsp_leading / _reorder_dp_leading) reshape
+  // each rank's batch by dp: it must be 1 or a multiple of dp. The planner refuses it too, in
+  // gemm.py's words; this names the option.
+  const int64_t local = cfg.batch / cfg.dp;
+  if (local != 1 && local % cfg.dp != 0) {
+    throw OptionError("--batch " + std::to_string(cfg.batch) + " on --dp " +
+                      std::to_string(cfg.dp) + ": each data-parallel rank's " +
+                      std::to_string(local) + " sequences must be 1 or a multiple of dp " +
+                      std::to_string(cfg.dp) +
+                      " (gemm.py's sequence-parallel reorder reshapes the local batch by dp)");
   }
 }
 

@@ -117,11 +117,12 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   say("up_proj:   " + trainer->up().forward_plan().schedule_summary());
-  if (trainer->dp_buckets() != nullptr) {
-    say("dp gradient buckets (" + std::to_string(cfg.bucket_kib) + " KiB):\n" +
-        trainer->dp_buckets()->describe());
-  }
   say("down_proj: " + trainer->down().forward_plan().schedule_summary());
+  if (trainer->dp_buckets() != nullptr) {
+    std::string buckets = trainer->dp_buckets()->describe();
+    while (!buckets.empty() && buckets.back() == '\n') buckets.pop_back();
+    say("dp gradient buckets (" + std::to_string(cfg.bucket_kib) + " KiB):\n" + buckets);
+  }
 
   // train
   std::vector<double> losses, step_ms;
@@ -176,7 +177,8 @@ int run(int argc, char** argv) {
       fmt(" (%.1f%% of the first)", 100.0 * ratio));
   // The step time includes drawing the inputs and the teacher's forward pass (the targets).
   say(fmt("%.0f tokens per step, %.3f ms per step (mean of the slowest rank's), %.0f tokens/s",
-          tokens, total_ms / cfg.steps, tokens_per_s));
+          tokens, total_ms / cfg.steps, tokens_per_s) +
+      " (a step counts every phase below, the inputs and the teacher's targets included)");
   // A forward and backward pass: 3 GEMMs per projection (forward, dgrad, wgrad), each 2 T H F
   // flops over the job's T tokens.
   const double pass_flops =
@@ -184,7 +186,7 @@ int run(int argc, char** argv) {
   if (cfg.timed_passes > 0) {
     say(fmt("forward + backward pass: %.4f ms (median of %.0f after 3 untimed, slowest rank), ",
             pass_median_ms, cfg.timed_passes) +
-        fmt("%.0f tokens/s, %.1f TFLOP/s (12 T H F flops)", tokens / (pass_median_ms * 1e-3),
+        fmt("%.0f tokens/s, %.3g TFLOP/s (12 T H F flops)", tokens / (pass_median_ms * 1e-3),
             pass_flops / (pass_median_ms * 1e-3) * 1e-12));
   }
   say("share of the step time (summed over the steps, slowest rank per phase):");

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,8 +161,16 @@ void run_and_check(const Case& c) {
   const DType out_t = c.out_dtype.value_or(c.dtype);
   ASSERT_EQ(plan.out_dtype(), out_t);
   const auto g = static_cast<int64_t>(c.sizes.size());
-  // The CPU backend ignores the path; the CUDA backend runs the one asked for (auto: loop).
-  const bool grouped = g_cuda && c.path == GroupedPath::kCublasGrouped;
+  // The CPU backend ignores the path; the CUDA backend runs the one asked for, and for auto
+  // the cuBLAS grouped call where it runs and groups average under 512 rows.
+  const int64_t rows_total = std::accumulate(c.sizes.begin(), c.sizes.end(), int64_t{0});
+  const bool eligible = c.form == GroupedForm::kRaggedRows &&
+                        (c.dtype == DType::kBFloat16 || c.dtype == DType::kFloat16) &&
+                        c.out_dtype.value_or(c.dtype) == c.dtype && c.other > 0;
+  const bool grouped =
+      g_cuda && (c.path == GroupedPath::kCublasGrouped ||
+                 (c.path == GroupedPath::kAuto && eligible &&
+                  rows_total < kAutoGroupedRowsPerGroup * static_cast<int64_t>(c.sizes.size())));
   ASSERT_EQ(plan.path(), grouped ? GroupedPath::kCublasGrouped : GroupedPath::kLoop);
   const int64_t ragged = plan.ragged_extent();
   const bool rows = c.form == GroupedForm::kRaggedRows;
@@ -533,6 +542,15 @@ TEST_F(GroupedPlan, CublasGroupedPathRefusals) {
   // fp32 on the default path still runs (the loop) and is right.
   fp32.path = GroupedPath::kAuto;
   run_and_check(fp32);
+  // kAuto by the groups' mean rows: 24 rows per group take the cuBLAS grouped call on CUDA,
+  // 512 and more the loop; the CPU backend always loops.
+  Case small = c;
+  small.path = GroupedPath::kAuto;
+  EXPECT_EQ(GroupedGemmPlan(*g_ctx, make_desc(small)).path(),
+            g_cuda ? GroupedPath::kCublasGrouped : GroupedPath::kLoop);
+  Case large = small;
+  large.sizes = {512, 512, 512, 512};
+  EXPECT_EQ(GroupedGemmPlan(*g_ctx, make_desc(large)).path(), GroupedPath::kLoop);
 }
 
 // A plan moved into another object keeps its path (and on CUDA its cuBLAS handle and staging).

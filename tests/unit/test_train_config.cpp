@@ -109,7 +109,7 @@ TEST(TrainConfig, ErrorsNameTheOptionAndTheValue) {
   EXPECT_NE(parse_error({"--dtype", "fp16"}).find("--dtype fp16: unknown value"),
             std::string::npos);
   EXPECT_NE(parse_error({"--path", "auto"}).find("--path auto"), std::string::npos);
-  EXPECT_NE(parse_error({"--lr", "0"}).find("--lr 0: must be a positive number"),
+  EXPECT_NE(parse_error({"--lr", "0"}).find("--lr 0: must be a positive finite number"),
             std::string::npos);
   EXPECT_NE(parse_error({"--lr", "nan"}).find("--lr"), std::string::npos);
   EXPECT_NE(parse_error({"--steps", "0"}).find("--steps 0"), std::string::npos);

@@ -80,10 +80,11 @@ class CublasGrouped final : public RaggedRowsRunner {
   CublasGrouped(const CublasGrouped&) = delete;
   CublasGrouped& operator=(const CublasGrouped&) = delete;
 
-  void run(std::span<const int32_t> sizes, const void* lhs, const void* rhs, const void* bias,
+  bool run(std::span<const int32_t> sizes, const void* lhs, const void* rhs, const void* bias,
            void* out) override {
-    if (g_.m_total == 0 || g_.n == 0) return;  // nothing to write
+    if (g_.m_total == 0 || g_.n == 0) return true;  // nothing to write
     const auto groups = static_cast<size_t>(g_.groups);
+    if (!aligned(sizes, lhs, rhs, out)) return false;
     const size_t slot = turn_++ % kSlots;
     char* host = static_cast<char*>(staging_) + slot * slot_bytes_;
     char* dev = static_cast<char*>(device_) + slot * slot_bytes_;
@@ -147,9 +148,37 @@ class CublasGrouped final : public RaggedRowsRunner {
                    group_size_.data(), CUBLAS_COMPUTE_32F),
                "cublasGemmGroupedBatchedEx(" + std::to_string(count) + " groups, N " +
                    std::to_string(g_.n) + ", K " + std::to_string(g_.k) + ")");
+    return true;
   }
 
  private:
+  // cublasGemmGroupedBatchedEx faults (cudaErrorMisalignedAddress, sticky: the context is
+  // lost) on a group whose A, B or C pointer is not 16-byte aligned, as an lhs [K, M] group
+  // starting at an odd row offset is (seen on the H200 with test_grouped_plan). Such a call runs
+  // the loop instead.
+  bool aligned(std::span<const int32_t> sizes, const void* lhs, const void* rhs,
+               const void* out) const {
+    const auto in = static_cast<int64_t>(dtype_size(g_.dtype));
+    const auto ok = [](const void* base, int64_t bytes) {
+      return (reinterpret_cast<uintptr_t>(base) + static_cast<uint64_t>(bytes)) % 16 == 0;
+    };
+    const int64_t lds[] = {g_.rhs_trans ? g_.k : g_.n, g_.lhs_trans ? g_.m_total : g_.k, g_.n};
+    for (const int64_t ld : lds) {
+      if ((ld * in) % 16 != 0) return false;
+    }
+    int64_t off = 0;
+    for (size_t gi = 0; gi < sizes.size(); ++gi) {
+      if (sizes[gi] > 0) {
+        if (!ok(rhs, static_cast<int64_t>(gi) * g_.k * g_.n * in) ||
+            !ok(lhs, (g_.lhs_trans ? off : off * g_.k) * in) || !ok(out, off * g_.n * in)) {
+          return false;
+        }
+      }
+      off += sizes[gi];
+    }
+    return true;
+  }
+
   void check_blas(cublasStatus_t rc, const std::string& call) const {
     if (rc == CUBLAS_STATUS_SUCCESS) return;
     throw Error(where_ + ": " + call + " failed: " + cublasGetStatusName(rc) + " (" +

@@ -186,19 +186,14 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
 
 void GroupedGemmPlan::choose_path(const std::string& what) {
   const GroupedGemmDesc& d = desc_;
-  // The CPU backend has one way to run a call; kAuto stays the loop until cgemm-bench
-  // --parts grouped has measured both on the GPU machine.
-  if (be_.name() != "cuda" || d.path != GroupedPath::kCublasGrouped) return;
-  const auto refuse = [&](const std::string& why) {
-    throw Error(what + ": path cublas_grouped does not run it: " + why +
-                "; use path loop (or auto)");
-  };
+  // The CPU backend has one way to run a call.
+  if (be_.name() != "cuda" || d.path == GroupedPath::kLoop) return;
+  std::string why;
   if (d.form != GroupedForm::kRaggedRows) {
-    refuse("it runs the ragged-rows form (forward, dgrad) only");
-  }
-  if (planned_.out_dtype != d.dtype) {
-    refuse("the output dtype " + std::string(dtype_name(planned_.out_dtype)) +
-           " differs from the inputs' " + std::string(dtype_name(d.dtype)));
+    why = "it runs the ragged-rows form (forward, dgrad) only";
+  } else if (planned_.out_dtype != d.dtype) {
+    why = "the output dtype " + std::string(dtype_name(planned_.out_dtype)) +
+          " differs from the inputs' " + std::string(dtype_name(d.dtype));
   }
   grouped::RaggedRowsGeometry g;
   g.groups = d.num_groups;
@@ -208,8 +203,19 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
   g.lhs_trans = lhs_trans_;
   g.rhs_trans = rhs_trans_;
   g.dtype = d.dtype;
-  const std::string why = grouped::cublas_grouped_refusal(g);
-  if (!why.empty()) refuse(why);
+  if (why.empty()) why = grouped::cublas_grouped_refusal(g);
+  if (d.path == GroupedPath::kCublasGrouped && !why.empty()) {
+    throw Error(what + ": path cublas_grouped does not run it: " + why +
+                "; use path loop (or auto)");
+  }
+  // kAuto, by the H200's measurement (cgemm-bench --parts grouped, 2026-12-03): one
+  // cublasGemmGroupedBatchedEx beats the loop of cuBLASLt GEMMs where groups are small (64
+  // groups of 256 rows: 0.32 against 0.49 ms) and loses where they are large (64 of 1024:
+  // 3.3 against 1.64 ms; 8 of 4096: 13.9 against 5.2 ms).
+  if (d.path == GroupedPath::kAuto &&
+      (!why.empty() || ragged_ >= kAutoGroupedRowsPerGroup * d.num_groups)) {
+    return;
+  }
   runner_ = grouped::make_cublas_grouped(be_, g, d.name);
   path_ = GroupedPath::kCublasGrouped;
 }
@@ -276,8 +282,7 @@ void GroupedGemmPlan::execute(std::span<const int32_t> group_sizes, const void* 
     throw Error(what + " was planned without a bias but got one");
   }
   check_group_sizes(group_sizes);
-  if (runner_ != nullptr) {
-    runner_->run(group_sizes, lhs, rhs, bias, out);
+  if (runner_ != nullptr && runner_->run(group_sizes, lhs, rhs, bias, out)) {
     return;
   }
 

@@ -31,7 +31,9 @@ class RaggedRowsRunner {
   virtual ~RaggedRowsRunner() = default;
   /// out rows of group g = lhs rows of g @ rhs[g] (+ bias[g]) for every g; `sizes` holds G
   /// sizes, none negative, summing to M (checked by the caller). Asynchronous on stream 0.
-  virtual void run(std::span<const int32_t> sizes, const void* lhs, const void* rhs,
+  /// Returns false, having issued nothing, when this call's group pointers do not suit the
+  /// runner (the caller then runs the loop); true when it issued the call.
+  virtual bool run(std::span<const int32_t> sizes, const void* lhs, const void* rhs,
                    const void* bias, void* out) = 0;
 };
 
