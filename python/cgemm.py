@@ -178,12 +178,18 @@ def _bytes(s):
 
 
 def _handle_int(value, what):
-    """A native handle (a stream, a communicator) given as an int; 0 stands for NULL."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """A native handle (a stream, a communicator) given as an int (numpy integers too)."""
+    try:
+        import numbers
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    except ImportError:  # pragma: no cover
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    if not ok:
         raise TypeError(f"{what}: an int handle is needed, got {type(value).__name__}")
+    value = int(value)
     if value < 0 or value >= 1 << (8 * ctypes.sizeof(ctypes.c_void_p)):
         raise ValueError(f"{what}: {value} is not a pointer value")
-    return value or None
+    return value
 
 
 def version():
@@ -250,21 +256,31 @@ class Plan:
 
     def execute(self, lhs, rhs, bias, out, stream=None):
         """Collective: out = lhs @ rhs (+ bias) on this rank's shards (numpy arrays of the
-        local shapes; host memory: the CPU backend). out holds the result on return.
+        local shapes; host memory, so the CPU backend only: other backends raise). out holds
+        the result on return.
 
         stream: None, or the caller's stream as an int handle (a cudaStream_t, e.g. torch's
-        torch.cuda.current_stream().cuda_stream): cgemm_plan_execute_on_stream, ordered on
-        that stream with events. The CPU backend ignores it."""
+        torch.cuda.current_stream().cuda_stream; 0, torch's default stream, is passed as
+        cudaStreamLegacy): cgemm_plan_execute_on_stream. The CPU backend ignores it."""
         if self._handle is None:
             raise Error("CGEMM_ERROR_STATE", "the plan is closed")
+        if self._ctx.backend != "cpu":
+            # numpy arrays are host memory; the CUDA backend reads device pointers, and a host
+            # pointer there is a fault or a read before the GPU wrote the output.
+            raise Error("CGEMM_ERROR_INVALID_ARGUMENT",
+                        f"Plan.execute takes numpy (host) arrays, which the {self._ctx.backend} "
+                        "backend cannot read: use backend=\"cpu\", or the C API with device "
+                        "pointers")
         args = (self._handle, self._pointer(lhs, self.lhs, "lhs"),
                 self._pointer(rhs, self.rhs, "rhs"), self._pointer(bias, self.bias, "bias"),
                 self._pointer(out, self.out, "out", True))
         if stream is None:
             _check(_lib.cgemm_plan_execute(*args))
         else:
-            _check(_lib.cgemm_plan_execute_on_stream(*args, ctypes.c_void_p(_handle_int(
-                stream, "stream"))))
+            handle = _handle_int(stream, "stream")
+            # torch's default stream is cuda_stream 0, the legacy default stream; NULL in the
+            # C API means "no stream", so 0 is passed as cudaStreamLegacy (0x1).
+            _check(_lib.cgemm_plan_execute_on_stream(*args, ctypes.c_void_p(handle or 1)))
 
     def close(self):
         if self._handle is not None:
@@ -302,8 +318,11 @@ class Context:
             if comm is None:
                 raise ValueError("nccl_comm needs comm, the MPI communicator of the bootstrap as "
                                  "a Fortran handle (mpi4py: comm.py2f())")
+            comm_handle = _handle_int(nccl_comm, "nccl_comm")
+            if comm_handle == 0:
+                raise ValueError("nccl_comm: 0 is not an NCCL communicator (pass None for none)")
             _check(_lib.cgemm_context_create_nccl_fortran(
-                int(comm), ctypes.c_void_p(_handle_int(nccl_comm, "nccl_comm")),
+                int(comm), ctypes.c_void_p(comm_handle),
                 ctypes.byref(desc), ctypes.byref(handle)))
         elif comm is None:
             _check(_lib.cgemm_context_create_world(ctypes.byref(desc), ctypes.byref(handle)))

@@ -295,6 +295,28 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   ranks_per_gpu_ = choice.kind == BackendKind::kCuda ? choice.ranks_per_gpu : 1;
   ranks_sharing_memory_ =
       choice.kind == BackendKind::kCuda ? choice.placement.ranks_per_gpu : comms_->local_size();
+  if (choice.kind == BackendKind::kCuda && backend.nccl_comm != nullptr) {
+    // A borrowed communicator is checked inside its TP group (nccl_transport.cpp); with dp >
+    // 1 the other replicas would finish their contexts and hang in the caller's next
+    // collective. Every rank of the job learns whether any group refused it.
+    std::string error;
+    try {
+      backend_ = make_cuda_backend(*comms_, overlap_, choice.placement);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    int failed = error.empty() ? 0 : 1;
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comms_->world()),
+              "MPI_Allreduce(borrowed NCCL communicator checked)");
+    if (failed != 0) {
+      backend_.reset();
+      throw BackendRuleError(error.empty()
+                                 ? "nccl_comm: another data-parallel replica's borrowed NCCL "
+                                   "communicator was refused (see its message)"
+                                 : error);
+    }
+    return;
+  }
   backend_ = choice.kind == BackendKind::kCuda
                  ? make_cuda_backend(*comms_, overlap_, choice.placement)
                  : make_cpu_backend(*comms_, overlap_);

@@ -36,7 +36,18 @@ void run_on(Engine& engine, Backend& be, const Program& program, const Operands&
     return;
   }
   be.after_external(stream);
-  engine.run(program, x);
+  try {
+    engine.run(program, x);
+  } catch (...) {
+    // Work the call queued before it failed still reads and writes the caller's buffers: the
+    // caller's stream must wait for it before it reuses or frees them (a caching allocator
+    // would). The join's own failure is not the error to report.
+    try {
+      be.external_after(stream);
+    } catch (...) {
+    }
+    throw;
+  }
   be.external_after(stream);
 }
 

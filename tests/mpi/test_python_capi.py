@@ -94,6 +94,11 @@ def run_case(collective, dtype, bias, tbs, case_seed):
         plan.execute(x2, w, b, y2, stream=0x5173)
         if y2.tobytes() != y.tobytes():
             failures.append(f"rank {ctx.rank}: {name}: execute on a stream changed the bits")
+        # torch's default stream (0) and numpy integers are handles too.
+        y2.fill(np.nan)
+        plan.execute(x2, w, b, y2, stream=np.int64(0))
+        if y2.tobytes() != y.tobytes():
+            failures.append(f"rank {ctx.rank}: {name}: execute on stream 0 changed the bits")
 
 
 case = 0
@@ -145,6 +150,8 @@ with ctx.plan(**dict(base, lhs_spec="('dp', 'tpsp', None)")) as p:
                  lambda: p.execute(xs, ws, None, ys, stream=-1))
 expect_raise(ValueError, "nccl_comm needs comm",
              lambda: cgemm.Context(dp=args.dp, backend="cpu", nccl_comm=0x4e43))
+expect_raise(ValueError, "nccl_comm: 0 is not an NCCL communicator",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", comm=0, nccl_comm=0))
 # MPI_COMM_WORLD's Fortran handle without mpi4py: the MPI standard fixes none, Open MPI's mpif.h
 # says 0 and MPICH's 0x44000000 (its C handle).
 world_f = 0 if hasattr(cgemm._lib, "ompi_mpi_comm_world") else 0x44000000

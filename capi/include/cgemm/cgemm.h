@@ -240,7 +240,9 @@ CGEMM_API cgemm_status cgemm_plan_execute(cgemm_plan* plan, const void* lhs, con
                                           const void* bias, void* out);
 /* The same on the caller's stream (CUDA: a cudaStream_t of the context's GPU, passed as
  * void*; the legacy default stream is cudaStreamLegacy, not NULL). The plan's streams fork
- * from it and join back to it with events, never a host wait: the GEMM starts after the work
+ * from it and join back to it with events, never a host wait (except a quantized plan with
+ * current scaling on more than one rank: its amax's max over the world waits on the host for
+ * stream 0, and so for the work queued on `stream` before the call): the GEMM starts after the work
  * queued on `stream` before the call, and work queued on `stream` after the call starts after
  * the GEMM (its output complete), so a producer and a consumer on `stream` need no
  * synchronization of their own. The host does not wait: synchronize `stream` before reading

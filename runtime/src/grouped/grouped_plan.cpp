@@ -282,8 +282,9 @@ void GroupedGemmPlan::execute(std::span<const int32_t> group_sizes, const void* 
     throw Error(what + " was planned without a bias but got one");
   }
   check_group_sizes(group_sizes);
-  if (runner_ != nullptr && runner_->run(group_sizes, lhs, rhs, bias, out)) {
-    return;
+  if (runner_ != nullptr) {
+    if (runner_->run(group_sizes, lhs, rhs, bias, out)) return;
+    ++loop_fallbacks_;
   }
 
   const auto in_size = static_cast<int64_t>(dtype_size(desc_.dtype));

@@ -156,6 +156,8 @@ class GroupedGemmPlan {
   int64_t num_groups() const { return desc_.num_groups; }
   /// The path calls run: kLoop or kCublasGrouped (never kAuto; always kLoop on the CPU).
   GroupedPath path() const { return path_; }
+  /// Calls of a kCublasGrouped plan that ran the loop instead (unaligned group pointers).
+  int64_t loop_fallbacks() const { return loop_fallbacks_; }
   /// The dim the group sizes must sum to: M (kRaggedRows) or K_total (kRaggedContracting).
   int64_t ragged_extent() const { return ragged_; }
   /// FLOPs of one call with these sizes: 2 * m * n * k summed over the groups (the real,
@@ -187,6 +189,7 @@ class GroupedGemmPlan {
   std::vector<std::string> labels_;             // one per group, for traces
   std::vector<int32_t> host_sizes_;             // the staging copy of backend sizes
   GroupedPath path_ = GroupedPath::kLoop;
+  int64_t loop_fallbacks_ = 0;
   std::unique_ptr<grouped::RaggedRowsRunner> runner_;  // kCublasGrouped only
 };
 
