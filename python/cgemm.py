@@ -12,7 +12,9 @@ when nobody has; finalized at exit), or the communicator given as a Fortran hand
                     bias_spec="('tpsp',)")
     x = np.empty(plan.lhs.local_shape, np.float32)      # this rank's shards
     ...
-    plan.execute(x, w, b, y)             # CUDA: plan.execute(..., stream=int handle)
+    plan.execute(x, w, b, y)
+    # Device memory (CUDA backend): plan.execute_pointers(x_ptr, w_ptr, b_ptr, y_ptr, stream),
+    # or python/cgemm_torch.py's op on torch tensors.
 
 The library: $CGEMM_LIBRARY if set, else the build tree's (build/lib/libcgemm.so.0 beside
 this folder), else the installed one (the loader's search path: libcgemm.so.0).
@@ -281,6 +283,30 @@ class Plan:
             # torch's default stream is cuda_stream 0, the legacy default stream; NULL in the
             # C API means "no stream", so 0 is passed as cudaStreamLegacy (0x1).
             _check(_lib.cgemm_plan_execute_on_stream(*args, ctypes.c_void_p(handle or 1)))
+
+    def execute_pointers(self, lhs, rhs, bias, out, stream=0):
+        """Collective, low level: cgemm_plan_execute_on_stream on raw addresses, for callers
+        that hold device memory (python/cgemm_torch.py: t.data_ptr()). lhs, rhs, out: ints;
+        bias: an int, or None/0 when the plan has none. stream: an int cudaStream_t of the
+        context's GPU (0, torch's default stream, is passed as cudaStreamLegacy); the CPU
+        backend ignores it.
+
+        Nothing here checks the buffers: the CALLER guarantees that each address is the start
+        of a row-major contiguous buffer of the operand's local_shape and dtype in memory the
+        backend reads (device memory of the context's GPU on CUDA, host memory on CPU), that
+        out does not overlap the inputs, and that the buffers stay alive until the GEMM on
+        `stream` is done. A wrong address is a fault or garbage, not an Error."""
+        if self._handle is None:
+            raise Error("CGEMM_ERROR_STATE", "the plan is closed")
+        if self.bias is not None and not bias:
+            raise ValueError("bias: the plan has a bias, pass its address")
+        if self.bias is None and bias:
+            raise ValueError("bias: the plan has no bias, pass None")
+        ptrs = [ctypes.c_void_p(_handle_int(v, name)) for v, name in
+                ((lhs, "lhs"), (rhs, "rhs"), (bias or 0, "bias"), (out, "out"))]
+        # 0 is torch's default stream, the legacy one; NULL in the C API means "no stream".
+        handle = _handle_int(stream, "stream") or 1
+        _check(_lib.cgemm_plan_execute_on_stream(self._handle, *ptrs, ctypes.c_void_p(handle)))
 
     def close(self):
         if self._handle is not None:
