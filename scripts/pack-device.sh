@@ -2,7 +2,9 @@
 # pack-device.sh: builds cgemm here for the GPU machine (Hopper, sm_90; Boost and the CUDA
 # runtime linked statically) and gathers what runs there into .devbuild/ (git-ignored):
 # bin/ (cgemm-run, cgemm-bench, cgemm-compare, cgemm-train, the GPU tests) and lib/ (OpenBLAS
-# and its Fortran runtime, which that machine lacks). NCCL, cuBLASLt and MPI come from that machine.
+# and its Fortran runtime, which that machine lacks; libcgemm.so.0, the C API for
+# python/cgemm.py and tests/gpu/test_torch_op.py: CGEMM_LIBRARY=.devbuild/lib/libcgemm.so.0).
+# NCCL, cuBLASLt and MPI come from that machine.
 # Then: the device tool's run with carry [".devbuild"] and `bash scripts/device-check.sh`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +20,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_AR
   -DCGEMM_STATIC_BOOST=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static "${launcher[@]}" >/dev/null
 # Only what is packed: the whole tree (every unit test) takes several times longer.
 cmake --build "$build" -j"$(nproc)" --target cgemm-run cgemm-bench cgemm-compare cgemm-train \
-  "${gpu_tests[@]}"
+  cgemm_capi "${gpu_tests[@]}"
 out=$root/.devbuild
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
@@ -29,7 +31,9 @@ for t in "${gpu_tests[@]}"; do cp "$build/tests/$t" "$out/bin/"; done
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/lib/"
 done
-strip --strip-debug "$out"/bin/* 2>/dev/null || true
+# The C API's library by its soname only (the loader's name; python/cgemm.py loads it).
+cp -L "$build/lib/libcgemm.so.0" "$out/lib/"
+strip --strip-debug "$out"/bin/* "$out/lib/libcgemm.so.0" 2>/dev/null || true
 # The device tool carries 64 MiB with the working tree: OpenBLAS (36 MB) travels compressed and
 # device-check.sh unpacks it.
 xz -T2 -6 "$out/lib/libopenblas.so.0"
