@@ -5,7 +5,8 @@ rank), takes its shards by the plan's offsets, executes the plan into a poisoned
 and compares its shard with a float64 numpy reference of the whole GEMM. Then the errors: a
 malformed spec string and a spec that is not the planner's answer raise cgemm.Error with the
 status and a message naming them; a stream handle (ignored by the CPU backend: the same bits)
-and bad handles; a borrowed NCCL communicator refused on the CPU backend. Prints PASS on rank 0
+and bad handles; Plan.execute_pointers on numpy's addresses (the same bits) and its argument
+errors; a borrowed NCCL communicator refused on the CPU backend. Prints PASS on rank 0
 when every case passed.
 
 Run: mpirun -np 2 python3 tests/mpi/test_python_capi.py --seed 123 [--dp 1]
@@ -99,6 +100,13 @@ def run_case(collective, dtype, bias, tbs, case_seed):
         plan.execute(x2, w, b, y2, stream=np.int64(0))
         if y2.tobytes() != y.tobytes():
             failures.append(f"rank {ctx.rank}: {name}: execute on stream 0 changed the bits")
+        # Raw addresses (Plan.execute_pointers, what python/cgemm_torch.py calls with device
+        # pointers): the CPU backend reads host memory, so numpy's addresses; the same bits.
+        y2.fill(np.nan)
+        plan.execute_pointers(x2.ctypes.data, w.ctypes.data, b.ctypes.data if bias else None,
+                              y2.ctypes.data, np.int64(0))
+        if y2.tobytes() != y.tobytes():
+            failures.append(f"rank {ctx.rank}: {name}: execute_pointers changed the bits")
 
 
 case = 0
@@ -148,6 +156,11 @@ with ctx.plan(**dict(base, lhs_spec="('dp', 'tpsp', None)")) as p:
                  lambda: p.execute(xs, ws, None, ys, stream="s"))
     expect_raise(ValueError, "stream: -1 is not a pointer value",
                  lambda: p.execute(xs, ws, None, ys, stream=-1))
+    expect_raise(ValueError, "bias: the plan has no bias, pass None",
+                 lambda: p.execute_pointers(xs.ctypes.data, ws.ctypes.data, xs.ctypes.data,
+                                            ys.ctypes.data))
+    expect_raise(TypeError, "out: an int handle is needed",
+                 lambda: p.execute_pointers(xs.ctypes.data, ws.ctypes.data, None, ys))
 expect_raise(ValueError, "nccl_comm needs comm",
              lambda: cgemm.Context(dp=args.dp, backend="cpu", nccl_comm=0x4e43))
 expect_raise(ValueError, "nccl_comm: 0 is not an NCCL communicator",
