@@ -33,13 +33,11 @@ constexpr int kUntimedPasses = 3;  // warm-up of --timed_passes
 
 // The median of this rank's times, then the largest over the job (the pass ends when the
 // slowest rank does).
-double slowest_median(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  double median = n % 2 == 1 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+double slowest_median(const std::vector<double>& ms) {
+  double m = median(ms);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
             "MPI_Allreduce(timed passes)");
-  return median;
+  return m;
 }
 
 std::string fmt(const char* format, double a, double b = 0.0, double c = 0.0) {

@@ -80,7 +80,8 @@ const char* phase_name(Phase p) {
 struct MlpTrainer::Param {
   using Memory = std::unique_ptr<detail::BackendMemory>;
   std::string name;
-  int64_t n = 0;  // local elements
+  int64_t n = 0;     // local elements
+  int dp_slot = -1;  // its slot in the dp gradient buckets (student, dp > 1)
   detail::BackendMemory value, grad;
   Memory master, m, v, summed;  // null where not needed
   Param(Backend& be, std::string nm, const Shape& local, DType t, bool student, bool adam,
@@ -191,12 +192,9 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
   // W2 and b2, then up_proj's W1 and b1), as DDP orders them.
   if (dp_sum) {
     std::vector<GradientSlot> slots;
-    slot_of_.assign(params_.size(), -1);
     for (Param* p : {w2_, b2_, w1_, b1_}) {
       if (p == nullptr) continue;
-      for (size_t i = 0; i < params_.size(); ++i) {
-        if (params_[i].get() == p) slot_of_[i] = static_cast<int>(slots.size());
-      }
+      p->dp_slot = static_cast<int>(slots.size());
       slots.push_back({p->name, p->n});
     }
     buckets_ = std::make_unique<GradientBuckets>(be, ctx.comms().dp_comm(), std::move(slots),
@@ -253,10 +251,7 @@ StepResult MlpTrainer::gradients(int step) {
   summed_ = buckets_ != nullptr;
   if (summed_) {
     buckets_->finish();
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const std::span<const float> sum = buckets_->summed(slot_of_[i]);
-      params_[i]->summed_from_host(be, sum);
-    }
+    for (const auto& p : params_) p->summed_from_host(be, buckets_->summed(p->dp_slot));
   }
   lap(&r, &mark, Phase::kDpAllReduce);
   return r;
@@ -301,11 +296,7 @@ void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* ma
 void MlpTrainer::start_dp_sum(std::initializer_list<Param*> ready) {
   if (buckets_ == nullptr) return;
   for (Param* p : ready) {
-    if (p == nullptr) continue;
-    const auto at = std::find_if(params_.begin(), params_.end(),
-                                 [p](const std::unique_ptr<Param>& q) { return q.get() == p; });
-    const auto i = static_cast<size_t>(at - params_.begin());
-    buckets_->ready(slot_of_[i], p->grad.get(), cfg_.dtype);
+    if (p != nullptr) buckets_->ready(p->dp_slot, p->grad.get(), cfg_.dtype);
   }
 }
 

@@ -132,7 +132,6 @@ class MlpTrainer {
   float* target_;                             // fp32 [local x]: the teacher's block output
   int64_t n_x_ = 0, n_pre_ = 0;               // local elements of x (= y) and of pre (= h)
   std::unique_ptr<GradientBuckets> buckets_;  // dp > 1 only
-  std::vector<int> slot_of_;                  // params_[i]'s slot in buckets_
   bool summed_ = false;  // the last gradients() were summed over dp (Param::summed)
   int adam_t_ = 0;
 };

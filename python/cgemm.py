@@ -23,6 +23,7 @@ Errors raise cgemm.Error carrying the C status name and the library's message.
 
 import atexit
 import ctypes
+import numbers
 import os
 
 import numpy as np
@@ -181,12 +182,7 @@ def _bytes(s):
 
 def _handle_int(value, what):
     """A native handle (a stream, a communicator) given as an int (numpy integers too)."""
-    try:
-        import numbers
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    except ImportError:  # pragma: no cover
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    if not ok:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise TypeError(f"{what}: an int handle is needed, got {type(value).__name__}")
     value = int(value)
     if value < 0 or value >= 1 << (8 * ctypes.sizeof(ctypes.c_void_p)):
