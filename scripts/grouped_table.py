@@ -6,7 +6,7 @@
 Rows join on (tokens, groups, k, n, sizes); a case missing on the torch side keeps empty torch
 cells. Prints one Markdown table: each path's median ms and TFLOP/s (over the real ragged work,
 2 * tokens * K * N), then the better cgemm path over the better torch call (the issue's target:
-<= 1.00x on every case) and the group sizes' agreement check (cgemm's grouped vs loop).
+<= 1.00x on every case) and the group sizes' agreement check (cgemm's grouped and tiles vs loop).
 Standard library only. Exit status: 0, or 2 when a file cannot be read.
 """
 
@@ -42,24 +42,31 @@ def main(argv):
         return 2
     key = lambda r: (r["tokens"], r["groups"], r["k"], r["n"], r["sizes"])
     torch = {key(r): r for r in th}
-    print("| tokens x G x K x N | sizes | cgemm loop | cgemm cuBLAS grouped | dense GEMM floor "
-          "| torch._grouped_mm | loop of torch.mm | best cgemm / best torch | max rel diff |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| tokens x G x K x N | sizes | cgemm loop | cgemm cuBLAS grouped | cgemm cuBLASLt tiles "
+          "| dense GEMM floor | torch._grouped_mm | loop of torch.mm | best cgemm / best torch "
+          "| max rel diff (grouped, tiles) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in cg:
         t = torch.get(key(r), {})
         lm, gm, dm = num(r["loop_ms"]), num(r["grouped_ms"]), num(r["dense_ms"])
+        tim = num(r.get("tiles_ms"))
         tgm, tlm = num(t.get("grouped_mm_ms")), num(t.get("loop_ms"))
-        best_c = min(v for v in (lm, gm) if v is not None)
+        best_c = min(v for v in (lm, gm, tim) if v is not None)
         torch_ms = [v for v in (tgm, tlm) if v is not None]
         ratio = f"{best_c / min(torch_ms):.2f}x" if torch_ms else ""
         gpath = r.get("grouped_path", "")
         gcell = cell(gm, num(r["grouped_tflops"]))
         if gpath and gpath != "cublas_grouped":
             gcell += f" [{gpath}]"
+        tpath = r.get("tiles_path", "")
+        tcell = cell(tim, num(r.get("tiles_tflops")))
+        if tpath and tpath != "cublaslt_tiles":
+            tcell += f" [{tpath}]"
         print(f"| {r['case']} | {r['sizes']} | {cell(lm, num(r['loop_tflops']))} | {gcell} | "
-              f"{cell(dm, num(r['dense_tflops']))} | "
+              f"{tcell} | {cell(dm, num(r['dense_tflops']))} | "
               f"{cell(tgm, num(t.get('grouped_mm_tflops')))} | "
-              f"{cell(tlm, num(t.get('loop_tflops')))} | {ratio} | {r['max_rel_diff']} |")
+              f"{cell(tlm, num(t.get('loop_tflops')))} | {ratio} | "
+              f"{r['max_rel_diff']}, {r.get('tiles_rel_diff', '')} |")
     print("\nms: medians; (n): TFLOP/s over the real ragged work. best / best < 1: cgemm faster.")
     notes = [f"{r['case']} {r['sizes']}: {r['note']}" for r in th if r.get("note")]
     if notes:

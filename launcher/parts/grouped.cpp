@@ -4,13 +4,16 @@
 // cuBLASLt GEMM of every row as the floor:
 //   loop            GroupedPath::kLoop: one cuBLASLt GEMM per non-empty group
 //   cublas_grouped  GroupedPath::kCublasGrouped: one cublasGemmGroupedBatchedEx per call
+//   cublaslt_tiles  GroupedPath::kCublasLtTiles: a pointer-array batched cuBLASLt matmul per
+//                   tile size (runtime/src/grouped/cublaslt_tiles.cpp)
 //   dense           [tokens, K] @ [K, N] in one cuBLASLt GEMM (group 0's weights)
 // lhs [tokens, K], rhs [G, N, K] (gemm.py's default "T" layout; torch_grouped_mm.py hands
 // torch the same weights, transposed views), out [tokens, N], no bias. TFLOP/s count the real
 // ragged work, 2 * tokens * K * N (the dense GEMM does as much). The times are medians of
 // interleaved rounds (interleaved_medians); the lhs rotates over enough copies to exceed
 // twice the L2. One call of each path is compared first on the first and last row of every
-// non-empty group: max_rel_diff = max |grouped - loop| / max |loop| over those rows.
+// non-empty group: max_rel_diff = max |grouped - loop| / max |loop| over those rows
+// (tiles_rel_diff the same for the tiles).
 // The CPU backend ignores the path (both columns run the loop); it is allowed only with
 // --parts_grouped_divide, which shrinks tokens, K and N for a quick check.
 
@@ -65,7 +68,12 @@ Table grouped_table() {
        {"dense_tflops", "dense TFLOP/s", "TFLOP/s", 1, 0, "", Column::kAll, 2},
        {"loop_over_grouped", "loop / grouped", "", 3, 2, "x", Column::kAll},
        {"grouped_over_dense", "grouped / dense", "", 3, 2, "x", Column::kAll},
-       {"max_rel_diff", "max rel diff (grouped vs loop)", "", 6, -1, "", Column::kAll, 2}});
+       {"max_rel_diff", "max rel diff (grouped vs loop)", "", 6, -1, "", Column::kAll, 2},
+       {"tiles_path", "tiles path", "", 0, -1, "", Column::kAll},
+       {"tiles_ms", "cuBLASLt tiles ms", "ms", 4, 3, "", Column::kAll},
+       {"tiles_tflops", "cuBLASLt tiles TFLOP/s", "TFLOP/s", 1, 0, "", Column::kAll, 2},
+       {"tiles_over_dense", "tiles / dense", "", 3, 2, "x", Column::kAll},
+       {"tiles_rel_diff", "max rel diff (tiles vs loop)", "", 6, -1, "", Column::kAll, 2}});
 }
 
 // Backend memory released on every path out.
@@ -94,6 +102,28 @@ std::vector<float> row_values(Backend& be, const void* out, int64_t row, int64_t
   std::vector<float> v(bits.size());
   convert_to_float(bits.data(), DType::kBFloat16, v.data(), n);
   return v;
+}
+
+// max |b - a| / max |a| over the first and last row of every non-empty group (NaN if either
+// holds a NaN there).
+double rel_diff(Backend& be, const void* a_out, const void* b_out,
+                const std::vector<int32_t>& sizes, int64_t n) {
+  double diff = 0.0, mag = 0.0;
+  int64_t off = 0;
+  for (int32_t size : sizes) {
+    for (int64_t row : {off, off + size - 1}) {
+      if (size == 0) break;
+      const std::vector<float> a = row_values(be, a_out, row, n);
+      const std::vector<float> b = row_values(be, b_out, row, n);
+      for (size_t j = 0; j < a.size(); ++j) {
+        diff = std::max(diff, static_cast<double>(std::fabs(a[j] - b[j])));
+        mag = std::max(mag, static_cast<double>(std::fabs(a[j])));
+        if (std::isnan(a[j]) || std::isnan(b[j])) diff = std::nan("");
+      }
+    }
+    off += size;
+  }
+  return mag > 0 ? diff / mag : diff;
 }
 
 }  // namespace
@@ -127,6 +157,8 @@ Table grouped(Backend& be, const Settings& s) {
     GroupedGemmPlan loop(be, d);
     d.path = GroupedPath::kCublasGrouped;
     GroupedGemmPlan grouped(be, d);
+    d.path = GroupedPath::kCublasLtTiles;
+    GroupedGemmPlan tiles(be, d);
 
     Buffers mem(be);
     const size_t lhs_bytes = static_cast<size_t>(c.tokens * c.k) * 2;
@@ -143,30 +175,19 @@ Table grouped(Backend& be, const Settings& s) {
     be.fill_normal(rhs, DType::kBFloat16, {rhs_elems}, {rhs_elems}, {0}, 7, 0.02f);
     void* out_loop = mem.get(out_bytes);
     void* out_grouped = mem.get(out_bytes);
+    void* out_tiles = mem.get(out_bytes);
     void* out_dense = mem.get(out_bytes);
 
     // One call of each into poisoned outputs, compared on the first and last row of every
     // non-empty group.
     be.fill_nan(out_loop, DType::kBFloat16, c.tokens * c.n);
     be.fill_nan(out_grouped, DType::kBFloat16, c.tokens * c.n);
+    be.fill_nan(out_tiles, DType::kBFloat16, c.tokens * c.n);
     loop.execute(sizes, lhs[0], rhs, nullptr, out_loop);
     grouped.execute(sizes, lhs[0], rhs, nullptr, out_grouped);
-    double diff = 0.0, mag = 0.0;
-    int64_t off = 0;
-    for (int32_t size : sizes) {
-      for (int64_t row : {off, off + size - 1}) {
-        if (size == 0) break;
-        const std::vector<float> a = row_values(be, out_loop, row, c.n);
-        const std::vector<float> b = row_values(be, out_grouped, row, c.n);
-        for (size_t j = 0; j < a.size(); ++j) {
-          diff = std::max(diff, static_cast<double>(std::fabs(a[j] - b[j])));
-          mag = std::max(mag, static_cast<double>(std::fabs(a[j])));
-          if (std::isnan(a[j]) || std::isnan(b[j])) diff = std::nan("");
-        }
-      }
-      off += size;
-    }
-    const double rel = mag > 0 ? diff / mag : diff;
+    tiles.execute(sizes, lhs[0], rhs, nullptr, out_tiles);
+    const double rel = rel_diff(be, out_loop, out_grouped, sizes, c.n);
+    const double tiles_rel = rel_diff(be, out_loop, out_tiles, sizes, c.n);
 
     GemmTask dense;
     dense.m = c.tokens;
@@ -185,6 +206,7 @@ Table grouped(Backend& be, const Settings& s) {
         interleaved_medians(be,
                             {[&] { loop.execute(sizes, next_lhs(), rhs, nullptr, out_loop); },
                              [&] { grouped.execute(sizes, next_lhs(), rhs, nullptr, out_grouped); },
+                             [&] { tiles.execute(sizes, next_lhs(), rhs, nullptr, out_tiles); },
                              [&] {
                                GemmTask t = dense;
                                t.lhs = next_lhs();
@@ -204,15 +226,22 @@ Table grouped(Backend& be, const Settings& s) {
     }
     // A call the grouped path hands to the loop (unaligned group pointers) is timed as the
     // loop: say so in the path's name.
-    const std::string path = std::string(grouped_path_name(grouped.path())) +
-                             (grouped.loop_fallbacks() > 0 ? " (fell back to the loop)" : "");
-    table.add({name, skew, c.tokens, c.groups, c.k, c.n, min_rows, max_rows, empty, ms[0],
-               tflops(ms[0]), path, ms[1], tflops(ms[1]), ms[2], tflops(ms[2]), ms[0] / ms[1],
-               ms[1] / ms[2], rel});
+    const auto path_of = [](const GroupedGemmPlan& p) {
+      return std::string(grouped_path_name(p.path())) +
+             (p.loop_fallbacks() > 0 ? " (fell back to the loop)" : "");
+    };
+    const std::string path = path_of(grouped);
+    const std::string tiles_path = path_of(tiles);
+    table.add({name,     skew,          c.tokens, c.groups,      c.k,           c.n,
+               min_rows, max_rows,      empty,    ms[0],         tflops(ms[0]), path,
+               ms[1],    tflops(ms[1]), ms[3],    tflops(ms[3]), ms[0] / ms[1], ms[1] / ms[3],
+               rel,      tiles_path,    ms[2],    tflops(ms[2]), ms[2] / ms[3], tiles_rel});
     say("grouped: " + name + " " + skew + ": loop " + std::to_string(ms[0]) + " ms (" +
         std::to_string(tflops(ms[0])) + " TFLOP/s), " + path + " " + std::to_string(ms[1]) +
-        " ms (" + std::to_string(tflops(ms[1])) + "), dense " + std::to_string(ms[2]) + " ms (" +
-        std::to_string(tflops(ms[2])) + "), max rel diff " + std::to_string(rel));
+        " ms (" + std::to_string(tflops(ms[1])) + "), " + tiles_path + " " + std::to_string(ms[2]) +
+        " ms (" + std::to_string(tflops(ms[2])) + "), dense " + std::to_string(ms[3]) + " ms (" +
+        std::to_string(tflops(ms[3])) + "), max rel diff " + std::to_string(rel) + " (tiles " +
+        std::to_string(tiles_rel) + ")");
   }
   return table;
 }

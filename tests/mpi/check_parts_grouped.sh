@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # check_parts_grouped.sh MPIEXEC BENCH PYTHON OUTDIR: cgemm-bench --parts grouped on the CPU
 # backend with the cases divided by 64 (the study's code path end to end in under a second):
-# five rows with the expected sizes columns, both paths agreeing exactly (the CPU runs the loop
-# for both), the size vectors equal to bench/peers/torch_grouped_mm.py's (its dry run, no
+# five rows with the expected sizes columns, all three paths agreeing exactly (the CPU runs the
+# loop for each), the size vectors equal to bench/peers/torch_grouped_mm.py's (its dry run, no
 # torch), scripts/grouped_table.py joining a made-up torch row, and the full sizes refused on
 # the CPU with one message (exit 2).
 set -u
@@ -21,9 +21,15 @@ head -n 1 "$csv" | grep -q '^case,sizes,tokens,groups,k,n,min_rows,max_rows,empt
 grep -q '^512x8x64x224,uniform,512,8,64,224,64,64,0,' "$csv" || fail "no 512x8x64x224 uniform row"
 grep -q '^1024x64x64x32,"skewed, 8 empty",1024,64,64,32,4,211,8,' "$csv" ||
   fail "no 1024x64x64x32 skewed row with min 4, max 211, 8 empty"
-# The CPU ignores the path: both columns ran the loop, so they agree to the bit.
-awk -F, 'NR > 1 && ($(NF - 7) != "loop" || $NF != "0.000000") { bad = 1 } END { exit bad }' \
-  <(sed 's/"skewed, 8 empty"/skewed/' "$csv") || fail "a row is not path loop with diff 0"
+# The CPU ignores the path: all three columns ran the loop, so they agree to the bit.
+"$python" - "$csv" <<'PY' || fail "a row is not path loop with diff 0 for both grouped and tiles"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+bad = [r["case"] for r in rows if r["grouped_path"] != "loop" or r["tiles_path"] != "loop"
+       or float(r["max_rel_diff"]) != 0.0 or float(r["tiles_rel_diff"]) != 0.0
+       or not float(r["tiles_ms"]) > 0.0]
+sys.exit(1 if bad or len(rows) != 5 else 0)
+PY
 "$python" "$root/bench/peers/torch_grouped_mm.py" --dry-run --divide 64 >"$out/peer.txt" ||
   fail "the peer's dry run failed"
 diff <(grep ': sizes ' "$out/log" | sed 's/^grouped: //') "$out/peer.txt" >/dev/null ||

@@ -16,9 +16,12 @@
 // With --backend=cuda (tests/gpu/gpu_tests.cmake) the same cases run on the CUDA backend: a
 // loop of cuBLASLt GEMMs on stream 0; every case skips without a GPU. The cuBLAS grouped path
 // (GroupedPath::kCublasGrouped: one cublasGemmGroupedBatchedEx per call, the bias filled in
-// first and added with beta = 1) is checked the same way for the ragged-rows form, bf16 and
-// fp16, plus calls in flight on one plan beyond its staging slots and its refusals (fp32, a
-// wider output, the wgrad form, K = 0); on the CPU backend those cases run the loop.
+// first and added with beta = 1) and the cuBLASLt tiles path (GroupedPath::kCublasLtTiles:
+// pointer-array batched matmuls over row tiles, the bias by cuBLASLt's epilogue) are checked the
+// same way for the ragged-rows form in every dtype each runs, plus calls in flight on one plan
+// beyond its staging slots, an unaligned call that falls back to the loop, and their refusals
+// (fp32 for cuBLAS grouped, a wider output, the wgrad form, K = 0); on the CPU backend those
+// cases run the loop.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -162,16 +165,17 @@ void run_and_check(const Case& c) {
   ASSERT_EQ(plan.out_dtype(), out_t);
   const auto g = static_cast<int64_t>(c.sizes.size());
   // The CPU backend ignores the path; the CUDA backend runs the one asked for, and for auto
-  // the cuBLAS grouped call where it runs and groups average under 512 rows.
+  // the cuBLASLt tiles where they run and groups average under kAutoTilesRowsPerGroup rows.
   const int64_t rows_total = std::accumulate(c.sizes.begin(), c.sizes.end(), int64_t{0});
-  const bool eligible = c.form == GroupedForm::kRaggedRows &&
-                        (c.dtype == DType::kBFloat16 || c.dtype == DType::kFloat16) &&
-                        c.out_dtype.value_or(c.dtype) == c.dtype && c.other > 0;
-  const bool grouped =
-      g_cuda && (c.path == GroupedPath::kCublasGrouped ||
-                 (c.path == GroupedPath::kAuto && eligible &&
-                  rows_total < kAutoGroupedRowsPerGroup * static_cast<int64_t>(c.sizes.size())));
-  ASSERT_EQ(plan.path(), grouped ? GroupedPath::kCublasGrouped : GroupedPath::kLoop);
+  const bool tiles_run =
+      c.form == GroupedForm::kRaggedRows && c.out_dtype.value_or(c.dtype) == c.dtype && c.other > 0;
+  GroupedPath expected = GroupedPath::kLoop;
+  if (g_cuda && c.path != GroupedPath::kAuto) expected = c.path;
+  if (g_cuda && c.path == GroupedPath::kAuto && tiles_run &&
+      rows_total < kAutoTilesRowsPerGroup * static_cast<int64_t>(c.sizes.size())) {
+    expected = GroupedPath::kCublasLtTiles;
+  }
+  ASSERT_EQ(plan.path(), expected);
   const int64_t ragged = plan.ragged_extent();
   const bool rows = c.form == GroupedForm::kRaggedRows;
   const Shape out_shape = rows ? Shape{ragged, c.n} : Shape{g, c.other, c.n};
@@ -452,9 +456,11 @@ TEST_F(GroupedPlan, BiasPointerMustMatchThePlan) {
   }
 }
 
-// The cuBLAS grouped path (GroupedPath::kCublasGrouped): the ragged-rows cases above, bf16
-// and fp16, every layout, bias on and off, sizes from host and backend memory. On the CPU
-// backend the same cases run the loop (the path is ignored there).
+// The two CUDA runners of the ragged-rows form (GroupedPath::kCublasGrouped: one
+// cublasGemmGroupedBatchedEx per call; GroupedPath::kCublasLtTiles: a pointer-array batched
+// cuBLASLt matmul per tile size): the ragged-rows cases above, every dtype each runs, every
+// layout, bias on and off, sizes from host and backend memory; for the tiles also groups over
+// the tile cap (overlapping last tiles). On the CPU backend the same cases run the loop.
 TEST_F(GroupedPlan, CublasGroupedPathRaggedRows) {
   for (DType t : {DType::kBFloat16, DType::kFloat16}) {
     for (const auto& sizes : kRowSizes) {
@@ -475,44 +481,94 @@ TEST_F(GroupedPlan, CublasGroupedPathRaggedRows) {
   }
 }
 
-// More calls on one plan than it has staging slots, each with other sizes and its own
-// output, issued back to back before one read: a slot rewritten while its copy is in flight
-// would give a later call's pointers to an earlier GEMM.
-TEST_F(GroupedPlan, CublasGroupedCallsInFlight) {
-  const std::vector<std::vector<int32_t>> calls = {
-      {24, 24, 24, 24}, {65, 3, 0, 28},   {0, 0, 96, 0}, {96, 0, 0, 0},
-      {0, 0, 0, 96},    {10, 20, 30, 36}, {1, 1, 1, 93}, {50, 0, 46, 0}};
-  Case c;
-  c.path = GroupedPath::kCublasGrouped;
-  c.sizes = calls.front();
-  c.bias = true;
-  const GroupedGemmDesc d = make_desc(c);
-  GroupedGemmPlan plan(*g_ctx, d);
-  const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
-  const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
-  const auto bias = random_values(4 * c.n, c.dtype);
-  Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype), bias_buf(bias, c.dtype);
-  const int64_t count = num_elements(plan.out_shape());
-  std::vector<std::unique_ptr<Buffer>> outs;
-  for (const auto& sizes : calls) {
-    outs.push_back(std::make_unique<Buffer>(static_cast<size_t>(count) * dtype_size(c.dtype)));
-    be().fill_nan(outs.back()->p, c.dtype, count);
-    plan.execute(sizes, lhs_buf.p, rhs_buf.p, bias_buf.p, outs.back()->p);
-  }
-  for (size_t i = 0; i < calls.size(); ++i) {
-    Case ci = c;
-    ci.sizes = calls[i];
-    SCOPED_TRACE(describe(ci));
-    check_output(ci, lhs, rhs, bias, read_back(outs[i]->p, c.dtype, count));
+TEST_F(GroupedPlan, CublasLtTilesPathRaggedRows) {
+  std::vector<std::vector<int32_t>> all = kRowSizes;
+  all.push_back({600, 1, 0, 300});  // over the cap of 256: tiles of 256, the last ones overlap
+  all.push_back({256, 512, 257, 255});
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    for (const auto& sizes : all) {
+      for (int layout = 0; layout < 4; ++layout) {
+        for (bool bias : {false, true}) {
+          Case c;
+          c.path = GroupedPath::kCublasLtTiles;
+          c.dtype = t;
+          c.sizes = sizes;
+          c.lhs_trans = (layout & 1) != 0;
+          c.rhs_trans = (layout & 2) != 0;
+          c.bias = bias;
+          c.backend_sizes = layout == 3;
+          run_and_check(c);
+        }
+      }
+    }
   }
 }
 
-// Where the cuBLAS grouped path does not run, a plan that asks for it is refused on the CUDA
-// backend (no silent fallback), and kAuto runs the loop; the CPU backend runs the loop for all.
-TEST_F(GroupedPlan, CublasGroupedPathRefusals) {
+// A tiles call whose lhs rows cannot all start on 16 bytes (lhs [K, M] with tiles at odd
+// rows) runs the loop, counted by loop_fallbacks(), and is right; aligned calls are not counted.
+TEST_F(GroupedPlan, CublasLtTilesUnalignedCallRunsTheLoop) {
+  // The loop_fallbacks() of one call of `c` on fresh inputs.
+  const auto fallbacks = [&](const Case& c) {
+    const GroupedGemmDesc d = make_desc(c);
+    GroupedGemmPlan plan(*g_ctx, d);
+    const int64_t nl = num_elements(d.lhs_shape), nr = num_elements(d.rhs_shape);
+    Buffer lhs(static_cast<size_t>(nl) * 2), rhs(static_cast<size_t>(nr) * 2);
+    Buffer out(static_cast<size_t>(num_elements(plan.out_shape())) * 2);
+    be().fill_normal(lhs.p, c.dtype, {nl}, {nl}, {0}, 3, 1.0f);
+    be().fill_normal(rhs.p, c.dtype, {nr}, {nr}, {0}, 4, 1.0f);
+    plan.execute(c.sizes, lhs.p, rhs.p, nullptr, out.p);
+    return plan.loop_fallbacks();
+  };
   Case c;
-  c.sizes = {24, 24, 24, 24};
-  c.path = GroupedPath::kCublasGrouped;
+  c.path = GroupedPath::kCublasLtTiles;
+  c.sizes = {61, 3, 0, 28};  // lhs [40, 92]: a tile at row 29 starts 58 bytes in
+  c.lhs_trans = true;
+  run_and_check(c);
+  EXPECT_EQ(fallbacks(c), g_cuda ? 1 : 0);
+  Case even = c;
+  even.sizes = {64, 0, 16, 16};  // lhs [40, 96]: every tile at a multiple of 8 rows
+  run_and_check(even);
+  EXPECT_EQ(fallbacks(even), 0);
+}
+
+// More calls on one plan than it has staging slots, each with other sizes and its own
+// output, issued back to back before one read: a slot rewritten while its copy is in flight
+// would give a later call's pointers to an earlier GEMM (for the tiles, also another call's
+// bias table rows).
+TEST_F(GroupedPlan, CallsInFlight) {
+  const std::vector<std::vector<int32_t>> calls = {
+      {24, 24, 24, 24}, {65, 3, 0, 28},   {0, 0, 96, 0}, {96, 0, 0, 0},
+      {0, 0, 0, 96},    {10, 20, 30, 36}, {1, 1, 1, 93}, {50, 0, 46, 0}};
+  for (GroupedPath path : {GroupedPath::kCublasGrouped, GroupedPath::kCublasLtTiles}) {
+    Case c;
+    c.path = path;
+    c.sizes = calls.front();
+    c.bias = true;
+    const GroupedGemmDesc d = make_desc(c);
+    GroupedGemmPlan plan(*g_ctx, d);
+    const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
+    const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
+    const auto bias = random_values(4 * c.n, c.dtype);
+    Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype), bias_buf(bias, c.dtype);
+    const int64_t count = num_elements(plan.out_shape());
+    std::vector<std::unique_ptr<Buffer>> outs;
+    for (const auto& sizes : calls) {
+      outs.push_back(std::make_unique<Buffer>(static_cast<size_t>(count) * dtype_size(c.dtype)));
+      be().fill_nan(outs.back()->p, c.dtype, count);
+      plan.execute(sizes, lhs_buf.p, rhs_buf.p, bias_buf.p, outs.back()->p);
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      Case ci = c;
+      ci.sizes = calls[i];
+      SCOPED_TRACE(describe(ci));
+      check_output(ci, lhs, rhs, bias, read_back(outs[i]->p, c.dtype, count));
+    }
+  }
+}
+
+// Where a CUDA runner does not run, a plan that asks for it is refused on the CUDA backend (no
+// silent fallback), and kAuto runs the loop; the CPU backend runs the loop for all.
+TEST_F(GroupedPlan, CudaPathRefusals) {
   const auto expect = [&](const Case& ci, const std::string& why) {
     const GroupedGemmDesc d = make_desc(ci);
     if (!g_cuda) {
@@ -521,64 +577,83 @@ TEST_F(GroupedPlan, CublasGroupedPathRefusals) {
       return;
     }
     expect_plan_error<Error>(d, "grouped GEMM 'moe' (" + std::string(grouped_form_name(ci.form)) +
-                                    "): path cublas_grouped does not run it: " + why +
-                                    "; use path loop (or auto)");
+                                    "): path " + grouped_path_name(ci.path) +
+                                    " does not run it: " + why + "; use path loop (or auto)");
     GroupedGemmDesc a = d;
     a.path = GroupedPath::kAuto;
+    if (ci.dtype == DType::kFloat32 && ci.form == GroupedForm::kRaggedRows && ci.other > 0 &&
+        !ci.out_dtype) {
+      return;  // kAuto runs fp32 on the tiles
+    }
     EXPECT_EQ(GroupedGemmPlan(*g_ctx, a).path(), GroupedPath::kLoop) << describe(ci);
   };
-  Case fp32 = c;
+  for (GroupedPath path : {GroupedPath::kCublasGrouped, GroupedPath::kCublasLtTiles}) {
+    Case c;
+    c.sizes = {24, 24, 24, 24};
+    c.path = path;
+    if (path == GroupedPath::kCublasGrouped) {
+      Case fp32 = c;
+      fp32.dtype = DType::kFloat32;
+      expect(fp32, "it runs bfloat16 and float16 only, not float32");
+    }
+    Case wide = c;
+    wide.out_dtype = DType::kFloat32;
+    expect(wide, "the output dtype float32 differs from the inputs' bfloat16");
+    Case wgrad = c;
+    wgrad.form = GroupedForm::kRaggedContracting;
+    expect(wgrad, "it runs the ragged-rows form (forward, dgrad) only");
+    Case empty_k = c;
+    empty_k.other = 0;
+    expect(empty_k, "K = 0 (an empty contraction, only the bias is written)");
+  }
+  // fp32 on the default path runs (the tiles on CUDA) and is right.
+  Case fp32;
+  fp32.sizes = {24, 24, 24, 24};
   fp32.dtype = DType::kFloat32;
-  expect(fp32, "it runs bfloat16 and float16 only, not float32");
-  Case wide = c;
-  wide.out_dtype = DType::kFloat32;
-  expect(wide, "the output dtype float32 differs from the inputs' bfloat16");
-  Case wgrad = c;
-  wgrad.form = GroupedForm::kRaggedContracting;
-  expect(wgrad, "it runs the ragged-rows form (forward, dgrad) only");
-  Case empty_k = c;
-  empty_k.other = 0;
-  expect(empty_k, "K = 0 (an empty contraction, only the bias is written)");
-  // fp32 on the default path still runs (the loop) and is right.
-  fp32.path = GroupedPath::kAuto;
   run_and_check(fp32);
-  // kAuto by the groups' mean rows: 24 rows per group take the cuBLAS grouped call on CUDA,
-  // 512 and more the loop; the CPU backend always loops.
-  Case small = c;
-  small.path = GroupedPath::kAuto;
+  // kAuto by the groups' mean rows: 24 rows per group take the tiles on CUDA, 4096 and more
+  // the loop; the CPU backend always loops.
+  Case small;
+  small.sizes = {24, 24, 24, 24};
   EXPECT_EQ(GroupedGemmPlan(*g_ctx, make_desc(small)).path(),
-            g_cuda ? GroupedPath::kCublasGrouped : GroupedPath::kLoop);
+            g_cuda ? GroupedPath::kCublasLtTiles : GroupedPath::kLoop);
   Case large = small;
-  large.sizes = {512, 512, 512, 512};
+  large.sizes = {4096, 4096, 4096, 4096};
+  large.other = 8;
+  large.n = 8;
   EXPECT_EQ(GroupedGemmPlan(*g_ctx, make_desc(large)).path(), GroupedPath::kLoop);
 }
 
-// A plan moved into another object keeps its path (and on CUDA its cuBLAS handle and staging).
+// A plan moved into another object keeps its path (and on CUDA its handle and staging).
 TEST_F(GroupedPlan, MovedPlanStillRuns) {
-  Case c;
-  c.sizes = {65, 3, 0, 28};
-  c.path = GroupedPath::kCublasGrouped;
-  c.bias = true;
-  const GroupedGemmDesc d = make_desc(c);
-  auto first = std::make_unique<GroupedGemmPlan>(*g_ctx, d);
-  GroupedGemmPlan moved(std::move(*first));
-  first.reset();
-  EXPECT_EQ(moved.path(), g_cuda ? GroupedPath::kCublasGrouped : GroupedPath::kLoop);
-  const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
-  const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
-  const auto bias = random_values(4 * c.n, c.dtype);
-  Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype), bias_buf(bias, c.dtype);
-  const int64_t count = num_elements(moved.out_shape());
-  Buffer out(static_cast<size_t>(count) * dtype_size(c.dtype));
-  be().fill_nan(out.p, c.dtype, count);
-  moved.execute(c.sizes, lhs_buf.p, rhs_buf.p, bias_buf.p, out.p);
-  check_output(c, lhs, rhs, bias, read_back(out.p, c.dtype, count));
+  for (GroupedPath path : {GroupedPath::kCublasGrouped, GroupedPath::kCublasLtTiles}) {
+    Case c;
+    c.sizes = {65, 3, 0, 28};
+    c.path = path;
+    c.bias = true;
+    const GroupedGemmDesc d = make_desc(c);
+    auto first = std::make_unique<GroupedGemmPlan>(*g_ctx, d);
+    GroupedGemmPlan moved(std::move(*first));
+    first.reset();
+    EXPECT_EQ(moved.path(), g_cuda ? path : GroupedPath::kLoop);
+    const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
+    const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
+    const auto bias = random_values(4 * c.n, c.dtype);
+    Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype), bias_buf(bias, c.dtype);
+    const int64_t count = num_elements(moved.out_shape());
+    Buffer out(static_cast<size_t>(count) * dtype_size(c.dtype));
+    be().fill_nan(out.p, c.dtype, count);
+    moved.execute(c.sizes, lhs_buf.p, rhs_buf.p, bias_buf.p, out.p);
+    SCOPED_TRACE(describe(c));
+    check_output(c, lhs, rhs, bias, read_back(out.p, c.dtype, count));
+  }
 }
 
 TEST(GroupedPathNames, Names) {
   EXPECT_STREQ(grouped_path_name(GroupedPath::kAuto), "auto");
   EXPECT_STREQ(grouped_path_name(GroupedPath::kLoop), "loop");
   EXPECT_STREQ(grouped_path_name(GroupedPath::kCublasGrouped), "cublas_grouped");
+  EXPECT_STREQ(grouped_path_name(GroupedPath::kCublasLtTiles), "cublaslt_tiles");
 }
 
 }  // namespace

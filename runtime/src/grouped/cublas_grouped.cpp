@@ -12,13 +12,13 @@
 // empty groups are left out. The host arrays (ops, sizes, leading dims, alpha, beta, group
 // sizes) are the runner's vectors, read by cuBLAS during the call; the A/B/C pointer arrays
 // must be device memory: they and the G row ends (for the bias kernel) go in one
-// cudaMemcpyAsync per call from a pinned staging slot.
+// cudaMemcpyAsync per call from a pinned staging slot (staging_ring.hpp).
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <array>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "cgemm/core/cuda_check.hpp"
@@ -26,14 +26,11 @@
 #include "cgemm/runtime/backend.hpp"
 #include "grouped_bias.hpp"
 #include "ragged_rows_runner.hpp"
+#include "staging_ring.hpp"
 
 namespace cgemm::grouped {
 
 namespace {
-
-// Slots of staging: the host may run this many calls ahead of the device before it waits
-// for the oldest slot's copy (an event per slot), never once per group.
-constexpr size_t kSlots = 4;
 
 class CublasGrouped final : public RaggedRowsRunner {
  public:
@@ -44,19 +41,11 @@ class CublasGrouped final : public RaggedRowsRunner {
     stream_ = static_cast<cudaStream_t>(be.native_stream());
     const auto groups = static_cast<size_t>(g.groups);
     // Slot layout: A, B, C pointers (G each), then G int64 row ends.
-    slot_bytes_ = groups * (3 * sizeof(void*) + sizeof(int64_t));
+    ring_ = std::make_unique<StagingRing>(groups * (3 * sizeof(void*) + sizeof(int64_t)), stream_,
+                                          where_);
     try {
       check_blas(cublasCreate(&handle_), "cublasCreate");
       check_blas(cublasSetStream(handle_, stream_), "cublasSetStream");
-      check_cuda(cudaMallocHost(&staging_, kSlots * slot_bytes_),
-                 "cudaMallocHost(" + std::to_string(kSlots * slot_bytes_) + " bytes of staging)",
-                 where_);
-      check_cuda(cudaMalloc(&device_, kSlots * slot_bytes_),
-                 "cudaMalloc(" + std::to_string(kSlots * slot_bytes_) + " bytes of pointers)",
-                 where_);
-      for (cudaEvent_t& e : copied_) {
-        check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", where_);
-      }
     } catch (...) {
       release();
       throw;
@@ -85,14 +74,9 @@ class CublasGrouped final : public RaggedRowsRunner {
     if (g_.m_total == 0 || g_.n == 0) return true;  // nothing to write
     const auto groups = static_cast<size_t>(g_.groups);
     if (!aligned(sizes, lhs, rhs, out)) return false;
-    const size_t slot = turn_++ % kSlots;
-    char* host = static_cast<char*>(staging_) + slot * slot_bytes_;
-    char* dev = static_cast<char*>(device_) + slot * slot_bytes_;
-    if (pending_[slot]) {
-      // The copy this slot made kSlots calls ago must have left it before it is rewritten.
-      check_cuda(cudaEventSynchronize(copied_[slot]), "cudaEventSynchronize(staging slot)", where_);
-      pending_[slot] = false;
-    }
+    const StagingRing::Slot slot = ring_->acquire();
+    char* host = slot.host;
+    char* dev = slot.device;
     auto* a_ptrs = reinterpret_cast<const void**>(host);
     auto* b_ptrs = a_ptrs + groups;
     auto* c_ptrs = b_ptrs + groups;  // written as const void*, read by cuBLAS as void*
@@ -126,12 +110,7 @@ class CublasGrouped final : public RaggedRowsRunner {
     // fixed place in the slot) only when the bias kernel reads them.
     const size_t ptr_bytes = 3 * static_cast<size_t>(count) * sizeof(void*);
     const size_t ends_at = 3 * groups * sizeof(void*);
-    const size_t bytes = bias != nullptr ? slot_bytes_ : ptr_bytes;
-    check_cuda(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_),
-               "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes of grouped GEMM pointers)",
-               where_);
-    check_cuda(cudaEventRecord(copied_[slot], stream_), "cudaEventRecord(staging slot)", where_);
-    pending_[slot] = true;
+    ring_->commit(slot, bias != nullptr ? ring_->slot_bytes() : ptr_bytes);
     if (bias != nullptr) {
       check_cuda(launch_fill_group_bias(out, bias, reinterpret_cast<const int64_t*>(dev + ends_at),
                                         g_.groups, g_.m_total, g_.n, g_.dtype, stream_),
@@ -186,34 +165,16 @@ class CublasGrouped final : public RaggedRowsRunner {
   }
 
   void release() noexcept {
-    for (cudaEvent_t& e : copied_) {
-      if (e != nullptr) static_cast<void>(cudaEventSynchronize(e));
-    }
-    for (cudaEvent_t& e : copied_) {
-      if (e != nullptr) static_cast<void>(cudaEventDestroy(e));
-      e = nullptr;
-    }
     if (handle_ != nullptr) static_cast<void>(cublasDestroy(handle_));
-    // The last GEMM may still read the device pointer arrays: let stream 0 drain first.
-    if (device_ != nullptr) {
-      static_cast<void>(cudaStreamSynchronize(stream_));
-      static_cast<void>(cudaFree(device_));
-    }
-    if (staging_ != nullptr) static_cast<void>(cudaFreeHost(staging_));
     handle_ = nullptr;
-    device_ = staging_ = nullptr;
+    ring_.reset();  // waits for the copies and the GEMMs that read the pointer arrays
   }
 
   RaggedRowsGeometry g_;
   std::string where_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t handle_ = nullptr;
-  size_t slot_bytes_ = 0;
-  void* staging_ = nullptr;  // pinned, kSlots slots
-  void* device_ = nullptr;   // the same slots on the device
-  std::array<cudaEvent_t, kSlots> copied_{};
-  std::array<bool, kSlots> pending_{};
-  size_t turn_ = 0;
+  std::unique_ptr<StagingRing> ring_;
   std::vector<cublasOperation_t> ta_, tb_;
   std::vector<int> m_, n_, k_, lda_, ldb_, ldc_, group_size_;
   std::vector<float> alpha_, beta_;

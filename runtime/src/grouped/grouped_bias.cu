@@ -26,7 +26,36 @@ __global__ void fill_group_bias_kernel(uint16_t* out, const uint16_t* bias, cons
   }
 }
 
+// One block per tile row of the table (grid-stride), its threads over the n elements.
+template <typename T>
+__global__ void gather_tile_bias_kernel(T* table, const T* bias, const int32_t* tile_groups,
+                                        int64_t tiles, int64_t n) {
+  for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) {
+    const T* b = bias + static_cast<int64_t>(tile_groups[i]) * n;
+    T* o = table + i * n;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = b[j];
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_gather_tile_bias(void* table, const void* bias, const int32_t* tile_groups,
+                                    int64_t tiles, int64_t n, size_t element_bytes,
+                                    cudaStream_t stream) {
+  if (tiles <= 0 || n <= 0) return cudaSuccess;
+  if (element_bytes != 2 && element_bytes != 4) return cudaErrorInvalidValue;
+  static_cast<void>(cudaGetLastError());  // so the check below names this launch
+  constexpr int kThreads = 256;
+  const unsigned blocks = static_cast<unsigned>(tiles < 65536 ? tiles : 65536);
+  if (element_bytes == 2) {
+    gather_tile_bias_kernel<<<blocks, kThreads, 0, stream>>>(
+        static_cast<uint16_t*>(table), static_cast<const uint16_t*>(bias), tile_groups, tiles, n);
+  } else {
+    gather_tile_bias_kernel<<<blocks, kThreads, 0, stream>>>(
+        static_cast<uint32_t*>(table), static_cast<const uint32_t*>(bias), tile_groups, tiles, n);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t launch_fill_group_bias(void* out, const void* bias, const int64_t* row_ends,
                                    int64_t groups, int64_t m_total, int64_t n, DType dtype,

@@ -82,6 +82,8 @@ const char* grouped_path_name(GroupedPath p) {
       return "loop";
     case GroupedPath::kCublasGrouped:
       return "cublas_grouped";
+    case GroupedPath::kCublasLtTiles:
+      return "cublaslt_tiles";
     case GroupedPath::kAuto:
       break;
   }
@@ -188,7 +190,7 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
   const GroupedGemmDesc& d = desc_;
   // The CPU backend has one way to run a call.
   if (be_.name() != "cuda" || d.path == GroupedPath::kLoop) return;
-  std::string why;
+  std::string why;  // why neither CUDA runner takes the plan
   if (d.form != GroupedForm::kRaggedRows) {
     why = "it runs the ragged-rows form (forward, dgrad) only";
   } else if (planned_.out_dtype != d.dtype) {
@@ -203,21 +205,29 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
   g.lhs_trans = lhs_trans_;
   g.rhs_trans = rhs_trans_;
   g.dtype = d.dtype;
-  if (why.empty()) why = grouped::cublas_grouped_refusal(g);
-  if (d.path == GroupedPath::kCublasGrouped && !why.empty()) {
-    throw Error(what + ": path cublas_grouped does not run it: " + why +
+  const std::string tiles_why = why.empty() ? grouped::cublaslt_tiles_refusal(g) : why;
+  const std::string grouped_why = why.empty() ? grouped::cublas_grouped_refusal(g) : why;
+  const auto refuse = [&](const std::string& reason) {
+    throw Error(what + ": path " + grouped_path_name(d.path) + " does not run it: " + reason +
                 "; use path loop (or auto)");
+  };
+  GroupedPath chosen = GroupedPath::kLoop;
+  if (d.path == GroupedPath::kCublasGrouped) {
+    if (!grouped_why.empty()) refuse(grouped_why);
+    chosen = GroupedPath::kCublasGrouped;
+  } else if (d.path == GroupedPath::kCublasLtTiles) {
+    if (!tiles_why.empty()) refuse(tiles_why);
+    chosen = GroupedPath::kCublasLtTiles;
+  } else if (tiles_why.empty() && ragged_ < kAutoTilesRowsPerGroup * d.num_groups) {
+    // kAuto, by the H200's measurement: see kAutoTilesRowsPerGroup.
+    chosen = GroupedPath::kCublasLtTiles;
   }
-  // kAuto, by the H200's measurement (cgemm-bench --parts grouped, 2026-12-03): one
-  // cublasGemmGroupedBatchedEx beats the loop of cuBLASLt GEMMs where groups are small (64
-  // groups of 256 rows: 0.32 against 0.49 ms) and loses where they are large (64 of 1024:
-  // 3.3 against 1.64 ms; 8 of 4096: 13.9 against 5.2 ms).
-  if (d.path == GroupedPath::kAuto &&
-      (!why.empty() || ragged_ >= kAutoGroupedRowsPerGroup * d.num_groups)) {
-    return;
+  if (chosen == GroupedPath::kCublasGrouped) {
+    runner_ = grouped::make_cublas_grouped(be_, g, d.name);
+  } else if (chosen == GroupedPath::kCublasLtTiles) {
+    runner_ = grouped::make_cublaslt_tiles(be_, g, planned_.has_bias, d.name);
   }
-  runner_ = grouped::make_cublas_grouped(be_, g, d.name);
-  path_ = GroupedPath::kCublasGrouped;
+  path_ = chosen;
 }
 
 int64_t GroupedGemmPlan::check_group_sizes(std::span<const int32_t> group_sizes) const {

@@ -100,16 +100,17 @@ enum class GroupedForm {
 const char* grouped_form_name(GroupedForm f);
 
 /// How a call runs on the CUDA backend (see the top of this file).
-/// kAuto's threshold: below this many rows per group on average, the cuBLAS grouped call.
-inline constexpr int64_t kAutoGroupedRowsPerGroup = 512;
+/// kAuto's threshold: below this many rows per group on average, the cuBLASLt tiles.
+inline constexpr int64_t kAutoTilesRowsPerGroup = 4096;
 
 enum class GroupedPath {
   kAuto,           // by the groups' mean rows (see the file comment); the loop on the CPU
   kLoop,           // one cuBLASLt GEMM per non-empty group
   kCublasGrouped,  // one cublasGemmGroupedBatchedEx per call (ragged rows, bf16 / fp16)
+  kCublasLtTiles,  // a pointer-array batched cuBLASLt matmul per tile size (ragged rows)
 };
 
-/// "auto", "loop" or "cublas_grouped".
+/// "auto", "loop", "cublas_grouped" or "cublaslt_tiles".
 const char* grouped_path_name(GroupedPath p);
 
 namespace grouped {
