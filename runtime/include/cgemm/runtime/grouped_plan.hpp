@@ -67,11 +67,23 @@
 //    whose group pointers or leading dims are not 16-byte aligned (an lhs [K, M] group at an
 //    odd row offset, K * 2 bytes not a multiple of 16) runs the loop, since cuBLAS's grouped
 //    kernels fault on it (cudaErrorMisalignedAddress on the H200, which loses the context).
-//  - kAuto (CUDA backend): kCublasGrouped where it runs and the groups average fewer than
-//    kAutoGroupedRowsPerGroup rows (M < 512 G), else kLoop. Measured on the H200 with
-//    cgemm-bench --parts grouped (2026-12-03, bf16): 64 groups of 256 rows (K 2048, N 1408),
-//    cuBLAS grouped 0.32 ms against the loop's 0.49; 64 groups of 1024 rows (K 4096, N 2048),
-//    3.3 against 1.64; 8 groups of 4096 rows (K 4096, N 14336), 13.9 against 5.2.
+//  - kCublasLtTiles (CUDA backend, kRaggedRows, bfloat16, float16 or float32 in and out, K > 0,
+//    M, N, K within int32; runtime/src/grouped/cublaslt_tiles.cpp): every group is cut into
+//    row tiles of one power-of-two size (at most 256 rows, at least half the group's rows; the
+//    last tile overlaps the one before rather than leave the group), and each tile size is one
+//    cuBLASLt matmul in pointer-array batch mode on stream 0: one matmul for equal groups, a
+//    few for skewed ones, each group's weights read by one matmul. Per call the pointer arrays
+//    (and each tile's group, for the bias) go to the device in one asynchronous copy from
+//    pinned staging, as kCublasGrouped's. The bias is cuBLASLt's epilogue (added in fp32,
+//    rounded once, as the loop) from a per-tile table a small kernel gathers first. Rows shared
+//    by two tiles are computed twice by one matmul from the same inputs: the same bits. The
+//    path records no trace spans. A call whose tiles do not all start on 16 bytes (lhs [K, M]
+//    with tiles at odd rows, leading dims not a multiple of 16 bytes) runs the loop, counted
+//    by loop_fallbacks(); a plan asking for it where it does not run is refused as above.
+//  - kAuto (CUDA backend): kCublasLtTiles where it runs and the groups average fewer than
+//    kAutoTilesRowsPerGroup rows (M < 4096 G), else kLoop (large groups are dense GEMMs
+//    already). kCublasGrouped is never chosen by kAuto: it was the slowest path on every
+//    case measured (docs/PERFORMANCE.md, the grouped GEMM table).
 // The CPU backend ignores the path: it always runs the loop.
 
 #include <cstdint>
