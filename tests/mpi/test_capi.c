@@ -3,7 +3,9 @@
  * match the plan, a context destroyed before its plans), the last error per thread, the
  * Fortran-handle constructor, the tensor queries, and one execute that writes every element;
  * execute on a caller's stream (the CPU backend ignores it: the same bits), and the borrowed
- * NCCL communicator's refusals that a CPU backend can see (its checks, never its pointer).
+ * NCCL communicator's refusals that a CPU backend can see (its checks, never its pointer);
+ * the context options (cgemm_context_options, cgemm_context_create_ex*): the struct_size
+ * rule, gpu_sharing's values, and gpu_sharing accepted without effect on the CPU backend.
  * Compiled as C11, so the header is proved to be C. Exit 0 when every check held on this rank. */
 #include <cgemm/cgemm.h>
 #include <math.h>
@@ -64,6 +66,9 @@ int main(int argc, char** argv) {
   cgemm_context* ctx = NULL;
   CHECK_FAILS(cgemm_context_create(MPI_COMM_WORLD, &cd, &ctx), CGEMM_ERROR_INVALID_ARGUMENT,
               "cgemm_context_create: MPI is not initialized");
+  CHECK(ctx == NULL);
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, NULL, &ctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_context_create_ex: MPI is not initialized");
   CHECK(ctx == NULL);
 
   MPI_Init(&argc, &argv);
@@ -212,6 +217,106 @@ int main(int argc, char** argv) {
   /* NULL everywhere: as cgemm_context_create. */
   CHECK(cgemm_context_create_nccl(MPI_COMM_WORLD, NULL, &cd, &nctx) == CGEMM_SUCCESS);
   CHECK(cgemm_context_destroy(nctx) == CGEMM_SUCCESS);
+
+  /* Context options (cgemm_context_options, the _ex creators): the size rule, the values. */
+  cgemm_context_options opts;
+  CHECK_FAILS(cgemm_context_options_init(NULL, sizeof opts), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_context_options_init: options is NULL");
+  memset(&opts, 0x5a, sizeof opts);
+  CHECK_FAILS(cgemm_context_options_init(&opts, 3), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->struct_size 3: must be 24..4096 bytes");
+  CHECK(opts.struct_size != 3); /* refused: nothing written */
+  CHECK(cgemm_context_options_init(&opts, sizeof opts) == CGEMM_SUCCESS);
+  CHECK(opts.struct_size == sizeof opts && opts.gpu_sharing == 0 && opts.nccl_comm == NULL);
+  cgemm_context* xctx = NULL;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, NULL, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_context_create_ex: desc is NULL");
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, NULL),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_context_create_ex: out is NULL");
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_NULL, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
+  opts.struct_size = 0; /* a struct never initialized */
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "options->struct_size 0: must be 24..4096 bytes");
+  opts.struct_size = (size_t)1 << 40;
+  CHECK_FAILS(cgemm_context_create_ex_fortran(MPI_Comm_c2f(MPI_COMM_WORLD), &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_context_create_ex_fortran: options->struct_size");
+  opts.struct_size = sizeof opts;
+  opts.gpu_sharing = 2;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "options->gpu_sharing 2: must be 0 or 1");
+  opts.gpu_sharing = -1;
+  CHECK_FAILS(cgemm_context_create_world_ex(&cd, &opts, &xctx), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_context_create_world_ex: options->gpu_sharing -1");
+  CHECK(xctx == NULL);
+  /* A caller of a newer header: a larger struct whose unknown bytes are zero is accepted (its
+   * new fields at their defaults); a set unknown byte is refused, not dropped. */
+  struct {
+    cgemm_context_options known;
+    int64_t newer_field;
+  } newer;
+  CHECK(cgemm_context_options_init(&newer.known, sizeof newer) == CGEMM_SUCCESS);
+  CHECK(newer.known.struct_size == sizeof newer && newer.newer_field == 0);
+  newer.newer_field = 7;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &newer.known, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "is set, but this library's cgemm_context_options has");
+  newer.newer_field = 0;
+  CHECK(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &newer.known, &xctx) == CGEMM_SUCCESS);
+  CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
+  xctx = NULL;
+  /* gpu_sharing on the CPU backend: accepted and without effect, as in the C++ runtime (the
+   * backend rule looks at it only for the CUDA backend); the GEMM gives the same bits as a
+   * context without it. Through each form: MPI_Comm, Fortran handle, MPI_COMM_WORLD. */
+  cgemm_context_options_init(&opts, sizeof opts);
+  opts.gpu_sharing = 1;
+  for (int form = 0; form < 3; ++form) {
+    cgemm_status st = form == 0   ? cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx)
+                      : form == 1 ? cgemm_context_create_ex_fortran(MPI_Comm_c2f(MPI_COMM_WORLD),
+                                                                    &cd, &opts, &xctx)
+                                  : cgemm_context_create_world_ex(&cd, &opts, &xctx);
+    CHECK(st == CGEMM_SUCCESS);
+    if (xctx == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
+    CHECK(cgemm_context_get_info(xctx, &info) == CGEMM_SUCCESS);
+    CHECK(strcmp(info.backend, "cpu") == 0 && info.tp == world);
+    cgemm_plan* xplan = NULL;
+    plan_desc(&pd, world);
+    CHECK(cgemm_plan_create(xctx, &pd, &xplan) == CGEMM_SUCCESS);
+    if (xplan == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
+    float* a = malloc((size_t)x.bytes);
+    float* v = malloc((size_t)w.bytes);
+    float* r1 = malloc((size_t)y.bytes);
+    float* r2 = malloc((size_t)y.bytes);
+    for (int64_t i = 0; i < x.bytes / 4; ++i) a[i] = (float)sin((double)(3 * i + form + rank));
+    for (int64_t i = 0; i < w.bytes / 4; ++i) v[i] = (float)cos((double)(5 * i + form));
+    for (int64_t i = 0; i < y.bytes / 4; ++i) r1[i] = r2[i] = NAN;
+    CHECK(cgemm_plan_execute(xplan, a, v, NULL, r1) == CGEMM_SUCCESS);
+    cgemm_plan_destroy(xplan);
+    CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
+    xctx = NULL;
+    /* The reference: the same GEMM on a context made without options. */
+    CHECK(cgemm_context_create(MPI_COMM_WORLD, &cd, &xctx) == CGEMM_SUCCESS);
+    CHECK(cgemm_plan_create(xctx, &pd, &xplan) == CGEMM_SUCCESS);
+    CHECK(cgemm_plan_execute(xplan, a, v, NULL, r2) == CGEMM_SUCCESS);
+    int64_t unwritten = 0;
+    for (int64_t i = 0; i < y.bytes / 4; ++i) unwritten += isfinite(r1[i]) ? 0 : 1;
+    CHECK(unwritten == 0 && memcmp(r1, r2, (size_t)y.bytes) == 0);
+    cgemm_plan_destroy(xplan);
+    CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
+    xctx = NULL;
+    free(a), free(v), free(r1), free(r2);
+  }
+  /* options NULL: the defaults; the borrowed communicator through the options is
+   * cgemm_context_create_nccl's, refused on the CPU backend alike. */
+  CHECK(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, NULL, &xctx) == CGEMM_SUCCESS);
+  CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
+  xctx = NULL;
+  cgemm_context_options_init(&opts, sizeof opts);
+  opts.nccl_comm = not_a_comm;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx), CGEMM_ERROR_BACKEND,
+              "cgemm_context_create_ex: nccl_comm: a borrowed NCCL communicator needs the CUDA "
+              "backend");
+  CHECK(xctx == NULL);
 
   /* MPI is ours, not the library's: cgemm_mpi_finalize leaves it. */
   CHECK(cgemm_mpi_finalize() == CGEMM_SUCCESS);

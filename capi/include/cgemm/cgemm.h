@@ -30,7 +30,9 @@
  * library. That is why the caller's stream and the borrowed NCCL communicator are arguments
  * of new functions (cgemm_plan_execute_on_stream, cgemm_context_create_nccl*) and not fields
  * of the descriptors: cgemm_context_desc_init fills sizeof(cgemm_context_desc) bytes of the
- * caller's struct, which must keep its size.
+ * caller's struct, which must keep its size. Knobs added later go into option structs that
+ * carry their own size and may grow at their end (cgemm_context_options: gpu_sharing), passed
+ * to the _ex functions (cgemm_context_create_ex*).
  *
  * Collective calls: cgemm_context_create*, cgemm_context_destroy, cgemm_plan_create,
  * cgemm_plan_execute* and cgemm_plan_destroy are collective over the context's communicator:
@@ -153,7 +155,63 @@ CGEMM_API cgemm_status cgemm_context_create_nccl(MPI_Comm comm, void* nccl_comm,
 CGEMM_API cgemm_status cgemm_context_create_nccl_fortran(MPI_Fint comm, void* nccl_comm,
                                                          const cgemm_context_desc* desc,
                                                          cgemm_context** out);
-/* Finalizes MPI if cgemm_context_create_world initialized it and it is not finalized yet;
+/* ---- Context options: what cgemm_context_desc cannot hold (the ABI rule above). ----
+ *
+ * A struct of its own that may grow at its end from one release to the next, so each caller
+ * says which version it holds: struct_size is sizeof(cgemm_context_options) as the caller
+ * compiled it, set by cgemm_context_options_init. The library reads only struct_size bytes:
+ * a caller built against an older header (a smaller struct) gets the defaults of the fields
+ * it does not know; a caller built against a newer header (a larger struct) is accepted when
+ * the bytes this library does not know are all zero (those fields at their defaults), and
+ * refused otherwise (CGEMM_ERROR_INVALID_ARGUMENT naming the sizes), so a setting is never
+ * dropped silently. Fields are only ever appended, and each one's default is all zero bytes. */
+typedef struct cgemm_context_options {
+  size_t struct_size; /* bytes of this struct as the caller compiled it: set by _init */
+  /* 0 (the default) or 1: ranks of a host may share its GPUs (cgemm/runtime/options.hpp,
+   * BackendOptions::gpu_sharing; cgemm-run's --gpu_sharing). 0: one rank per GPU, and more
+   * ranks than GPUs on a host give the CPU backend under "auto" and CGEMM_ERROR_BACKEND under
+   * "cuda". 1: rank -> GPU by local rank modulo the GPUs it sees; where a GPU is shared, the
+   * collectives go through the copy engines (no NCCL: it refuses two ranks of one communicator
+   * on one GPU), every tensor-parallel group must be on one host (else CGEMM_ERROR_BACKEND)
+   * and times are not a speed measurement. For correctness runs of any tp on few GPUs. The CPU
+   * backend ignores it, as the C++ runtime does (backend "cpu", or "auto" that chose the CPU
+   * backend: accepted, no effect). With a GPU really shared, a borrowed NCCL communicator is
+   * CGEMM_ERROR_BACKEND. Other values: CGEMM_ERROR_INVALID_ARGUMENT. */
+  int gpu_sharing;
+  /* NULL (the default), or the caller's NCCL communicator over this rank's tensor-parallel
+   * group (an ncclComm_t as void*): exactly cgemm_context_create_nccl's nccl_comm, its checks,
+   * statuses and ownership (borrowed: the caller destroys it after cgemm_context_destroy). */
+  void* nccl_comm;
+} cgemm_context_options;
+
+/* Fills the struct_size bytes at options with the defaults (zeros: gpu_sharing 0, nccl_comm
+ * NULL, and any field this library does not know) and sets options->struct_size. Pass
+ * sizeof(cgemm_context_options): the caller's, so a struct of an older header is never
+ * written past. CGEMM_ERROR_INVALID_ARGUMENT (nothing written): options NULL, or struct_size
+ * smaller than the first version of the struct (struct_size, gpu_sharing, nccl_comm: 24 bytes
+ * on LP64) or larger than 4096 bytes (not a size). */
+CGEMM_API cgemm_status cgemm_context_options_init(cgemm_context_options* options,
+                                                  size_t struct_size);
+
+/* cgemm_context_create with options: collective over `comm`, the same descriptor, statuses and
+ * messages (each function's own name first), plus the options'. options NULL: the defaults
+ * (exactly cgemm_context_create, or cgemm_context_create_nccl when options->nccl_comm is set).
+ * Its errors: CGEMM_ERROR_INVALID_ARGUMENT for desc or out NULL, a struct_size as above, a
+ * gpu_sharing other than 0 or 1 (alike on every rank: the checks see the arguments only). */
+CGEMM_API cgemm_status cgemm_context_create_ex(MPI_Comm comm, const cgemm_context_desc* desc,
+                                               const cgemm_context_options* options,
+                                               cgemm_context** out);
+/* The same from a Fortran handle (mpi4py's comm.py2f()). */
+CGEMM_API cgemm_status cgemm_context_create_ex_fortran(MPI_Fint comm,
+                                                       const cgemm_context_desc* desc,
+                                                       const cgemm_context_options* options,
+                                                       cgemm_context** out);
+/* The same on MPI_COMM_WORLD, initializing MPI as cgemm_context_create_world does. */
+CGEMM_API cgemm_status cgemm_context_create_world_ex(const cgemm_context_desc* desc,
+                                                     const cgemm_context_options* options,
+                                                     cgemm_context** out);
+
+/* Finalizes MPI if cgemm_context_create_world[_ex] initialized it and it is not finalized yet;
  * otherwise does nothing (MPI is the caller's). Collective; destroy every context first. */
 CGEMM_API cgemm_status cgemm_mpi_finalize(void);
 
