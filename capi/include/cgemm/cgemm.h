@@ -143,10 +143,13 @@ CGEMM_API cgemm_status cgemm_context_create_world(const cgemm_context_desc* desc
  * it. Its NCCL ranks must be the TP ranks (world rank = dp_rank * tp + tp_rank; with dp 1 the
  * ranks of comm), on the GPU the backend gives each rank (its local rank modulo the GPUs it
  * sees, as cudaSetDevice before ncclCommInitRank): checked with ncclCommCount,
- * ncclCommUserRank and ncclCommCuDevice; a mismatch is CGEMM_ERROR_RUNTIME on every rank of
- * the TP group with one message. Every rank passes one, or every rank NULL (as
- * cgemm_context_create); else CGEMM_ERROR_BACKEND on every rank. CGEMM_ERROR_BACKEND too when
- * the backend is not cuda: a build without CUDA (the message says so), backend "cpu", "auto"
+ * ncclCommUserRank and ncclCommCuDevice (a mismatch: one message on the TP group's ranks, the
+ * other ranks' pointing at it), then its members with an all-gather of world ranks over it
+ * (size and ranks cannot tell communicators over world ranks {0, 3} and {2, 1} at tp 2 x dp 2
+ * from the right ones; a mismatch: one message on every rank, naming both lists); each
+ * mismatch is CGEMM_ERROR_BACKEND on every rank of the job. Every rank passes one, or every rank
+ * NULL (as cgemm_context_create); else CGEMM_ERROR_BACKEND on every rank. CGEMM_ERROR_BACKEND too
+ * when the backend is not cuda: a build without CUDA (the message says so), backend "cpu", "auto"
  * that chose the CPU backend, or ranks sharing a GPU. */
 CGEMM_API cgemm_status cgemm_context_create_nccl(MPI_Comm comm, void* nccl_comm,
                                                  const cgemm_context_desc* desc,
