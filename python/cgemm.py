@@ -123,6 +123,19 @@ class _PlanDesc(ctypes.Structure):
     ]
 
 
+class _PlanOptions(ctypes.Structure):
+    # cgemm_plan_options: struct_size says which version of it this module holds.
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("scaling", ctypes.c_char_p),
+        ("lhs_format", ctypes.c_char_p),
+        ("rhs_format", ctypes.c_char_p),
+        ("margin", ctypes.c_int),
+        ("amax_history_len", ctypes.c_int),
+        ("amax_compute_algo", ctypes.c_char_p),
+    ]
+
+
 class _TensorInfo(ctypes.Structure):
     _fields_ = [
         ("ndim", ctypes.c_int),
@@ -157,7 +170,10 @@ def _load():
         "cgemm_context_destroy": (status, [ctypes.c_void_p]),
         "cgemm_mpi_finalize": (status, []),
         "cgemm_plan_desc_init": (None, [ctypes.POINTER(_PlanDesc)]),
-        "cgemm_plan_create": (status, [ctypes.c_void_p, ctypes.POINTER(_PlanDesc), c_void_pp]),
+        "cgemm_plan_options_init": (status, [ctypes.POINTER(_PlanOptions), ctypes.c_size_t]),
+        "cgemm_plan_create_ex": (
+            status, [ctypes.c_void_p, ctypes.POINTER(_PlanDesc), ctypes.POINTER(_PlanOptions),
+                     c_void_pp]),
         "cgemm_plan_destroy": (None, [ctypes.c_void_p]),
         "cgemm_plan_tensor_info": (
             status, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
@@ -236,9 +252,10 @@ class Plan:
     """A GEMM planned on a Context (Context.plan). lhs, rhs, bias (None without one) and out
     are TensorInfo. Destroy with close() (collective) or a with block."""
 
-    def __init__(self, ctx, desc):
+    def __init__(self, ctx, desc, options):
         handle = ctypes.c_void_p()
-        _check(_lib.cgemm_plan_create(ctx._handle, ctypes.byref(desc), ctypes.byref(handle)))
+        _check(_lib.cgemm_plan_create_ex(ctx._handle, ctypes.byref(desc), ctypes.byref(options),
+                                         ctypes.byref(handle)))
         self._handle = handle
         self._ctx = ctx  # the context must outlive the plan
         infos = {}
@@ -377,9 +394,17 @@ class Context:
 
     def plan(self, lhs_shape, rhs_shape, bias_shape=None, dtype="bfloat16", out_dtype=None,
              lhs_spec=None, rhs_spec=None, bias_spec=None, contracting_dims=((-1,), (0,)),
-             collective="none", transpose_batch_sequence=False, name="gemm"):
+             collective="none", transpose_batch_sequence=False, name="gemm", scaling=None,
+             lhs_format=None, rhs_format=None, margin=0, amax_history_len=0,
+             amax_compute_algo=None):
         """Collective: a Plan of lhs @ rhs (+ bias) with global shapes and PartitionSpecs as
-        strings in Python's notation ("('dp', 'tpsp', None)"; None: unsharded)."""
+        strings in Python's notation ("('dp', 'tpsp', None)"; None: unsharded).
+
+        Quantization (cgemm_plan_options, cgemm-run's words): scaling None or "none" (the GEMM
+        in dtype), "current" or "delayed" (per-tensor FP8), "mxfp8", "nvfp4", "nvfp4_2d";
+        lhs_format / rhs_format "e4m3" (None) or "e5m2"; margin 0..127; amax_history_len (0:
+        1024) and amax_compute_algo ("max" or "most_recent") for delayed scaling. The buffers
+        stay in dtype: the plan quantizes them on every call."""
         desc = _PlanDesc()
         _lib.cgemm_plan_desc_init(ctypes.byref(desc))
         desc.name = _bytes(name)
@@ -403,7 +428,12 @@ class Context:
         desc.rhs_contracting_ndim = dims("rhs_contracting", contracting_dims[1], "rhs dims")
         desc.collective = _bytes(collective)
         desc.transpose_batch_sequence = int(bool(transpose_batch_sequence))
-        return Plan(self, desc)
+        opts = _PlanOptions()
+        _check(_lib.cgemm_plan_options_init(ctypes.byref(opts), ctypes.sizeof(opts)))
+        opts.scaling, opts.amax_compute_algo = _bytes(scaling), _bytes(amax_compute_algo)
+        opts.lhs_format, opts.rhs_format = _bytes(lhs_format), _bytes(rhs_format)
+        opts.margin, opts.amax_history_len = int(margin), int(amax_history_len)
+        return Plan(self, desc, opts)
 
     def close(self):
         """Collective; every plan of this context must be closed first."""

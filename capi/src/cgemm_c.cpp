@@ -18,8 +18,10 @@
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/core/watchdog.hpp"
+#include "cgemm/gemm/scaling_recipe.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
+#include "cgemm/runtime/quantization_names.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
 
 #ifndef CGEMM_VERSION_STRING
@@ -184,32 +186,64 @@ void check_options_size(size_t struct_size, size_t first_version, const char* wh
   }
 }
 
-// The caller's options copied into this library's struct: the fields beyond the caller's
-// struct_size keep their defaults (zeros), and the caller's bytes beyond this library's
-// struct must be zero (fields of a newer header at their defaults), else they would be dropped.
-cgemm_context_options read_options(const cgemm_context_options* given) {
-  cgemm_context_options o{};
+// The caller's options struct copied into this library's: the fields beyond the caller's
+// struct_size keep their defaults (zeros), and the caller's bytes beyond this library's struct
+// must be zero (fields of a newer header at their defaults), else they would be dropped.
+template <typename Options>
+Options read_struct(const Options* given, size_t first_version) {
+  Options o{};
   o.struct_size = sizeof o;
   if (given == nullptr) return o;
   const size_t n = given->struct_size;
-  check_options_size(n, kContextOptionsV1, "options");
+  check_options_size(n, first_version, "options");
   const auto* bytes = reinterpret_cast<const unsigned char*>(given);
   for (size_t i = sizeof o; i < n; ++i) {
     if (bytes[i] != 0) {
-      throw ArgumentError(
-          "options->struct_size " + std::to_string(n) + ": byte " + std::to_string(i) +
-          " is set, but this library's cgemm_context_options "
-          "has " +
-          std::to_string(sizeof o) + " bytes (a field of a newer cgemm.h it cannot honour)");
+      throw ArgumentError("options->struct_size " + std::to_string(n) + ": byte " +
+                          std::to_string(i) + " is set, but this library's options struct has " +
+                          std::to_string(sizeof o) +
+                          " bytes (a field of a newer cgemm.h it cannot honour)");
     }
   }
   std::memcpy(&o, given, std::min(n, sizeof o));
   o.struct_size = sizeof o;
+  return o;
+}
+
+cgemm_context_options read_options(const cgemm_context_options* given) {
+  cgemm_context_options o = read_struct(given, kContextOptionsV1);
   if (o.gpu_sharing != 0 && o.gpu_sharing != 1) {
     throw ArgumentError("options->gpu_sharing " + std::to_string(o.gpu_sharing) +
                         ": must be 0 or 1");
   }
   return o;
+}
+
+// cgemm_plan_options' first version ends at amax_compute_algo.
+constexpr size_t kPlanOptionsV1 =
+    offsetof(cgemm_plan_options, amax_compute_algo) + sizeof(cgemm_plan_options::amax_compute_algo);
+
+// The plan options as the runtime's QuantizationDesc, in cgemm-run's words.
+cgemm::QuantizationDesc quantization_arg(const cgemm_plan_options* given) {
+  const cgemm_plan_options o = read_struct(given, kPlanOptionsV1);
+  cgemm::QuantizationDesc q;
+  q.mode = parse_arg(o.scaling, "none", "options->scaling", cgemm::parse_scaling_option);
+  q.lhs_format = parse_arg(o.lhs_format, "e4m3", "options->lhs_format", cgemm::parse_fp8_format);
+  q.rhs_format = parse_arg(o.rhs_format, "e4m3", "options->rhs_format", cgemm::parse_fp8_format);
+  q.recipe.algo =
+      parse_arg(o.amax_compute_algo, "max", "options->amax_compute_algo",
+                [](const std::string& t) { return cgemm::quant::parse_amax_compute_algo(t); });
+  if (o.margin < 0 || o.margin > 127) {
+    throw ArgumentError("options->margin " + std::to_string(o.margin) +
+                        ": must be 0..127 (powers of 2)");
+  }
+  q.recipe.margin = o.margin;
+  if (o.amax_history_len < 0) {
+    throw ArgumentError("options->amax_history_len " + std::to_string(o.amax_history_len) +
+                        ": must be at least 1 (0: 1024)");
+  }
+  if (o.amax_history_len > 0) q.recipe.amax_history_len = o.amax_history_len;
+  return q;
 }
 
 cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
@@ -250,6 +284,22 @@ cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
   auto c = std::make_unique<cgemm_context>();
   c->ctx = std::make_unique<cgemm::Context>(comm, mesh, backend, overlap);
   *out = c.release();
+  return CGEMM_SUCCESS;
+}
+
+// cgemm_plan_create[_ex]: the arguments, then the planner (collective).
+cgemm_status create_plan(cgemm_context* ctx, const cgemm_plan_desc* desc,
+                         const cgemm_plan_options* options, cgemm_plan** out) {
+  require(ctx, "ctx");
+  require(desc, "desc");
+  require(out, "out");
+  cgemm::GemmDesc g = gemm_desc(*desc);
+  g.quantization = quantization_arg(options);
+  auto p = std::make_unique<cgemm_plan>();
+  p->plan = std::make_unique<cgemm::GemmPlan>(*ctx->ctx, g);
+  p->owner = ctx;
+  ++ctx->plans;
+  *out = p.release();
   return CGEMM_SUCCESS;
 }
 
@@ -465,18 +515,23 @@ void cgemm_plan_desc_init(cgemm_plan_desc* desc) {
   desc->rhs_contracting[0] = 0;
 }
 
-cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc, cgemm_plan** out) {
+cgemm_status cgemm_plan_options_init(cgemm_plan_options* options, size_t struct_size) {
   return guarded(__func__, [&] {
-    require(ctx, "ctx");
-    require(desc, "desc");
-    require(out, "out");
-    auto p = std::make_unique<cgemm_plan>();
-    p->plan = std::make_unique<cgemm::GemmPlan>(*ctx->ctx, gemm_desc(*desc));
-    p->owner = ctx;
-    ++ctx->plans;
-    *out = p.release();
+    require(options, "options");
+    check_options_size(struct_size, kPlanOptionsV1, "options");
+    std::memset(options, 0, struct_size);  // every default is zero bytes
+    options->struct_size = struct_size;
     return CGEMM_SUCCESS;
   });
+}
+
+cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc, cgemm_plan** out) {
+  return guarded(__func__, [&] { return create_plan(ctx, desc, nullptr, out); });
+}
+
+cgemm_status cgemm_plan_create_ex(cgemm_context* ctx, const cgemm_plan_desc* desc,
+                                  const cgemm_plan_options* options, cgemm_plan** out) {
+  return guarded(__func__, [&] { return create_plan(ctx, desc, options, out); });
 }
 
 void cgemm_plan_destroy(cgemm_plan* plan) {

@@ -7,8 +7,9 @@ malformed spec string and a spec that is not the planner's answer raise cgemm.Er
 status and a message naming them; a stream handle (ignored by the CPU backend: the same bits)
 and bad handles; Plan.execute_pointers on numpy's addresses (the same bits) and its argument
 errors; a borrowed NCCL communicator refused on the CPU backend; gpu_sharing=True accepted
-there without effect (the same bits) and its bad values refused. Prints PASS on rank 0 when
-every case passed.
+there without effect (the same bits) and its bad values refused; an FP8 plan (current
+scaling) within the FP8 bound of the float64 reference, and its option errors. Prints PASS on
+rank 0 when every case passed.
 
 Run: mpirun -np 2 python3 tests/mpi/test_python_capi.py --seed 123 [--dp 1]
 """
@@ -198,6 +199,47 @@ with ctx.plan(**dict(base, lhs_spec="('dp', 'tpsp', None)")) as p:
                 if got.tobytes() != want.tobytes() or not np.all(np.isfinite(got)):
                     failures.append(f"rank {ctx.rank}: gpu_sharing (comm {comm}) changed the bits "
                                     "on the CPU backend")
+# FP8 (cgemm_plan_options): current scaling, e4m3 x e4m3, against the float64 reference of the
+# unquantized GEMM: each operand's relative error at most 2^-4 (3 mantissa bits; the scaled
+# values are normal), so the error is at most (2^-3 + 2^-8) of |x| @ |w| plus fp32
+# accumulation; and not the unquantized bits (the quantization ran). Its errors: an unknown
+# word (INVALID_ARGUMENT), e5m2 x e5m2 (gemm.py's pairs: PLAN).
+fp8 = dict(base, lhs_shape=(2 * ctx.dp, 4 * ctx.tp, 32), rhs_shape=(32, 16 * ctx.tp),
+           lhs_spec="('dp', 'tpsp', None)")
+rng = np.random.default_rng(args.seed * 1000 + 998)
+xg = rng.standard_normal(fp8["lhs_shape"]).astype(np.float32)
+wg = rng.standard_normal(fp8["rhs_shape"]).astype(np.float32)
+ref = np.einsum("...k,kn->...n", xg.astype(np.float64), wg.astype(np.float64))
+mag = np.einsum("...k,kn->...n", np.abs(xg.astype(np.float64)), np.abs(wg.astype(np.float64)))
+outs = {}
+for scaling in (None, "current"):
+    with ctx.plan(**fp8, scaling=scaling) as p:
+        y = p.out.empty()
+        y.fill(np.nan)
+        p.execute(np.ascontiguousarray(xg[p.lhs.slices]), np.ascontiguousarray(wg[p.rhs.slices]),
+                  None, y)
+        outs[scaling] = y
+        slices = p.out.slices
+err = np.abs(outs["current"].astype(np.float64) - ref[slices])
+bound = (2.0 ** -3 + 2.0 ** -8 + 40 * np.finfo(np.float32).eps) * mag[slices]
+if not np.all(err <= bound):
+    failures.append(f"rank {ctx.rank}: fp8 current: {np.count_nonzero(~(err <= bound))} elements "
+                    "beyond the FP8 bound")
+if outs["current"].tobytes() == outs[None].tobytes():
+    failures.append(f"rank {ctx.rank}: fp8 current gave the unquantized bits")
+try:
+    ctx.plan(**fp8, scaling="fp8").close()
+    failures.append(f"rank {ctx.rank}: scaling 'fp8' accepted")
+except cgemm.Error as e:
+    if e.status != "CGEMM_ERROR_INVALID_ARGUMENT" or "options->scaling" not in e.message:
+        failures.append(f"rank {ctx.rank}: scaling 'fp8' refused as {e}")
+try:
+    ctx.plan(**fp8, scaling="current", lhs_format="e5m2", rhs_format="e5m2").close()
+    failures.append(f"rank {ctx.rank}: e5m2 x e5m2 accepted")
+except cgemm.Error as e:
+    if e.status != "CGEMM_ERROR_PLAN" or "float8_e5m2 x float8_e5m2" not in e.message:
+        failures.append(f"rank {ctx.rank}: e5m2 x e5m2 refused as {e}")
+
 for bad in (2, "yes", None):
     expect_raise(ValueError, f"gpu_sharing: True or False, got {bad!r}",
                  lambda: cgemm.Context(dp=args.dp, backend="cpu", gpu_sharing=bad))

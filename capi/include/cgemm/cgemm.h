@@ -31,10 +31,11 @@
  * of new functions (cgemm_plan_execute_on_stream, cgemm_context_create_nccl*) and not fields
  * of the descriptors: cgemm_context_desc_init fills sizeof(cgemm_context_desc) bytes of the
  * caller's struct, which must keep its size. Knobs added later go into option structs that
- * carry their own size and may grow at their end (cgemm_context_options: gpu_sharing), passed
- * to the _ex functions (cgemm_context_create_ex*).
+ * carry their own size and may grow at their end (cgemm_context_options: gpu_sharing;
+ * cgemm_plan_options: FP8 quantization), passed to the _ex functions (cgemm_context_create_ex*,
+ * cgemm_plan_create_ex).
  *
- * Collective calls: cgemm_context_create*, cgemm_context_destroy, cgemm_plan_create,
+ * Collective calls: cgemm_context_create*, cgemm_context_destroy, cgemm_plan_create*,
  * cgemm_plan_execute* and cgemm_plan_destroy are collective over the context's communicator:
  * every rank calls them in the same order with the same descriptors. Setting up fails alike on
  * every rank (the checks see the arguments only); cgemm_plan_execute may fail on one rank only
@@ -270,6 +271,50 @@ CGEMM_API void cgemm_plan_desc_init(cgemm_plan_desc* desc);
  * naming the layout. */
 CGEMM_API cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc,
                                          cgemm_plan** out);
+/* ---- Plan options: what cgemm_plan_desc cannot hold, versioned as cgemm_context_options
+ * (struct_size set by _init; a smaller struct: the later fields' defaults; a larger one: its
+ * unknown bytes must be zero; every default is all zero bytes). ---- */
+typedef struct cgemm_plan_options {
+  size_t struct_size; /* bytes of this struct as the caller compiled it: set by _init */
+  /* Quantization (cgemm/runtime/plan_description.hpp, QuantizationDesc; Transformer Engine's
+   * recipes), in cgemm-run's notation (--scaling): NULL or "none": the GEMM runs in
+   * desc->dtype. Otherwise the plan quantizes the caller's lhs and rhs (desc->dtype: "float32",
+   * "bfloat16" or "float16", as without quantization: execute takes the same buffers) on
+   * every call and runs the GEMM on the quantized copies, its output and bias in
+   * desc->out_dtype. "current": per-tensor FP8, the scale from this call's amax (each
+   * operand's max |x| over every rank of the job, so the quantized values do not depend on
+   * the mesh; on more than one rank the host waits for the amax: see
+   * cgemm_plan_execute_on_stream). "delayed": per-tensor FP8, the scale from the amax history
+   * of the plan's earlier calls (the first call: scale 1). "mxfp8", "nvfp4", "nvfp4_2d": block
+   * scaling (CUDA: compute capability 10.0 or newer; else CGEMM_ERROR_RUNTIME naming it). The
+   * CPU backend emulates every mode. Unknown words: CGEMM_ERROR_INVALID_ARGUMENT; a
+   * combination gemm.py refuses (e.g. e5m2 x e5m2, NVFP4 with a collective):
+   * CGEMM_ERROR_PLAN. */
+  const char* scaling;
+  const char* lhs_format; /* FP8 format of the quantized lhs: NULL: "e4m3"; or "e5m2" */
+  const char* rhs_format; /* of the quantized rhs: NULL: "e4m3"; or "e5m2" (nvfp4: ignored) */
+  /* scale = fp8_max / amax / 2^margin (delayed and current), in powers of 2: 0..127. */
+  int margin;
+  /* delayed: amaxes of the last N calls the scale is taken from; 0: 1024 (TE's default);
+   * negative: CGEMM_ERROR_INVALID_ARGUMENT. */
+  int amax_history_len;
+  /* delayed: NULL or "max" (of the history), "most_recent" (the last call's amax). */
+  const char* amax_compute_algo;
+} cgemm_plan_options;
+
+/* As cgemm_context_options_init: the defaults (no quantization) in the struct_size bytes at
+ * options, struct_size set. CGEMM_ERROR_INVALID_ARGUMENT (nothing written): options NULL, or
+ * struct_size below the first version (struct_size through amax_compute_algo: 48 bytes on
+ * LP64) or above 4096. */
+CGEMM_API cgemm_status cgemm_plan_options_init(cgemm_plan_options* options, size_t struct_size);
+
+/* cgemm_plan_create with options: collective, the same descriptor, statuses and messages plus
+ * the options' (CGEMM_ERROR_INVALID_ARGUMENT for a struct_size as above, an unknown word, a
+ * margin outside 0..127, a negative amax_history_len). options NULL: cgemm_plan_create. The
+ * plan's operands keep desc's dtypes (cgemm_plan_tensor_info): quantization is inside. */
+CGEMM_API cgemm_status cgemm_plan_create_ex(cgemm_context* ctx, const cgemm_plan_desc* desc,
+                                            const cgemm_plan_options* options, cgemm_plan** out);
+
 /* Collective. NULL: nothing. */
 CGEMM_API void cgemm_plan_destroy(cgemm_plan* plan);
 
