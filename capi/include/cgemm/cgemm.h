@@ -198,10 +198,11 @@ CGEMM_API cgemm_status cgemm_context_options_init(cgemm_context_options* options
                                                   size_t struct_size);
 
 /* cgemm_context_create with options: collective over `comm`, the same descriptor, statuses and
- * messages (each function's own name first), plus the options'. options NULL: the defaults
- * (exactly cgemm_context_create, or cgemm_context_create_nccl when options->nccl_comm is set).
- * Its errors: CGEMM_ERROR_INVALID_ARGUMENT for desc or out NULL, a struct_size as above, a
- * gpu_sharing other than 0 or 1 (alike on every rank: the checks see the arguments only). */
+ * messages (each function's own name first), plus the options'. options NULL: the defaults,
+ * so exactly cgemm_context_create; with options->nccl_comm set, cgemm_context_create_nccl.
+ * Every rank passes the same options (they are part of the collective's arguments). Its errors:
+ * CGEMM_ERROR_INVALID_ARGUMENT for desc or out NULL, a struct_size as above, a gpu_sharing other
+ * than 0 or 1 (alike on every rank: the checks see the arguments only). */
 CGEMM_API cgemm_status cgemm_context_create_ex(MPI_Comm comm, const cgemm_context_desc* desc,
                                                const cgemm_context_options* options,
                                                cgemm_context** out);
