@@ -1,7 +1,8 @@
 #pragma once
 // The quantization options (GemmDesc::quantization, plan_description.hpp) as option rows, for
 // any config that holds a QuantizationDesc named `quantization` (cgemm-run, cgemm-bench):
-// scaling, lhs_format, rhs_format, amax_history_len, amax_compute_algo, margin.
+// scaling, lhs_format, rhs_format, amax_history_len, amax_compute_algo, margin. The words of
+// scaling and the formats are cgemm/runtime/quantization_names.hpp's.
 
 #include <ostream>
 #include <string>
@@ -9,18 +10,10 @@
 
 #include "cgemm/gemm/scaling_recipe.hpp"
 #include "cgemm/runtime/plan_description.hpp"
+#include "cgemm/runtime/quantization_names.hpp"
 #include "option_table.hpp"
 
 namespace cgemm::launcher {
-
-/// "none" | "delayed" | "current" | "mxfp8" | "nvfp4" | "nvfp4_2d" (Transformer Engine's
-/// DELAYED_TENSOR_SCALING, CURRENT_TENSOR_SCALING, MXFP8_1D_SCALING, NVFP4_1D_SCALING,
-/// NVFP4_2D_SCALING). Throws cgemm::Error naming the value and the choices.
-ScalingMode parse_scaling_option(const std::string& text);
-std::string scaling_option_name(ScalingMode m);
-/// "e4m3" | "e5m2" (float8_e4m3fn, float8_e5m2). Throws cgemm::Error naming the value.
-DType parse_fp8_format(const std::string& text);
-std::string fp8_format_name(DType t);
 
 /// The rows, for Config with a `QuantizationDesc quantization` member.
 template <typename Config>

@@ -75,6 +75,15 @@ class _ContextDesc(ctypes.Structure):
     ]
 
 
+class _ContextOptions(ctypes.Structure):
+    # cgemm_context_options: struct_size says which version of it this module holds.
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("gpu_sharing", ctypes.c_int),
+        ("nccl_comm", ctypes.c_void_p),
+    ]
+
+
 class _ContextInfo(ctypes.Structure):
     _fields_ = [
         ("world_rank", ctypes.c_int),
@@ -114,6 +123,19 @@ class _PlanDesc(ctypes.Structure):
     ]
 
 
+class _PlanOptions(ctypes.Structure):
+    # cgemm_plan_options: struct_size says which version of it this module holds.
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("scaling", ctypes.c_char_p),
+        ("lhs_format", ctypes.c_char_p),
+        ("rhs_format", ctypes.c_char_p),
+        ("margin", ctypes.c_int),
+        ("amax_history_len", ctypes.c_int),
+        ("amax_compute_algo", ctypes.c_char_p),
+    ]
+
+
 class _TensorInfo(ctypes.Structure):
     _fields_ = [
         ("ndim", ctypes.c_int),
@@ -144,21 +166,26 @@ def _load():
         "cgemm_version_string": (ctypes.c_char_p, []),
         "cgemm_last_error": (ctypes.c_char_p, []),
         "cgemm_context_desc_init": (None, [ctypes.POINTER(_ContextDesc)]),
-        "cgemm_context_create_world": (status, [ctypes.POINTER(_ContextDesc), c_void_pp]),
-        "cgemm_context_create_fortran": (
-            status, [ctypes.c_int, ctypes.POINTER(_ContextDesc), c_void_pp]),
         "cgemm_context_get_info": (status, [ctypes.c_void_p, ctypes.POINTER(_ContextInfo)]),
         "cgemm_context_destroy": (status, [ctypes.c_void_p]),
         "cgemm_mpi_finalize": (status, []),
         "cgemm_plan_desc_init": (None, [ctypes.POINTER(_PlanDesc)]),
-        "cgemm_plan_create": (status, [ctypes.c_void_p, ctypes.POINTER(_PlanDesc), c_void_pp]),
+        "cgemm_plan_options_init": (status, [ctypes.POINTER(_PlanOptions), ctypes.c_size_t]),
+        "cgemm_plan_create_ex": (
+            status, [ctypes.c_void_p, ctypes.POINTER(_PlanDesc), ctypes.POINTER(_PlanOptions),
+                     c_void_pp]),
         "cgemm_plan_destroy": (None, [ctypes.c_void_p]),
         "cgemm_plan_tensor_info": (
             status, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
         "cgemm_plan_execute": (status, [ctypes.c_void_p] * 5),
         "cgemm_plan_execute_on_stream": (status, [ctypes.c_void_p] * 6),
-        "cgemm_context_create_nccl_fortran": (
-            status, [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_ContextDesc), c_void_pp]),
+        "cgemm_context_options_init": (
+            status, [ctypes.POINTER(_ContextOptions), ctypes.c_size_t]),
+        "cgemm_context_create_world_ex": (
+            status, [ctypes.POINTER(_ContextDesc), ctypes.POINTER(_ContextOptions), c_void_pp]),
+        "cgemm_context_create_ex_fortran": (
+            status, [ctypes.c_int, ctypes.POINTER(_ContextDesc), ctypes.POINTER(_ContextOptions),
+                     c_void_pp]),
     }
     for name, (restype, argtypes) in sigs.items():
         f = getattr(lib, name)
@@ -225,9 +252,10 @@ class Plan:
     """A GEMM planned on a Context (Context.plan). lhs, rhs, bias (None without one) and out
     are TensorInfo. Destroy with close() (collective) or a with block."""
 
-    def __init__(self, ctx, desc):
+    def __init__(self, ctx, desc, options):
         handle = ctypes.c_void_p()
-        _check(_lib.cgemm_plan_create(ctx._handle, ctypes.byref(desc), ctypes.byref(handle)))
+        _check(_lib.cgemm_plan_create_ex(ctx._handle, ctypes.byref(desc), ctypes.byref(options),
+                                         ctypes.byref(handle)))
         self._handle = handle
         self._ctx = ctx  # the context must outlive the plan
         infos = {}
@@ -322,12 +350,16 @@ class Context:
     MPI_COMM_WORLD (MPI initialized here if needed), or a Fortran handle (mpi4py:
     comm.py2f()). nccl_comm: None, or the caller's NCCL communicator over this rank's TP group
     as an int handle (an ncclComm_t), which the CUDA backend borrows instead of making its own
-    (cgemm_context_create_nccl_fortran: it needs comm; the caller destroys it after close()).
-    Attributes: rank, size, dp, tp, dp_rank, tp_rank, backend."""
+    (the caller destroys it after close()). gpu_sharing: let ranks of a host share its GPUs on
+    the CUDA backend (copy engines, no NCCL; for correctness runs, not speed; ignored by the
+    CPU backend); off, more ranks than GPUs give the CPU backend under "auto" and an Error under
+    "cuda". Both through cgemm_context_options (cgemm_context_create_world_ex /
+    cgemm_context_create_ex_fortran).
+    Attributes: rank, size, dp, tp, dp_rank, tp_rank, backend, gpu_sharing (as asked)."""
 
     def __init__(self, dp=1, tp=0, backend="auto", dp_axis="dp", tpsp_axis="tpsp",
                  overlap="auto", num_max_streams=3, chunks_per_rank=1,
-                 aggregate_all_gather=False, comm=None, nccl_comm=None):
+                 aggregate_all_gather=False, comm=None, nccl_comm=None, gpu_sharing=False):
         desc = _ContextDesc()
         _lib.cgemm_context_desc_init(ctypes.byref(desc))
         desc.dp, desc.tp = dp, tp
@@ -335,23 +367,25 @@ class Context:
         desc.backend, desc.overlap = _bytes(backend), _bytes(overlap)
         desc.num_max_streams, desc.chunks_per_rank = num_max_streams, chunks_per_rank
         desc.aggregate_all_gather = int(bool(aggregate_all_gather))
-        handle = ctypes.c_void_p()
+        opts = _ContextOptions()
+        _check(_lib.cgemm_context_options_init(ctypes.byref(opts), ctypes.sizeof(opts)))
+        if not isinstance(gpu_sharing, numbers.Integral) or int(gpu_sharing) not in (0, 1):
+            raise ValueError(f"gpu_sharing: True or False, got {gpu_sharing!r}")
+        opts.gpu_sharing = int(gpu_sharing)
         if nccl_comm is not None:
-            if comm is None:
-                raise ValueError("nccl_comm needs comm, the MPI communicator of the bootstrap as "
-                                 "a Fortran handle (mpi4py: comm.py2f())")
             comm_handle = _handle_int(nccl_comm, "nccl_comm")
             if comm_handle == 0:
                 raise ValueError("nccl_comm: 0 is not an NCCL communicator (pass None for none)")
-            _check(_lib.cgemm_context_create_nccl_fortran(
-                int(comm), ctypes.c_void_p(comm_handle),
-                ctypes.byref(desc), ctypes.byref(handle)))
-        elif comm is None:
-            _check(_lib.cgemm_context_create_world(ctypes.byref(desc), ctypes.byref(handle)))
+            opts.nccl_comm = comm_handle
+        handle = ctypes.c_void_p()
+        if comm is None:
+            _check(_lib.cgemm_context_create_world_ex(ctypes.byref(desc), ctypes.byref(opts),
+                                                      ctypes.byref(handle)))
         else:
-            _check(_lib.cgemm_context_create_fortran(int(comm), ctypes.byref(desc),
-                                                     ctypes.byref(handle)))
+            _check(_lib.cgemm_context_create_ex_fortran(int(comm), ctypes.byref(desc),
+                                                        ctypes.byref(opts), ctypes.byref(handle)))
         self._handle = handle
+        self.gpu_sharing = bool(gpu_sharing)
         info = _ContextInfo()
         _check(_lib.cgemm_context_get_info(self._handle, ctypes.byref(info)))
         self.rank, self.size = info.world_rank, info.world_size
@@ -360,9 +394,17 @@ class Context:
 
     def plan(self, lhs_shape, rhs_shape, bias_shape=None, dtype="bfloat16", out_dtype=None,
              lhs_spec=None, rhs_spec=None, bias_spec=None, contracting_dims=((-1,), (0,)),
-             collective="none", transpose_batch_sequence=False, name="gemm"):
+             collective="none", transpose_batch_sequence=False, name="gemm", scaling=None,
+             lhs_format=None, rhs_format=None, margin=0, amax_history_len=0,
+             amax_compute_algo=None):
         """Collective: a Plan of lhs @ rhs (+ bias) with global shapes and PartitionSpecs as
-        strings in Python's notation ("('dp', 'tpsp', None)"; None: unsharded)."""
+        strings in Python's notation ("('dp', 'tpsp', None)"; None: unsharded).
+
+        Quantization (cgemm_plan_options, cgemm-run's words): scaling None or "none" (the GEMM
+        in dtype), "current" or "delayed" (per-tensor FP8), "mxfp8", "nvfp4", "nvfp4_2d";
+        lhs_format / rhs_format "e4m3" (None) or "e5m2"; margin 0..127; amax_history_len (0:
+        1024) and amax_compute_algo ("max" or "most_recent") for delayed scaling. The buffers
+        stay in dtype: the plan quantizes them on every call."""
         desc = _PlanDesc()
         _lib.cgemm_plan_desc_init(ctypes.byref(desc))
         desc.name = _bytes(name)
@@ -386,7 +428,12 @@ class Context:
         desc.rhs_contracting_ndim = dims("rhs_contracting", contracting_dims[1], "rhs dims")
         desc.collective = _bytes(collective)
         desc.transpose_batch_sequence = int(bool(transpose_batch_sequence))
-        return Plan(self, desc)
+        opts = _PlanOptions()
+        _check(_lib.cgemm_plan_options_init(ctypes.byref(opts), ctypes.sizeof(opts)))
+        opts.scaling, opts.amax_compute_algo = _bytes(scaling), _bytes(amax_compute_algo)
+        opts.lhs_format, opts.rhs_format = _bytes(lhs_format), _bytes(rhs_format)
+        opts.margin, opts.amax_history_len = int(margin), int(amax_history_len)
+        return Plan(self, desc, opts)
 
     def close(self):
         """Collective; every plan of this context must be closed first."""

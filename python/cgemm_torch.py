@@ -5,9 +5,15 @@ custom_op) and a Context on the CUDA backend. Every rank of the plan calls it, i
 order (the GEMM is collective):
 
     import cgemm, cgemm_torch, torch
-    ctx = cgemm.Context(backend="cuda")
+    torch.cuda.set_device(cgemm_torch.local_device())   # the GPU the backend gives this rank
+    ctx = cgemm.Context(backend="cuda")           # gpu_sharing=True: ranks may share a GPU
     plan = ctx.plan(...)                          # as in python/cgemm.py
     y = cgemm_torch.gemm(plan, x, w, b)           # x, w, b: this rank's shards (local shapes)
+
+More ranks than GPUs on a host (e.g. mpirun -np 2 on one GPU): cgemm.Context(backend="cuda",
+gpu_sharing=True) (cgemm_context_options.gpu_sharing): the ranks share the GPU, the
+collectives go through the copy engines, and times are not a speed measurement. torch's own
+collectives then need gloo (NCCL refuses two ranks of one communicator on one GPU).
 
 The op is functional: it returns a new tensor of plan.out.local_shape (plan.out.dtype) on the
 inputs' device, written by cgemm_plan_execute_on_stream on torch.cuda.current_stream(device),
@@ -23,6 +29,7 @@ device is refused by the C API (cgemm.Error, CGEMM_ERROR_RUNTIME).
 """
 
 import itertools
+import os
 from typing import Optional
 
 import torch
@@ -38,6 +45,27 @@ _TORCH_DTYPES = {
 # Plans by id: the op's schema takes ints, not Python objects.
 _PLANS = {}
 _NEXT_ID = itertools.count(1)
+
+
+# The launchers' local rank: Open MPI, MPICH (Hydra), Slurm.
+_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+
+
+def local_device():
+    """The torch device of the GPU the CUDA backend gives this rank: its local rank (from the
+    launcher's environment: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID; 0
+    without one) modulo the GPUs this process sees, as cgemm's backend rule
+    (runtime/context.cpp). Make it torch's current device before creating tensors for the op.
+    RuntimeError when torch sees no GPU."""
+    gpus = torch.cuda.device_count()
+    if gpus == 0:
+        raise RuntimeError("local_device: torch sees no GPU (torch.cuda.device_count() is 0)")
+    local_rank = 0
+    for var in _LOCAL_RANK_VARS:
+        if os.environ.get(var, "").isdigit():
+            local_rank = int(os.environ[var])
+            break
+    return torch.device("cuda", local_rank % gpus)
 
 
 def register(plan):

@@ -5,7 +5,8 @@
 # and its Fortran runtime, which that machine lacks; libcgemm.so.0, the C API for
 # python/cgemm.py and tests/gpu/test_torch_op.py: CGEMM_LIBRARY=.devbuild/lib/libcgemm.so.0).
 # NCCL, cuBLASLt and MPI come from that machine.
-# Then: the device tool's run with carry [".devbuild"] and `bash scripts/device-check.sh`.
+# Then: the device tool's run with carry [".devbuild"] and `bash scripts/device-check.sh`
+# (the PyTorch op, its example and the borrowed communicator's membership: device-torch.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-device

@@ -3,7 +3,9 @@
 // that nothing thrown crosses into a C caller (for which unwinding is undefined).
 #include "cgemm/cgemm.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -16,8 +18,10 @@
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/core/watchdog.hpp"
+#include "cgemm/gemm/scaling_recipe.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan.hpp"
+#include "cgemm/runtime/quantization_names.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
 
 #ifndef CGEMM_VERSION_STRING
@@ -40,6 +44,12 @@ thread_local std::string last_error;
 
 // A caller's argument the descriptor conversion refused: CGEMM_ERROR_INVALID_ARGUMENT.
 class ArgumentError : public cgemm::Error {
+ public:
+  using cgemm::Error::Error;
+};
+
+// MPI_Init_thread failed (cgemm_context_create_world[_ex]): CGEMM_ERROR_MPI.
+class MpiInitError : public cgemm::Error {
  public:
   using cgemm::Error::Error;
 };
@@ -67,6 +77,8 @@ cgemm_status guarded(const char* function, F&& f) noexcept {
     return f();
   } catch (const ArgumentError& e) {
     return fail(CGEMM_ERROR_INVALID_ARGUMENT, function, e.what());
+  } catch (const MpiInitError& e) {
+    return fail(CGEMM_ERROR_MPI, function, e.what());
   } catch (const cgemm::PlanError& e) {
     return fail(CGEMM_ERROR_PLAN, function, e.what());
   } catch (const cgemm::BackendRuleError& e) {
@@ -159,8 +171,83 @@ cgemm::GemmDesc gemm_desc(const cgemm_plan_desc& d) {
   return g;
 }
 
-cgemm_status create_context(MPI_Comm comm, void* nccl_comm, const cgemm_context_desc* desc,
-                            cgemm_context** out) {
+// cgemm_context_options as this library knows it: the first version's fields end at
+// nccl_comm; a struct may not be larger than kMaxOptionsSize (a garbage size is not read).
+constexpr size_t kContextOptionsV1 =
+    offsetof(cgemm_context_options, nccl_comm) + sizeof(cgemm_context_options::nccl_comm);
+constexpr size_t kMaxOptionsSize = 4096;
+
+void check_options_size(size_t struct_size, size_t first_version, const char* what) {
+  if (struct_size < first_version || struct_size > kMaxOptionsSize) {
+    throw ArgumentError(std::string(what) + "->struct_size " + std::to_string(struct_size) +
+                        ": must be " + std::to_string(first_version) + ".." +
+                        std::to_string(kMaxOptionsSize) +
+                        " bytes (set it with the struct's _init and sizeof)");
+  }
+}
+
+// The caller's options struct copied into this library's: the fields beyond the caller's
+// struct_size keep their defaults (zeros), and the caller's bytes beyond this library's struct
+// must be zero (fields of a newer header at their defaults), else they would be dropped.
+template <typename Options>
+Options read_struct(const Options* given, size_t first_version) {
+  Options o{};
+  o.struct_size = sizeof o;
+  if (given == nullptr) return o;
+  const size_t n = given->struct_size;
+  check_options_size(n, first_version, "options");
+  const auto* bytes = reinterpret_cast<const unsigned char*>(given);
+  for (size_t i = sizeof o; i < n; ++i) {
+    if (bytes[i] != 0) {
+      throw ArgumentError("options->struct_size " + std::to_string(n) + ": byte " +
+                          std::to_string(i) + " is set, but this library's options struct has " +
+                          std::to_string(sizeof o) +
+                          " bytes (a field of a newer cgemm.h it cannot honour)");
+    }
+  }
+  std::memcpy(&o, given, std::min(n, sizeof o));
+  o.struct_size = sizeof o;
+  return o;
+}
+
+cgemm_context_options read_options(const cgemm_context_options* given) {
+  cgemm_context_options o = read_struct(given, kContextOptionsV1);
+  if (o.gpu_sharing != 0 && o.gpu_sharing != 1) {
+    throw ArgumentError("options->gpu_sharing " + std::to_string(o.gpu_sharing) +
+                        ": must be 0 or 1");
+  }
+  return o;
+}
+
+// cgemm_plan_options' first version ends at amax_compute_algo.
+constexpr size_t kPlanOptionsV1 =
+    offsetof(cgemm_plan_options, amax_compute_algo) + sizeof(cgemm_plan_options::amax_compute_algo);
+
+// The plan options as the runtime's QuantizationDesc, in cgemm-run's words.
+cgemm::QuantizationDesc quantization_arg(const cgemm_plan_options* given) {
+  const cgemm_plan_options o = read_struct(given, kPlanOptionsV1);
+  cgemm::QuantizationDesc q;
+  q.mode = parse_arg(o.scaling, "none", "options->scaling", cgemm::parse_scaling_option);
+  q.lhs_format = parse_arg(o.lhs_format, "e4m3", "options->lhs_format", cgemm::parse_fp8_format);
+  q.rhs_format = parse_arg(o.rhs_format, "e4m3", "options->rhs_format", cgemm::parse_fp8_format);
+  q.recipe.algo =
+      parse_arg(o.amax_compute_algo, "max", "options->amax_compute_algo",
+                [](const std::string& t) { return cgemm::quant::parse_amax_compute_algo(t); });
+  if (o.margin < 0 || o.margin > 127) {
+    throw ArgumentError("options->margin " + std::to_string(o.margin) +
+                        ": must be 0..127 (powers of 2)");
+  }
+  q.recipe.margin = o.margin;
+  if (o.amax_history_len < 0) {
+    throw ArgumentError("options->amax_history_len " + std::to_string(o.amax_history_len) +
+                        ": must be at least 1 (0: 1024)");
+  }
+  if (o.amax_history_len > 0) q.recipe.amax_history_len = o.amax_history_len;
+  return q;
+}
+
+cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
+                            const cgemm_context_desc* desc, cgemm_context** out) {
   require(desc, "desc");
   require(out, "out");
   if (comm == MPI_COMM_NULL) throw ArgumentError("comm is MPI_COMM_NULL");
@@ -186,15 +273,33 @@ cgemm_status create_context(MPI_Comm comm, void* nccl_comm, const cgemm_context_
                         ": each must be at least 1");
   }
   const auto kind = parse_arg(desc->backend, "auto", "backend", cgemm::parse_backend);
-  // As Context's BackendKind constructor, plus the borrowed communicator (checked there,
-  // collectively: every rank lends one or none, the CUDA backend only).
+  // As Context's BackendKind constructor, plus the options: the borrowed communicator
+  // (checked there, collectively: every rank lends one or none, the CUDA backend only) and
+  // gpu_sharing (which the backend rule ignores on the CPU backend).
   cgemm::BackendOptions backend;
   backend.kind = kind;
   backend.timeout_s = cgemm::watchdog::running() ? cgemm::watchdog::timeout_s() : 300.0;
-  backend.nccl_comm = nccl_comm;
+  backend.nccl_comm = options.nccl_comm;
+  backend.gpu_sharing = options.gpu_sharing != 0;
   auto c = std::make_unique<cgemm_context>();
   c->ctx = std::make_unique<cgemm::Context>(comm, mesh, backend, overlap);
   *out = c.release();
+  return CGEMM_SUCCESS;
+}
+
+// cgemm_plan_create[_ex]: the arguments, then the planner (collective).
+cgemm_status create_plan(cgemm_context* ctx, const cgemm_plan_desc* desc,
+                         const cgemm_plan_options* options, cgemm_plan** out) {
+  require(ctx, "ctx");
+  require(desc, "desc");
+  require(out, "out");
+  cgemm::GemmDesc g = gemm_desc(*desc);
+  g.quantization = quantization_arg(options);
+  auto p = std::make_unique<cgemm_plan>();
+  p->plan = std::make_unique<cgemm::GemmPlan>(*ctx->ctx, g);
+  p->owner = ctx;
+  ++ctx->plans;
+  *out = p.release();
   return CGEMM_SUCCESS;
 }
 
@@ -212,6 +317,31 @@ cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const v
   }
   plan->plan->execute(lhs, rhs, bias, out, stream);
   return CGEMM_SUCCESS;
+}
+
+// MPI_Comm_f2c before MPI_Init is undefined: create_context's check comes too late.
+MPI_Comm comm_from_fortran(MPI_Fint comm) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) throw ArgumentError("MPI is not initialized (MPI_Init)");
+  return MPI_Comm_f2c(comm);
+}
+
+// MPI_COMM_WORLD, initializing MPI when nobody has (cgemm_context_create_world[_ex]).
+MPI_Comm world_comm() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) throw ArgumentError("MPI is finalized");
+  if (!initialized) {
+    // As the launcher: the watchdog's thread talks MPI beside the caller's.
+    int provided = MPI_THREAD_SINGLE;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      throw MpiInitError("MPI_Init_thread failed");
+    }
+    initialized_mpi = true;
+  }
+  return MPI_COMM_WORLD;
 }
 
 }  // namespace
@@ -263,24 +393,40 @@ void cgemm_context_desc_init(cgemm_context_desc* desc) {
   desc->aggregate_all_gather = defaults.aggregate_all_gather ? 1 : 0;
 }
 
+cgemm_status cgemm_context_options_init(cgemm_context_options* options, size_t struct_size) {
+  return guarded(__func__, [&] {
+    require(options, "options");
+    check_options_size(struct_size, kContextOptionsV1, "options");
+    // Every default is zero bytes, those of fields this library does not know too.
+    std::memset(options, 0, struct_size);
+    options->struct_size = struct_size;
+    return CGEMM_SUCCESS;
+  });
+}
+
 cgemm_status cgemm_context_create(MPI_Comm comm, const cgemm_context_desc* desc,
                                   cgemm_context** out) {
-  return guarded(__func__, [&] { return create_context(comm, nullptr, desc, out); });
+  return guarded(__func__, [&] { return create_context(comm, read_options(nullptr), desc, out); });
 }
 
 cgemm_status cgemm_context_create_nccl(MPI_Comm comm, void* nccl_comm,
                                        const cgemm_context_desc* desc, cgemm_context** out) {
-  return guarded(__func__, [&] { return create_context(comm, nccl_comm, desc, out); });
+  return guarded(__func__, [&] {
+    cgemm_context_options o = read_options(nullptr);
+    o.nccl_comm = nccl_comm;
+    return create_context(comm, o, desc, out);
+  });
+}
+
+cgemm_status cgemm_context_create_ex(MPI_Comm comm, const cgemm_context_desc* desc,
+                                     const cgemm_context_options* options, cgemm_context** out) {
+  return guarded(__func__, [&] { return create_context(comm, read_options(options), desc, out); });
 }
 
 cgemm_status cgemm_context_create_fortran(MPI_Fint comm, const cgemm_context_desc* desc,
                                           cgemm_context** out) {
   return guarded(__func__, [&] {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    // MPI_Comm_f2c before MPI_Init is undefined: create_context's check comes too late.
-    if (!initialized) throw ArgumentError("MPI is not initialized (MPI_Init)");
-    return create_context(MPI_Comm_f2c(comm), nullptr, desc, out);
+    return create_context(comm_from_fortran(comm), read_options(nullptr), desc, out);
   });
 }
 
@@ -288,28 +434,33 @@ cgemm_status cgemm_context_create_nccl_fortran(MPI_Fint comm, void* nccl_comm,
                                                const cgemm_context_desc* desc,
                                                cgemm_context** out) {
   return guarded(__func__, [&] {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) throw ArgumentError("MPI is not initialized (MPI_Init)");
-    return create_context(MPI_Comm_f2c(comm), nccl_comm, desc, out);
+    cgemm_context_options o = read_options(nullptr);
+    o.nccl_comm = nccl_comm;
+    return create_context(comm_from_fortran(comm), o, desc, out);
+  });
+}
+
+cgemm_status cgemm_context_create_ex_fortran(MPI_Fint comm, const cgemm_context_desc* desc,
+                                             const cgemm_context_options* options,
+                                             cgemm_context** out) {
+  return guarded(__func__, [&] {
+    // The arguments before MPI: their errors are the same with or without MPI.
+    const cgemm_context_options o = read_options(options);
+    return create_context(comm_from_fortran(comm), o, desc, out);
   });
 }
 
 cgemm_status cgemm_context_create_world(const cgemm_context_desc* desc, cgemm_context** out) {
+  return guarded(__func__,
+                 [&] { return create_context(world_comm(), read_options(nullptr), desc, out); });
+}
+
+cgemm_status cgemm_context_create_world_ex(const cgemm_context_desc* desc,
+                                           const cgemm_context_options* options,
+                                           cgemm_context** out) {
   return guarded(__func__, [&] {
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (finalized) throw ArgumentError("MPI is finalized");
-    if (!initialized) {
-      // As the launcher: the watchdog's thread talks MPI beside the caller's.
-      int provided = MPI_THREAD_SINGLE;
-      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-        return fail(CGEMM_ERROR_MPI, "cgemm_context_create_world", "MPI_Init_thread failed");
-      }
-      initialized_mpi = true;
-    }
-    return create_context(MPI_COMM_WORLD, nullptr, desc, out);
+    const cgemm_context_options o = read_options(options);
+    return create_context(world_comm(), o, desc, out);
   });
 }
 
@@ -364,18 +515,23 @@ void cgemm_plan_desc_init(cgemm_plan_desc* desc) {
   desc->rhs_contracting[0] = 0;
 }
 
-cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc, cgemm_plan** out) {
+cgemm_status cgemm_plan_options_init(cgemm_plan_options* options, size_t struct_size) {
   return guarded(__func__, [&] {
-    require(ctx, "ctx");
-    require(desc, "desc");
-    require(out, "out");
-    auto p = std::make_unique<cgemm_plan>();
-    p->plan = std::make_unique<cgemm::GemmPlan>(*ctx->ctx, gemm_desc(*desc));
-    p->owner = ctx;
-    ++ctx->plans;
-    *out = p.release();
+    require(options, "options");
+    check_options_size(struct_size, kPlanOptionsV1, "options");
+    std::memset(options, 0, struct_size);  // every default is zero bytes
+    options->struct_size = struct_size;
     return CGEMM_SUCCESS;
   });
+}
+
+cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc, cgemm_plan** out) {
+  return guarded(__func__, [&] { return create_plan(ctx, desc, nullptr, out); });
+}
+
+cgemm_status cgemm_plan_create_ex(cgemm_context* ctx, const cgemm_plan_desc* desc,
+                                  const cgemm_plan_options* options, cgemm_plan** out) {
+  return guarded(__func__, [&] { return create_plan(ctx, desc, options, out); });
 }
 
 void cgemm_plan_destroy(cgemm_plan* plan) {

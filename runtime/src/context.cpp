@@ -315,6 +315,14 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
                                    "communicator was refused (see its message)"
                                  : error);
     }
+    // Every rank's backend stands on its communicator: now its members, over the communicator
+    // itself (every member of each takes part), one message on every rank when they are wrong.
+    try {
+      check_borrowed_nccl_members(*comms_, backend.nccl_comm);
+    } catch (const std::exception& e) {
+      backend_.reset();
+      throw BackendRuleError(e.what());
+    }
     return;
   }
   backend_ = choice.kind == BackendKind::kCuda

@@ -15,4 +15,10 @@ std::unique_ptr<Backend> make_cuda_backend(const MeshComms&, const OverlapOption
       "(configure with the CUDA toolkit installed and -DCGEMM_WITH_CUDA=ON)");
 }
 
+void check_borrowed_nccl_members(const MeshComms&, void*) {
+  throw Error(
+      "nccl_comm: a borrowed NCCL communicator needs the CUDA backend, and this cgemm was "
+      "built without CUDA");
+}
+
 }  // namespace cgemm

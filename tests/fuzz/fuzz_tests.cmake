@@ -36,12 +36,13 @@ if(CGEMM_FUZZ)
                         cgemm_warnings)
 
   set(option_sources option_sources.cpp option_table.cpp option_sweep.cpp shared_options.cpp
-                     run_config.cpp output_files.cpp quantization_options.cpp input_files.cpp
+                     run_config.cpp output_files.cpp input_files.cpp
                      option_list.cpp output_target.cpp printable_text.cpp temp_files.cpp
                      moe_options.cpp moe_router.cpp)
   list(TRANSFORM option_sources PREPEND ${CMAKE_SOURCE_DIR}/launcher/)
   add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp ${option_sources}
                  ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp
+                 ${CMAKE_SOURCE_DIR}/runtime/src/quantization_names.cpp
                  ${CMAKE_SOURCE_DIR}/gemm/src/scaling_recipe.cpp ${sharding_sources})
   target_include_directories(fuzz_run_config PRIVATE ${CGEMM_FUZZ_DIR}
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include

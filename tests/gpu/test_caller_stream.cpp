@@ -9,7 +9,8 @@
 //    it borrows it, and the communicator still works after the Context is gone. NCCL refuses
 //    two ranks of one communicator on one GPU, so these cases skip when ranks share a GPU (run
 //    them with one rank per GPU: mpirun -np 1 on a one-GPU machine). A communicator over the
-//    wrong group is refused with one message on every rank (2 ranks or more).
+//    wrong group is refused with one message on every rank (2 ranks or more), and so are
+//    communicators of the right size and ranks over the wrong members (4 ranks on 4 GPUs).
 // Every case skips without a GPU.
 
 #include <cuda_runtime_api.h>
@@ -296,6 +297,69 @@ TEST(BorrowedNccl, CommunicatorOfAnotherGroupRefused) {
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+// ncclCommInitRank over the world ranks of `color` (MPI_Comm_split), NCCL rank `nccl_rank`, on
+// the GPU the backend rule gives this rank.
+ncclComm_t make_group_nccl(int color, int nccl_rank) {
+  const int devices = cuda_device_count();
+  check(cudaSetDevice(local_rank_size().first % devices), "cudaSetDevice");
+  MPI_Comm group = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, color, nccl_rank, &group);
+  int size = 0;
+  MPI_Comm_size(group, &size);
+  ncclUniqueId id{};
+  if (nccl_rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
+  MPI_Comm_free(&group);
+  ncclComm_t comm = nullptr;
+  check_nccl(ncclCommInitRank(&comm, size, id, nccl_rank), "ncclCommInitRank");
+  return comm;
+}
+
+// tp 2 x dp 2: TP groups are world ranks {0, 1} and {2, 3}. Communicators over {0, 3} and
+// {2, 1} (NCCL rank = tp rank) have the right size, rank and GPU on every rank, so only their
+// members tell them apart: refused on every rank with the lowest mismatching rank's message.
+// Then the right ones are accepted (no false refusal with dp > 1). Needs 4 ranks with a GPU
+// each: NCCL refuses two ranks of one communicator on one GPU, and with fewer ranks no wrong
+// communicator passes the size and rank checks (tp 2 x dp 1 has one group; tp 1 groups are
+// single ranks), so on 1 or 2 GPUs this case skips.
+TEST(BorrowedNccl, MembersOfAnotherGroupRefused) {
+  if (!all_have_gpu()) GTEST_SKIP() << "no GPU on some rank";
+  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (tp 2 x dp 2), one GPU each";
+  if (ranks_share_a_gpu()) GTEST_SKIP() << kSharedSkip;
+  const int me = world_rank();
+  const int tp_rank = me % 2;
+  ncclComm_t crossed = make_group_nccl(me == 0 || me == 3 ? 0 : 1, tp_rank);
+  const std::string want =
+      "nccl_comm: the borrowed NCCL communicator's members are world ranks {0, 3} in NCCL rank "
+      "order, this rank's TP group is world ranks {0, 1}, on world rank 0: pass a communicator "
+      "over this rank's TP group";
+  try {
+    Context ctx = make_context(crossed, 2);
+    ADD_FAILURE() << "communicators over world ranks {0, 3} and {2, 1} were accepted";
+  } catch (const BackendRuleError& e) {
+    // The same message on every rank: rank 0's, although rank 2 is refused too.
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+  // The communicators still work (not destroyed): an all-reduce over {0, 3} sums 1 + 4.
+  Device buf(sizeof(float));
+  const float mine = static_cast<float>(me + 1);
+  check(cudaMemcpy(buf.p, &mine, sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check_nccl(ncclAllReduce(buf.p, buf.p, 1, ncclFloat32, ncclSum, crossed, nullptr),
+             "ncclAllReduce after the refusal");
+  float sum = 0.0f;
+  check(cudaMemcpy(&sum, buf.p, sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  EXPECT_EQ(sum, 5.0f);  // {0, 3}: 1 + 4; {2, 1}: 3 + 2
+  EXPECT_EQ(ncclCommDestroy(crossed), ncclSuccess);
+
+  ncclComm_t right = make_group_nccl(me / 2, tp_rank);
+  {
+    Context ctx = make_context(right, 2);
+    EXPECT_NE(ctx.backend().describe().find("borrowed communicator"), std::string::npos)
+        << ctx.backend().describe();
+  }
+  EXPECT_EQ(ncclCommDestroy(right), ncclSuccess);
 }
 
 }  // namespace

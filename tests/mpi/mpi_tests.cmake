@@ -635,7 +635,8 @@ foreach(np 1 2)
 endforeach()
 
 # The C API's contract from C (tests/mpi/test_capi.c, linked to libcgemm.so): statuses,
-# messages, the per-thread last error, the Fortran-handle constructor, the tensor queries.
+# messages, the per-thread last error, the Fortran-handle constructor, the tensor queries, the
+# context options (gpu_sharing) and the plan options (FP8 current and delayed scaling).
 add_executable(test_capi ${CMAKE_CURRENT_LIST_DIR}/test_capi.c)
 target_link_libraries(test_capi PRIVATE cgemm_capi Threads::Threads m)
 set_target_properties(test_capi PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
@@ -649,7 +650,8 @@ foreach(np 1 2)
 endforeach()
 
 # libcgemm.so exports the C API only: every defined dynamic symbol is cgemm_*, and the header's
-# later additions (the caller's stream, the borrowed NCCL communicator) are among them.
+# later additions (the caller's stream, the borrowed NCCL communicator, the context and plan
+# options) are among them.
 add_test(NAME capi_exports
-  COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; for f in cgemm_plan_execute cgemm_plan_execute_on_stream cgemm_context_create_nccl cgemm_context_create_nccl_fortran; do nm -D --defined-only \"$1\" | grep -q \" T $f\$\" || { echo \"missing: $f\"; exit 1; }; done" sh $<TARGET_FILE:cgemm_capi>)
+  COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; for f in cgemm_plan_execute cgemm_plan_execute_on_stream cgemm_context_create_nccl cgemm_context_create_nccl_fortran cgemm_context_options_init cgemm_context_create_ex cgemm_context_create_ex_fortran cgemm_context_create_world_ex cgemm_plan_options_init cgemm_plan_create_ex; do nm -D --defined-only \"$1\" | grep -q \" T $f\$\" || { echo \"missing: $f\"; exit 1; }; done" sh $<TARGET_FILE:cgemm_capi>)
 set_tests_properties(capi_exports PROPERTIES LABELS unit)

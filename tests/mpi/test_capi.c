@@ -3,7 +3,11 @@
  * match the plan, a context destroyed before its plans), the last error per thread, the
  * Fortran-handle constructor, the tensor queries, and one execute that writes every element;
  * execute on a caller's stream (the CPU backend ignores it: the same bits), and the borrowed
- * NCCL communicator's refusals that a CPU backend can see (its checks, never its pointer).
+ * NCCL communicator's refusals that a CPU backend can see (its checks, never its pointer);
+ * the context options (cgemm_context_options, cgemm_context_create_ex*): the struct_size
+ * rule, gpu_sharing's values, and gpu_sharing accepted without effect on the CPU backend.
+ * The plan options: FP8 current and delayed scaling on the CPU backend against a float64
+ * reference of the unquantized GEMM, and their argument errors.
  * Compiled as C11, so the header is proved to be C. Exit 0 when every check held on this rank. */
 #include <cgemm/cgemm.h>
 #include <math.h>
@@ -13,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int failures = 0;
 static int rank = -1;
@@ -57,6 +62,164 @@ static void plan_desc(cgemm_plan_desc* pd, int tp) {
   pd->collective = "all_gather";
 }
 
+/* plan_desc's GEMM at sizes quantized GEMMs take (cuBLAS: contracting and output dims
+ * multiples of 16): lhs [2, 4 tp, 32] @ rhs [32, 16 tp]. */
+static void fp8_desc(cgemm_plan_desc* pd, int tp) {
+  plan_desc(pd, tp);
+  pd->lhs_shape[2] = 32;
+  pd->rhs_shape[0] = 32, pd->rhs_shape[1] = 16 * tp;
+}
+
+/* One all-gather GEMM of plan options `po` (NULL: none) on fresh inputs drawn from `seed`
+ * (global values by global index, so every rank's shards are of one tensor), into y; 0 when
+ * every call succeeded. Fills *max_err with max |y - ref| / sum_k |x||w| over this rank's
+ * shard, ref the float64 GEMM of the unquantized inputs. */
+static int run_plan(cgemm_context* ctx, int world, const cgemm_plan_options* po, unsigned seed,
+                    int calls, float* y, double* max_err) {
+  cgemm_plan_desc pd;
+  fp8_desc(&pd, world);
+  cgemm_plan* plan = NULL;
+  if (cgemm_plan_create_ex(ctx, &pd, po, &plan) != CGEMM_SUCCESS) return 1;
+  cgemm_tensor_info x, w, o;
+  cgemm_plan_tensor_info(plan, CGEMM_LHS, &x);
+  cgemm_plan_tensor_info(plan, CGEMM_RHS, &w);
+  cgemm_plan_tensor_info(plan, CGEMM_OUT, &o);
+  const int64_t S = x.global_shape[1], K = x.global_shape[2], N = w.global_shape[1];
+  /* Global lhs [2, S, K] and rhs [K, N]: a hash of the index and the seed, a multiple of
+   * 2^-10 in [-2, 2) (rarely 0). */
+#define VAL(i, salt) \
+  ((float)(((((uint32_t)(i) + (salt)) * 2654435761u) >> 8) % 4093u + 1u) / 1024.0f - 2.0f)
+  float* xs = malloc((size_t)x.bytes);
+  float* ws = malloc((size_t)w.bytes);
+  for (int64_t b = 0; b < x.local_shape[0]; ++b)
+    for (int64_t r = 0; r < x.local_shape[1]; ++r)
+      for (int64_t k = 0; k < K; ++k)
+        xs[(b * x.local_shape[1] + r) * K + k] =
+            VAL(((b + x.offset[0]) * S + r + x.offset[1]) * K + k, seed);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < w.local_shape[1]; ++n)
+      ws[k * w.local_shape[1] + n] = VAL(k * N + n + w.offset[1], seed * 7u + 1u);
+  for (int64_t i = 0; i < o.bytes / 4; ++i) y[i] = NAN;
+  int failed = 0;
+  for (int c = 0; c < calls; ++c) failed |= cgemm_plan_execute(plan, xs, ws, NULL, y) != 0;
+  *max_err = 0.0;
+  /* out [2, S, N/tp] of columns o.offset[2]..: the reference from the global values. */
+  for (int64_t b = 0; b < o.local_shape[0]; ++b)
+    for (int64_t r = 0; r < o.local_shape[1]; ++r)
+      for (int64_t n = 0; n < o.local_shape[2]; ++n) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double a = VAL((b * S + r) * K + k, seed);
+          const double v = VAL(k * N + n + o.offset[2], seed * 7u + 1u);
+          ref += a * v;
+          mag += fabs(a * v);
+        }
+        const double got = y[(b * o.local_shape[1] + r) * o.local_shape[2] + n];
+        const double err = fabs(got - ref) / mag;
+        *max_err = isnan(err) || err > *max_err ? err : *max_err; /* NaN sticks */
+        if (isnan(*max_err)) break;
+      }
+#undef VAL
+  free(xs), free(ws);
+  cgemm_plan_destroy(plan);
+  return failed;
+}
+
+static void check_fp8_plans(cgemm_context* ctx, int world) {
+  cgemm_plan_options po;
+  CHECK_FAILS(cgemm_plan_options_init(NULL, sizeof po), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_plan_options_init: options is NULL");
+  CHECK_FAILS(cgemm_plan_options_init(&po, sizeof po - 1), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->struct_size");
+  CHECK(cgemm_plan_options_init(&po, sizeof po) == CGEMM_SUCCESS);
+  CHECK(po.struct_size == sizeof po && po.scaling == NULL && po.margin == 0 &&
+        po.amax_history_len == 0 && po.amax_compute_algo == NULL);
+  cgemm_plan_desc pd;
+  fp8_desc(&pd, world);
+  cgemm_plan* plan = NULL;
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, NULL, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_plan_create_ex: desc is NULL");
+  CHECK_FAILS(cgemm_plan_create_ex(NULL, &pd, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_plan_create_ex: ctx is NULL");
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, NULL), CGEMM_ERROR_INVALID_ARGUMENT,
+              "out is NULL");
+  po.scaling = "fp8";
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->scaling: unknown scaling 'fp8' (expected none, delayed, current");
+  po.scaling = "current";
+  po.lhs_format = "e3m4";
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->lhs_format: unknown FP8 format 'e3m4'");
+  po.lhs_format = "e5m2";
+  po.rhs_format = "e5m2"; /* gemm.py's FP8 pairs refuse e5m2 x e5m2 */
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_PLAN,
+              "incompatible data types: float8_e5m2 x float8_e5m2");
+  po.lhs_format = po.rhs_format = NULL;
+  po.margin = 128;
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->margin 128: must be 0..127");
+  po.margin = 0;
+  po.amax_history_len = -1;
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->amax_history_len -1");
+  po.amax_history_len = 0;
+  po.amax_compute_algo = "mean";
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->amax_compute_algo");
+  po.amax_compute_algo = NULL;
+  po.struct_size = 0;
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->struct_size 0");
+  CHECK(plan == NULL);
+
+  /* The GEMMs: float32 in and out (fp8_desc's shapes). */
+  fp8_desc(&pd, world);
+  cgemm_plan* probe = NULL;
+  CHECK(cgemm_plan_create(ctx, &pd, &probe) == CGEMM_SUCCESS);
+  if (probe == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
+  cgemm_tensor_info o;
+  cgemm_plan_tensor_info(probe, CGEMM_OUT, &o);
+  cgemm_plan_destroy(probe);
+  const size_t n = (size_t)(o.bytes / 4);
+  float* plain = malloc(n * sizeof(float));
+  float* none = malloc(n * sizeof(float));
+  float* current = malloc(n * sizeof(float));
+  float* delayed = malloc(n * sizeof(float));
+  const unsigned seed = 1234567u * (unsigned)time(NULL);
+  unsigned shared_seed = seed;
+  MPI_Bcast(&shared_seed, 1, MPI_UNSIGNED, 0, MPI_COMM_WORLD); /* one tensor on every rank */
+  double e_plain = 0, e_none = 0, e_current = 0, e_delayed = 0;
+  /* Without options, with "none": the same GEMM, the same bits. */
+  CHECK(run_plan(ctx, world, NULL, shared_seed, 1, plain, &e_plain) == 0);
+  cgemm_plan_options_init(&po, sizeof po);
+  po.scaling = "none";
+  CHECK(run_plan(ctx, world, &po, shared_seed, 1, none, &e_none) == 0);
+  CHECK(memcmp(plain, none, n * sizeof(float)) == 0);
+  CHECK(e_plain < 1e-6);
+  /* Current scaling, e4m3 x e4m3: each operand quantized with a relative error of at most 2^-4
+   * (3 mantissa bits; a nonzero |x| >= 2^-10 here, scaled by 448 / amax >= 224 it is above
+   * e4m3's smallest normal 2^-6, so none is subnormal), so the
+   * product's error is at most (2^-4 + 2^-4 + 2^-8) of sum |x||w|, plus fp32 accumulation. It
+   * differs from the unquantized GEMM: the quantization ran. */
+  cgemm_plan_options_init(&po, sizeof po);
+  po.scaling = "current";
+  CHECK(run_plan(ctx, world, &po, shared_seed, 1, current, &e_current) == 0);
+  CHECK(e_current <= 0.0625 + 0.0625 + 0.00390625 + 1e-5);
+  CHECK(memcmp(plain, current, n * sizeof(float)) != 0);
+  /* Delayed scaling: the first call uses scale 1, the later ones the history's amax; after 3
+   * calls on the same inputs the scale is current scaling's, so the same bits. */
+  po.scaling = "delayed";
+  po.amax_history_len = 4;
+  po.amax_compute_algo = "most_recent";
+  CHECK(run_plan(ctx, world, &po, shared_seed, 3, delayed, &e_delayed) == 0);
+  CHECK(memcmp(current, delayed, n * sizeof(float)) == 0);
+  if (rank == 0) {
+    printf("fp8 plans: max error / sum|x||w|: none %.2e, current %.2e, delayed %.2e (seed %u)\n",
+           e_none, e_current, e_delayed, shared_seed);
+  }
+  free(plain), free(none), free(current), free(delayed);
+}
+
 int main(int argc, char** argv) {
   cgemm_context_desc cd;
   cgemm_context_desc_init(&cd);
@@ -64,6 +227,9 @@ int main(int argc, char** argv) {
   cgemm_context* ctx = NULL;
   CHECK_FAILS(cgemm_context_create(MPI_COMM_WORLD, &cd, &ctx), CGEMM_ERROR_INVALID_ARGUMENT,
               "cgemm_context_create: MPI is not initialized");
+  CHECK(ctx == NULL);
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, NULL, &ctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_context_create_ex: MPI is not initialized");
   CHECK(ctx == NULL);
 
   MPI_Init(&argc, &argv);
@@ -212,6 +378,112 @@ int main(int argc, char** argv) {
   /* NULL everywhere: as cgemm_context_create. */
   CHECK(cgemm_context_create_nccl(MPI_COMM_WORLD, NULL, &cd, &nctx) == CGEMM_SUCCESS);
   CHECK(cgemm_context_destroy(nctx) == CGEMM_SUCCESS);
+
+  /* Context options (cgemm_context_options, the _ex creators): the size rule, the values. */
+  cgemm_context_options opts;
+  CHECK_FAILS(cgemm_context_options_init(NULL, sizeof opts), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_context_options_init: options is NULL");
+  memset(&opts, 0x5a, sizeof opts);
+  CHECK_FAILS(cgemm_context_options_init(&opts, 3), CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->struct_size 3: must be 24..4096 bytes");
+  CHECK(opts.struct_size != 3); /* refused: nothing written */
+  CHECK(cgemm_context_options_init(&opts, sizeof opts) == CGEMM_SUCCESS);
+  CHECK(opts.struct_size == sizeof opts && opts.gpu_sharing == 0 && opts.nccl_comm == NULL);
+  cgemm_context* xctx = NULL;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, NULL, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_context_create_ex: desc is NULL");
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, NULL),
+              CGEMM_ERROR_INVALID_ARGUMENT, "cgemm_context_create_ex: out is NULL");
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_NULL, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
+  opts.struct_size = 0; /* a struct never initialized */
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "options->struct_size 0: must be 24..4096 bytes");
+  opts.struct_size = (size_t)1 << 40;
+  CHECK_FAILS(cgemm_context_create_ex_fortran(MPI_Comm_c2f(MPI_COMM_WORLD), &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_context_create_ex_fortran: options->struct_size");
+  opts.struct_size = sizeof opts;
+  opts.gpu_sharing = 2;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "options->gpu_sharing 2: must be 0 or 1");
+  opts.gpu_sharing = -1;
+  CHECK_FAILS(cgemm_context_create_world_ex(&cd, &opts, &xctx), CGEMM_ERROR_INVALID_ARGUMENT,
+              "cgemm_context_create_world_ex: options->gpu_sharing -1");
+  CHECK(xctx == NULL);
+  /* A caller of a newer header: a larger struct whose unknown bytes are zero is accepted (its
+   * new fields at their defaults); a set unknown byte is refused, not dropped. */
+  struct {
+    cgemm_context_options known;
+    int64_t newer_field;
+  } newer;
+  CHECK(cgemm_context_options_init(&newer.known, sizeof newer) == CGEMM_SUCCESS);
+  CHECK(newer.known.struct_size == sizeof newer && newer.newer_field == 0);
+  newer.newer_field = 7;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &newer.known, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "is set, but this library's options struct has");
+  newer.newer_field = 0;
+  CHECK(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &newer.known, &xctx) == CGEMM_SUCCESS);
+  CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
+  xctx = NULL;
+  /* gpu_sharing on the CPU backend: accepted and without effect, as in the C++ runtime (the
+   * backend rule looks at it only for the CUDA backend); the GEMM gives the same bits as a
+   * context without it. Through each form: MPI_Comm, Fortran handle, MPI_COMM_WORLD. */
+  cgemm_context_options_init(&opts, sizeof opts);
+  opts.gpu_sharing = 1;
+  for (int form = 0; form < 3; ++form) {
+    cgemm_status st = form == 0   ? cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx)
+                      : form == 1 ? cgemm_context_create_ex_fortran(MPI_Comm_c2f(MPI_COMM_WORLD),
+                                                                    &cd, &opts, &xctx)
+                                  : cgemm_context_create_world_ex(&cd, &opts, &xctx);
+    CHECK(st == CGEMM_SUCCESS);
+    if (xctx == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
+    CHECK(cgemm_context_get_info(xctx, &info) == CGEMM_SUCCESS);
+    CHECK(strcmp(info.backend, "cpu") == 0 && info.tp == world);
+    cgemm_plan* xplan = NULL;
+    plan_desc(&pd, world);
+    CHECK(cgemm_plan_create(xctx, &pd, &xplan) == CGEMM_SUCCESS);
+    if (xplan == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
+    float* a = malloc((size_t)x.bytes);
+    float* v = malloc((size_t)w.bytes);
+    float* r1 = malloc((size_t)y.bytes);
+    float* r2 = malloc((size_t)y.bytes);
+    for (int64_t i = 0; i < x.bytes / 4; ++i) a[i] = (float)sin((double)(3 * i + form + rank));
+    for (int64_t i = 0; i < w.bytes / 4; ++i) v[i] = (float)cos((double)(5 * i + form));
+    for (int64_t i = 0; i < y.bytes / 4; ++i) r1[i] = r2[i] = NAN;
+    CHECK(cgemm_plan_execute(xplan, a, v, NULL, r1) == CGEMM_SUCCESS);
+    cgemm_plan_destroy(xplan);
+    CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
+    xctx = NULL;
+    /* The reference: the same GEMM on a context made without options. */
+    CHECK(cgemm_context_create(MPI_COMM_WORLD, &cd, &xctx) == CGEMM_SUCCESS);
+    CHECK(cgemm_plan_create(xctx, &pd, &xplan) == CGEMM_SUCCESS);
+    CHECK(cgemm_plan_execute(xplan, a, v, NULL, r2) == CGEMM_SUCCESS);
+    int64_t unwritten = 0;
+    for (int64_t i = 0; i < y.bytes / 4; ++i) unwritten += isfinite(r1[i]) ? 0 : 1;
+    CHECK(unwritten == 0 && memcmp(r1, r2, (size_t)y.bytes) == 0);
+    cgemm_plan_destroy(xplan);
+    CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
+    xctx = NULL;
+    free(a), free(v), free(r1), free(r2);
+  }
+  /* options NULL: the defaults; the borrowed communicator through the options is
+   * cgemm_context_create_nccl's, refused on the CPU backend alike. */
+  CHECK(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, NULL, &xctx) == CGEMM_SUCCESS);
+  CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
+  xctx = NULL;
+  cgemm_context_options_init(&opts, sizeof opts);
+  opts.nccl_comm = not_a_comm;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx), CGEMM_ERROR_BACKEND,
+              "cgemm_context_create_ex: nccl_comm: a borrowed NCCL communicator needs the CUDA "
+              "backend");
+  CHECK(xctx == NULL);
+
+  /* Plan options (cgemm_plan_options, cgemm_plan_create_ex): FP8 quantization. */
+  CHECK(cgemm_context_create(MPI_COMM_WORLD, &cd, &xctx) == CGEMM_SUCCESS);
+  if (xctx == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
+  check_fp8_plans(xctx, world);
+  CHECK(cgemm_context_destroy(xctx) == CGEMM_SUCCESS);
 
   /* MPI is ours, not the library's: cgemm_mpi_finalize leaves it. */
   CHECK(cgemm_mpi_finalize() == CGEMM_SUCCESS);

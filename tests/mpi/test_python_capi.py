@@ -6,8 +6,10 @@ and compares its shard with a float64 numpy reference of the whole GEMM. Then th
 malformed spec string and a spec that is not the planner's answer raise cgemm.Error with the
 status and a message naming them; a stream handle (ignored by the CPU backend: the same bits)
 and bad handles; Plan.execute_pointers on numpy's addresses (the same bits) and its argument
-errors; a borrowed NCCL communicator refused on the CPU backend. Prints PASS on rank 0
-when every case passed.
+errors; a borrowed NCCL communicator refused on the CPU backend; gpu_sharing=True accepted
+there without effect (the same bits) and its bad values refused; an FP8 plan (current
+scaling) within the FP8 bound of the float64 reference, and its option errors. Prints PASS on
+rank 0 when every case passed.
 
 Run: mpirun -np 2 python3 tests/mpi/test_python_capi.py --seed 123 [--dp 1]
 """
@@ -161,7 +163,9 @@ with ctx.plan(**dict(base, lhs_spec="('dp', 'tpsp', None)")) as p:
                                             ys.ctypes.data))
     expect_raise(TypeError, "out: an int handle is needed",
                  lambda: p.execute_pointers(xs.ctypes.data, ws.ctypes.data, None, ys))
-expect_raise(ValueError, "nccl_comm needs comm",
+# On MPI_COMM_WORLD (comm None) too: refused before the handle is used, alike on every rank.
+expect_raise(cgemm.Error, "CGEMM_ERROR_BACKEND: cgemm_context_create_world_ex: nccl_comm: "
+             "a borrowed NCCL communicator needs the CUDA backend",
              lambda: cgemm.Context(dp=args.dp, backend="cpu", nccl_comm=0x4e43))
 expect_raise(ValueError, "nccl_comm: 0 is not an NCCL communicator",
              lambda: cgemm.Context(dp=args.dp, backend="cpu", comm=0, nccl_comm=0))
@@ -169,9 +173,76 @@ expect_raise(ValueError, "nccl_comm: 0 is not an NCCL communicator",
 # says 0 and MPICH's 0x44000000 (its C handle).
 world_f = 0 if hasattr(cgemm._lib, "ompi_mpi_comm_world") else 0x44000000
 # Refused before the handle is used (it is not a communicator), alike on every rank.
-expect_raise(cgemm.Error, "CGEMM_ERROR_BACKEND: cgemm_context_create_nccl_fortran: nccl_comm: "
+expect_raise(cgemm.Error, "CGEMM_ERROR_BACKEND: cgemm_context_create_ex_fortran: nccl_comm: "
              "a borrowed NCCL communicator needs the CUDA backend",
              lambda: cgemm.Context(dp=args.dp, backend="cpu", comm=world_f, nccl_comm=0x4e43))
+
+# gpu_sharing (cgemm_context_options): accepted without effect on the CPU backend, as in the
+# C++ runtime: the same bits as ctx on fresh inputs, through MPI_COMM_WORLD and the Fortran
+# handle; anything but a bool refused before the C call.
+with ctx.plan(**dict(base, lhs_spec="('dp', 'tpsp', None)")) as p:
+    rng = np.random.default_rng(args.seed * 1000 + 999)
+    xs = rng.standard_normal(p.lhs.local_shape).astype(np.float32)
+    ws = rng.standard_normal(p.rhs.local_shape).astype(np.float32)
+    want = p.out.empty()
+    want.fill(np.nan)
+    p.execute(xs, ws, None, want)
+    for comm in (None, world_f):
+        with cgemm.Context(dp=args.dp, backend="cpu", gpu_sharing=True, comm=comm) as shared:
+            if shared.backend != "cpu" or not shared.gpu_sharing or shared.tp != ctx.tp:
+                failures.append(f"rank {ctx.rank}: gpu_sharing context: backend "
+                                f"{shared.backend}, gpu_sharing {shared.gpu_sharing}")
+            with shared.plan(**dict(base, lhs_spec="('dp', 'tpsp', None)")) as q:
+                got = q.out.empty()
+                got.fill(np.nan)
+                q.execute(xs, ws, None, got)
+                if got.tobytes() != want.tobytes() or not np.all(np.isfinite(got)):
+                    failures.append(f"rank {ctx.rank}: gpu_sharing (comm {comm}) changed the bits "
+                                    "on the CPU backend")
+# FP8 (cgemm_plan_options): current scaling, e4m3 x e4m3, against the float64 reference of the
+# unquantized GEMM: each operand's relative error at most 2^-4 (3 mantissa bits; the scaled
+# values are normal), so the error is at most (2^-3 + 2^-8) of |x| @ |w| plus fp32
+# accumulation; and not the unquantized bits (the quantization ran). Its errors: an unknown
+# word (INVALID_ARGUMENT), e5m2 x e5m2 (gemm.py's pairs: PLAN).
+fp8 = dict(base, lhs_shape=(2 * ctx.dp, 4 * ctx.tp, 32), rhs_shape=(32, 16 * ctx.tp),
+           lhs_spec="('dp', 'tpsp', None)")
+rng = np.random.default_rng(args.seed * 1000 + 998)
+xg = rng.standard_normal(fp8["lhs_shape"]).astype(np.float32)
+wg = rng.standard_normal(fp8["rhs_shape"]).astype(np.float32)
+ref = np.einsum("...k,kn->...n", xg.astype(np.float64), wg.astype(np.float64))
+mag = np.einsum("...k,kn->...n", np.abs(xg.astype(np.float64)), np.abs(wg.astype(np.float64)))
+outs = {}
+for scaling in (None, "current"):
+    with ctx.plan(**fp8, scaling=scaling) as p:
+        y = p.out.empty()
+        y.fill(np.nan)
+        p.execute(np.ascontiguousarray(xg[p.lhs.slices]), np.ascontiguousarray(wg[p.rhs.slices]),
+                  None, y)
+        outs[scaling] = y
+        slices = p.out.slices
+err = np.abs(outs["current"].astype(np.float64) - ref[slices])
+bound = (2.0 ** -3 + 2.0 ** -8 + 40 * np.finfo(np.float32).eps) * mag[slices]
+if not np.all(err <= bound):
+    failures.append(f"rank {ctx.rank}: fp8 current: {np.count_nonzero(~(err <= bound))} elements "
+                    "beyond the FP8 bound")
+if outs["current"].tobytes() == outs[None].tobytes():
+    failures.append(f"rank {ctx.rank}: fp8 current gave the unquantized bits")
+try:
+    ctx.plan(**fp8, scaling="fp8").close()
+    failures.append(f"rank {ctx.rank}: scaling 'fp8' accepted")
+except cgemm.Error as e:
+    if e.status != "CGEMM_ERROR_INVALID_ARGUMENT" or "options->scaling" not in e.message:
+        failures.append(f"rank {ctx.rank}: scaling 'fp8' refused as {e}")
+try:
+    ctx.plan(**fp8, scaling="current", lhs_format="e5m2", rhs_format="e5m2").close()
+    failures.append(f"rank {ctx.rank}: e5m2 x e5m2 accepted")
+except cgemm.Error as e:
+    if e.status != "CGEMM_ERROR_PLAN" or "float8_e5m2 x float8_e5m2" not in e.message:
+        failures.append(f"rank {ctx.rank}: e5m2 x e5m2 refused as {e}")
+
+for bad in (2, "yes", None):
+    expect_raise(ValueError, f"gpu_sharing: True or False, got {bad!r}",
+                 lambda: cgemm.Context(dp=args.dp, backend="cpu", gpu_sharing=bad))
 
 ctx.close()
 for f in failures:

@@ -30,9 +30,12 @@
  * library. That is why the caller's stream and the borrowed NCCL communicator are arguments
  * of new functions (cgemm_plan_execute_on_stream, cgemm_context_create_nccl*) and not fields
  * of the descriptors: cgemm_context_desc_init fills sizeof(cgemm_context_desc) bytes of the
- * caller's struct, which must keep its size.
+ * caller's struct, which must keep its size. Knobs added later go into option structs that
+ * carry their own size and may grow at their end (cgemm_context_options: gpu_sharing;
+ * cgemm_plan_options: FP8 quantization), passed to the _ex functions (cgemm_context_create_ex*,
+ * cgemm_plan_create_ex).
  *
- * Collective calls: cgemm_context_create*, cgemm_context_destroy, cgemm_plan_create,
+ * Collective calls: cgemm_context_create*, cgemm_context_destroy, cgemm_plan_create*,
  * cgemm_plan_execute* and cgemm_plan_destroy are collective over the context's communicator:
  * every rank calls them in the same order with the same descriptors. Setting up fails alike on
  * every rank (the checks see the arguments only); cgemm_plan_execute may fail on one rank only
@@ -141,10 +144,13 @@ CGEMM_API cgemm_status cgemm_context_create_world(const cgemm_context_desc* desc
  * it. Its NCCL ranks must be the TP ranks (world rank = dp_rank * tp + tp_rank; with dp 1 the
  * ranks of comm), on the GPU the backend gives each rank (its local rank modulo the GPUs it
  * sees, as cudaSetDevice before ncclCommInitRank): checked with ncclCommCount,
- * ncclCommUserRank and ncclCommCuDevice; a mismatch is CGEMM_ERROR_RUNTIME on every rank of
- * the TP group with one message. Every rank passes one, or every rank NULL (as
- * cgemm_context_create); else CGEMM_ERROR_BACKEND on every rank. CGEMM_ERROR_BACKEND too when
- * the backend is not cuda: a build without CUDA (the message says so), backend "cpu", "auto"
+ * ncclCommUserRank and ncclCommCuDevice (a mismatch: one message on the TP group's ranks, the
+ * other ranks' pointing at it), then its members with an all-gather of world ranks over it
+ * (size and ranks cannot tell communicators over world ranks {0, 3} and {2, 1} at tp 2 x dp 2
+ * from the right ones; a mismatch: one message on every rank, naming both lists); each
+ * mismatch is CGEMM_ERROR_BACKEND on every rank of the job. Every rank passes one, or every rank
+ * NULL (as cgemm_context_create); else CGEMM_ERROR_BACKEND on every rank. CGEMM_ERROR_BACKEND too
+ * when the backend is not cuda: a build without CUDA (the message says so), backend "cpu", "auto"
  * that chose the CPU backend, or ranks sharing a GPU. */
 CGEMM_API cgemm_status cgemm_context_create_nccl(MPI_Comm comm, void* nccl_comm,
                                                  const cgemm_context_desc* desc,
@@ -153,7 +159,64 @@ CGEMM_API cgemm_status cgemm_context_create_nccl(MPI_Comm comm, void* nccl_comm,
 CGEMM_API cgemm_status cgemm_context_create_nccl_fortran(MPI_Fint comm, void* nccl_comm,
                                                          const cgemm_context_desc* desc,
                                                          cgemm_context** out);
-/* Finalizes MPI if cgemm_context_create_world initialized it and it is not finalized yet;
+/* ---- Context options: what cgemm_context_desc cannot hold (the ABI rule above). ----
+ *
+ * A struct of its own that may grow at its end from one release to the next, so each caller
+ * says which version it holds: struct_size is sizeof(cgemm_context_options) as the caller
+ * compiled it, set by cgemm_context_options_init. The library reads only struct_size bytes:
+ * a caller built against an older header (a smaller struct) gets the defaults of the fields
+ * it does not know; a caller built against a newer header (a larger struct) is accepted when
+ * the bytes this library does not know are all zero (those fields at their defaults), and
+ * refused otherwise (CGEMM_ERROR_INVALID_ARGUMENT naming the sizes), so a setting is never
+ * dropped silently. Fields are only ever appended, and each one's default is all zero bytes. */
+typedef struct cgemm_context_options {
+  size_t struct_size; /* bytes of this struct as the caller compiled it: set by _init */
+  /* 0 (the default) or 1: ranks of a host may share its GPUs (cgemm/runtime/options.hpp,
+   * BackendOptions::gpu_sharing; cgemm-run's --gpu_sharing). 0: one rank per GPU, and more
+   * ranks than GPUs on a host give the CPU backend under "auto" and CGEMM_ERROR_BACKEND under
+   * "cuda". 1: rank -> GPU by local rank modulo the GPUs it sees; where a GPU is shared, the
+   * collectives go through the copy engines (no NCCL: it refuses two ranks of one communicator
+   * on one GPU), every tensor-parallel group must be on one host (else CGEMM_ERROR_BACKEND)
+   * and times are not a speed measurement. For correctness runs of any tp on few GPUs. The CPU
+   * backend ignores it, as the C++ runtime does (backend "cpu", or "auto" that chose the CPU
+   * backend: accepted, no effect). With a GPU really shared, a borrowed NCCL communicator is
+   * CGEMM_ERROR_BACKEND. Other values: CGEMM_ERROR_INVALID_ARGUMENT. */
+  int gpu_sharing;
+  /* NULL (the default), or the caller's NCCL communicator over this rank's tensor-parallel
+   * group (an ncclComm_t as void*): exactly cgemm_context_create_nccl's nccl_comm, its checks,
+   * statuses and ownership (borrowed: the caller destroys it after cgemm_context_destroy). */
+  void* nccl_comm;
+} cgemm_context_options;
+
+/* Fills the struct_size bytes at options with the defaults (zeros: gpu_sharing 0, nccl_comm
+ * NULL, and any field this library does not know) and sets options->struct_size. Pass
+ * sizeof(cgemm_context_options): the caller's, so a struct of an older header is never
+ * written past. CGEMM_ERROR_INVALID_ARGUMENT (nothing written): options NULL, or struct_size
+ * smaller than the first version of the struct (struct_size, gpu_sharing, nccl_comm: 24 bytes
+ * on LP64) or larger than 4096 bytes (not a size). */
+CGEMM_API cgemm_status cgemm_context_options_init(cgemm_context_options* options,
+                                                  size_t struct_size);
+
+/* cgemm_context_create with options: collective over `comm`, the same descriptor, statuses and
+ * messages (each function's own name first), plus the options'. options NULL: the defaults,
+ * so exactly cgemm_context_create; with options->nccl_comm set, cgemm_context_create_nccl.
+ * Every rank passes the same options (they are part of the collective's arguments). Its errors:
+ * CGEMM_ERROR_INVALID_ARGUMENT for desc or out NULL, a struct_size as above, a gpu_sharing other
+ * than 0 or 1 (alike on every rank: the checks see the arguments only). */
+CGEMM_API cgemm_status cgemm_context_create_ex(MPI_Comm comm, const cgemm_context_desc* desc,
+                                               const cgemm_context_options* options,
+                                               cgemm_context** out);
+/* The same from a Fortran handle (mpi4py's comm.py2f()). */
+CGEMM_API cgemm_status cgemm_context_create_ex_fortran(MPI_Fint comm,
+                                                       const cgemm_context_desc* desc,
+                                                       const cgemm_context_options* options,
+                                                       cgemm_context** out);
+/* The same on MPI_COMM_WORLD, initializing MPI as cgemm_context_create_world does. */
+CGEMM_API cgemm_status cgemm_context_create_world_ex(const cgemm_context_desc* desc,
+                                                     const cgemm_context_options* options,
+                                                     cgemm_context** out);
+
+/* Finalizes MPI if cgemm_context_create_world[_ex] initialized it and it is not finalized yet;
  * otherwise does nothing (MPI is the caller's). Collective; destroy every context first. */
 CGEMM_API cgemm_status cgemm_mpi_finalize(void);
 
@@ -209,6 +272,50 @@ CGEMM_API void cgemm_plan_desc_init(cgemm_plan_desc* desc);
  * naming the layout. */
 CGEMM_API cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc,
                                          cgemm_plan** out);
+/* ---- Plan options: what cgemm_plan_desc cannot hold, versioned as cgemm_context_options
+ * (struct_size set by _init; a smaller struct: the later fields' defaults; a larger one: its
+ * unknown bytes must be zero; every default is all zero bytes). ---- */
+typedef struct cgemm_plan_options {
+  size_t struct_size; /* bytes of this struct as the caller compiled it: set by _init */
+  /* Quantization (cgemm/runtime/plan_description.hpp, QuantizationDesc; Transformer Engine's
+   * recipes), in cgemm-run's notation (--scaling): NULL or "none": the GEMM runs in
+   * desc->dtype. Otherwise the plan quantizes the caller's lhs and rhs (desc->dtype: "float32",
+   * "bfloat16" or "float16", as without quantization: execute takes the same buffers) on
+   * every call and runs the GEMM on the quantized copies, its output and bias in
+   * desc->out_dtype. "current": per-tensor FP8, the scale from this call's amax (each
+   * operand's max |x| over every rank of the job, so the quantized values do not depend on
+   * the mesh; on more than one rank the host waits for the amax: see
+   * cgemm_plan_execute_on_stream). "delayed": per-tensor FP8, the scale from the amax history
+   * of the plan's earlier calls (the first call: scale 1). "mxfp8", "nvfp4", "nvfp4_2d": block
+   * scaling (CUDA: compute capability 10.0 or newer; else CGEMM_ERROR_RUNTIME naming it). The
+   * CPU backend emulates every mode. Unknown words: CGEMM_ERROR_INVALID_ARGUMENT; a
+   * combination gemm.py refuses (e.g. e5m2 x e5m2, NVFP4 with a collective):
+   * CGEMM_ERROR_PLAN. */
+  const char* scaling;
+  const char* lhs_format; /* FP8 format of the quantized lhs: NULL: "e4m3"; or "e5m2" */
+  const char* rhs_format; /* of the quantized rhs: NULL: "e4m3"; or "e5m2" (nvfp4: ignored) */
+  /* scale = fp8_max / amax / 2^margin (delayed and current), in powers of 2: 0..127. */
+  int margin;
+  /* delayed: amaxes of the last N calls the scale is taken from; 0: 1024 (TE's default);
+   * negative: CGEMM_ERROR_INVALID_ARGUMENT. */
+  int amax_history_len;
+  /* delayed: NULL or "max" (of the history), "most_recent" (the last call's amax). */
+  const char* amax_compute_algo;
+} cgemm_plan_options;
+
+/* As cgemm_context_options_init: the defaults (no quantization) in the struct_size bytes at
+ * options, struct_size set. CGEMM_ERROR_INVALID_ARGUMENT (nothing written): options NULL, or
+ * struct_size below the first version (struct_size through amax_compute_algo: 48 bytes on
+ * LP64) or above 4096. */
+CGEMM_API cgemm_status cgemm_plan_options_init(cgemm_plan_options* options, size_t struct_size);
+
+/* cgemm_plan_create with options: collective, the same descriptor, statuses and messages plus
+ * the options' (CGEMM_ERROR_INVALID_ARGUMENT for a struct_size as above, an unknown word, a
+ * margin outside 0..127, a negative amax_history_len). options NULL: cgemm_plan_create. The
+ * plan's operands keep desc's dtypes (cgemm_plan_tensor_info): quantization is inside. */
+CGEMM_API cgemm_status cgemm_plan_create_ex(cgemm_context* ctx, const cgemm_plan_desc* desc,
+                                            const cgemm_plan_options* options, cgemm_plan** out);
+
 /* Collective. NULL: nothing. */
 CGEMM_API void cgemm_plan_destroy(cgemm_plan* plan);
 

@@ -45,4 +45,17 @@ struct CudaPlacement {
 std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts,
                                            const CudaPlacement& placement);
 
+/// Whether the borrowed NCCL communicator `nccl_comm` (CudaPlacement::nccl_comm) holds this
+/// rank's TP group, NCCL rank = tp rank: collective over the world of `comms`, after every
+/// rank's CUDA backend was made on it (so its size, rank and GPU passed, and every member of
+/// every borrowed communicator takes part). Each rank all-gathers its world rank over the
+/// communicator itself (ncclAllGather of one int into device memory, on a stream of its own,
+/// the host waiting under the watchdog) and compares the list with its TP group's world ranks
+/// (world rank = dp rank * tp + tp rank). A mismatch anywhere (or a failed all-gather) throws
+/// cgemm::Error on every rank of the job with one message, the lowest such world rank's, e.g.
+/// "nccl_comm: the borrowed NCCL communicator's members are world ranks {0, 3} in NCCL rank
+/// order, this rank's TP group is world ranks {0, 1}, on world rank 0: ...". Without CUDA:
+/// cgemm::Error (never reached: a borrowed communicator is refused before).
+void check_borrowed_nccl_members(const MeshComms& comms, void* nccl_comm);
+
 }  // namespace cgemm

@@ -30,8 +30,10 @@ struct BackendOptions {
   /// alive until the Context is destroyed, then destroys it itself (the Context never does;
   /// the watchdog aborts it only when it ends the job on a timeout). The NCCL ranks must be
   /// the TP ranks, on the GPU the backend rule gives each rank (its local rank modulo the
-  /// GPUs it sees): checked (ncclCommCount, ncclCommUserRank, ncclCommCuDevice), a mismatch
-  /// throws cgemm::Error on every rank of the TP group with one message. Every rank of the
+  /// GPUs it sees): checked (ncclCommCount, ncclCommUserRank, ncclCommCuDevice, then its
+  /// members by an all-gather of world ranks over it: check_borrowed_nccl_members in
+  /// backends.hpp); a mismatch throws BackendRuleError on every rank of the job (one message
+  /// per TP group for the first checks, one for the whole job for the members). Every rank of the
   /// job passes one or none (else BackendRuleError on all). Refused with BackendRuleError when
   /// the backend is not cuda (kCpu, kAuto that chose the CPU backend, a build without CUDA)
   /// and with gpu_sharing. Null (the default): the backend makes its own.

@@ -1,9 +1,12 @@
-#include "quantization_options.hpp"
+// The quantization options' words (see quantization_names.hpp).
+#include "cgemm/runtime/quantization_names.hpp"
 
 #include <array>
 #include <utility>
 
-namespace cgemm::launcher {
+#include "cgemm/core/error.hpp"
+
+namespace cgemm {
 
 namespace {
 
@@ -42,4 +45,4 @@ DType parse_fp8_format(const std::string& text) {
 
 std::string fp8_format_name(DType t) { return t == DType::kFloat8E5M2 ? "e5m2" : "e4m3"; }
 
-}  // namespace cgemm::launcher
+}  // namespace cgemm
