@@ -531,6 +531,38 @@ TEST_F(GroupedPlan, CublasLtTilesUnalignedCallRunsTheLoop) {
   EXPECT_EQ(fallbacks(even), 0);
 }
 
+// Issues every call of `calls` (group sizes summing to c's M) on one plan of `c`, back to back
+// into outputs of their own before one read, then checks each against the fp64 reference. On
+// the CUDA backend the plan must run c.path and hand no call to the loop (every case here is
+// aligned), so a runner that fell back would not pass for one that works.
+void check_calls(const Case& c, const std::vector<std::vector<int32_t>>& calls) {
+  SCOPED_TRACE(describe(c));
+  const GroupedGemmDesc d = make_desc(c);
+  GroupedGemmPlan plan(*g_ctx, d);
+  ASSERT_EQ(plan.path(), g_cuda ? c.path : GroupedPath::kLoop);
+  const auto g = static_cast<int64_t>(c.sizes.size());
+  const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
+  const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
+  const auto bias = c.bias ? random_values(g * c.n, c.dtype) : std::vector<double>{};
+  Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype);
+  std::unique_ptr<Buffer> bias_buf;
+  if (c.bias) bias_buf = std::make_unique<Buffer>(bias, c.dtype);
+  const int64_t count = num_elements(plan.out_shape());
+  std::vector<std::unique_ptr<Buffer>> outs;
+  for (const auto& sizes : calls) {
+    outs.push_back(std::make_unique<Buffer>(static_cast<size_t>(count) * dtype_size(c.dtype)));
+    be().fill_nan(outs.back()->p, c.dtype, count);
+    plan.execute(sizes, lhs_buf.p, rhs_buf.p, bias_buf ? bias_buf->p : nullptr, outs.back()->p);
+  }
+  EXPECT_EQ(plan.loop_fallbacks(), 0);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Case ci = c;
+    ci.sizes = calls[i];
+    SCOPED_TRACE("call " + std::to_string(i) + ": " + describe(ci));
+    check_output(ci, lhs, rhs, bias, read_back(outs[i]->p, c.dtype, count));
+  }
+}
+
 // More calls on one plan than it has staging slots, each with other sizes and its own
 // output, issued back to back before one read: a slot rewritten while its copy is in flight
 // would give a later call's pointers to an earlier GEMM (for the tiles, also another call's
@@ -544,26 +576,20 @@ TEST_F(GroupedPlan, CallsInFlight) {
     c.path = path;
     c.sizes = calls.front();
     c.bias = true;
-    const GroupedGemmDesc d = make_desc(c);
-    GroupedGemmPlan plan(*g_ctx, d);
-    const auto lhs = random_values(num_elements(d.lhs_shape), c.dtype);
-    const auto rhs = random_values(num_elements(d.rhs_shape), c.dtype);
-    const auto bias = random_values(4 * c.n, c.dtype);
-    Buffer lhs_buf(lhs, c.dtype), rhs_buf(rhs, c.dtype), bias_buf(bias, c.dtype);
-    const int64_t count = num_elements(plan.out_shape());
-    std::vector<std::unique_ptr<Buffer>> outs;
-    for (const auto& sizes : calls) {
-      outs.push_back(std::make_unique<Buffer>(static_cast<size_t>(count) * dtype_size(c.dtype)));
-      be().fill_nan(outs.back()->p, c.dtype, count);
-      plan.execute(sizes, lhs_buf.p, rhs_buf.p, bias_buf.p, outs.back()->p);
-    }
-    for (size_t i = 0; i < calls.size(); ++i) {
-      Case ci = c;
-      ci.sizes = calls[i];
-      SCOPED_TRACE(describe(ci));
-      check_output(ci, lhs, rhs, bias, read_back(outs[i]->p, c.dtype, count));
-    }
+    check_calls(c, calls);
   }
+}
+
+// The tiles' staging slot holds 28 bytes a tile (3 pointers and a group index) for
+// max_row_tiles tiles: 3 for one group of 300 rows, an 84-byte slot. Unrounded, slot 1 would
+// start 4 bytes past an 8-byte boundary and the device would read its pointer arrays
+// misaligned; six calls use slots 0 to 3 and 0 to 1 again.
+TEST_F(GroupedPlan, CublasLtTilesStagingSlotsStayAligned) {
+  Case c;
+  c.path = GroupedPath::kCublasLtTiles;
+  c.sizes = {300};
+  c.bias = true;
+  check_calls(c, std::vector<std::vector<int32_t>>(6, c.sizes));
 }
 
 // Where a CUDA runner does not run, a plan that asks for it is refused on the CUDA backend (no

@@ -9,7 +9,9 @@
 namespace cgemm::grouped {
 
 StagingRing::StagingRing(size_t slot_bytes, cudaStream_t stream, std::string where)
-    : slot_bytes_(slot_bytes), stream_(stream), where_(std::move(where)) {
+    : slot_bytes_((slot_bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign),
+      stream_(stream),
+      where_(std::move(where)) {
   const size_t bytes = kSlots * slot_bytes_;
   try {
     check_cuda(cudaMallocHost(&host_, bytes),

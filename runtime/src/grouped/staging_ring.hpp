@@ -16,9 +16,15 @@ namespace cgemm::grouped {
 class StagingRing {
  public:
   static constexpr size_t kSlots = 4;
+  /// Every slot starts at a multiple of this many bytes (as cudaMalloc's own alignment): the
+  /// pointer arrays in a slot are read by the device as 8-byte words (16 for some kernels), and
+  /// a caller's slot size need not be a multiple of either (the tiles runner's 28 bytes a tile
+  /// for an odd tile count left slot 1 at 4 bytes past an 8-byte boundary).
+  static constexpr size_t kSlotAlign = 256;
 
-  /// kSlots slots of `slot_bytes` each, pinned on the host and on the current device, for
-  /// copies on `stream`. Throws cgemm::Error (prefixed by `where`) when memory is short.
+  /// kSlots slots of `slot_bytes` each (rounded up to kSlotAlign), pinned on the host and on
+  /// the current device, for copies on `stream`. Throws cgemm::Error (prefixed by `where`) when
+  /// memory is short.
   StagingRing(size_t slot_bytes, cudaStream_t stream, std::string where);
   ~StagingRing();  // waits for the slots' copies and stream's work that may read them
   StagingRing(const StagingRing&) = delete;
@@ -34,7 +40,7 @@ class StagingRing {
   /// Copies the slot's first `bytes` to the device on the stream, ordered before what the
   /// stream runs next.
   void commit(const Slot& slot, size_t bytes);
-  size_t slot_bytes() const { return slot_bytes_; }
+  size_t slot_bytes() const { return slot_bytes_; }  // rounded up to kSlotAlign
 
  private:
   void release() noexcept;
