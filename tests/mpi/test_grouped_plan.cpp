@@ -592,6 +592,18 @@ TEST_F(GroupedPlan, CublasLtTilesStagingSlotsStayAligned) {
   check_calls(c, std::vector<std::vector<int32_t>>(6, c.sizes));
 }
 
+// The bias epilogue's pointer moves per tile class (each class's first row of the per-tile
+// table): with N = 8 bf16 a table row is 16 bytes, so a class starting at table row 1 is only
+// 16-byte aligned, while the heuristic must not assume the table base's 256 bytes.
+TEST_F(GroupedPlan, CublasLtTilesBiasRowsAt16Bytes) {
+  Case c;
+  c.path = GroupedPath::kCublasLtTiles;
+  c.n = 8;
+  c.sizes = {256, 1, 2};  // classes 256 (table row 0), 2 (row 1), 1 (row 2)
+  c.bias = true;
+  check_calls(c, {{256, 1, 2}, {2, 1, 256}, {1, 256, 2}, {3, 254, 2}});
+}
+
 // Where a CUDA runner does not run, a plan that asks for it is refused on the CUDA backend (no
 // silent fallback), and kAuto runs the loop; the CPU backend runs the loop for all.
 TEST_F(GroupedPlan, CudaPathRefusals) {

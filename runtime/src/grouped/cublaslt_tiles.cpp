@@ -188,8 +188,15 @@ class CublasLtTiles final : public RaggedRowsRunner {
     if (bias) {
       set(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
       set(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(t));
-      // The table's base: its alignment is every call's (each class starts a whole row in).
-      set(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias_table_));
+      // The heuristic reads the bias pointer's alignment from its value (cublasLt.h,
+      // BIAS_POINTER), and a call moves it per class to the class's first table row, `at`
+      // rows of N * size bytes in: aligned only to the lowest set bit of a row's bytes (at
+      // least 16: aligned() requires it). Give the heuristic a pointer with exactly that
+      // alignment, never the table base's 256 bytes, so its algorithm suits every class.
+      const auto row_bytes = static_cast<uint64_t>(g_.n) * dtype_size(g_.dtype);
+      const uint64_t weakest = row_bytes & (~row_bytes + 1);
+      const void* probe = static_cast<const char*>(bias_table_) + (weakest < 256 ? weakest : 0);
+      set(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, probe);
       set(e.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, g_.n);
     }
     // Column-major views (see the top of this file).
