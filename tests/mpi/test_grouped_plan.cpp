@@ -604,6 +604,19 @@ TEST_F(GroupedPlan, CublasLtTilesBiasRowsAt16Bytes) {
   check_calls(c, {{256, 1, 2}, {2, 1, 256}, {1, 256, 2}, {3, 254, 2}});
 }
 
+// Overlapping last tiles (two batch entries writing the same output rows) with a long K, where
+// cuBLASLt's heuristic likes to split K: an in-place split-K reduction accumulates partial
+// sums in the output itself, so two entries sharing rows would add into each other's partials.
+TEST_F(GroupedPlan, CublasLtTilesOverlapWithLongK) {
+  Case c;
+  c.path = GroupedPath::kCublasLtTiles;
+  c.other = 16384;
+  c.n = 16;
+  c.sizes = {3, 7, 13, 1};  // tiles 2 at rows 0 and 1, 4 at 0 and 3, 8 at 0 and 5, 1
+  c.bias = true;
+  check_calls(c, {{3, 7, 13, 1}, {13, 1, 3, 7}, {6, 6, 6, 6}});
+}
+
 // Where a CUDA runner does not run, a plan that asks for it is refused on the CUDA backend (no
 // silent fallback), and kAuto runs the loop; the CPU backend runs the loop for all.
 TEST_F(GroupedPlan, CudaPathRefusals) {

@@ -20,7 +20,8 @@
 // loop's cuBLASLt GEMMs do) reads one bias vector per batch entry at a fixed stride
 // (CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE), so a small kernel first gathers a table of one bias
 // row per tile. Overlapping rows are written by two tiles of one matmul with the same inputs,
-// algorithm and epilogue: the same bits twice (C is not read: beta = 0).
+// algorithm and epilogue, neither reading D: C is not read (beta = 0) and the heuristic may
+// not pick an in-place split-K, which keeps partial sums in D (see build()).
 //
 // Algorithms: cublasLtMatmulAlgoGetHeuristic's first answer per (tile rows, batch count), kept
 // in a cache (cleared when it grows past kCacheEntries), since the batch count is a layout
@@ -220,6 +221,16 @@ class CublasLtTiles final : public RaggedRowsRunner {
     int found = 0;
     cublasStatus_t rc = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    // No in-place split-K: it accumulates partial sums in D itself (cublasLt.h,
+    // CUBLASLT_REDUCTION_SCHEME_INPLACE), and overlapping tiles are two batch entries with the
+    // same D rows, each of which would add into the other's partials. Reductions in the
+    // workspace (per entry, then written once) and no split stay allowed.
+    const uint32_t schemes =
+        CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    if (rc == CUBLAS_STATUS_SUCCESS) {
+      rc = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                &schemes, sizeof(schemes));
+    }
     if (rc == CUBLAS_STATUS_SUCCESS) {
       rc = cublasLtMatmulAlgoGetHeuristic(handle_, e.desc, e.a, e.b, e.d, e.d, pref, 1, &result,
                                           &found);
