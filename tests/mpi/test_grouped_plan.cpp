@@ -592,6 +592,18 @@ TEST_F(GroupedPlan, CublasLtTilesStagingSlotsStayAligned) {
   check_calls(c, std::vector<std::vector<int32_t>>(6, c.sizes));
 }
 
+// Tile rows 16 bytes apart: N = 8 bf16 (16-byte output rows) and K = 40 (80-byte lhs rows),
+// the overlapping tile of 257 rows at row 1: its lhs and out pointers are 16-byte aligned only,
+// which the heuristic (256 bytes by default) must be told, since cuBLASLt cannot check the
+// pointers of a pointer-array batch.
+TEST_F(GroupedPlan, CublasLtTilesRowsAt16Bytes) {
+  Case c;
+  c.path = GroupedPath::kCublasLtTiles;
+  c.n = 8;
+  c.sizes = {257, 3};  // tiles 256 at rows 0 and 1, 2 at rows 257 and 258
+  check_calls(c, {{257, 3}, {3, 257}, {129, 131}});
+}
+
 // The bias epilogue's pointer moves per tile class (each class's first row of the per-tile
 // table): with N = 8 bf16 a table row is 16 bytes, so a class starting at table row 1 is only
 // 16-byte aligned, while the heuristic must not assume the table base's 256 bytes.

@@ -231,6 +231,18 @@ class CublasLtTiles final : public RaggedRowsRunner {
       rc = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                 &schemes, sizeof(schemes));
     }
+    // The heuristic assumes A, B, C and D 256-byte aligned unless told (cublasLt.h,
+    // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default 256), and in pointer-array mode
+    // cublasLtMatmul cannot check the pointers, which sit on the device: a tile's rows are
+    // only the 16 bytes aligned() guarantees.
+    for (const cublasLtMatmulPreferenceAttributes_t attr :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+      const uint32_t bytes = 16;
+      if (rc == CUBLAS_STATUS_SUCCESS) {
+        rc = cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes));
+      }
+    }
     if (rc == CUBLAS_STATUS_SUCCESS) {
       rc = cublasLtMatmulAlgoGetHeuristic(handle_, e.desc, e.a, e.b, e.d, e.d, pref, 1, &result,
                                           &found);
