@@ -219,7 +219,7 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
     if (!tiles_why.empty()) refuse(tiles_why);
     chosen = GroupedPath::kCublasLtTiles;
   } else if (tiles_why.empty() && ragged_ < kAutoTilesRowsPerGroup * d.num_groups) {
-    // kAuto, by the H200's measurement: see kAutoTilesRowsPerGroup.
+    // kAuto: see kAutoTilesRowsPerGroup (a rule not measured on a GPU yet).
     chosen = GroupedPath::kCublasLtTiles;
   }
   if (chosen == GroupedPath::kCublasGrouped) {

@@ -38,8 +38,8 @@ class RaggedRowsRunner {
                    const void* bias, void* out) = 0;
 };
 
-/// The tiles runner's largest tile (rows): see cublaslt_tiles.cpp and the H200's measurement in
-/// docs/PERFORMANCE.md.
+/// The tiles runner's largest tile (rows): see cublaslt_tiles.cpp. Not measured yet (the tiles
+/// have not run on a GPU; docs/PERFORMANCE.md has no tiles row).
 inline constexpr int64_t kTileRowsCap = 256;
 
 /// One tile of a ragged-rows call: `rows` rows of group `group`, from absolute row `first`.

@@ -76,14 +76,19 @@
 //    (and each tile's group, for the bias) go to the device in one asynchronous copy from
 //    pinned staging, as kCublasGrouped's. The bias is cuBLASLt's epilogue (added in fp32,
 //    rounded once, as the loop) from a per-tile table a small kernel gathers first. Rows shared
-//    by two tiles are computed twice by one matmul from the same inputs: the same bits. The
-//    path records no trace spans. A call whose tiles do not all start on 16 bytes (lhs [K, M]
-//    with tiles at odd rows, leading dims not a multiple of 16 bytes) runs the loop, counted
-//    by loop_fallbacks(); a plan asking for it where it does not run is refused as above.
+//    by two tiles are computed twice by one matmul from the same inputs, neither entry reading
+//    D (beta = 0, no in-place split-K); that both writes carry the same bits is not proven (a
+//    kernel that splits K per output tile may sum the two differently), so those rows may
+//    differ in the last bit between runs. The path records no trace spans. A call whose tiles do
+//    not all start on 16 bytes (lhs [K, M] with tiles at odd rows, leading dims not a multiple of
+//    16 bytes) runs the loop, counted by loop_fallbacks(); a plan asking for it where it does not
+//    run is refused as above.
 //  - kAuto (CUDA backend): kCublasLtTiles where it runs and the groups average fewer than
 //    kAutoTilesRowsPerGroup rows (M < 4096 G), else kLoop (large groups are dense GEMMs
-//    already). kCublasGrouped is never chosen by kAuto: it was the slowest path on every
-//    case measured (docs/PERFORMANCE.md, the grouped GEMM table).
+//    already). kCublasGrouped is not chosen by kAuto. The rule is not measured yet: the tiles
+//    have not run on a GPU (docs/PERFORMANCE.md, the grouped GEMM table, has the loop and
+//    cuBLAS grouped only; there cuBLAS grouped beat the loop at 256-row groups, 0.32 against
+//    0.49 ms, and lost at 1024 rows and more).
 // The CPU backend ignores the path: it always runs the loop.
 
 #include <cstdint>
@@ -150,14 +155,16 @@ class GroupedGemmPlan {
   /// from `backend`; no v2 (nvte_grouped_gemm) library here, NVTE_JAX_ENFORCE_V2_GROUPED_GEMM
   /// not read). Throws PlanError where gemm.py raises, cgemm::Error for what the runtime does
   /// not run (a layout other than those at the top of this file, FP8 or other dtypes, rhs's
-  /// G dim != num_groups, lhs and rhs contracting sizes that differ, path kCublasGrouped on
-  /// the CUDA backend where it does not run). With kCublasGrouped it creates a cuBLAS handle
-  /// and its staging (pinned and device memory) on the current device.
+  /// G dim != num_groups, lhs and rhs contracting sizes that differ, path kCublasGrouped or
+  /// kCublasLtTiles on the CUDA backend where it does not run). With either (kAuto included,
+  /// where it picks the tiles) it creates a cuBLAS or cuBLASLt handle and its staging (pinned
+  /// and device memory; the tiles also a workspace and, with a bias, a per-tile bias table) on
+  /// the current device.
   GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc);
   /// The same on ctx's backend (a grouped GEMM is local to a rank: no collective).
   GroupedGemmPlan(Context& ctx, GroupedGemmDesc desc);
   ~GroupedGemmPlan();
-  GroupedGemmPlan(GroupedGemmPlan&&) noexcept;  // a cuBLAS grouped path's handle moves along
+  GroupedGemmPlan(GroupedGemmPlan&&) noexcept;  // a CUDA runner's handle moves along
   GroupedGemmPlan(const GroupedGemmPlan&) = delete;
   GroupedGemmPlan& operator=(const GroupedGemmPlan&) = delete;
 
@@ -167,9 +174,11 @@ class GroupedGemmPlan {
   const Shape& out_shape() const { return planned_.out_shape; }
   DType out_dtype() const { return planned_.out_dtype; }
   int64_t num_groups() const { return desc_.num_groups; }
-  /// The path calls run: kLoop or kCublasGrouped (never kAuto; always kLoop on the CPU).
+  /// The path calls run: kLoop, kCublasGrouped or kCublasLtTiles (never kAuto; always kLoop
+  /// on the CPU).
   GroupedPath path() const { return path_; }
-  /// Calls of a kCublasGrouped plan that ran the loop instead (unaligned group pointers).
+  /// Calls of a kCublasGrouped or kCublasLtTiles plan that ran the loop instead (unaligned
+  /// group pointers).
   int64_t loop_fallbacks() const { return loop_fallbacks_; }
   /// The dim the group sizes must sum to: M (kRaggedRows) or K_total (kRaggedContracting).
   int64_t ragged_extent() const { return ragged_; }
@@ -203,7 +212,7 @@ class GroupedGemmPlan {
   std::vector<int32_t> host_sizes_;             // the staging copy of backend sizes
   GroupedPath path_ = GroupedPath::kLoop;
   int64_t loop_fallbacks_ = 0;
-  std::unique_ptr<grouped::RaggedRowsRunner> runner_;  // kCublasGrouped only
+  std::unique_ptr<grouped::RaggedRowsRunner> runner_;  // kCublasGrouped, kCublasLtTiles
 };
 
 }  // namespace cgemm
