@@ -6,6 +6,10 @@
 #   tp 4: the TP group spans both nodes (no shared memory between its halves);
 #   dp 2 x tp 2 placed round-robin: TP groups span the nodes needlessly, which is warned about.
 # Both must pass their check, and the report must say where the TP groups live.
+# Each mesh runs twice, under Open MPI's pml ob1 (btl tcp between the hosts) and pml ucx (UCX
+# over TCP on the veth: Open MPI 4.1 takes UCX only on InfiniBand unless told any transport
+# and device will do), with identical output checksums. Which pml ran is Open MPI's own word:
+# `--mca pml_base_verbose 10` prints "select: component NAME selected" once per rank.
 # Exits 77 (CTest: skipped) where namespaces cannot be made (not root, no iproute2).
 set -u
 run=$1
@@ -38,23 +42,51 @@ config=$(mktemp --suffix=.ini)
 printf 'gemm = up all_gather 64 96\ngemm = down reduce_scatter 96 64\n' >"$config"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 mpi=(mpirun -np 4 --hostfile "$hostfile" --mca plm_rsh_agent "$here/rsh_agent.sh"
-  --mca oob_tcp_if_include "$net.0/24" --mca pml ob1 --mca btl tcp,self,vader
-  --mca btl_tcp_if_include "$net.0/24" -x OPENBLAS_NUM_THREADS)
+  --mca oob_tcp_if_include "$net.0/24" -x OPENBLAS_NUM_THREADS)
+ob1=(--mca pml ob1 --mca btl tcp,self,vader --mca btl_tcp_if_include "$net.0/24")
+ucx=(--mca pml ucx --mca opal_common_ucx_tls any --mca opal_common_ucx_devices any)
 status=0
+# pml_selected OUTPUT: "NAME on N ranks" from pml_base_verbose's lines (several names: mixed).
+pml_selected() {
+  echo "$1" | sed -n 's/.*select: component \([a-z0-9]*\) selected.*/\1/p' | sort | uniq -c |
+    awk '{ printf "%s%s on %s ranks", (NR > 1 ? ", " : ""), $2, $1 }'
+}
+# checksums OUTPUT: the GEMMs' output checksums, one line.
+checksums() { echo "$1" | grep -o 'output checksum [0-9a-f]*' | awk '{ printf "%s ", $3 }'; }
+declare -A sums
+for pml in ob1 ucx; do
+  declare -n pml_args=$pml
+  for mesh in "--dp 2" "--dp 1"; do
+    out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" "${pml_args[@]}" --mca pml_base_verbose 10 \
+      "$run" --backend cpu $mesh --batch 4 --seq_len 32 --config "$config" --warmup 0 \
+      --iterations 1 2>&1) || status=1
+    selected=$(pml_selected "$out")
+    echo "pml $pml, $mesh: Open MPI selected pml $selected"
+    echo "$out" | grep -v 'mca: \|select: ' | grep -E "groups|hosts|checksum|check|error"
+    [ "$selected" = "$pml on 4 ranks" ] || {
+      echo "FAIL (pml $pml, $mesh): Open MPI selected pml '$selected', not $pml on 4 ranks"
+      status=1
+    }
+    expected="yes"
+    [ "$mesh" = "--dp 1" ] && expected="no"
+    echo "$out" | grep -q "tensor-parallel groups on one host: $expected" || {
+      echo "FAIL (pml $pml, $mesh): the report does not say the TP groups are on one host: $expected"
+      status=1
+    }
+    sums[$pml $mesh]=$(checksums "$out")
+  done
+  unset -n pml_args
+done
 for mesh in "--dp 2" "--dp 1"; do
-  out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" "$run" --backend cpu $mesh --batch 4 \
-    --seq_len 32 --config "$config" --warmup 0 --iterations 1 2>&1) || status=1
-  echo "$out" | grep -E "groups|hosts|check|error"
-  expected="yes"
-  [ "$mesh" = "--dp 1" ] && expected="no"
-  echo "$out" | grep -q "tensor-parallel groups on one host: $expected" || {
-    echo "FAIL ($mesh): the report does not say the TP groups are on one host: $expected"
+  echo "checksums ($mesh): pml ob1 ${sums[ob1 $mesh]}| pml ucx ${sums[ucx $mesh]}"
+  if [ -z "${sums[ob1 $mesh]}" ] || [ "${sums[ob1 $mesh]}" != "${sums[ucx $mesh]}" ]; then
+    echo "FAIL ($mesh): the output checksums of pml ob1 and pml ucx differ (or are missing)"
     status=1
-  }
+  fi
 done
 # Ranks placed round-robin over the hosts (--map-by node): each TP group of dp 2 x tp 2 spans
 # both hosts although each host holds 2 ranks, which the job warns about, with the fix.
-out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" --map-by node "$run" --backend cpu --dp 2 \
+out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" "${ob1[@]}" --map-by node "$run" --backend cpu --dp 2 \
   --batch 4 --seq_len 32 --config "$config" --warmup 0 --iterations 1 2>&1) || status=1
 echo "$out" | grep -E "warning|hosts of"
 echo "$out" | grep -q "warning: tensor-parallel groups span hosts although every host holds 2" || {
