@@ -293,8 +293,8 @@ std::string UcxTransport::describe() const {
 }
 
 std::string UcxTransport::peer_name(int peer) const {
-  return "tp rank " + std::to_string(peer) +
-         (describe_peer_ ? " = " + describe_peer_(peer) : std::string());
+  return (describe_peer_ ? describe_peer_(peer) + ", " : std::string()) + "tp rank " +
+         std::to_string(peer);
 }
 
 void UcxTransport::attach(const SymmetricBuffer& buf) {
@@ -457,20 +457,17 @@ void UcxTransport::wait(int64_t handle) {
     for (const Pending& p : pending_) {
       if (p.done) continue;
       const std::string g =
-          "exchange group " + std::to_string(p.seq) + " ('" + p.labels + "') over UCX";
+          "exchange '" + p.labels + "' over UCX (group " + std::to_string(p.seq) + "): ";
       for (size_t k = 0; k < p.send_peers.size(); ++k) {
         const int q = p.send_peers[k];
         if (!p.pushed[k] && flag(static_cast<size_t>(q)) < p.seq) {
-          return "the ready flag of " + g + " from " + peer_name(q) +
-                 " (it has not started the group)";
+          return g + "ready flag from " + peer_name(q) + ", which has not started the group";
         }
       }
       for (int q : p.recv_peers) {
-        if (flag(static_cast<size_t>(size_ + q)) < p.seq) {
-          return "the data of " + g + " from " + peer_name(q);
-        }
+        if (flag(static_cast<size_t>(size_ + q)) < p.seq) return g + "data from " + peer_name(q);
       }
-      if (p.handle == target) return "local completion of the puts of " + g;
+      if (p.handle == target) return g + "local completion of its puts";
     }
     return "UCX progress";
   };

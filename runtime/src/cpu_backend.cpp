@@ -454,7 +454,7 @@ class CpuBackend final : public Backend {
           where("the TP group's UCX setup (contexts, workers, addresses)"));
       ucx_ = UcxTransport::create(
           comms_.tp_comm(),
-          "ucx transport (cpu backend, tp rank " + std::to_string(comms_.tp_rank()) + ")",
+          "cpu backend, tp rank " + std::to_string(comms_.tp_rank()) + ", ucx transport",
           [this](int tp) { return comms_.describe_rank(comms_.world_rank_of_tp(tp)); }, why);
       if (!ucx_) {
         why = "no UCX context on every rank of the TP group " + comms_.describe_tp_group() + ": " +
