@@ -5,7 +5,9 @@
 #   dp 2 x tp 2: every TP group inside one node;
 #   tp 4: the TP group spans both nodes (no shared memory between its halves);
 #   dp 2 x tp 2 placed round-robin: TP groups span the nodes needlessly, which is warned about.
-# Both must pass their check, and the report must say where the TP groups live.
+# Both must pass their check, and the report must say where the TP groups live. With tp 4 the
+# UCX transport (transport = ucx) must give the MPI transport's bits, and a stopped or dead rank
+# on the other host must end the job (the watchdog naming the UCX wait, or mpirun).
 # Each mesh runs twice, under Open MPI's pml ob1 (btl tcp between the hosts) and pml ucx (UCX
 # over TCP on the veth: Open MPI 4.1 takes UCX only on InfiniBand unless told any transport
 # and device will do), with identical output checksums. Which pml ran is Open MPI's own word:
@@ -62,7 +64,7 @@ for pml in ob1 ucx; do
       --iterations 1 2>&1) || status=1
     selected=$(pml_selected "$out")
     echo "pml $pml, $mesh: Open MPI selected pml $selected"
-    echo "$out" | grep -v 'mca: \|select: ' | grep -E "groups|hosts|checksum|check|error"
+    echo "$out" | grep -E "^tensor-parallel groups|^hosts|checksum|check (PASSED|FAILED)|error"
     [ "$selected" = "$pml on 4 ranks" ] || {
       echo "FAIL (pml $pml, $mesh): Open MPI selected pml '$selected', not $pml on 4 ranks"
       status=1
@@ -83,6 +85,64 @@ for mesh in "--dp 2" "--dp 1"; do
     echo "FAIL ($mesh): the output checksums of pml ob1 and pml ucx differ (or are missing)"
     status=1
   fi
+done
+# The UCX transport of the ring (transport = ucx) with the TP group spanning both hosts (tp 4):
+# the MPI transport's bits under both pmls, with the default knobs and with aggregate_all_gather
+# on and chunks_per_rank 2.
+for pml in ob1 ucx; do
+  declare -n pml_args=$pml
+  for knobs in "--aggregate_all_gather off" "--aggregate_all_gather on --chunks_per_rank 2"; do
+    for transport in mpi ucx; do
+      out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" "${pml_args[@]}" "$run" --backend cpu \
+        --dp 1 --batch 4 --seq_len 32 --config "$config" --warmup 0 --iterations 1 \
+        --transport $transport $knobs 2>&1) || status=1
+      echo "$out" | grep -q "cgemm-run: all checks PASSED" || {
+        echo "$out" | tail -n 15
+        echo "FAIL (pml $pml, transport $transport, $knobs): the checks did not pass"
+        status=1
+      }
+      echo "$out" | grep -q "backend cpu, transport $transport" || {
+        echo "FAIL (pml $pml, $knobs): the job did not run transport $transport"
+        status=1
+      }
+      sums[$transport]=$(checksums "$out")
+    done
+    echo "tp 4 over both hosts, pml $pml, $knobs: transport mpi ${sums[mpi]}| transport ucx ${sums[ucx]}"
+    if [ -z "${sums[mpi]}" ] || [ "${sums[mpi]}" != "${sums[ucx]}" ]; then
+      echo "FAIL (pml $pml, $knobs): the checksums of transport mpi and ucx differ (or are missing)"
+      status=1
+    fi
+  done
+  unset -n pml_args
+done
+# A rank of the other host stopped (SIGSTOP) mid-run: the watchdog names the UCX exchange and a
+# peer on that host within the timeout + 10 s (exit 4). A rank there that dies ends the job.
+for fault in stop:2:5 die:3:3; do
+  t0=$SECONDS
+  out=$(timeout 60 "$here/rsh_agent.sh" "$net.1" env CGEMM_TEST_FAULT=$fault "${mpi[@]}" \
+    "${ob1[@]}" -x CGEMM_TEST_FAULT "$run" --backend cpu --dp 1 --seq_len 64 --hidden_in 64 \
+    --hidden_out 64 --collective all_gather --timeout 3 --iterations 50 --transport ucx 2>&1) &&
+    rc=0 || rc=$?
+  took=$((SECONDS - t0))
+  echo "fault $fault over UCX across the hosts: exit status $rc after $took s"
+  echo "$out" | grep -E "error:|exited on signal" | head -n 2
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$took" -gt 13 ]; then
+    echo "FAIL (fault $fault): the job did not end within the timeout + 10 s with an error"
+    status=1
+  fi
+  case $fault in
+    stop:*)
+      [ "$rc" -eq 4 ] && echo "$out" | grep -E -q "timed out after [0-9.]+ s waiting for exchange '[^']*' over UCX \(group [0-9]+\): (ready flag|data) from world rank [0-9]+ \(host [^)]+\)" &&
+        echo "$out" | grep -q "not timed out (stalled, or busy elsewhere): .*world rank 2 (host ${CGEMM_MN_PREFIX}node-b)" || {
+        echo "FAIL (fault $fault): no watchdog line (exit 4) naming the UCX exchange and the stopped rank"
+        status=1
+      } ;;
+    die:*)
+      echo "$out" | grep -q "exited on signal 9" || {
+        echo "FAIL (fault $fault): mpirun did not say that the rank died"
+        status=1
+      } ;;
+  esac
 done
 # Ranks placed round-robin over the hosts (--map-by node): each TP group of dp 2 x tp 2 spans
 # both hosts although each host holds 2 ranks, which the job warns about, with the fix.
