@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "cgemm/collective/mesh_comms.hpp"
@@ -485,19 +486,22 @@ void UcxTransport::wait(int64_t handle) {
   pending_.erase(it);
 }
 
-std::string UcxTransport::query_context(bool with_transports) {
-  ucp_context_h context = nullptr;
-  if (const ucs_status_t s = make_context(&context); s != UCS_OK) {
-    return "no UCP context: ucp_init failed: " + status_text(s);
-  }
+UcxContextInfo UcxTransport::query_context(bool with_transports) {
+  UcxContextInfo info;
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
-  std::string out = "UCX library " + std::to_string(major) + "." + std::to_string(minor) + "." +
-                    std::to_string(release) + " (" + ucp_get_version_string() + ")\n";
+  info.text = "UCX library: " + std::to_string(major) + "." + std::to_string(minor) + "." +
+              std::to_string(release) + " (" + ucp_get_version_string() + ")\n";
+  ucp_context_h context = nullptr;
+  if (const ucs_status_t s = make_context(&context); s != UCS_OK) {
+    info.text += "no UCP context with RMA: ucp_init failed: " + status_text(s) + "\n";
+    return info;
+  }
+  info.ok = true;
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
   if (const ucs_status_t s = ucp_context_query(context, &attr); s != UCS_OK) {
-    out += "memory types: ucp_context_query failed: " + status_text(s) + "\n";
+    info.text += "memory types: ucp_context_query failed: " + status_text(s) + "\n";
   } else {
     std::string types;
     for (int bit = 0; bit < 64; ++bit) {
@@ -505,25 +509,32 @@ std::string UcxTransport::query_context(bool with_transports) {
         types += (types.empty() ? "" : ", ") + memory_type_name(bit);
       }
     }
-    out += "memory types: " + (types.empty() ? std::string("none") : types) + "\n";
-    out += std::string("cuda memory: ") +
-           (((attr.memory_types >> UCS_MEMORY_TYPE_CUDA) & 1ULL) != 0
-                ? "yes (device buffers can be passed to UCP directly)"
-                : "no (device buffers must be staged through pinned host memory)") +
-           "\n";
+    info.cuda_memory = ((attr.memory_types >> UCS_MEMORY_TYPE_CUDA) & 1ULL) != 0;
+    info.text += "memory types: " + (types.empty() ? std::string("none") : types) + "\n";
   }
+  info.text += std::string("device buffers: ") +
+               (info.cuda_memory
+                    ? "direct (the context reports cuda memory: UCP takes device pointers)"
+                    : "staged through pinned host memory (the context reports no cuda memory)") +
+               "\n";
   if (with_transports) {
     char* text = nullptr;
     size_t len = 0;
     if (FILE* f = open_memstream(&text, &len); f != nullptr) {
       ucp_context_print_info(context, f);
       std::fclose(f);
-      out += std::string(text, len);
+      info.text += "transports (ucp_context_print_info):\n" + std::string(text, len);
       std::free(text);
     }
   }
   ucp_cleanup(context);
-  return out;
+  return info;
+}
+
+UcxDevicePath UcxTransport::device_path() {
+  static const UcxDevicePath path =
+      query_context(false).cuda_memory ? UcxDevicePath::kDirect : UcxDevicePath::kStaged;
+  return path;
 }
 
 }  // namespace cgemm

@@ -7,6 +7,13 @@ if(NOT CGEMM_HAVE_UCX)
   return()
 endif()
 
+# cgemm-ucx-info asks the library (no MPI): a context with RMA on host memory, the device path
+# and UCP's transport list.
+add_test(NAME ucx_info
+  COMMAND sh -c "out=$(\"$1\") || exit 1; echo \"$out\"; echo \"$out\" | grep -q '^memory types: host' && echo \"$out\" | grep -q '^device buffers: ' && echo \"$out\" | grep -q 'UCP context'" ucx_info
+          $<TARGET_FILE:cgemm-ucx-info>)
+set_tests_properties(ucx_info PROPERTIES LABELS unit TIMEOUT 30)
+
 # Same bits as the MPI transport: both collectives, aggregate on and off, chunks_per_rank 1 and
 # 2, on tp 4 and on dp 2 x tp 2.
 foreach(mesh "tp4;1" "dp2tp2;2")

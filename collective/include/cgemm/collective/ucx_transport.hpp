@@ -68,6 +68,16 @@ struct ucp_mem;
 
 namespace cgemm {
 
+/// What query_context() found: `ok` false when no UCP context could be made (`text` says why).
+struct UcxContextInfo {
+  bool ok = false;
+  bool cuda_memory = false;  // the context reports UCS_MEMORY_TYPE_CUDA
+  std::string text;          // lines for a person
+};
+
+/// See UcxTransport::device_path().
+enum class UcxDevicePath { kDirect, kStaged };
+
 class UcxTransport final : public Transport {
  public:
   /// Collective over `tp_comm`. Every rank gets the same answer: a transport, or nullptr and
@@ -100,10 +110,16 @@ class UcxTransport final : public Transport {
   /// One ucp_worker_progress and the protocol steps it makes possible.
   void progress() override;
 
-  /// What UCX offers in this process, for tools: memory types of a context with RMA (names,
-  /// e.g. "host, cuda") and the transports UCP would use (ucp_context_print_info), or why no
-  /// context could be made. Local; needs no MPI.
-  static std::string query_context(bool with_transports);
+  /// What UCX offers in this process, for tools (cgemm-ucx-info): the library's version, the
+  /// memory types of a context with RMA (ucp_context_query: "host, cuda, ..."), the device
+  /// path (device_path) and, with `with_transports`, the transports and devices UCP selected
+  /// (ucp_context_print_info). Local; needs no MPI.
+  static UcxContextInfo query_context(bool with_transports);
+  /// How device (CUDA) buffers would reach UCX: direct where a UCP context reports CUDA
+  /// memory, else staged through pinned host memory. The CUDA backend has no UCX transport yet
+  /// (transport = ucx is refused there): its first version will stage whatever this says, as
+  /// staging works with every UCX build; kDirect is the later optimization this decides.
+  static UcxDevicePath device_path();
 
  private:
   UcxTransport() = default;
