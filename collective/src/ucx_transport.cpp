@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -257,8 +258,22 @@ UcxTransport::~UcxTransport() {
   regions_.clear();
   release_region(flag_region_);
   if (worker_ != nullptr) {
-    // Every put was awaited by its receiver (see the header), so closing needs no peer: force
-    // mode releases the endpoints without a round trip that a finished peer would not answer.
+    // Every put was awaited by its receiver (see the header), but UCP may still hold protocol
+    // messages of its own (acknowledgements, wireup) for a peer: flush them while the peers,
+    // in their own teardown, still progress, for at most a second (a peer that is gone answers
+    // nothing, and nothing of cgemm's depends on it), then force-close the endpoints without a
+    // round trip.
+    ucp_request_param_t fp{};
+    if (void* flush = ucp_worker_flush_nbx(worker_, &fp);
+        flush != nullptr && !UCS_PTR_IS_ERR(flush)) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (ucp_request_check_status(flush) == UCS_INPROGRESS &&
+             std::chrono::steady_clock::now() < until) {
+        ucp_worker_progress(worker_);
+      }
+      if (ucp_request_check_status(flush) == UCS_INPROGRESS) ucp_request_cancel(worker_, flush);
+      ucp_request_free(flush);
+    }
     std::vector<void*> closing;
     ucp_request_param_t cp{};
     cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
