@@ -456,8 +456,14 @@ void UcxTransport::set_blocker(std::string what) {
 
 void UcxTransport::progress() {
   if (pending_.empty()) return;
-  ucp_worker_progress(worker_);
-  advance();
+  // Called between GEMM chunks, the only time a host transport moves data while the rank
+  // computes: drain every event UCP has ready (TCP reads a socket a piece per call), pushing
+  // what the flags it delivers make possible, before the next chunk.
+  do {
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    advance();
+  } while (ucp_worker_progress(worker_) != 0);
 }
 
 void UcxTransport::wait(int64_t handle) {
