@@ -387,7 +387,7 @@ int64_t UcxTransport::start(std::span<const Exchange> group, void*) {
   }
   pending_.push_back(std::move(p));
   const int64_t handle = pending_.back().handle;
-  advance();
+  progress();
   return handle;
 }
 
