@@ -151,13 +151,12 @@ std::unique_ptr<UcxTransport> UcxTransport::create(MPI_Comm tp_comm, std::string
     t->reach_[r] = static_cast<char>(r != static_cast<size_t>(t->rank_) && mine[r] != 0 &&
                                      all[r * n + static_cast<size_t>(t->rank_)] != 0);
   }
-  // Report the first unreachable peer's reason in why_not (create still succeeds: can_connect
-  // decides per peer, and choose_transports names the peer).
-  for (size_t r = 0; r < n; ++r) {
-    if (r != static_cast<size_t>(t->rank_) && t->reach_[r] == 0 && why_not.empty()) {
-      why_not = "tp rank " + std::to_string(r) + " unreachable over UCX" +
-                (ep_problem[r].empty() ? std::string(" (its endpoint to this rank failed)")
-                                       : ": " + ep_problem[r]);
+  // The first unreachable peer's reason goes to why_not at the end (create still succeeds:
+  // can_connect decides per peer, and the caller names the peer).
+  std::string unreachable;
+  for (size_t r = 0; r < n && unreachable.empty(); ++r) {
+    if (r != static_cast<size_t>(t->rank_) && t->reach_[r] == 0) {
+      unreachable = ep_problem[r].empty() ? "its endpoint to this rank failed" : ep_problem[r];
     }
   }
 
@@ -169,6 +168,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(MPI_Comm tp_comm, std::string
     t.reset();
     return nullptr;
   }
+  why_not = unreachable;
   return t;
 }
 

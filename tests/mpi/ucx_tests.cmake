@@ -61,6 +61,15 @@ add_test(NAME mpi_error_ucx_no_context
           --hidden_out 48)
 set_tests_properties(mpi_error_ucx_no_context PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV};UCX_TLS=bogus")
+# A context whose only transport is self reaches no peer: one message naming the ranks.
+add_test(NAME mpi_error_ucx_unreachable_peer
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_failure.sh
+          "transport = ucx: world rank 0 \\(host [^)]+\\) cannot reach world rank 1 \\(host [^)]+\\) over UCX \\(ucp_ep_create failed"
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --backend cpu --transport ucx --seq_len 16 --hidden_in 32
+          --hidden_out 48)
+set_tests_properties(mpi_error_ucx_unreachable_peer PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV};UCX_TLS=self")
 # transport = nccl or ce on the CPU backend: one message.
 cgemm_add_mpi_failure_test(transport_nccl_on_cpu 2 "transport = nccl needs the CUDA backend"
   --transport nccl --seq_len 16 --hidden_in 32 --hidden_out 48)
