@@ -444,7 +444,7 @@ class CpuBackend final : public Backend {
   };
 
   // transport = ucx: the UCX transport for every peer, or BackendRuleError on every rank of the
-  // world with every failing rank's reason.
+  // world with the lowest failing rank's reason (a failed UCX setup names every TP rank's).
   void make_ucx() {
     kind_ = TransportKind::kUcx;
     std::string why;
