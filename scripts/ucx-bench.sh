@@ -2,7 +2,7 @@
 # ucx-bench.sh [BUILD] [OUT] [REPEATS]: the UCX transport against the MPI transport on two simulated hosts
 # (network namespaces joined by a veth pair, as tests/multinode/run_two_nodes.sh makes them;
 # root and iproute2), CPU backend, 2 ranks, one per host, so every ring message crosses the
-# veth (TCP):
+# veth (TCP; UCX_TLS=tcp,self, see below):
 #   1. cgemm-bench --ring_bandwidth: one ring step against message size (1 KiB to 16 MiB);
 #   2. cgemm-run: the overlapped and sequential times of an all-gather GEMM and a
 #      reduce-scatter GEMM (batch 2, seq 1024, 512 -> 1024 -> 512, bf16);
@@ -42,8 +42,14 @@ printf '%s.1 slots=1\n%s.2 slots=1\n' "$net" "$net" >"$out/hosts"
 # The block as a config file: arguments pass through a shell on the "remote" side.
 printf 'gemm = up all_gather 512 1024\ngemm = down reduce_scatter 1024 512\n' >"$out/block.ini"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# The namespaces share one kernel, so UCX's defaults would move the "inter-host" bytes through
+# shared memory (cma, posix), as on one host. TCP only (and self), as between real hosts: every
+# UCX byte, of the UCX transport and of pml ucx, crosses the veth. (UCX_TLS_SM=1 keeps UCX's
+# defaults, for comparison.)
+if [ "${UCX_TLS_SM:-0}" != 1 ]; then export UCX_TLS=tcp,self; fi
 mpi=(mpirun -np 2 --hostfile "$out/hosts" --mca plm_rsh_agent "$agent"
   --mca oob_tcp_if_include "$net.0/24" -x OPENBLAS_NUM_THREADS)
+[ -n "${UCX_TLS:-}" ] && mpi+=(-x UCX_TLS)
 ob1=(--mca pml ob1 --mca btl tcp,self,vader --mca btl_tcp_if_include "$net.0/24")
 ucx=(--mca pml ucx --mca opal_common_ucx_tls any --mca opal_common_ucx_devices any)
 variants=("mpi ob1" "mpi ucx" "ucx ob1")  # transport, pml

@@ -88,28 +88,38 @@ for mesh in "--dp 2" "--dp 1"; do
 done
 # The UCX transport of the ring (transport = ucx) with the TP group spanning both hosts (tp 4):
 # the MPI transport's bits under both pmls, with the default knobs and with aggregate_all_gather
-# on and chunks_per_rank 2.
-for pml in ob1 ucx; do
-  declare -n pml_args=$pml
+# on and chunks_per_rank 2. The namespaces share one kernel, so UCX's defaults reach the other
+# "host" through shared memory (cma, posix) as well; the last variant allows TCP only
+# (UCX_TLS=tcp,self), so the puts cross the veth as between real hosts.
+for pml in ob1 ucx tcp; do
+  what="pml $pml"
+  [ "$pml" = tcp ] && what="pml ob1, UCX_TLS=tcp,self"
+  ucx_tls=()
+  if [ "$pml" = tcp ]; then
+    declare -n pml_args=ob1
+    ucx_tls=(-x UCX_TLS=tcp,self)
+  else
+    declare -n pml_args=$pml
+  fi
   for knobs in "--aggregate_all_gather off" "--aggregate_all_gather on --chunks_per_rank 2"; do
     for transport in mpi ucx; do
-      out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" "${pml_args[@]}" "$run" --backend cpu \
-        --dp 1 --batch 4 --seq_len 32 --config "$config" --warmup 0 --iterations 1 \
-        --transport $transport $knobs 2>&1) || status=1
+      out=$("$here/rsh_agent.sh" "$net.1" "${mpi[@]}" "${pml_args[@]}" "${ucx_tls[@]}" "$run" \
+        --backend cpu --dp 1 --batch 4 --seq_len 32 --config "$config" --warmup 0 \
+        --iterations 1 --transport $transport $knobs 2>&1) || status=1
       echo "$out" | grep -q "cgemm-run: all checks PASSED" || {
         echo "$out" | tail -n 15
-        echo "FAIL (pml $pml, transport $transport, $knobs): the checks did not pass"
+        echo "FAIL ($what, transport $transport, $knobs): the checks did not pass"
         status=1
       }
       echo "$out" | grep -q "backend cpu, transport $transport" || {
-        echo "FAIL (pml $pml, $knobs): the job did not run transport $transport"
+        echo "FAIL ($what, $knobs): the job did not run transport $transport"
         status=1
       }
       sums[$transport]=$(checksums "$out")
     done
-    echo "tp 4 over both hosts, pml $pml, $knobs: transport mpi ${sums[mpi]}| transport ucx ${sums[ucx]}"
+    echo "tp 4 over both hosts, $what, $knobs: transport mpi ${sums[mpi]}| transport ucx ${sums[ucx]}"
     if [ -z "${sums[mpi]}" ] || [ "${sums[mpi]}" != "${sums[ucx]}" ]; then
-      echo "FAIL (pml $pml, $knobs): the checksums of transport mpi and ucx differ (or are missing)"
+      echo "FAIL ($what, $knobs): the checksums of transport mpi and ucx differ (or are missing)"
       status=1
     fi
   done
