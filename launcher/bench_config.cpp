@@ -140,6 +140,13 @@ std::vector<Row> own_rows() {
       "chunks_per_rank 2/4) on the first case (num_sm_for_communication has no effect, so it "
       "is not swept)",
       [](auto& c) -> auto& { return c.knobs; }, Sweep::kPlain));
+  rows.push_back(bool_row<BenchConfig>(
+      "ring_bandwidth", G::kBenchmark,
+      "before the cases, also time the ring's transport alone (--transport: mpi or ucx on the "
+      "CPU backend): one ring step, each TP rank sending to the next, for messages of 1 KiB to "
+      "16 MiB (x4); median of the slowest rank's step, GB/s per rank; written to "
+      "cgemm_ring.{csv,md} in --out (needs tp >= 2)",
+      [](auto& c) -> auto& { return c.ring_bandwidth; }, Sweep::kPlain));
   rows.push_back(
       Row{"l2_mib",
           G::kBenchmark,
@@ -369,6 +376,9 @@ std::vector<NamedPath> bench_outputs(const std::string& outdir, const std::strin
   std::vector<NamedPath> out;
   for (const char* ext : {"csv", "json", "md"}) {
     out.push_back({"--out's cgemm_bench." + std::string(ext), outdir + "/cgemm_bench." + ext});
+  }
+  for (const char* ext : {"csv", "md"}) {
+    out.push_back({"--out's cgemm_ring." + std::string(ext), outdir + "/cgemm_ring." + ext});
   }
   out.push_back({"--trace", trace});
   if (!trace.empty()) out.push_back({"--trace's SVG", trace + ".svg"});

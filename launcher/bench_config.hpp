@@ -36,6 +36,7 @@ struct BenchConfig : SharedOptions {
   BenchConfig();                   // cgemm-bench's defaults: warmup 5, iterations 20
   std::vector<std::string> cases;  // names of bench_shapes(), in order
   bool knobs = true;               // also sweep the overlap knobs on the first case
+  bool ring_bandwidth = false;     // also time one ring step of the transport alone (sizes)
   double l2_mib = 60;              // inputs rotate over enough copies to exceed twice this
   std::string out = ".";           // folder of cgemm_bench.{csv,json,md}
   std::string peers;               // CSV of bench/peers/torch_async_tp.py; empty: none
@@ -63,7 +64,8 @@ const std::vector<OptionRow<BenchConfig>>& bench_rows();
 /// option and the value, as cgemm-run's do).
 BenchParseResult parse_bench_config(int argc, const char* const* argv);
 
-/// The files cgemm-bench writes: cgemm_bench.{csv,json,md} in outdir, the trace and its SVG.
+/// The files cgemm-bench writes: cgemm_bench.{csv,json,md} in outdir (and cgemm_ring.{csv,md}
+/// with --ring_bandwidth), the trace and its SVG.
 std::vector<NamedPath> bench_outputs(const std::string& outdir, const std::string& trace);
 /// The files --parts writes in outdir: cgemm_parts.md and cgemm_parts_STUDY.csv per study.
 std::vector<NamedPath> parts_outputs(const std::string& outdir,

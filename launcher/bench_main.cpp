@@ -42,6 +42,7 @@
 #include "output_files.hpp"
 #include "parts/parts.hpp"
 #include "quantization_options.hpp"
+#include "ring_bandwidth.hpp"
 #include "run_config.hpp"
 #include "table.hpp"
 #include "trace_writer.hpp"
@@ -517,6 +518,34 @@ int run(int argc, char** argv) {
   if (!context_for(cfg, world / cfg.dp, cfg.overlap, ctx)) return kExitUsage;
   if (any_rank_failed(l2_memory_refusal(cfg.l2_mib, *ctx))) return kExitUsage;
   const std::string machine = ctx->backend().describe();
+  if (cfg.ring_bandwidth) {
+    const int tp = world / cfg.dp;
+    if (any_rank_failed(tp < 2 ? "--ring_bandwidth needs tp >= 2 (a ring), got tp " +
+                                     std::to_string(tp)
+                               : "")) {
+      return kExitUsage;
+    }
+    Table ring({});
+    try {
+      ring = ring_bandwidth(*ctx, cfg.warmup, cfg.iterations);
+    } catch (const std::exception& e) {
+      abort_job(e.what());
+    }
+    if (!all_ranks_ok([&] {
+          if (world_rank() != 0) return;
+          std::ostringstream md;
+          md << "Run " << now_utc() << ", " << world << " ranks (dp " << cfg.dp << " x tp " << tp
+             << "), command: `mpirun -np " << world << " " << command << "`\n\n```\n"
+             << machine << "\n```\n\n"
+             << ring.markdown();
+          write_replacing("--out", cfg.out + "/cgemm_ring.csv", ring.csv());
+          write_replacing("--out", cfg.out + "/cgemm_ring.md", md.str());
+          say("\n" + md.str());
+          say("written: " + cfg.out + "/cgemm_ring.{csv,md}");
+        })) {
+      return kExitUsage;
+    }
+  }
 
   std::vector<Row> rows;
   std::vector<TraceSpan> trace;

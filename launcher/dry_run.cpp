@@ -399,8 +399,8 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
     for (int q = group * cfg.tp; q < (group + 1) * cfg.tp; ++q) {
       one_host = one_host && places[static_cast<size_t>(q)].host == p.host;
     }
-    const std::string transport =
-        predict_transport(backend, cfg.tp, one_host, cfg.overlap.use_ce || cfg.gpu_sharing);
+    const std::string transport = predict_transport(
+        backend, cfg.tp, one_host, cfg.overlap.use_ce || cfg.gpu_sharing, cfg.transport);
     nlohmann::json rank = {
         {"rank", r},        {"host", p.host},   {"local_rank", p.local_rank},
         {"dp", r / cfg.tp}, {"tp", r % cfg.tp}, {"bytes", need[static_cast<size_t>(r)]}};

@@ -53,9 +53,10 @@ bool context_for(const SharedOptions& opts, int tp, const OverlapOptions& overla
   ctx.reset();
   std::string error;
   try {
-    ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{opts.dp, tp, "dp", "tpsp"},
-                                    BackendOptions{opts.backend, opts.gpu_sharing, opts.timeout},
-                                    overlap);
+    ctx = std::make_unique<Context>(
+        MPI_COMM_WORLD, MeshConfig{opts.dp, tp, "dp", "tpsp"},
+        BackendOptions{opts.backend, opts.gpu_sharing, opts.timeout, nullptr, opts.transport},
+        overlap);
   } catch (const BackendRuleError& e) {
     error = e.what();
   } catch (const std::exception& e) {

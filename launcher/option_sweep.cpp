@@ -27,9 +27,10 @@ void find_axes(const ProgramSpec& spec, boost::program_options::parsed_options& 
     const OptionEntry* e = entry(spec, o.string_key);
     if (e == nullptr) continue;
     if (e->sweep == Sweep::kRefused) {
-      throw OptionError(src.describe(o.string_key, o.value[0]) +
-                        ": the mesh and backend options (dp, tp, backend, gpu_sharing) may not "
-                        "be swept: one job runs one mesh on one backend (start a job per mesh)");
+      throw OptionError(
+          src.describe(o.string_key, o.value[0]) +
+          ": the mesh and backend options (dp, tp, backend, gpu_sharing, transport) may not "
+          "be swept: one job runs one mesh on one backend (start a job per mesh)");
     }
     if (e->sweep != Sweep::kYes) continue;
     // Split no further than one past the limit: 40 million values ran out of memory before

@@ -106,6 +106,29 @@ std::vector<Row> make_rows() {
       "two ranks of a communicator on one GPU), every collective over the copy engines, "
       "use_ce must stay on, and times are not a speed measurement",
       [](auto& s) -> auto& { return s.gpu_sharing; }, Sweep::kRefused));
+  rows.push_back(
+      Row{"transport", G::kRun,
+          "auto | mpi | ucx | nccl | ce: how the ring's chunks move between tensor-parallel peers. "
+          "auto: today's choice (cpu: MPI; cuda: copy engines inside a node, NCCL across), as UCX "
+          "has not measured faster. mpi, ucx (UCP puts, needs a cgemm built with UCX): the CPU "
+          "backend; nccl, ce: the CUDA backend. A forced transport that cannot be made or cannot "
+          "reach a peer ends the job with one message",
+          "", true, Sweep::kRefused,
+          [](const SharedOptions& d) {
+            return po::value<std::string>()->value_name("T")->default_value(
+                transport_kind_name(d.transport));
+          },
+          [](const OptionReader& r, SharedOptions& s) {
+            const auto text = r.get<std::string>("transport");
+            try {
+              s.transport = parse_transport_kind(text);
+            } catch (const Error& e) {
+              r.fail("transport", text, e.what());
+            }
+          },
+          [](std::ostream& out, const SharedOptions& s) {
+            out << "transport = " << transport_kind_name(s.transport) << "\n";
+          }});
   rows.push_back(path_row<SharedOptions>(
       "trace", G::kRun, "FILE",
       "record one extra overlapped call of each GEMM on every rank (every GEMM chunk, "

@@ -18,8 +18,9 @@ struct SharedOptions {
   int iterations = 5;
   BackendKind backend = BackendKind::kAuto;
   bool gpu_sharing = false;  // ranks of a host may share its GPUs (CUDA backend, copy engines)
-  double timeout = 300.0;    // seconds any wait may last before the job ends (<= 0: forever)
-  std::string trace;         // trace path (Chrome JSON; FILE.svg beside it); empty: none
+  TransportKind transport = TransportKind::kAuto;  // the ring's transport (BackendOptions)
+  double timeout = 300.0;  // seconds any wait may last before the job ends (<= 0: forever)
+  std::string trace;       // trace path (Chrome JSON; FILE.svg beside it); empty: none
   OverlapOptions overlap;
   std::string config_file;  // the --config given, for the report
 };

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # pack-device.sh: builds cgemm here for the GPU machine (Hopper, sm_90; Boost and the CUDA
 # runtime linked statically) and gathers what runs there into .devbuild/ (git-ignored):
-# bin/ (cgemm-run, cgemm-bench, cgemm-compare, cgemm-train, the GPU tests) and lib/ (OpenBLAS
-# and its Fortran runtime, which that machine lacks; libcgemm.so.0, the C API for
+# bin/ (cgemm-run, cgemm-bench, cgemm-compare, cgemm-train, cgemm-ucx-info, the GPU tests) and
+# lib/ (OpenBLAS and its Fortran runtime, which that machine lacks; libcgemm.so.0, the C API for
 # python/cgemm.py and tests/gpu/test_torch_op.py: CGEMM_LIBRARY=.devbuild/lib/libcgemm.so.0).
-# NCCL, cuBLASLt and MPI come from that machine.
+# NCCL, cuBLASLt, MPI and UCX (libucp.so.0: only UCP's stable API is used) come from that machine.
 # Then: the device tool's run with carry [".devbuild"] and `bash scripts/device-check.sh`
 # (the PyTorch op, its example and the borrowed communicator's membership: device-torch.sh).
 set -euo pipefail
@@ -21,12 +21,12 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_AR
   -DCGEMM_STATIC_BOOST=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static "${launcher[@]}" >/dev/null
 # Only what is packed: the whole tree (every unit test) takes several times longer.
 cmake --build "$build" -j"$(nproc)" --target cgemm-run cgemm-bench cgemm-compare cgemm-train \
-  cgemm_capi "${gpu_tests[@]}"
+  cgemm-ucx-info cgemm_capi "${gpu_tests[@]}"
 out=$root/.devbuild
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build"/bin/cgemm-run "$build"/bin/cgemm-bench "$build"/bin/cgemm-compare "$build"/bin/cgemm-train \
-  "$out/bin/"
+  "$build"/bin/cgemm-ucx-info "$out/bin/"
 # The GPU tests only: the device tool carries at most 64 MiB.
 for t in "${gpu_tests[@]}"; do cp "$build/tests/$t" "$out/bin/"; done
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do

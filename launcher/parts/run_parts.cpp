@@ -72,7 +72,8 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
   std::vector<std::pair<std::string, std::string>> csvs;  // study, CSV text
   try {
     Context ctx(MPI_COMM_WORLD, MeshConfig{1, 1, "dp", "tpsp"},
-                BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout}, cfg.overlap);
+                BackendOptions{cfg.backend, cfg.gpu_sharing, cfg.timeout, nullptr, cfg.transport},
+                cfg.overlap);
     if (any_rank_failed(l2_memory_refusal(cfg.l2_mib, ctx))) return kExitUsage;
     Backend& be = ctx.backend();
     // The full MoE cases are tens of TFLOP a round: hours on a CPU.

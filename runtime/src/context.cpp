@@ -325,9 +325,37 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
     }
     return;
   }
-  backend_ = choice.kind == BackendKind::kCuda
-                 ? make_cuda_backend(*comms_, overlap_, choice.placement)
-                 : make_cpu_backend(*comms_, overlap_);
+  if (choice.kind != BackendKind::kCuda) {
+    backend_ = make_cpu_backend(*comms_, overlap_, backend.transport);
+    return;
+  }
+  // The CUDA backend's transports: auto as before; nccl turns the copy engines off; ce must
+  // reach every peer of every TP group. The option is the job's, so the first two are refused
+  // alike everywhere, and the last is agreed over the world.
+  if (backend.transport == TransportKind::kMpi || backend.transport == TransportKind::kUcx) {
+    throw BackendRuleError(
+        "transport = " + transport_kind_name(backend.transport) +
+        " runs on the CPU backend only (the CUDA backend has nccl and ce; UCX for device "
+        "buffers is not built yet: see collective/ucx_transport.hpp)");
+  }
+  OverlapOptions cuda_overlap = overlap_;
+  if (backend.transport == TransportKind::kNccl) cuda_overlap.use_ce = false;
+  if (backend.transport == TransportKind::kCe && !cuda_overlap.use_ce) {
+    throw BackendRuleError("transport = ce: use_ce = off turns the copy engines off");
+  }
+  backend_ = make_cuda_backend(*comms_, cuda_overlap, choice.placement);
+  if (backend.transport == TransportKind::kCe) {
+    int missing = comms_->tp() > 1 && backend_->transport().find("copy-engine") != 0 ? 1 : 0;
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, comms_->world()),
+              "MPI_Allreduce(copy engines reach every peer)");
+    if (missing != 0) {
+      backend_.reset();
+      throw BackendRuleError(
+          "transport = ce: the copy engines do not reach every tensor-parallel peer (a TP group "
+          "spans hosts, or CUDA IPC is not allowed between its ranks); transport = auto uses "
+          "NCCL for those peers");
+    }
+  }
 }
 
 Context::~Context() = default;

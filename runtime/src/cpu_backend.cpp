@@ -1,5 +1,6 @@
 // The CPU backend: the reference implementation of the Backend interface. Host memory,
-// OpenBLAS GEMMs, MPI point-to-point for the ring and MPI collectives for the reference.
+// OpenBLAS GEMMs, MPI point-to-point (or UCX puts, transport = ucx) for the ring and MPI
+// collectives for the reference.
 // Work runs synchronously in issue order, so stream arguments only matter to the schedule.
 
 #include <algorithm>
@@ -14,11 +15,15 @@
 #include <vector>
 
 #include "cgemm/collective/mpi_transport.hpp"
+#ifdef CGEMM_HAVE_UCX
+#include "cgemm/collective/ucx_transport.hpp"
+#endif
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/gemm/cpu_gemm.hpp"
 #include "cgemm/gemm/quantize.hpp"
 #include "cgemm/runtime/backends.hpp"
+#include "cgemm/runtime/context.hpp"
 
 namespace cgemm {
 
@@ -26,19 +31,31 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const MeshComms& comms, const OverlapOptions& opts)
+  CpuBackend(const MeshComms& comms, const OverlapOptions& opts, TransportKind kind)
       : comms_(comms), opts_(opts), transport_(comms.tp_comm()) {
     // One BLAS thread per rank: CPU jobs run one rank per core.
     set_blas_threads(1);
-    Transport* const offered[] = {&transport_};
+    kind_ = kind;
+    ring_ = &transport_;
+    // Decided alike on every rank of the world (the option is the job's; UCX's answer is
+    // agreed below), so every rank throws or none does.
+    if (kind == TransportKind::kNccl || kind == TransportKind::kCe) {
+      throw BackendRuleError("transport = " + transport_kind_name(kind) +
+                             " needs the CUDA backend; the CPU backend has mpi and ucx");
+    }
+    if (kind == TransportKind::kUcx) make_ucx();
+    Transport* const offered[] = {ring_};
     peer_transport_ = choose_transports(offered, comms.tp_rank(), comms.tp(), "cpu backend");
   }
   ~CpuBackend() override {
+#ifdef CGEMM_HAVE_UCX
+    ucx_.reset();  // unmaps the symmetric buffers before they are freed
+#endif
     for (auto& [p, bytes] : allocations_) std::free(p);
   }
 
   std::string name() const override { return "cpu"; }
-  std::string transport() const override { return transport_.name(); }
+  std::string transport() const override { return ring_->name(); }
   std::string describe() const override {
     int version = 0, subversion = 0;
     MPI_Get_version(&version, &subversion);
@@ -50,7 +67,16 @@ class CpuBackend final : public Backend {
     std::ostringstream s;
     s << "backend: cpu (OpenBLAS dgemm on fp64 copies, one BLAS thread per rank)\n"
       << "mpi: " << libs << " (MPI " << version << "." << subversion << ")\n"
-      << "transport: MPI non-blocking send/recv on the TP communicator\n"
+      << "transport: "
+      << (ring_ == &transport_
+              ? "MPI non-blocking send/recv on the TP communicator (transport = " +
+                    transport_kind_name(kind_) +
+                    (kind_ == TransportKind::kAuto
+                         ? ": UCX puts are there with transport = ucx but have not measured faster"
+                         : "") +
+                    ")"
+              : ring_->describe() + " (transport = ucx)")
+      << "\n"
       << "ignored on cpu: compute_stream_priority, communication_stream_priority, "
          "num_sm_for_communication, use_ce";
     return s.str();
@@ -76,9 +102,27 @@ class CpuBackend final : public Backend {
     if (allocations_.erase(p) != 0) std::free(p);
   }
   SymmetricBuffer allocate_symmetric(size_t bytes) override {
-    return SymmetricBuffer{allocate(bytes), bytes, next_id_++};
+    SymmetricBuffer b{nullptr, bytes, next_id_++};
+    std::string error;
+    try {
+      b.local = allocate(bytes);
+    } catch (const Error& e) {
+      if (ring_ == &transport_) throw;
+      error = e.what();
+    }
+    // A one-sided transport registers the buffer on every TP rank; a rank whose allocation
+    // failed attaches a null buffer, so every rank throws and none waits.
+    try {
+      ring_->attach(b);
+    } catch (const Error&) {
+      if (!error.empty()) throw Error(error);
+      release(b.local);
+      throw;
+    }
+    return b;
   }
   void release_symmetric(SymmetricBuffer& b) noexcept override {
+    ring_->detach(b);
     release(b.local);
     b = SymmetricBuffer{};
   }
@@ -131,7 +175,7 @@ class CpuBackend final : public Backend {
   void gemm(const GemmTask& task, int stream) override {
     traced("gemm", task.label ? task.label : "gemm", stream, trace_gemm_bytes(task),
            trace_gemm_flops(task), [&] { cpu_gemm(task); });
-    transport_.progress();  // let in-flight ring transfers move between chunks
+    ring_->progress();  // let in-flight ring transfers move between chunks
   }
   void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
                DType dtype, int stream) override {
@@ -399,10 +443,76 @@ class CpuBackend final : public Backend {
     int64_t bytes = 0;  // sent by this rank
   };
 
+  // transport = ucx: the UCX transport for every peer, or BackendRuleError on every rank of the
+  // world with the lowest failing rank's reason (a failed UCX setup names every TP rank's).
+  void make_ucx() {
+    kind_ = TransportKind::kUcx;
+    std::string why;
+#ifdef CGEMM_HAVE_UCX
+    if (comms_.tp() > 1) {
+      const watchdog::WaitScope wait(
+          where("the TP group's UCX setup (contexts, workers, addresses)"));
+      ucx_ = UcxTransport::create(
+          comms_.tp_comm(),
+          "cpu backend, tp rank " + std::to_string(comms_.tp_rank()) + ", ucx transport",
+          [this](int tp) { return comms_.describe_rank(comms_.world_rank_of_tp(tp)); }, why);
+      if (!ucx_) {
+        why = "no UCX context on every rank of the TP group " + comms_.describe_tp_group() + ": " +
+              why;
+      } else {
+        const std::string detail = why;  // create()'s word on the first peer it cannot reach
+        why.clear();
+        for (int p = 0; p < comms_.tp() && why.empty(); ++p) {
+          if (p != comms_.tp_rank() && !ucx_->can_connect(p)) {
+            why = comms_.describe_rank(comms_.world_rank()) + " cannot reach " +
+                  comms_.describe_rank(comms_.world_rank_of_tp(p)) + " over UCX" +
+                  (detail.empty() ? std::string() : " (" + detail + ")");
+          }
+        }
+        if (!why.empty()) ucx_.reset();
+      }
+    }
+#else
+    why =
+        "this cgemm was built without UCX (configure found no ucx.pc: install libucx-dev, "
+        "then configure and build again)";
+#endif
+    // Every rank of the world learns whether any rank failed, and the lowest failing rank's
+    // reason, so all throw the same message.
+    const std::string message = agree_world(why);
+    if (!message.empty()) {
+      throw BackendRuleError("transport = ucx: " + message +
+                             " (transport = auto or mpi moves the ring over MPI)");
+    }
+#ifdef CGEMM_HAVE_UCX
+    if (ucx_) ring_ = ucx_.get();
+#endif
+  }
+  // The reason of the lowest world rank with a non-empty `mine`, on every rank; empty if none.
+  std::string agree_world(const std::string& mine) const {
+    const int me = mine.empty() ? comms_.world_size() : comms_.world_rank();
+    int first = me;
+    check_mpi(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comms_.world()),
+              "MPI_Allreduce(transport checks)");
+    if (first == comms_.world_size()) return "";
+    int len = first == comms_.world_rank() ? static_cast<int>(mine.size()) : 0;
+    check_mpi(MPI_Bcast(&len, 1, MPI_INT, first, comms_.world()), "MPI_Bcast(transport check)");
+    std::string text(static_cast<size_t>(len), '\0');
+    if (first == comms_.world_rank()) text = mine;
+    check_mpi(MPI_Bcast(text.data(), len, MPI_CHAR, first, comms_.world()),
+              "MPI_Bcast(transport check)");
+    return text;
+  }
+
   const MeshComms& comms_;
   OverlapOptions opts_;
+  TransportKind kind_ = TransportKind::kAuto;
   MpiTransport transport_;
-  std::vector<Transport*> peer_transport_;  // by TP rank: the one transport, MPI
+#ifdef CGEMM_HAVE_UCX
+  std::unique_ptr<UcxTransport> ucx_;
+#endif
+  Transport* ring_ = nullptr;               // the ring's transport: transport_ or the UCX one
+  std::vector<Transport*> peer_transport_;  // by TP rank: ring_
   std::map<void*, size_t> allocations_;
   std::map<ExchangeToken, PendingExchange> groups_;
   bool tracing_ = false;
@@ -414,8 +524,9 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(const MeshComms& comms, const OverlapOptions& opts) {
-  return std::make_unique<CpuBackend>(comms, opts);
+std::unique_ptr<Backend> make_cpu_backend(const MeshComms& comms, const OverlapOptions& opts,
+                                          TransportKind transport) {
+  return std::make_unique<CpuBackend>(comms, opts, transport);
 }
 
 }  // namespace cgemm

@@ -29,10 +29,11 @@ size_t slot(Workspace w) { return static_cast<size_t>(w); }
 
 // Test-only fault switch (env::kTestFault), for the watchdog's tests:
 // CGEMM_TEST_FAULT=KIND:RANK[:N] makes world rank RANK, at its N-th exchange (default 1), either
-// stop itself (KIND stop: SIGSTOP, a stalled peer) or skip the exchange (KIND skip_exchange: a peer
-// that never posts its half; its own waits pass, its peers' never do). Unset: no fault.
+// stop itself (KIND stop: SIGSTOP, a stalled peer), skip the exchange (KIND skip_exchange: a peer
+// that never posts its half; its own waits pass, its peers' never do) or die (KIND die: SIGKILL,
+// a peer that crashes mid-exchange). Unset: no fault.
 struct Fault {
-  enum Kind { kNone, kStop, kSkip } kind = kNone;
+  enum Kind { kNone, kStop, kSkip, kDie } kind = kNone;
   int rank = -1;
   long at = 1;
 };
@@ -48,6 +49,8 @@ Fault read_fault() {
     f.kind = Fault::kStop;
   } else if (kind == "skip_exchange") {
     f.kind = Fault::kSkip;
+  } else if (kind == "die") {
+    f.kind = Fault::kDie;
   }
   try {
     if (f.kind == Fault::kNone || c1 == std::string::npos) throw std::invalid_argument(s);
@@ -55,7 +58,8 @@ Fault read_fault() {
     f.rank = std::stoi(s.substr(c1 + 1, c2 - c1 - 1));
     if (c2 != std::string::npos) f.at = std::stol(s.substr(c2 + 1));
   } catch (const std::exception&) {
-    throw Error("CGEMM_TEST_FAULT='" + s + "': expected stop:RANK[:N] or skip_exchange:RANK[:N]");
+    throw Error("CGEMM_TEST_FAULT='" + s +
+                "': expected stop:RANK[:N], skip_exchange:RANK[:N] or die:RANK[:N]");
   }
   return f;
 }
@@ -196,6 +200,7 @@ void Engine::run(const Program& p, const Operands& x) {
         if (f.kind != Fault::kNone && f.rank == world_rank_ && ++exchanges_run == f.at) {
           if (f.kind == Fault::kStop) raise(SIGSTOP);
           if (f.kind == Fault::kSkip) group.clear();
+          if (f.kind == Fault::kDie) raise(SIGKILL);
         }
         tokens_[static_cast<size_t>(o.token)] = be_.start_exchange(group, o.after_stream);
       },

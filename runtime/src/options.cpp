@@ -1,4 +1,4 @@
-// Names of the backend kinds, as cgemm-run's --backend option spells them.
+// Names of the backend and transport kinds, as cgemm-run's --backend and --transport spell them.
 #include "cgemm/runtime/options.hpp"
 
 #include <array>
@@ -15,6 +15,14 @@ constexpr std::array<std::pair<BackendKind, std::string_view>, 3> kBackends{{
     {BackendKind::kAuto, "auto"},
     {BackendKind::kCpu, "cpu"},
     {BackendKind::kCuda, "cuda"},
+}};
+
+constexpr std::array<std::pair<TransportKind, std::string_view>, 5> kTransports{{
+    {TransportKind::kAuto, "auto"},
+    {TransportKind::kMpi, "mpi"},
+    {TransportKind::kUcx, "ucx"},
+    {TransportKind::kNccl, "nccl"},
+    {TransportKind::kCe, "ce"},
 }};
 
 constexpr std::array<std::pair<OverlapPolicy, std::string_view>, 3> kPolicies{{
@@ -51,6 +59,20 @@ BackendKind parse_backend(const std::string& name) {
     if (n == name) return kind;
   }
   throw Error("unknown backend '" + name + "' (known: auto, cpu, cuda)");
+}
+
+std::string transport_kind_name(TransportKind k) {
+  for (const auto& [kind, name] : kTransports) {
+    if (kind == k) return std::string(name);
+  }
+  return "unknown";
+}
+
+TransportKind parse_transport_kind(const std::string& name) {
+  for (const auto& [kind, n] : kTransports) {
+    if (n == name) return kind;
+  }
+  throw Error("unknown transport '" + name + "' (known: auto, mpi, ucx, nccl, ce)");
 }
 
 }  // namespace cgemm

@@ -614,8 +614,28 @@ PlanDescription plan_gemm(const GemmDesc& desc, const PlanningMesh& mesh,
   return plan_gemm_programs(desc, mesh, options).description;
 }
 
-std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_host, bool use_ce) {
-  if (backend == BackendKind::kCpu) return "mpi";
+std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_host, bool use_ce,
+                              TransportKind transport) {
+  const bool cpu = backend == BackendKind::kCpu;
+  switch (transport) {
+    case TransportKind::kAuto:
+      break;
+    case TransportKind::kMpi:
+    case TransportKind::kUcx:
+      if (!cpu)
+        return "refused: transport = " + transport_kind_name(transport) + " needs the CPU backend";
+      return tp <= 1 ? "mpi" : transport_kind_name(transport);
+    case TransportKind::kNccl:
+      if (cpu) return "refused: transport = nccl needs the CUDA backend";
+      return tp <= 1 ? "none (tp = 1)" : "nccl";
+    case TransportKind::kCe:
+      if (cpu) return "refused: transport = ce needs the CUDA backend";
+      if (tp <= 1) return "none (tp = 1)";
+      if (!use_ce) return "refused: transport = ce with use_ce = off";
+      return tp_group_on_one_host ? "copy-engine (CUDA IPC)"
+                                  : "refused: transport = ce, and the TP group spans hosts";
+  }
+  if (cpu) return "mpi";
   if (tp <= 1) return "none (tp = 1)";
   return tp_group_on_one_host && use_ce ? "copy-engine (CUDA IPC)" : "nccl";
 }

@@ -24,6 +24,12 @@ cgemm_add_dry_run_test(dp2tp2 4 4 1 --dp 2 --tp 2 --backend cpu
   --config ${CMAKE_SOURCE_DIR}/configs/demo.ini)
 # One process describing 8 ranks, 4 per host: 2 hosts.
 cgemm_add_dry_run_test(described_dp2tp4 1 8 2 --dp 2 --tp 4 --ranks_per_node 4)
+# transport = ucx: every TP peer's transport in the rank lines (and the JSON report) is ucx.
+add_test(NAME mpi_dry_run_transport_ucx
+  COMMAND sh -c "\"$@\" | tee /dev/stderr | grep -q '^rank 3: .*to TP peers: rank 0 ucx, rank 1 ucx, rank 2 ucx;'" dry
+          ${CMAKE_CURRENT_LIST_DIR}/expect_dry_run.sh 4 2 $<TARGET_FILE:cgemm-run> --dry_run
+          --tp 4 --ranks_per_node 2 --backend cpu --transport ucx)
+set_tests_properties(mpi_dry_run_transport_ucx PROPERTIES LABELS mpi TIMEOUT 60)
 # The CUDA backend planned on a machine without a GPU: no CUDA call, still exit 0.
 cgemm_add_dry_run_test(cuda_without_gpu 2 2 1 --backend cuda --tp 2 --collective reduce_scatter)
 

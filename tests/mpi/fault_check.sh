@@ -23,7 +23,10 @@ echo "--- exit status $rc after $took s (fault $fault, timeout $timeout_s s)"
 awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' ||
   { echo "FAIL: the job took $took s, more than the timeout + 10 s ($limit s)"; exit 1; }
 [ "$rc" -eq 4 ] || { echo "FAIL: exit status $rc, expected 4 (the watchdog's)"; exit 1; }
-grep -E -q "error: rank [0-9]+ \(host [^)]+\): timed out after [0-9.]+ s waiting for exchange '[a-z_]+ (step [0-9]+: |sequential )[^']*' \(to world rank [0-9]+ \(host [^)]+\), from world rank [0-9]+ \(host [^)]+\)\)" "$errfile" ||
+# What the line names after "waiting for": the exchange and its peers as the CPU backend's MPI
+# transport says it, or (CGEMM_FAULT_WAIT, a regex) as another transport does.
+wait_re=${CGEMM_FAULT_WAIT:-"exchange '[a-z_]+ (step [0-9]+: |sequential )[^']*' \(to world rank [0-9]+ \(host [^)]+\), from world rank [0-9]+ \(host [^)]+\)\)"}
+grep -E -q "error: rank [0-9]+ \(host [^)]+\): timed out after [0-9.]+ s waiting for $wait_re" "$errfile" ||
   { echo "FAIL: no watchdog line naming the exchange, its step and its peers by world rank and host"; exit 1; }
 # One line per stall: the ranks that time out on it agree on one reporter.
 lines=$(grep -c "timed out after" "$errfile")

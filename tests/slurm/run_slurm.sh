@@ -4,7 +4,8 @@
 # (--ntasks-per-node=2), dp 2 x tp 2 with each TP group inside a node:
 #   1. sbatch, with `srun --mpi=pmix` inside (job_srun.sbatch);
 #   2. sbatch, with `mpirun` inside (job_mpirun.sbatch);
-#   3. srun straight from here (an interactive allocation; MpiDefault=pmix);
+#   3. srun straight from here (an interactive allocation; MpiDefault=pmix), once under Open
+#      MPI's pml ob1 and once under pml ucx, whose output checksums must be identical;
 #   4. scripts/slurm/sweep.sbatch as a 3-task job array (CPU backend, tiny sizes), then its
 #      merge step as a job that depends on the array.
 # Each job must end with exit code 0, print PASSED, put ranks 0,1 on n1 and 2,3 on n2 with the
@@ -287,26 +288,46 @@ for launcher in srun mpirun; do
   grep -E 'hosts of the ranks|groups on one host|check (PASSED|FAILED)|rror' "$out" | sed 's/^/  | /'
 done
 
-# 3: srun from here, an allocation of its own.
-t=$EPOCHREALTIME
-out=$work/jobs/direct.out report=$work/jobs/direct.json
-timeout 60 srun --job-name=cgemm-direct --nodes=2 --ntasks-per-node=2 \
-  "$run" "${shape[@]}" "${block[@]}" --report "$report" >"$out" 2>&1
-rc=$?
-if [ "$rc" = 0 ]; then
-  check_run "srun" "$out" "$report"
-  if [ "$uts" = 0 ]; then
-    srun --nodes=2 --ntasks-per-node=2 sh -c 'echo $SLURM_PROCID $SLURMD_NODENAME' \
-      >"$work/jobs/direct.placement"
-    check_placement srun "$work/jobs/direct.placement"
+# 3: srun from here, an allocation of its own, under Open MPI's pml ob1 and pml ucx (UCX over
+# TCP and shared memory: Open MPI 4.1 takes UCX only on InfiniBand unless told any transport
+# and device will do), with identical output checksums. pml_base_verbose 10 makes each rank
+# say which pml it selected ("select: component NAME selected").
+pml_selected() { # OUTPUT-FILE: "NAME on N ranks" (several names: mixed)
+  sed -n 's/.*select: component \([a-z0-9]*\) selected.*/\1/p' "$1" | sort | uniq -c |
+    awk '{ printf "%s%s on %s ranks", (NR > 1 ? ", " : ""), $2, $1 }'
+}
+declare -A sums
+for pml in ob1 ucx; do
+  t=$EPOCHREALTIME
+  out=$work/jobs/direct-$pml.out report=$work/jobs/direct-$pml.json
+  env OMPI_MCA_pml=$pml OMPI_MCA_pml_base_verbose=10 OMPI_MCA_opal_common_ucx_tls=any \
+    OMPI_MCA_opal_common_ucx_devices=any timeout 60 srun --job-name=cgemm-direct-$pml \
+    --nodes=2 --ntasks-per-node=2 "$run" "${shape[@]}" "${block[@]}" --report "$report" \
+    >"$out" 2>&1
+  rc=$?
+  selected=$(pml_selected "$out")
+  if [ "$rc" = 0 ]; then
+    check_run "srun (pml $pml)" "$out" "$report"
+    [ "$selected" = "$pml on 4 ranks" ] ||
+      fail "srun (pml $pml): Open MPI selected pml '$selected', not $pml on 4 ranks"
+    if [ "$uts" = 0 ] && [ "$pml" = ob1 ]; then
+      srun --nodes=2 --ntasks-per-node=2 sh -c 'echo $SLURM_PROCID $SLURMD_NODENAME' \
+        >"$work/jobs/direct.placement"
+      check_placement srun "$work/jobs/direct.placement"
+    fi
+  else
+    fail "srun (pml $pml) exited with $rc"
+    tail -n 20 "$out"
   fi
-else
-  fail "srun exited with $rc"
-  tail -n 20 "$out"
-fi
-timings+=("srun (interactive): $(since "$t")")
-note "${timings[-1]}"
-grep -E 'hosts of the ranks|groups on one host|check (PASSED|FAILED)|rror' "$out" | sed 's/^/  | /'
+  sums[$pml]=$(grep -o 'output checksum [0-9a-f]*' "$out" | awk '{ printf "%s ", $3 }')
+  timings+=("srun (interactive, pml $pml): $(since "$t")")
+  note "${timings[-1]}: Open MPI selected pml $selected"
+  grep -E 'hosts of the ranks|groups on one host|checksum|check (PASSED|FAILED)|rror' "$out" |
+    sed 's/^/  | /'
+done
+note "checksums: pml ob1 ${sums[ob1]}| pml ucx ${sums[ucx]}"
+[ -n "${sums[ob1]}" ] && [ "${sums[ob1]}" = "${sums[ucx]}" ] ||
+  fail "srun: the output checksums of pml ob1 and pml ucx differ (or are missing)"
 
 # 4: the sweep as a job array (CPU backend, tiny sizes, 2 tasks on one node each), then the
 # merge step, as a user runs them on a cluster (scripts/slurm/sweep.sbatch says how).

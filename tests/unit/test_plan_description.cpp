@@ -189,6 +189,24 @@ TEST(PlanDescription, PredictsTransports) {
   EXPECT_EQ(predict_transport(BackendKind::kCuda, 1, true, true), "none (tp = 1)");
 }
 
+// A forced transport (--transport) is planned as a real run takes it, or refused as it refuses.
+TEST(PlanDescription, PredictsForcedTransports) {
+  using T = TransportKind;
+  EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, false, true, T::kUcx), "ucx");
+  EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, false, true, T::kMpi), "mpi");
+  EXPECT_EQ(predict_transport(BackendKind::kCpu, 1, true, true, T::kUcx), "mpi");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kNccl), "nccl");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kCe), "copy-engine (CUDA IPC)");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, false, true, T::kCe),
+            "refused: transport = ce, and the TP group spans hosts");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kUcx),
+            "refused: transport = ucx needs the CPU backend");
+  EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, true, true, T::kNccl),
+            "refused: transport = nccl needs the CUDA backend");
+  EXPECT_EQ(transport_kind_name(parse_transport_kind("ucx")), "ucx");
+  EXPECT_THROW(parse_transport_kind("verbs"), Error);
+}
+
 TEST(MemoryCheck, HostMemory) {
   ASSERT_GT(host_available_bytes(), 0);
   EXPECT_TRUE(check_memory(BackendKind::kCpu, 1, 1).ok);

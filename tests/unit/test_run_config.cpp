@@ -645,7 +645,7 @@ TEST_F(RunConfigTest, SweepErrorsNameTheExperiment) {
   expect_contains(parse_error({"--config", ini}), {"experiment 3/3", "int7", ini + ", line 1"});
   expect_contains(parse_error({"--seq_len", "16,,32"}), {"--seq_len", "empty value"});
   expect_contains(parse_error({"--seq_len", "16,"}), {"empty value"});
-  for (const char* opt : {"--dp", "--tp", "--backend", "--gpu_sharing"}) {
+  for (const char* opt : {"--dp", "--tp", "--backend", "--gpu_sharing", "--transport"}) {
     expect_contains(parse_error({opt, "1,2"}), {std::string(opt) + " 1,2", "may not be swept"});
   }
   expect_contains(parse_error({"--seq_len", "16,32", "--report", "r.json"}),
@@ -1066,6 +1066,7 @@ TEST_F(BenchConfigTest, BadSharedOptionGivesCgemmRunsMessage) {
            {"--backend", "gpu"},
            {"--timeout", "-1"},
            {"--gpu_sharing", "maybe"},
+           {"--transport", "verbs"},
            {"--trace", ""},
            {"--overlap", "sometimes"},
            {"--num_max_streams", "0"},
@@ -1190,7 +1191,7 @@ TEST_F(BenchConfigTest, HelpListsEveryOptionWithDefaultAndUnit) {
     // The shared options read as cgemm-run's (warmup and iterations: other defaults).
     const std::string run = parse({"--help"}).help_text;
     for (const char* name :
-         {"config", "dp", "timeout", "backend", "gpu_sharing", "trace", "overlap",
+         {"config", "dp", "timeout", "backend", "gpu_sharing", "transport", "trace", "overlap",
           "num_max_streams", "compute_stream_priority", "communication_stream_priority",
           "num_sm_for_communication", "use_ce", "aggregate_all_gather"}) {
       EXPECT_FALSE(help_entry(h, name).empty()) << name;
@@ -1239,6 +1240,7 @@ const std::map<std::string, std::string>& non_default_values() {
       {"timeout", "0.25"},
       {"backend", "cpu"},
       {"gpu_sharing", "on"},
+      {"transport", "ucx"},
       {"trace", "t.json"},
       {"check", "off"},
       {"check_rounds", "3"},
@@ -1273,6 +1275,7 @@ const std::map<std::string, std::string>& non_default_values() {
       {"sweep_csv", "s.csv"},
       {"sweep_jsonl", "s.jsonl"},
       {"knobs", "off"},
+      {"ring_bandwidth", "on"},
       {"peers", "peers.csv"},
       {"parts_max_copy_mib", "64"},
       {"parts_grouped_divide", "64"},
@@ -1362,10 +1365,10 @@ TEST_F(RunConfigTest, SweepListIsTheRowsMarkedSweepable) {
   for (const auto& row : run_rows()) {
     if (row.sweep == Sweep::kRefused) refused.push_back(row.name);
   }
-  EXPECT_EQ(refused,
-            (std::vector<std::string_view>{
-                "dp", "tp", "experiment", "moe_tokens", "moe_experts", "moe_hidden", "moe_ffn",
-                "moe_router", "moe_empty_groups", "backend", "gpu_sharing", "moe_check_rows"}));
+  EXPECT_EQ(refused, (std::vector<std::string_view>{"dp", "tp", "experiment", "moe_tokens",
+                                                    "moe_experts", "moe_hidden", "moe_ffn",
+                                                    "moe_router", "moe_empty_groups", "backend",
+                                                    "gpu_sharing", "transport", "moe_check_rows"}));
   // cgemm-bench has no sweeps (--cases and --knobs are its sweep): a list is a bad value.
   expect_contains(bench_error({"--warmup", "1,2"}), {"warmup", "1,2"});
 }

@@ -41,8 +41,8 @@ inline constexpr EnvKnob kFp8HighPrecisionAccumulation{
     "leaves it on"};
 inline constexpr EnvKnob kTestFault{
     "CGEMM_TEST_FAULT", "unset",
-    "tests only: stop:RANK[:N] or skip_exchange:RANK[:N] makes a rank stall or skip its N-th "
-    "exchange (the watchdog's tests)"};
+    "tests only: stop:RANK[:N], skip_exchange:RANK[:N] or die:RANK[:N] makes a rank stall, skip "
+    "its N-th exchange or die there (SIGKILL) (the watchdog's and the dead-peer tests)"};
 inline constexpr EnvKnob kTestStall{
     "CGEMM_TEST_STALL", "unset",
     "tests only: init makes every rank stall before MPI_Init, finalize:RANK makes a rank stall "

@@ -13,8 +13,12 @@
 
 namespace cgemm {
 
-/// Host memory, a BLAS library for GEMMs and MPI point-to-point for the ring.
-std::unique_ptr<Backend> make_cpu_backend(const MeshComms& comms, const OverlapOptions& opts);
+/// Host memory, a BLAS library for GEMMs and, for the ring, MPI point-to-point (`transport`
+/// auto or mpi) or UCX puts (ucx). Throws BackendRuleError on every rank of the world alike when
+/// the transport is one the CPU backend has not (nccl, ce), when this cgemm has no UCX, or when
+/// some rank cannot make its UCX context or reach a TP peer over it (naming the rank and why).
+std::unique_ptr<Backend> make_cpu_backend(const MeshComms& comms, const OverlapOptions& opts,
+                                          TransportKind transport = TransportKind::kAuto);
 
 /// True when cgemm was built with CUDA (-DCGEMM_WITH_CUDA=ON), GPU or not.
 bool cuda_backend_built();

@@ -9,6 +9,18 @@ enum class BackendKind { kAuto, kCpu, kCuda };
 std::string backend_name(BackendKind k);  // "auto", "cpu", "cuda"
 BackendKind parse_backend(const std::string& name);
 
+/// Which transport moves the ring's chunks between the ranks of a TP group.
+/// kAuto: today's choice, which UCX has not beaten on any machine measured so far
+/// (docs/PERFORMANCE.md): MPI on the CPU backend; on the CUDA backend the copy engines inside a
+/// node (use_ce) and NCCL for the rest. kMpi, kUcx: CPU backend only (kUcx: UCP puts, see
+/// collective/ucx_transport.hpp; needs a cgemm built with UCX). kNccl, kCe: CUDA backend only
+/// (kNccl: no copy engines; kCe: the copy engines for every peer). A forced transport that some
+/// rank cannot create, or that cannot reach a peer, or that the backend has not, is refused on
+/// every rank with one message (BackendRuleError).
+enum class TransportKind { kAuto, kMpi, kUcx, kNccl, kCe };
+std::string transport_kind_name(TransportKind k);  // "auto", "mpi", "ucx", "nccl", "ce"
+TransportKind parse_transport_kind(const std::string& name);
+
 /// Which backend a Context builds, and whether ranks may share a GPU (Context's backend rule).
 struct BackendOptions {
   BackendKind kind = BackendKind::kAuto;
@@ -38,6 +50,8 @@ struct BackendOptions {
   /// the backend is not cuda (kCpu, kAuto that chose the CPU backend, a build without CUDA)
   /// and with gpu_sharing. Null (the default): the backend makes its own.
   void* nccl_comm = nullptr;
+  /// The ring's transport (TransportKind): auto keeps the backend's own choice.
+  TransportKind transport = TransportKind::kAuto;
 };
 
 /// Whether a collective GEMM overlaps its collective with chunked GEMMs.

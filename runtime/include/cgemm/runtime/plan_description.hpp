@@ -176,6 +176,9 @@ GemmDesc tensor_sequence_parallel_gemm(const PlanningMesh& mesh, std::string nam
 /// on CUDA "none (tp = 1)" for tp 1, "copy-engine (CUDA IPC)" when the whole TP group is on
 /// one host and use_ce (always, with gpu_sharing), else "nccl". The names are
 /// Backend::transport()'s.
-std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_host, bool use_ce);
+/// With `transport` forced (TransportKind), the one it names where the backend has it ("ucx",
+/// "mpi", "nccl", "copy-engine (CUDA IPC)"), else "refused: <why>", as a real run refuses it.
+std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_host, bool use_ce,
+                              TransportKind transport = TransportKind::kAuto);
 
 }  // namespace cgemm
