@@ -1,14 +1,17 @@
 // The cuBLASLt tiles runner's row tiling (runtime/src/grouped/ragged_rows_runner.hpp:
-// tile_rows): every row of every group is covered, no tile leaves its group, each group uses
-// one power-of-two tile size (at most the cap, at least half its rows), overlap happens only at
-// a group's last tile, classes come out by descending rows, and the tile count stays within
-// max_row_tiles. Checked on fixed edge cases and on random sizes (fresh seed each run).
+// tile_rows, choose_tiling). With overlap allowed: every row of every group is covered, no
+// tile leaves its group, each group uses one power-of-two tile size (at most the cap, at least
+// half its rows), overlap happens only at a group's last tile. Without overlap: every row in
+// exactly one tile, tiles inside their group, power-of-two sizes at most the cap. Both: classes
+// by descending rows, the tile count within max_row_tiles, rows_computed right. Checked on
+// fixed edge cases and on random sizes (fresh seed each run).
 
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -17,7 +20,38 @@
 namespace cgemm::grouped {
 namespace {
 
+// Without overlap: each row once, tiles inside their groups.
+void check_exact_tiling(const std::vector<int32_t>& sizes, int64_t cap) {
+  SCOPED_TRACE("no overlap, cap " + std::to_string(cap) + ", " + std::to_string(sizes.size()) +
+               " groups");
+  const std::vector<TileClass> classes = tile_rows(sizes, cap, TileOverlap::kNone);
+  std::vector<int64_t> first(sizes.size() + 1, 0);
+  for (size_t g = 0; g < sizes.size(); ++g) first[g + 1] = first[g] + sizes[g];
+  std::vector<int> covered(static_cast<size_t>(first.back()), 0);
+  int64_t total = 0, previous_rows = INT64_MAX;
+  for (const TileClass& c : classes) {
+    ASSERT_FALSE(c.tiles.empty());
+    ASSERT_LT(c.rows, previous_rows);
+    previous_rows = c.rows;
+    ASSERT_TRUE(std::has_single_bit(static_cast<uint64_t>(c.rows)));
+    ASSERT_LE(c.rows, cap);
+    for (const RowTile& t : c.tiles) {
+      const auto g = static_cast<size_t>(t.group);
+      ASSERT_LT(g, sizes.size());
+      ASSERT_GE(t.first, first[g]);
+      ASSERT_LE(t.first + c.rows, first[g + 1]) << "group " << g << " tile leaves its group";
+      for (int64_t r = t.first; r < t.first + c.rows; ++r) ++covered[static_cast<size_t>(r)];
+      ++total;
+    }
+  }
+  for (size_t r = 0; r < covered.size(); ++r) ASSERT_EQ(covered[r], 1) << "row " << r;
+  EXPECT_EQ(rows_computed(classes), first.back());
+  EXPECT_LE(total, max_row_tiles(first.back(), static_cast<int64_t>(sizes.size()), cap,
+                                 TileOverlap::kNone));
+}
+
 void check_tiling(const std::vector<int32_t>& sizes, int64_t cap) {
+  check_exact_tiling(sizes, cap);
   SCOPED_TRACE("cap " + std::to_string(cap) + ", " + std::to_string(sizes.size()) + " groups");
   const std::vector<TileClass> classes = tile_rows(sizes, cap);
   std::vector<int64_t> first(sizes.size() + 1, 0);  // each group's first row
@@ -61,7 +95,9 @@ void check_tiling(const std::vector<int32_t>& sizes, int64_t cap) {
     }
     EXPECT_EQ(seen_twice, twice) << "group " << g;
   }
-  EXPECT_LE(total, max_row_tiles(first.back(), static_cast<int64_t>(sizes.size()), cap));
+  EXPECT_LE(total, max_row_tiles(first.back(), static_cast<int64_t>(sizes.size()), cap,
+                                 TileOverlap::kAllowed));
+  EXPECT_EQ(rows_computed(classes), std::accumulate(covered.begin(), covered.end(), int64_t{0}));
 }
 
 TEST(RowTiles, EdgeCases) {
@@ -86,6 +122,25 @@ TEST(RowTiles, UniformGroupsAreOneClassWithoutOverlap) {
   const std::vector<TileClass> big = tile_rows(std::vector<int32_t>(8, 4096), 256);
   ASSERT_EQ(big.size(), 1u);
   EXPECT_EQ(big[0].tiles.size(), 8u * 16u);
+}
+
+// choose_tiling: 256-row tiles unless 128-row ones compute at least 5% fewer rows (overlap
+// allowed); without overlap always 256.
+TEST(RowTiles, ChooseTiling) {
+  const std::vector<int32_t> uniform(64, 256);
+  EXPECT_EQ(choose_tiling(uniform, TileOverlap::kAllowed).front().rows, 256);
+  // 64 groups of 130 rows: 256-row caps give 128-row tiles anyway (the group is under 256).
+  // 64 groups of 300: cap 256 computes 512 rows a group, cap 128 computes 384.
+  const std::vector<int32_t> over(64, 300);
+  const auto small = choose_tiling(over, TileOverlap::kAllowed);
+  ASSERT_EQ(small.size(), 1u);
+  EXPECT_EQ(small.front().rows, 128);
+  EXPECT_EQ(rows_computed(small), 64 * 384);
+  const auto exact = choose_tiling(over, TileOverlap::kNone);
+  EXPECT_EQ(exact.front().rows, 256);
+  EXPECT_EQ(rows_computed(exact), 64 * 300);
+  // 64 groups of 1000: 4 tiles of 256 (1024 rows) against 8 of 128 (1024): the same rows, 256.
+  EXPECT_EQ(choose_tiling(std::vector<int32_t>(64, 1000), TileOverlap::kAllowed).front().rows, 256);
 }
 
 TEST(RowTiles, RandomSizes) {

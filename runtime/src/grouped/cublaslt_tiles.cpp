@@ -3,33 +3,36 @@
 // tile size, on the backend's stream 0.
 //
 // Why tiles: a batched matmul needs one shape for all its entries, and the groups' row counts
-// differ. tile_rows() cuts every group into tiles of one power-of-two row count (capped at
-// kTileRowsCap), the last tile overlapping the one before instead of leaving the group, so a
-// call is one batched matmul per distinct tile size (one for equal groups; a few for skewed
-// ones), each group's weights read by one matmul only, and no tile ever writes outside its
-// group. A loop of GEMMs (one per group) leaves most of the GPU idle on small groups; one
-// cublasGemmGroupedBatchedEx ran at about 300 TFLOP/s on the H200 whatever the sizes
-// (docs/PERFORMANCE.md).
+// differ. choose_tiling() cuts every group into power-of-two row tiles that never leave the
+// group, so a call is one batched matmul per distinct tile size: one for equal groups, a few
+// for skewed ones. A loop of GEMMs (one per group) leaves most of the GPU idle on small groups
+// (64 groups of 256 rows: 0.48 ms against 0.145 for the tiles on the H200), and one
+// cublasGemmGroupedBatchedEx ran at about 300 TFLOP/s whatever the sizes (docs/PERFORMANCE.md).
 //
 // Row-major to column-major as cublas_grouped.cpp: cuBLASLt's A is rhs[g] (m = N), its B the
 // tile's lhs rows (n = t), k = K, C = D the tile's out rows (ldc = N). The A/B/D pointer
 // arrays are device memory: per call they go in one asynchronous copy from a pinned staging
-// slot (staging_ring.hpp), together with each tile's group index for the bias.
+// slot (staging_ring.hpp), each class's arrays on 16 bytes.
 //
-// The bias: cuBLASLt's bias epilogue (added in fp32 to the accumulator and rounded once, as the
-// loop's cuBLASLt GEMMs do) reads one bias vector per batch entry at a fixed stride
-// (CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE), so a small kernel first gathers a table of one bias
-// row per tile. Overlapping rows are written by two tiles of one matmul with the same inputs,
-// algorithm and epilogue, neither reading D: C is not read (beta = 0) and the heuristic may
-// not pick an in-place split-K, which keeps partial sums in D (see build()).
+// Without a bias, the last tile of a group may overlap the one before (TileOverlap::kAllowed):
+// fewer, larger tiles. Shared rows are computed twice by one matmul from the same inputs with
+// beta = 0 (C never read) and no in-place split-K (see build()); on the H200 every row agreed
+// bit for bit with the loop's (docs/data/2026-12-03-grouped-tiles/probe.log).
+// With a bias: cuBLASLt has no bias epilogue in pointer-array mode (the heuristic answers
+// CUBLAS_STATUS_NOT_SUPPORTED on the H200), so, as the cuBLAS grouped path, a kernel first writes
+// each row's group bias into out and the matmuls add into it (beta = 1, C = D): the bias is
+// added in fp32 and rounded once, as the loop's epilogue. Rows read back must be in one tile
+// only, so those calls tile without overlap (TileOverlap::kNone).
 //
 // Algorithms: cublasLtMatmulAlgoGetHeuristic's first answer per (tile rows, batch count), kept
 // in a cache (cleared when it grows past kCacheEntries), since the batch count is a layout
-// attribute the heuristic reads.
+// attribute the heuristic reads. Every class's algorithm is found before anything is issued;
+// where cuBLASLt has none, the call issues nothing and runs the loop (loop_fallbacks()).
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -49,6 +52,8 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // as the backend's cuBLASLt GEMMs
 constexpr size_t kCacheEntries = 256;
+// Tile sizes are powers of two up to kTileRowsCap (256): at most 9 classes per call.
+constexpr size_t kMaxClasses = 9;
 
 cudaDataType_t lt_type(DType t) {
   switch (t) {
@@ -64,25 +69,23 @@ cudaDataType_t lt_type(DType t) {
 class CublasLtTiles final : public RaggedRowsRunner {
  public:
   CublasLtTiles(Backend& be, const RaggedRowsGeometry& g, bool with_bias, const std::string& name)
-      : g_(g), with_bias_(with_bias), where_("grouped GEMM '" + name + "' (path cublaslt_tiles)") {
+      : g_(g), where_("grouped GEMM '" + name + "' (path cublaslt_tiles)") {
     const std::string why = cublaslt_tiles_refusal(g);
     if (!why.empty()) throw Error(where_ + ": not run: " + why);
     stream_ = static_cast<cudaStream_t>(be.native_stream());
-    max_tiles_ = max_row_tiles(g.m_total, g.groups, kTileRowsCap);
-    // Slot layout: 3 pointers per tile (A, B, D; packed class by class), then an int32 group
-    // index per tile.
-    const auto tiles = static_cast<size_t>(max_tiles_);
-    ring_ = std::make_unique<StagingRing>(tiles * (3 * sizeof(void*) + sizeof(int32_t)), stream_,
-                                          where_);
+    // Room for either cap's tiles; each class's three arrays start on 16 bytes (one pointer of
+    // padding each, at most kMaxClasses classes).
+    const TileOverlap overlap = with_bias ? TileOverlap::kNone : TileOverlap::kAllowed;
+    const auto tiles = static_cast<size_t>(
+        std::max(max_row_tiles(g.m_total, g.groups, kTileRowsCap, overlap),
+                 max_row_tiles(g.m_total, g.groups, kSmallTileRowsCap, overlap)));
+    ends_at_ = (3 * (tiles + kMaxClasses)) * sizeof(void*);
+    ring_ = std::make_unique<StagingRing>(
+        ends_at_ + static_cast<size_t>(g.groups) * sizeof(int64_t), stream_, where_);
     try {
       check_lt(cublasLtCreate(&handle_), "cublasLtCreate");
       check_cuda(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)",
                  where_);
-      if (with_bias_) {
-        const size_t bytes = tiles * static_cast<size_t>(g.n) * dtype_size(g.dtype);
-        check_cuda(cudaMalloc(&bias_table_, bytes),
-                   "cudaMalloc(" + std::to_string(bytes) + " bytes of per-tile bias)", where_);
-      }
     } catch (...) {
       release();
       throw;
@@ -96,61 +99,68 @@ class CublasLtTiles final : public RaggedRowsRunner {
   bool run(std::span<const int32_t> sizes, const void* lhs, const void* rhs, const void* bias,
            void* out) override {
     if (g_.m_total == 0 || g_.n == 0) return true;  // nothing to write
-    const std::vector<TileClass> classes = tile_rows(sizes, kTileRowsCap);
-    if (!aligned(classes, lhs, rhs, out)) return false;
+    const bool with_bias = bias != nullptr;
+    const std::vector<TileClass> classes =
+        choose_tiling(sizes, with_bias ? TileOverlap::kNone : TileOverlap::kAllowed);
+    if (classes.size() > kMaxClasses || !aligned(classes, lhs, rhs, out)) return false;
+    // Every class's algorithm before anything is issued: a class without one sends the whole
+    // call to the loop.
+    std::vector<const Entry*> entries;
+    for (const TileClass& c : classes) {
+      const Entry* e = entry(c.rows, static_cast<int>(c.tiles.size()));
+      if (e == nullptr) return false;
+      entries.push_back(e);
+    }
     const StagingRing::Slot slot = ring_->acquire();
-    size_t total = 0;
-    for (const TileClass& c : classes) total += c.tiles.size();
     auto* ptrs = reinterpret_cast<const void**>(slot.host);
-    auto* groups = reinterpret_cast<int32_t*>(ptrs + 3 * total);
     const size_t in = dtype_size(g_.dtype);
     const auto* a = static_cast<const char*>(lhs);
     const auto* b = static_cast<const char*>(rhs);
     auto* o = static_cast<char*>(out);
-    size_t at = 0;  // the class's first tile
+    std::vector<size_t> starts;  // each class's first pointer
+    size_t at = 0;
     for (const TileClass& c : classes) {
       const size_t count = c.tiles.size();
+      const size_t stride = (count + 1) / 2 * 2;  // 16 bytes per two pointers
+      starts.push_back(at);
       for (size_t i = 0; i < count; ++i) {
         const RowTile& t = c.tiles[i];
-        ptrs[3 * at + i] = b + static_cast<size_t>(t.group * g_.k * g_.n) * in;
-        ptrs[3 * at + count + i] =
+        ptrs[at + i] = b + static_cast<size_t>(t.group * g_.k * g_.n) * in;
+        ptrs[at + stride + i] =
             a + static_cast<size_t>(g_.lhs_trans ? t.first : t.first * g_.k) * in;
-        ptrs[3 * at + 2 * count + i] = o + static_cast<size_t>(t.first * g_.n) * in;
-        groups[at + i] = static_cast<int32_t>(t.group);
+        ptrs[at + 2 * stride + i] = o + static_cast<size_t>(t.first * g_.n) * in;
       }
-      at += count;
+      at += 3 * stride;
     }
-    const size_t ptr_bytes = 3 * total * sizeof(void*);
-    ring_->commit(slot, bias != nullptr ? ptr_bytes + total * sizeof(int32_t) : ptr_bytes);
-    if (bias != nullptr) {
-      check_cuda(launch_gather_tile_bias(bias_table_, bias,
-                                         reinterpret_cast<const int32_t*>(slot.device + ptr_bytes),
-                                         static_cast<int64_t>(total), g_.n, in, stream_),
-                 "the tile bias kernel (" + std::to_string(total) + " tiles, N " +
+    size_t bytes = at * sizeof(void*);
+    if (with_bias) {
+      auto* row_ends = reinterpret_cast<int64_t*>(slot.host + ends_at_);
+      int64_t end = 0;
+      for (size_t gi = 0; gi < sizes.size(); ++gi) row_ends[gi] = end += sizes[gi];
+      bytes = ends_at_ + sizes.size() * sizeof(int64_t);
+    }
+    ring_->commit(slot, bytes);
+    if (with_bias) {
+      check_cuda(launch_fill_group_bias(out, bias,
+                                        reinterpret_cast<const int64_t*>(slot.device + ends_at_),
+                                        g_.groups, g_.m_total, g_.n, g_.dtype, stream_),
+                 "the group bias kernel (M " + std::to_string(g_.m_total) + ", N " +
                      std::to_string(g_.n) + ")",
                  where_);
     }
     const float alpha = 1.0f;
-    const float beta = 0.0f;
-    at = 0;
-    for (const TileClass& c : classes) {
-      const size_t count = c.tiles.size();
-      Entry& e = entry(c.rows, static_cast<int>(count), bias != nullptr);
-      if (bias != nullptr) {
-        const void* rows =
-            static_cast<const char*>(bias_table_) + at * static_cast<size_t>(g_.n) * in;
-        check_lt(cublasLtMatmulDescSetAttribute(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &rows,
-                                                sizeof(rows)),
-                 "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-      }
-      const auto* dev = reinterpret_cast<const void* const*>(slot.device) + 3 * at;
-      check_lt(cublasLtMatmul(handle_, e.desc, &alpha, dev, e.a, dev + count, e.b, &beta,
-                              dev + 2 * count, e.d,
-                              const_cast<void*>(static_cast<const void*>(dev + 2 * count)), e.d,
-                              &e.algo, workspace_, kWorkspaceBytes, stream_),
-               "cublasLtMatmul(" + std::to_string(count) + " tiles of " + std::to_string(c.rows) +
-                   " rows, N " + std::to_string(g_.n) + ", K " + std::to_string(g_.k) + ")");
-      at += count;
+    const float beta = with_bias ? 1.0f : 0.0f;
+    for (size_t ci = 0; ci < classes.size(); ++ci) {
+      const size_t count = classes[ci].tiles.size();
+      const size_t stride = (count + 1) / 2 * 2;
+      const Entry& e = *entries[ci];
+      const auto* dev = reinterpret_cast<const void* const*>(slot.device) + starts[ci];
+      void* d = const_cast<void*>(static_cast<const void*>(dev + 2 * stride));
+      check_lt(cublasLtMatmul(handle_, e.desc, &alpha, dev, e.a, dev + stride, e.b, &beta, d, e.d,
+                              d, e.d, &e.algo, workspace_, kWorkspaceBytes, stream_),
+               "cublasLtMatmul(" + std::to_string(count) + " tiles of " +
+                   std::to_string(classes[ci].rows) + " rows, N " + std::to_string(g_.n) + ", K " +
+                   std::to_string(g_.k) + ")");
     }
     return true;
   }
@@ -163,22 +173,26 @@ class CublasLtTiles final : public RaggedRowsRunner {
     cublasLtMatmulAlgo_t algo{};
   };
 
-  Entry& entry(int64_t rows, int count, bool bias) {
+  // The cached entry for `count` tiles of `rows` rows; nullptr where cuBLASLt has no algorithm
+  // for it (remembered, so the heuristic is asked once).
+  const Entry* entry(int64_t rows, int count) {
     const auto key = std::make_pair(rows, count);
     auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    if (it != cache_.end()) return it->second.desc != nullptr ? &it->second : nullptr;
     if (cache_.size() >= kCacheEntries) clear_cache();
     Entry e;
     try {
-      build(e, rows, count, bias);
+      if (!build(e, rows, count)) destroy(e);  // a remembered miss: desc null
     } catch (...) {
       destroy(e);
       throw;
     }
-    return cache_.emplace(key, e).first->second;
+    it = cache_.emplace(key, e).first;
+    return it->second.desc != nullptr ? &it->second : nullptr;
   }
 
-  void build(Entry& e, int64_t rows, int count, bool bias) {
+  // False where the heuristic finds no algorithm.
+  bool build(Entry& e, int64_t rows, int count) {
     const cudaDataType_t t = lt_type(g_.dtype);
     check_lt(cublasLtMatmulDescCreate(&e.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
              "cublasLtMatmulDescCreate");
@@ -186,20 +200,6 @@ class CublasLtTiles final : public RaggedRowsRunner {
     const cublasOperation_t op_b = g_.lhs_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     set(e.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
     set(e.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
-    if (bias) {
-      set(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-      set(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(t));
-      // The heuristic reads the bias pointer's alignment from its value (cublasLt.h,
-      // BIAS_POINTER), and a call moves it per class to the class's first table row, `at`
-      // rows of N * size bytes in: aligned only to the lowest set bit of a row's bytes (at
-      // least 16: aligned() requires it). Give the heuristic a pointer with exactly that
-      // alignment, never the table base's 256 bytes, so its algorithm suits every class.
-      const auto row_bytes = static_cast<uint64_t>(g_.n) * dtype_size(g_.dtype);
-      const uint64_t weakest = row_bytes & (~row_bytes + 1);
-      const void* probe = static_cast<const char*>(bias_table_) + (weakest < 256 ? weakest : 0);
-      set(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, probe);
-      set(e.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, g_.n);
-    }
     // Column-major views (see the top of this file).
     const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
     const int64_t n = g_.n, k = g_.k;
@@ -223,8 +223,9 @@ class CublasLtTiles final : public RaggedRowsRunner {
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
     // No in-place split-K: it accumulates partial sums in D itself (cublasLt.h,
     // CUBLASLT_REDUCTION_SCHEME_INPLACE), and overlapping tiles are two batch entries with the
-    // same D rows, each of which would add into the other's partials. Reductions in the
-    // workspace (per entry, then written once) and no split stay allowed.
+    // same D rows, each of which would add into the other's partials (and with a bias, D holds
+    // the bias to add). Reductions in the workspace (per entry, then written once) and no split
+    // stay allowed.
     const uint32_t schemes =
         CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
     if (rc == CUBLAS_STATUS_SUCCESS) {
@@ -248,14 +249,14 @@ class CublasLtTiles final : public RaggedRowsRunner {
                                           &found);
     }
     static_cast<void>(cublasLtMatmulPreferenceDestroy(pref));
-    check_lt(rc, "cublasLtMatmulAlgoGetHeuristic");
-    if (found == 0) {
-      throw Error(where_ + ": cuBLASLt has no pointer-array algorithm for " +
-                  std::to_string(count) + " tiles of " + std::to_string(rows) + " rows (N " +
-                  std::to_string(n) + ", K " + std::to_string(k) + ", " +
-                  std::string(dtype_name(g_.dtype)) + (bias ? ", bias" : "") + ")");
+    // The heuristic answers NOT_SUPPORTED when it finds nothing: that call runs the loop.
+    if (rc == CUBLAS_STATUS_NOT_SUPPORTED || (rc == CUBLAS_STATUS_SUCCESS && found == 0)) {
+      return false;
     }
+    check_lt(rc, "cublasLtMatmulAlgoGetHeuristic");
+    check_lt(result.state, "cublasLtMatmulAlgoGetHeuristic (its first result)");
     e.algo = result.algo;
+    return true;
   }
 
   void layout(cublasLtMatrixLayout_t& l, cudaDataType_t t, uint64_t r, uint64_t c, int64_t ld,
@@ -322,24 +323,21 @@ class CublasLtTiles final : public RaggedRowsRunner {
     clear_cache();
     if (handle_ != nullptr) static_cast<void>(cublasLtDestroy(handle_));
     handle_ = nullptr;
-    if (workspace_ != nullptr || bias_table_ != nullptr) {
+    if (workspace_ != nullptr) {
       static_cast<void>(cudaStreamSynchronize(stream_));
+      static_cast<void>(cudaFree(workspace_));
     }
-    if (workspace_ != nullptr) static_cast<void>(cudaFree(workspace_));
-    if (bias_table_ != nullptr) static_cast<void>(cudaFree(bias_table_));
-    workspace_ = bias_table_ = nullptr;
+    workspace_ = nullptr;
   }
 
   RaggedRowsGeometry g_;
-  bool with_bias_;
   std::string where_;
   cudaStream_t stream_ = nullptr;
-  int64_t max_tiles_ = 0;
+  size_t ends_at_ = 0;  // where a slot's G int64 row ends start (behind the pointers)
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  void* bias_table_ = nullptr;  // [max_tiles_, N] of the output dtype, with a bias only
   std::unique_ptr<StagingRing> ring_;
-  std::map<std::pair<int64_t, int>, Entry> cache_;
+  std::map<std::pair<int64_t, int>, Entry> cache_;  // desc null: no algorithm
 };
 
 }  // namespace

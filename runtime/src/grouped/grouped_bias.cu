@@ -8,7 +8,8 @@ namespace {
 // One block per row (grid-stride over rows): the block finds its row's group once (a binary
 // search in the G row ends, the same loads for every thread), then copies that group's bias
 // row. The bias bits are copied as they are: out and bias have one dtype.
-__global__ void fill_group_bias_kernel(uint16_t* out, const uint16_t* bias, const int64_t* row_ends,
+template <typename T>
+__global__ void fill_group_bias_kernel(T* out, const T* bias, const int64_t* row_ends,
                                        int64_t groups, int64_t m_total, int64_t n) {
   for (int64_t r = blockIdx.x; r < m_total; r += gridDim.x) {
     int64_t lo = 0, hi = groups - 1;  // the first g with row_ends[g] > r; the last one has
@@ -20,57 +21,36 @@ __global__ void fill_group_bias_kernel(uint16_t* out, const uint16_t* bias, cons
         lo = mid + 1;
       }
     }
-    const uint16_t* b = bias + lo * n;
-    uint16_t* o = out + r * n;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = b[j];
-  }
-}
-
-// One block per tile row of the table (grid-stride), its threads over the n elements.
-template <typename T>
-__global__ void gather_tile_bias_kernel(T* table, const T* bias, const int32_t* tile_groups,
-                                        int64_t tiles, int64_t n) {
-  for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) {
-    const T* b = bias + static_cast<int64_t>(tile_groups[i]) * n;
-    T* o = table + i * n;
+    const T* b = bias + lo * n;
+    T* o = out + r * n;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = b[j];
   }
 }
 
 }  // namespace
 
-cudaError_t launch_gather_tile_bias(void* table, const void* bias, const int32_t* tile_groups,
-                                    int64_t tiles, int64_t n, size_t element_bytes,
-                                    cudaStream_t stream) {
-  if (tiles <= 0 || n <= 0) return cudaSuccess;
-  if (element_bytes != 2 && element_bytes != 4) return cudaErrorInvalidValue;
-  static_cast<void>(cudaGetLastError());  // so the check below names this launch
-  constexpr int kThreads = 256;
-  const unsigned blocks = static_cast<unsigned>(tiles < 65536 ? tiles : 65536);
-  if (element_bytes == 2) {
-    gather_tile_bias_kernel<<<blocks, kThreads, 0, stream>>>(
-        static_cast<uint16_t*>(table), static_cast<const uint16_t*>(bias), tile_groups, tiles, n);
-  } else {
-    gather_tile_bias_kernel<<<blocks, kThreads, 0, stream>>>(
-        static_cast<uint32_t*>(table), static_cast<const uint32_t*>(bias), tile_groups, tiles, n);
-  }
-  return cudaGetLastError();
-}
-
 cudaError_t launch_fill_group_bias(void* out, const void* bias, const int64_t* row_ends,
                                    int64_t groups, int64_t m_total, int64_t n, DType dtype,
                                    cudaStream_t stream) {
   if (m_total <= 0 || n <= 0) return cudaSuccess;
-  if (groups <= 0 || (dtype != DType::kBFloat16 && dtype != DType::kFloat16)) {
+  const size_t bytes = dtype_size(dtype);
+  if (groups <= 0 ||
+      (dtype != DType::kBFloat16 && dtype != DType::kFloat16 && dtype != DType::kFloat32)) {
     return cudaErrorInvalidValue;
   }
   // So that cudaGetLastError below names this launch, not an earlier handled failure.
   static_cast<void>(cudaGetLastError());
   constexpr int kThreads = 256;
   const unsigned blocks = static_cast<unsigned>(m_total < 65536 ? m_total : 65536);
-  fill_group_bias_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(out),
-                                                          static_cast<const uint16_t*>(bias),
-                                                          row_ends, groups, m_total, n);
+  if (bytes == 2) {
+    fill_group_bias_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(out),
+                                                            static_cast<const uint16_t*>(bias),
+                                                            row_ends, groups, m_total, n);
+  } else {
+    fill_group_bias_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint32_t*>(out),
+                                                            static_cast<const uint32_t*>(bias),
+                                                            row_ends, groups, m_total, n);
+  }
   return cudaGetLastError();
 }
 

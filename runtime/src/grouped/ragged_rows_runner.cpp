@@ -40,33 +40,57 @@ std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g) {
   return "";
 }
 
-std::vector<TileClass> tile_rows(std::span<const int32_t> sizes, int64_t cap) {
+std::vector<TileClass> tile_rows(std::span<const int32_t> sizes, int64_t cap, TileOverlap overlap) {
   std::vector<TileClass> classes;  // by descending rows
-  const auto class_of = [&](int64_t rows) -> TileClass& {
+  const auto add = [&](int64_t rows, RowTile tile) {
     auto it = std::find_if(classes.begin(), classes.end(),
                            [&](const TileClass& c) { return c.rows <= rows; });
     if (it == classes.end() || it->rows != rows) it = classes.insert(it, TileClass{rows, {}});
-    return *it;
+    it->tiles.push_back(tile);
   };
   int64_t off = 0;
   for (size_t gi = 0; gi < sizes.size(); ++gi) {
     const int64_t m = sizes[gi];
+    const auto g = static_cast<int64_t>(gi);
     if (m > 0) {
       const int64_t t =
           std::min(cap, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(m))));
-      TileClass& c = class_of(t);
-      const auto g = static_cast<int64_t>(gi);
-      for (int64_t r = 0; r + t < m; r += t) c.tiles.push_back({g, off + r});
-      c.tiles.push_back({g, off + m - t});
+      int64_t r = 0;
+      for (; r + t <= m; r += t) add(t, {g, off + r});
+      if (r < m && overlap == TileOverlap::kAllowed) {
+        add(t, {g, off + m - t});
+      } else {
+        for (int64_t piece = t / 2; r < m; piece /= 2) {  // the rest's set bits, largest first
+          if (r + piece <= m) {
+            add(piece, {g, off + r});
+            r += piece;
+          }
+        }
+      }
     }
     off += m;
   }
   return classes;
 }
 
-int64_t max_row_tiles(int64_t m_total, int64_t groups, int64_t cap) {
-  // A group of m >= cap rows: ceil(m / cap) <= m / cap + 1 tiles; of m < cap: at most 2.
-  return m_total / cap + 2 * groups;
+int64_t max_row_tiles(int64_t m_total, int64_t groups, int64_t cap, TileOverlap overlap) {
+  if (overlap == TileOverlap::kAllowed) return m_total / cap + 2 * groups;
+  const auto log2_cap = static_cast<int64_t>(std::bit_width(static_cast<uint64_t>(cap)) - 1);
+  return m_total / cap + groups * (1 + log2_cap);
+}
+
+int64_t rows_computed(const std::vector<TileClass>& classes) {
+  int64_t rows = 0;
+  for (const TileClass& c : classes) rows += c.rows * static_cast<int64_t>(c.tiles.size());
+  return rows;
+}
+
+std::vector<TileClass> choose_tiling(std::span<const int32_t> sizes, TileOverlap overlap) {
+  std::vector<TileClass> large = tile_rows(sizes, kTileRowsCap, overlap);
+  if (overlap == TileOverlap::kNone) return large;
+  std::vector<TileClass> small = tile_rows(sizes, kSmallTileRowsCap, overlap);
+  // 5%: the H200's measurement at the top of ragged_rows_runner.hpp.
+  return rows_computed(small) * 105 <= rows_computed(large) * 100 ? small : large;
 }
 
 }  // namespace cgemm::grouped

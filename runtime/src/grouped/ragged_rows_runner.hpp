@@ -38,11 +38,16 @@ class RaggedRowsRunner {
                    const void* bias, void* out) = 0;
 };
 
-/// The tiles runner's largest tile (rows): see cublaslt_tiles.cpp. Not measured yet (the tiles
-/// have not run on a GPU; docs/PERFORMANCE.md has no tiles row).
+/// The tiles runner's tile caps (rows): 256, or 128 where that computes at least 5% fewer
+/// rows (chosen per call by choose_tiling). Measured on the H200 (2026-12-03, cuBLASLt
+/// pointer-array bf16 matmuls, docs/PERFORMANCE.md): 64 groups of 256 rows (K 2048, N 1408)
+/// ran in 0.145 ms with 256-row tiles and 0.162 with 128; 64 skewed groups 0.219 with 256 (1.29x
+/// the rows computed, by overlap) and 0.204 with 128 (1.19x); caps of 512 to 2048 gained at most
+/// 1.5% on equal groups and lost on skewed ones; 64-row tiles ran at 60% of 256-row ones.
 inline constexpr int64_t kTileRowsCap = 256;
+inline constexpr int64_t kSmallTileRowsCap = 128;
 
-/// One tile of a ragged-rows call: `rows` rows of group `group`, from absolute row `first`.
+/// One tile of a ragged-rows call: rows of group `group` from absolute row `first`.
 struct RowTile {
   int64_t group = 0;
   int64_t first = 0;
@@ -54,16 +59,35 @@ struct TileClass {
   std::vector<RowTile> tiles;
 };
 
-/// Covers every row of every non-empty group with tiles of one size per group:
-/// t_g = min(cap, the largest power of two <= size_g), tiles at rows 0, t_g, 2 t_g, ... of the
-/// group while they fit, and the last one at size_g - t_g, so a tile never leaves its group;
-/// the last tile may overlap the one before (those rows are computed twice, by the same call
-/// with the same inputs: the same bits, written twice). Classes come out by descending rows,
-/// tiles in group order. `cap` is a power of two >= 1. At most M / cap + 2 G tiles.
-std::vector<TileClass> tile_rows(std::span<const int32_t> sizes, int64_t cap);
+/// Whether two tiles of a group may share rows (see tile_rows).
+enum class TileOverlap {
+  kAllowed,  // fewest tiles: rows computed twice by one matmul (no bias: nothing read back)
+  kNone,     // every row in exactly one tile (a bias added into the output, beta = 1)
+};
 
-/// The bound above on tile_rows's tile count for M rows in G groups.
-int64_t max_row_tiles(int64_t m_total, int64_t groups, int64_t cap);
+/// Covers every row of every non-empty group with power-of-two tiles that never leave their
+/// group. t_g = min(cap, the largest power of two <= size_g); tiles at rows 0, t_g, 2 t_g, ...
+/// of the group while they fit. The rest (fewer than t_g rows): with kAllowed, one more tile
+/// at size_g - t_g, overlapping the one before (its shared rows computed twice by the same
+/// matmul from the same inputs); with kNone, one tile per set bit of the rest, largest first.
+/// Classes come out by descending rows, tiles in group order. `cap` is a power of two >= 1.
+/// At most max_row_tiles(M, G, cap, overlap) tiles.
+std::vector<TileClass> tile_rows(std::span<const int32_t> sizes, int64_t cap,
+                                 TileOverlap overlap = TileOverlap::kAllowed);
+
+/// The bound on tile_rows's tile count for M rows in G groups: M / cap + 2 G with kAllowed
+/// (a group of m >= cap rows makes ceil(m / cap) tiles, a smaller one at most 2); with kNone
+/// M / cap + G (1 + log2 cap) (whole tiles, plus one per set bit of the rest).
+int64_t max_row_tiles(int64_t m_total, int64_t groups, int64_t cap, TileOverlap overlap);
+
+/// Rows the tiles compute: the sum of rows times tiles over the classes (M when no tile
+/// overlaps another).
+int64_t rows_computed(const std::vector<TileClass>& classes);
+
+/// The tiling a call runs: tile_rows with kTileRowsCap, or with kSmallTileRowsCap where that
+/// computes at least 5% fewer rows (only with kAllowed: without overlap both compute M rows and
+/// the larger tiles run faster).
+std::vector<TileClass> choose_tiling(std::span<const int32_t> sizes, TileOverlap overlap);
 
 /// "" when the cuBLAS grouped runner runs `g`, else why not (a clause for an error message).
 std::string cublas_grouped_refusal(const RaggedRowsGeometry& g);
@@ -72,7 +96,8 @@ std::string cublas_grouped_refusal(const RaggedRowsGeometry& g);
 std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g);
 
 /// The cuBLASLt tiles runner (cublaslt_tiles.cpp) on `be`'s stream 0, with its handle,
-/// workspace and staging made now on the current device; `with_bias` sizes its bias table.
+/// workspace and staging made now on the current device; `with_bias`: its calls get a bias
+/// (tiles without overlap, the bias written into the output first).
 /// Throws cgemm::Error where cgemm was built without CUDA or `g` is refused.
 std::unique_ptr<RaggedRowsRunner> make_cublaslt_tiles(Backend& be, const RaggedRowsGeometry& g,
                                                       bool with_bias, const std::string& name);

@@ -69,26 +69,23 @@
 //    kernels fault on it (cudaErrorMisalignedAddress on the H200, which loses the context).
 //  - kCublasLtTiles (CUDA backend, kRaggedRows, bfloat16, float16 or float32 in and out, K > 0,
 //    M, N, K within int32; runtime/src/grouped/cublaslt_tiles.cpp): every group is cut into
-//    row tiles of one power-of-two size (at most 256 rows, at least half the group's rows; the
-//    last tile overlaps the one before rather than leave the group), and each tile size is one
-//    cuBLASLt matmul in pointer-array batch mode on stream 0: one matmul for equal groups, a
-//    few for skewed ones, each group's weights read by one matmul. Per call the pointer arrays
-//    (and each tile's group, for the bias) go to the device in one asynchronous copy from
-//    pinned staging, as kCublasGrouped's. The bias is cuBLASLt's epilogue (added in fp32,
-//    rounded once, as the loop) from a per-tile table a small kernel gathers first. Rows shared
-//    by two tiles are computed twice by one matmul from the same inputs, neither entry reading
-//    D (beta = 0, no in-place split-K); that both writes carry the same bits is not proven (a
-//    kernel that splits K per output tile may sum the two differently), so those rows may
-//    differ in the last bit between runs. The path records no trace spans. A call whose tiles do
-//    not all start on 16 bytes (lhs [K, M] with tiles at odd rows, leading dims not a multiple of
-//    16 bytes) runs the loop, counted by loop_fallbacks(); a plan asking for it where it does not
-//    run is refused as above.
+//    power-of-two row tiles that never leave it (at most 256 or 128 rows, chosen per call), and
+//    each tile size is one cuBLASLt matmul in pointer-array batch mode on stream 0: one matmul
+//    for equal groups, a few for skewed ones. Per call the pointer arrays go to the device in
+//    one asynchronous copy from pinned staging, as kCublasGrouped's. Without a bias a group's
+//    last tile may overlap the one before (its shared rows computed twice by one matmul from
+//    the same inputs, beta = 0, no in-place split-K; on the H200 every row agreed bit for bit
+//    with the loop's). With a bias (cuBLASLt has no bias epilogue in pointer-array mode) a
+//    kernel first writes each row's group bias into out and the matmuls add into it (beta = 1,
+//    added in fp32 and rounded once, as the loop), the tiles then without overlap. The path
+//    records no trace spans. A call whose tiles do not all start on 16 bytes (lhs [K, M] with
+//    tiles at odd rows, leading dims not a multiple of 16 bytes), or for whose tile sizes
+//    cuBLASLt has no pointer-array algorithm, runs the loop, counted by loop_fallbacks(); a plan
+//    asking for the path where it does not run is refused as above.
 //  - kAuto (CUDA backend): kCublasLtTiles where it runs and the groups average fewer than
-//    kAutoTilesRowsPerGroup rows (M < 4096 G), else kLoop (large groups are dense GEMMs
-//    already). kCublasGrouped is not chosen by kAuto. The rule is not measured yet: the tiles
-//    have not run on a GPU (docs/PERFORMANCE.md, the grouped GEMM table, has the loop and
-//    cuBLAS grouped only; there cuBLAS grouped beat the loop at 256-row groups, 0.32 against
-//    0.49 ms, and lost at 1024 rows and more).
+//    kAutoTilesRowsPerGroup rows (M < 4096 G), else kLoop: groups that large are dense GEMMs
+//    already. kCublasGrouped is not chosen by kAuto. Measured on the H200 (docs/PERFORMANCE.md,
+//    the grouped GEMM table): the tiles against the loop at 64 groups of 256 and of 1024 rows.
 // The CPU backend ignores the path: it always runs the loop.
 
 #include <cstdint>
@@ -158,8 +155,7 @@ class GroupedGemmPlan {
   /// G dim != num_groups, lhs and rhs contracting sizes that differ, path kCublasGrouped or
   /// kCublasLtTiles on the CUDA backend where it does not run). With either (kAuto included,
   /// where it picks the tiles) it creates a cuBLAS or cuBLASLt handle and its staging (pinned
-  /// and device memory; the tiles also a workspace and, with a bias, a per-tile bias table) on
-  /// the current device.
+  /// and device memory; the tiles also a 32 MiB workspace) on the current device.
   GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc);
   /// The same on ctx's backend (a grouped GEMM is local to a rank: no collective).
   GroupedGemmPlan(Context& ctx, GroupedGemmDesc desc);
@@ -178,7 +174,7 @@ class GroupedGemmPlan {
   /// on the CPU).
   GroupedPath path() const { return path_; }
   /// Calls of a kCublasGrouped or kCublasLtTiles plan that ran the loop instead (unaligned
-  /// group pointers).
+  /// group pointers; for the tiles also a tile size without a cuBLASLt algorithm).
   int64_t loop_fallbacks() const { return loop_fallbacks_; }
   /// The dim the group sizes must sum to: M (kRaggedRows) or K_total (kRaggedContracting).
   int64_t ragged_extent() const { return ragged_; }
