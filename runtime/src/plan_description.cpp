@@ -624,6 +624,12 @@ std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_
     case TransportKind::kUcx:
       if (!cpu)
         return "refused: transport = " + transport_kind_name(transport) + " needs the CPU backend";
+#ifndef CGEMM_HAVE_UCX
+      // As the CPU backend's make_ucx: a build without UCX refuses ucx at any tp.
+      if (transport == TransportKind::kUcx) {
+        return "refused: transport = ucx: this cgemm was built without UCX";
+      }
+#endif
       return tp <= 1 ? "mpi" : transport_kind_name(transport);
     case TransportKind::kNccl:
       if (cpu) return "refused: transport = nccl needs the CUDA backend";

@@ -24,9 +24,15 @@ cgemm_add_dry_run_test(dp2tp2 4 4 1 --dp 2 --tp 2 --backend cpu
   --config ${CMAKE_SOURCE_DIR}/configs/demo.ini)
 # One process describing 8 ranks, 4 per host: 2 hosts.
 cgemm_add_dry_run_test(described_dp2tp4 1 8 2 --dp 2 --tp 4 --ranks_per_node 4)
-# transport = ucx: every TP peer's transport in the rank lines (and the JSON report) is ucx.
+# transport = ucx: every TP peer's transport in the rank lines (and the JSON report) is ucx, or,
+# in a build without UCX, the refusal a real run gives.
+if(CGEMM_HAVE_UCX)
+  set(dry_ucx_peers "rank 0 ucx, rank 1 ucx, rank 2 ucx;")
+else()
+  set(dry_ucx_peers "rank 0 refused: transport = ucx: this cgemm was built without UCX,")
+endif()
 add_test(NAME mpi_dry_run_transport_ucx
-  COMMAND sh -c "\"$@\" | tee /dev/stderr | grep -q '^rank 3: .*to TP peers: rank 0 ucx, rank 1 ucx, rank 2 ucx;'" dry
+  COMMAND sh -c "\"$@\" | tee /dev/stderr | grep -q '^rank 3: .*to TP peers: ${dry_ucx_peers}'" dry
           ${CMAKE_CURRENT_LIST_DIR}/expect_dry_run.sh 4 2 $<TARGET_FILE:cgemm-run> --dry_run
           --tp 4 --ranks_per_node 2 --backend cpu --transport ucx)
 set_tests_properties(mpi_dry_run_transport_ucx PROPERTIES LABELS mpi TIMEOUT 60)

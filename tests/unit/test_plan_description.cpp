@@ -192,9 +192,17 @@ TEST(PlanDescription, PredictsTransports) {
 // A forced transport (--transport) is planned as a real run takes it, or refused as it refuses.
 TEST(PlanDescription, PredictsForcedTransports) {
   using T = TransportKind;
+#ifdef CGEMM_HAVE_UCX
   EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, false, true, T::kUcx), "ucx");
-  EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, false, true, T::kMpi), "mpi");
   EXPECT_EQ(predict_transport(BackendKind::kCpu, 1, true, true, T::kUcx), "mpi");
+#else
+  // Without UCX a real run refuses transport = ucx at any tp (cpu_backend.cpp's make_ucx).
+  EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, false, true, T::kUcx),
+            "refused: transport = ucx: this cgemm was built without UCX");
+  EXPECT_EQ(predict_transport(BackendKind::kCpu, 1, true, true, T::kUcx),
+            "refused: transport = ucx: this cgemm was built without UCX");
+#endif
+  EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, false, true, T::kMpi), "mpi");
   EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kNccl), "nccl");
   EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kCe), "copy-engine (CUDA IPC)");
   EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, false, true, T::kCe),

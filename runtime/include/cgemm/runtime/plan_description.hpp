@@ -177,7 +177,8 @@ GemmDesc tensor_sequence_parallel_gemm(const PlanningMesh& mesh, std::string nam
 /// one host and use_ce (always, with gpu_sharing), else "nccl". The names are
 /// Backend::transport()'s.
 /// With `transport` forced (TransportKind), the one it names where the backend has it ("ucx",
-/// "mpi", "nccl", "copy-engine (CUDA IPC)"), else "refused: <why>", as a real run refuses it.
+/// "mpi", "nccl", "copy-engine (CUDA IPC)"), else "refused: <why>", as a real run refuses it
+/// (ucx in a build without UCX included).
 std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_host, bool use_ce,
                               TransportKind transport = TransportKind::kAuto);
 
