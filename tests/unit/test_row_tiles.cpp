@@ -164,3 +164,33 @@ TEST(RowTiles, RandomSizes) {
 
 }  // namespace
 }  // namespace cgemm::grouped
+
+namespace cgemm::grouped {
+namespace {
+
+// The CUDA runners' alignment rule (ragged_rows_runner.hpp): 16-byte bases and leading dims.
+TEST(RowTiles, Alignment16) {
+  alignas(16) static char buf[256];
+  EXPECT_TRUE(aligned16(buf, 0));
+  EXPECT_TRUE(aligned16(buf, 32));
+  EXPECT_FALSE(aligned16(buf, 8));
+  EXPECT_FALSE(aligned16(buf + 2, 0));
+  RaggedRowsGeometry g;
+  g.groups = 4;
+  g.m_total = 96;
+  g.n = 24;  // 48 bytes in bf16
+  g.k = 40;  // 80 bytes
+  EXPECT_TRUE(bases_and_lds_aligned16(g, buf, buf + 16, buf + 32));
+  EXPECT_FALSE(bases_and_lds_aligned16(g, buf + 2, buf, buf));  // lhs base
+  g.n = 20;                                                     // 40 bytes: rhs and out lds
+  EXPECT_FALSE(bases_and_lds_aligned16(g, buf, buf, buf));
+  g.n = 24;
+  g.lhs_trans = true;
+  g.m_total = 92;  // lhs [K, M]: ld 184 bytes
+  EXPECT_FALSE(bases_and_lds_aligned16(g, buf, buf, buf));
+  g.dtype = DType::kFloat32;  // 368 bytes
+  EXPECT_TRUE(bases_and_lds_aligned16(g, buf, buf, buf));
+}
+
+}  // namespace
+}  // namespace cgemm::grouped

@@ -137,22 +137,12 @@ class CublasGrouped final : public RaggedRowsRunner {
   // the loop instead.
   bool aligned(std::span<const int32_t> sizes, const void* lhs, const void* rhs,
                const void* out) const {
+    if (!bases_and_lds_aligned16(g_, lhs, rhs, out)) return false;
+    if (!g_.lhs_trans) return true;  // group rows of lhs [M, K] sit on 16 bytes, as rhs[g], out
     const auto in = static_cast<int64_t>(dtype_size(g_.dtype));
-    const auto ok = [](const void* base, int64_t bytes) {
-      return (reinterpret_cast<uintptr_t>(base) + static_cast<uint64_t>(bytes)) % 16 == 0;
-    };
-    const int64_t lds[] = {g_.rhs_trans ? g_.k : g_.n, g_.lhs_trans ? g_.m_total : g_.k, g_.n};
-    for (const int64_t ld : lds) {
-      if ((ld * in) % 16 != 0) return false;
-    }
     int64_t off = 0;
     for (size_t gi = 0; gi < sizes.size(); ++gi) {
-      if (sizes[gi] > 0) {
-        if (!ok(rhs, static_cast<int64_t>(gi) * g_.k * g_.n * in) ||
-            !ok(lhs, (g_.lhs_trans ? off : off * g_.k) * in) || !ok(out, off * g_.n * in)) {
-          return false;
-        }
-      }
+      if (sizes[gi] > 0 && !aligned16(lhs, off * in)) return false;
       off += sizes[gi];
     }
     return true;

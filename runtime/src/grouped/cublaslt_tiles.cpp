@@ -282,21 +282,15 @@ class CublasLtTiles final : public RaggedRowsRunner {
   // lhs [K, M] tile at an odd row does, runs the loop instead.
   bool aligned(const std::vector<TileClass>& classes, const void* lhs, const void* rhs,
                const void* out) const {
+    if (!bases_and_lds_aligned16(g_, lhs, rhs, out)) return false;
+    if (!g_.lhs_trans) return true;  // rows of lhs [M, K] sit on 16 bytes, as rhs[g], out rows
     const auto in = static_cast<int64_t>(dtype_size(g_.dtype));
-    const auto ok = [](const void* base, int64_t bytes) {
-      return (reinterpret_cast<uintptr_t>(base) + static_cast<uint64_t>(bytes)) % 16 == 0;
-    };
-    const int64_t lds[] = {g_.rhs_trans ? g_.k : g_.n, g_.lhs_trans ? g_.m_total : g_.k, g_.n};
-    for (const int64_t ld : lds) {
-      if ((ld * in) % 16 != 0) return false;
-    }
-    if (!ok(rhs, 0) || !ok(lhs, 0) || !ok(out, 0)) return false;
     for (const TileClass& c : classes) {
       for (const RowTile& t : c.tiles) {
-        if (!ok(lhs, (g_.lhs_trans ? t.first : t.first * g_.k) * in)) return false;
+        if (!aligned16(lhs, t.first * in)) return false;
       }
     }
-    return true;  // rhs[g] and out rows then sit at multiples of 16 bytes, too
+    return true;
   }
 
   void check_lt(cublasStatus_t rc, const std::string& call) const {

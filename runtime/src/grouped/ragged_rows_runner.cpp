@@ -40,6 +40,20 @@ std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g) {
   return "";
 }
 
+bool aligned16(const void* base, int64_t bytes) {
+  return (reinterpret_cast<uintptr_t>(base) + static_cast<uint64_t>(bytes)) % 16 == 0;
+}
+
+bool bases_and_lds_aligned16(const RaggedRowsGeometry& g, const void* lhs, const void* rhs,
+                             const void* out) {
+  const auto in = static_cast<int64_t>(dtype_size(g.dtype));
+  const int64_t lds[] = {g.rhs_trans ? g.k : g.n, g.lhs_trans ? g.m_total : g.k, g.n};
+  for (const int64_t ld : lds) {
+    if ((ld * in) % 16 != 0) return false;
+  }
+  return aligned16(lhs, 0) && aligned16(rhs, 0) && aligned16(out, 0);
+}
+
 std::vector<TileClass> tile_rows(std::span<const int32_t> sizes, int64_t cap, TileOverlap overlap) {
   std::vector<TileClass> classes;  // by descending rows
   const auto add = [&](int64_t rows, RowTile tile) {

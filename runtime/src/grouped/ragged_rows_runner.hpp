@@ -89,6 +89,16 @@ int64_t rows_computed(const std::vector<TileClass>& classes);
 /// the larger tiles run faster).
 std::vector<TileClass> choose_tiling(std::span<const int32_t> sizes, TileOverlap overlap);
 
+/// Whether base + bytes is 16-byte aligned: what both CUDA runners need of every group or tile
+/// pointer (cuBLAS's grouped kernels fault otherwise on the H200: see cublas_grouped.cpp).
+bool aligned16(const void* base, int64_t bytes);
+
+/// Whether `g`'s leading dims (rhs, lhs, out) are multiples of 16 bytes and the three base
+/// pointers 16-byte aligned: with them, every rhs[g] and every out row is, too; lhs rows are
+/// when lhs is not transposed.
+bool bases_and_lds_aligned16(const RaggedRowsGeometry& g, const void* lhs, const void* rhs,
+                             const void* out);
+
 /// "" when the cuBLAS grouped runner runs `g`, else why not (a clause for an error message).
 std::string cublas_grouped_refusal(const RaggedRowsGeometry& g);
 
