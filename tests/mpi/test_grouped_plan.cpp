@@ -28,6 +28,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -37,6 +38,7 @@
 
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/error.hpp"
+#include "cgemm/core/float8.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/grouped_plan.hpp"
@@ -59,13 +61,35 @@ class GroupedPlan : public testing::Test {
 
 Backend& be() { return g_ctx->backend(); }
 
-// Values in +-[0.25, 1], rounded to `dtype` so the reference reads what the GEMM reads.
+// FP8 bytes <-> float (core/float8.hpp; convert_* covers the 16- and 32-bit types).
+void fp8_from_float(const float* f, void* dst, DType t, int64_t n) {
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    d[i] = t == DType::kFloat8E4M3 ? numeric::float_to_e4m3(f[i]) : numeric::float_to_e5m2(f[i]);
+  }
+}
+void fp8_to_float(const void* src, DType t, float* f, int64_t n) {
+  const auto* b = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    f[i] = t == DType::kFloat8E4M3 ? numeric::e4m3_to_float(b[i]) : numeric::e5m2_to_float(b[i]);
+  }
+}
+
+// Values in +-[0.25, 1] (FP8: +-[0.5, 2], standard deviation about 1 as Transformer Engine's FP8
+// tests draw), rounded to `dtype` so the reference reads what the GEMM reads.
 std::vector<double> random_values(int64_t count, DType dtype) {
   std::mt19937 gen(g_seed + 7919u * ++g_stream);
-  std::uniform_real_distribution<float> mag(0.25f, 1.0f);
+  const float lo = is_fp8(dtype) ? 0.5f : 0.25f;
+  std::uniform_real_distribution<float> mag(lo, 4.0f * lo);
   std::bernoulli_distribution sign(0.5);
   std::vector<float> f(static_cast<size_t>(count));
   for (float& x : f) x = sign(gen) ? mag(gen) : -mag(gen);
+  if (is_fp8(dtype)) {
+    std::vector<char> bytes(f.size() + 1);
+    fp8_from_float(f.data(), bytes.data(), dtype, count);
+    fp8_to_float(bytes.data(), dtype, f.data(), count);
+    return {f.begin(), f.end()};
+  }
   std::vector<char> buf(f.size() * dtype_size(dtype) + 1);
   convert_from_float(f.data(), buf.data(), dtype, count);
   convert_to_float(buf.data(), dtype, f.data(), count);
@@ -78,7 +102,11 @@ struct Buffer {
   Buffer(const std::vector<double>& v, DType dtype) {
     std::vector<float> f(v.begin(), v.end());
     std::vector<char> host(f.size() * dtype_size(dtype) + 1);
-    convert_from_float(f.data(), host.data(), dtype, static_cast<int64_t>(f.size()));
+    if (is_fp8(dtype)) {
+      fp8_from_float(f.data(), host.data(), dtype, static_cast<int64_t>(f.size()));
+    } else {
+      convert_from_float(f.data(), host.data(), dtype, static_cast<int64_t>(f.size()));
+    }
     p = be().allocate(host.size());
     be().copy_from_host(p, host.data(), host.size());
   }
@@ -114,6 +142,11 @@ struct Case {
   bool bias = false;
   bool backend_sizes = false;
   GroupedPath path = GroupedPath::kAuto;
+  // FP8: rhs's format and the scaling mode; group_scale[g] = lhs_scale_inv[g] *
+  // rhs_scale_inv[g] (empty: 1), applied to the reference.
+  std::optional<DType> rhs_dtype;
+  ScalingMode scaling = ScalingMode::kNoScaling;
+  std::vector<double> group_scale;
 };
 
 std::string describe(const Case& c) {
@@ -150,6 +183,8 @@ GroupedGemmDesc make_desc(const Case& c) {
   }
   if (c.bias) d.bias_shape = Shape{g, c.n};
   d.path = c.path;
+  d.rhs_dtype = c.rhs_dtype;
+  d.scaling = c.scaling;
   return d;
 }
 
@@ -232,10 +267,17 @@ void check_output(const Case& c, const std::vector<double>& lhs, const std::vect
           r += a(i, p) * b(gi, p, j);
           mag += std::fabs(a(i, p) * b(gi, p, j));
         }
+        if (!c.group_scale.empty()) {
+          r *= c.group_scale[static_cast<size_t>(gi)];
+          mag *= c.group_scale[static_cast<size_t>(gi)];
+        }
         const double cb = c.bias ? bias[static_cast<size_t>(gi * c.n + j)] : 0.0;
         const int64_t at = rows ? i * c.n + j : (gi * c.other + i) * c.n + j;
         const double got = out[static_cast<size_t>(at)];
-        const double acc = g_cuda ? std::ldexp(1.0, -16) : 0.0;
+        // FP8 on cuBLASLt accumulates with Hopper's fast accumulation (fewer mantissa bits).
+        const double acc = !g_cuda           ? 0.0
+                           : is_fp8(c.dtype) ? std::ldexp(1.0, -9)
+                                             : std::ldexp(1.0, -16);
         const double bound = eps(out_t) * (std::fabs(r) + std::fabs(cb)) + acc * mag + 1e-30;
         if (!(std::fabs(got - (r + cb)) <= bound)) {  // NaN fails
           if (++bad <= 3) {
@@ -389,6 +431,134 @@ void expect_plan_error(const GroupedGemmDesc& d, const std::string& message) {
   }
 }
 
+// FP8 with tensor scaling (a scale_inv per group and operand): the ragged-rows form, lhs [M, K]
+// and rhs [G, N, K], e4m3 and e5m2 mixes, bf16 and fp32 outputs, bias on and off, delayed and
+// current scaling, sizes from the host; out = lhs_scale_inv[g] * rhs_scale_inv[g] * (lhs rows of
+// g @ rhs[g]) (+ bias[g]) against fp64. K = 48 (cuBLASLt's FP8 GEMMs need K % 16 == 0).
+TEST_F(GroupedPlan, Fp8RaggedRows) {
+  const std::vector<std::pair<DType, DType>> formats = {{DType::kFloat8E4M3, DType::kFloat8E4M3},
+                                                        {DType::kFloat8E4M3, DType::kFloat8E5M2},
+                                                        {DType::kFloat8E5M2, DType::kFloat8E4M3}};
+  std::mt19937 gen(g_seed + 104729u);
+  std::uniform_real_distribution<float> scale(0.5f, 2.0f);
+  int turn = 0;
+  for (const auto& [lhs_t, rhs_t] : formats) {
+    for (const auto& sizes : kRowSizes) {
+      for (DType out_t : {DType::kBFloat16, DType::kFloat32}) {
+        for (bool bias : {false, true}) {
+          Case c;
+          c.sizes = sizes;
+          c.other = 48;
+          c.dtype = lhs_t;
+          c.rhs_dtype = rhs_t;
+          c.out_dtype = out_t;
+          c.bias = bias;
+          c.scaling = ++turn % 2 == 0 ? ScalingMode::kDelayedTensorScaling
+                                      : ScalingMode::kCurrentTensorScaling;
+          SCOPED_TRACE(describe(c) + " rhs " + std::string(dtype_name(rhs_t)) + " out " +
+                       std::string(dtype_name(out_t)));
+          const GroupedGemmDesc d = make_desc(c);
+          GroupedGemmPlan plan(*g_ctx, d);
+          ASSERT_EQ(plan.path(), GroupedPath::kLoop);
+          ASSERT_EQ(plan.out_dtype(), out_t);
+          const auto g = static_cast<int64_t>(sizes.size());
+          const auto lhs = random_values(num_elements(d.lhs_shape), lhs_t);
+          const auto rhs = random_values(num_elements(d.rhs_shape), rhs_t);
+          const auto bias_v = bias ? random_values(g * c.n, out_t) : std::vector<double>{};
+          std::vector<float> sl(static_cast<size_t>(g)), sr(static_cast<size_t>(g));
+          for (size_t i = 0; i < sl.size(); ++i) {
+            sl[i] = scale(gen);
+            sr[i] = scale(gen);
+            c.group_scale.push_back(static_cast<double>(sl[i]) * sr[i]);
+          }
+          Buffer lhs_buf(lhs, lhs_t), rhs_buf(rhs, rhs_t);
+          Buffer sl_buf(sl.size() * sizeof(float)), sr_buf(sr.size() * sizeof(float));
+          be().copy_from_host(sl_buf.p, sl.data(), sl.size() * sizeof(float));
+          be().copy_from_host(sr_buf.p, sr.data(), sr.size() * sizeof(float));
+          std::unique_ptr<Buffer> bias_buf;
+          if (bias) bias_buf = std::make_unique<Buffer>(bias_v, out_t);
+          const int64_t count = num_elements(plan.out_shape());
+          Buffer out(static_cast<size_t>(count) * dtype_size(out_t));
+          be().fill_nan(out.p, out_t, count);
+          plan.execute_scaled(sizes, lhs_buf.p, static_cast<const float*>(sl_buf.p), rhs_buf.p,
+                              static_cast<const float*>(sr_buf.p), bias_buf ? bias_buf->p : nullptr,
+                              out.p);
+          check_output(c, lhs, rhs, bias_v, read_back(out.p, out_t, count));
+        }
+      }
+    }
+  }
+}
+
+// FP8's refusals, each one message: the wrong call for the plan, null scale_inv, a layout other
+// than lhs [M, K] / rhs [G, N, K], the wgrad form, block scaling, scaling without FP8, FP8 on
+// one side only.
+TEST_F(GroupedPlan, Fp8Refusals) {
+  Case c;
+  c.sizes = {24, 24, 24, 24};
+  c.other = 48;
+  c.dtype = DType::kFloat8E4M3;
+  c.out_dtype = DType::kBFloat16;
+  c.scaling = ScalingMode::kCurrentTensorScaling;
+  GroupedGemmPlan plan(*g_ctx, make_desc(c));
+  Buffer x(96 * 48 * 4);
+  const auto expect_error = [](const std::function<void()>& f, const std::string& message) {
+    try {
+      f();
+      ADD_FAILURE() << "no error, expected: " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  };
+  expect_error([&] { plan.execute(c.sizes, x.p, x.p, nullptr, x.p); },
+               "grouped GEMM 'moe' has FP8 inputs: call execute_scaled with their scale_inv");
+  const auto* s = static_cast<const float*>(x.p);
+  expect_error([&] { plan.execute_scaled(c.sizes, x.p, nullptr, x.p, s, nullptr, x.p); },
+               "grouped GEMM 'moe': lhs_scale_inv is null (an FP8 call needs G float32 values "
+               "for each operand)");
+  Case bf = c;
+  bf.dtype = DType::kBFloat16;
+  bf.scaling = ScalingMode::kNoScaling;
+  GroupedGemmPlan bf_plan(*g_ctx, make_desc(bf));
+  expect_error([&] { bf_plan.execute_scaled(bf.sizes, x.p, s, x.p, s, nullptr, x.p); },
+               "grouped GEMM 'moe' has bfloat16 inputs: execute_scaled is for FP8 plans, call "
+               "execute");
+  const std::string layout_why =
+      "FP8 runs the ragged-rows form with lhs [M, K] and rhs [G, N, K] only (gemm.py's lhs \"N\" "
+      "/ rhs \"T\" scaled data below compute capability 100, cuBLASLt's FP8 layout)";
+  // Below compute capability 100 gemm.py itself refuses the other layouts (the CPU backend
+  // and the H200 plan as 90); from 100 on, the runtime refuses them (layout_why).
+  Case nn = c;
+  nn.rhs_trans = false;  // rhs [G, K, N]
+  if (be().compute_capability() < 100) {
+    expect_plan_error<PlanError>(make_desc(nn),
+                                 "rhs input must be transposed before calling grouped_gemm");
+  } else {
+    expect_plan_error<Error>(make_desc(nn),
+                             "grouped GEMM 'moe' (ragged_rows): layout lhs [96, 48] contracting "
+                             "(1,), rhs [4, 48, 24] contracting (1,) is not run: " +
+                                 layout_why);
+  }
+  Case block = c;
+  block.scaling = ScalingMode::kMxfp8_1d;
+  expect_plan_error<Error>(
+      make_desc(block),
+      "grouped GEMM 'moe' (ragged_rows): FP8 inputs with scaling "
+      "mxfp8_1d_scaling are not run; use delayed_tensor_scaling or current_tensor_scaling (a "
+      "scale_inv per group)");
+  Case plain = bf;
+  plain.scaling = ScalingMode::kCurrentTensorScaling;
+  expect_plan_error<Error>(make_desc(plain),
+                           "grouped GEMM 'moe' (ragged_rows): scaling current_tensor_scaling "
+                           "needs FP8 inputs (dtype float8_e4m3 or float8_e5m2); quantizing "
+                           "inside the grouped GEMM is not run");
+  Case half = c;
+  half.rhs_dtype = DType::kBFloat16;
+  expect_plan_error<Error>(make_desc(half),
+                           "grouped GEMM 'moe' (ragged_rows): lhs is float8_e4m3fn but rhs is "
+                           "bfloat16; an FP8 grouped GEMM takes FP8 on both sides");
+}
+
 TEST_F(GroupedPlan, PlannerRefusalsPassThrough) {
   Case c;
   c.sizes = {24, 24, 24, 24};
@@ -423,9 +593,9 @@ TEST_F(GroupedPlan, RuntimeRefusals) {
   d = make_desc(c);
   d.dtype = DType::kFloat8E4M3;
   expect_plan_error<Error>(d,
-                           "grouped GEMM 'moe' (ragged_rows): FP8 inputs (float8_e4m3fn) are not "
-                           "run: grouped scaled operands (a scale_inv per group, a data layout) "
-                           "are not described yet; use bfloat16, float16 or float32");
+                           "grouped GEMM 'moe' (ragged_rows): FP8 inputs with scaling no_scaling "
+                           "are not run; use delayed_tensor_scaling or current_tensor_scaling (a "
+                           "scale_inv per group)");
   d = make_desc(c);
   d.rhs_shape = {4, 24, 41};
   expect_plan_error<Error>(d,

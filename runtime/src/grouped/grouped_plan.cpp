@@ -47,7 +47,18 @@ GroupedGemmInput planner_input(const GroupedGemmDesc& d, const Backend& be) {
   in.lhs.original_shape = d.lhs_shape;
   in.lhs.dtype = d.dtype;
   in.rhs.original_shape = d.rhs_shape;
-  in.rhs.dtype = d.dtype;
+  in.rhs.dtype = d.rhs_dtype.value_or(d.dtype);
+  if (is_fp8(d.dtype)) {
+    // GroupedScaledTensor1x operands: a scale_inv per group, the data as laid out ("N" lhs,
+    // "T" rhs: no transposed copy), dequantized to the output dtype.
+    for (GroupedOperand* op : {&in.lhs, &in.rhs}) {
+      op->scaled = true;
+      op->scaling_mode = d.scaling;
+      op->dq_dtype = d.preferred_element_type.value_or(DType::kBFloat16);
+      op->layout_is_t = false;
+      op->scale_inv_size = d.num_groups;
+    }
+  }
   in.lhs_contracting_dims = d.lhs_contracting_dims;
   in.rhs_contracting_dims = d.rhs_contracting_dims;
   const auto lhs_ndim = static_cast<int64_t>(d.lhs_shape.size());
@@ -108,15 +119,30 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   planned_ = grouped_gemm(planner_input(d, be_));
 
   // What the runtime runs.
-  if (!runs_dtype(d.dtype)) {
-    if (is_fp8(d.dtype)) {
-      throw Error(
-          what + ": FP8 inputs (" + std::string(dtype_name(d.dtype)) +
-          ") are not run: grouped scaled operands (a scale_inv per group, a data layout) are "
-          "not described yet; use bfloat16, float16 or float32");
+  const bool fp8 = is_fp8(d.dtype);
+  if (fp8) {
+    const DType rhs_t = d.rhs_dtype.value_or(d.dtype);
+    if (!is_fp8(rhs_t)) {
+      throw Error(what + ": lhs is " + std::string(dtype_name(d.dtype)) + " but rhs is " +
+                  std::string(dtype_name(rhs_t)) + "; an FP8 grouped GEMM takes FP8 on both sides");
     }
+    if (!is_tensor_scaling(d.scaling)) {
+      throw Error(what + ": FP8 inputs with scaling " + std::string(scaling_mode_name(d.scaling)) +
+                  " are not run; use delayed_tensor_scaling or current_tensor_scaling (a "
+                  "scale_inv per group)");
+    }
+  } else if (d.rhs_dtype && *d.rhs_dtype != d.dtype) {
+    throw Error(what + ": rhs_dtype " + std::string(dtype_name(*d.rhs_dtype)) +
+                " differs from dtype " + std::string(dtype_name(d.dtype)) +
+                " (only FP8 operands may differ)");
+  } else if (d.scaling != ScalingMode::kNoScaling) {
+    throw Error(what + ": scaling " + std::string(scaling_mode_name(d.scaling)) +
+                " needs FP8 inputs (dtype float8_e4m3 or float8_e5m2); quantizing inside the "
+                "grouped GEMM is not run");
+  }
+  if (!fp8 && !runs_dtype(d.dtype)) {
     throw Error(what + ": inputs of dtype " + std::string(dtype_name(d.dtype)) +
-                " are not run; use bfloat16, float16 or float32");
+                " are not run; use bfloat16, float16, float32 or FP8 with tensor scaling");
   }
   if (!runs_dtype(planned_.out_dtype)) {
     throw Error(what + ": output dtype " + std::string(dtype_name(planned_.out_dtype)) +
@@ -164,6 +190,11 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
     m_ = lhs_other;
     ragged_ = lhs_k;  // K_total
     expected_out = {d.num_groups, m_, n_};
+  }
+  if (fp8 && (d.form != GroupedForm::kRaggedRows || lhs_trans_ || !rhs_trans_)) {
+    refuse(
+        "FP8 runs the ragged-rows form with lhs [M, K] and rhs [G, N, K] only (gemm.py's lhs "
+        "\"N\" / rhs \"T\" scaled data below compute capability 100, cuBLASLt's FP8 layout)");
   }
   if (lhs_k != rhs_k) {
     throw Error(what + ": the contracting sizes differ: lhs " + shape_str(d.lhs_shape) +
@@ -275,8 +306,8 @@ void GroupedGemmPlan::execute_backend_sizes(const int32_t* group_sizes, const vo
   execute(host_sizes_, lhs, rhs, bias, out);
 }
 
-void GroupedGemmPlan::execute(std::span<const int32_t> group_sizes, const void* lhs,
-                              const void* rhs, const void* bias, void* out) {
+void GroupedGemmPlan::check_operands(const void* lhs, const void* rhs, const void* bias,
+                                     void* out) const {
   const std::string what = "grouped GEMM '" + desc_.name + "'";
   if (lhs == nullptr || rhs == nullptr || out == nullptr) {
     throw Error(what + ": " +
@@ -291,6 +322,36 @@ void GroupedGemmPlan::execute(std::span<const int32_t> group_sizes, const void* 
   if (!planned_.has_bias && bias != nullptr) {
     throw Error(what + " was planned without a bias but got one");
   }
+}
+
+void GroupedGemmPlan::execute(std::span<const int32_t> group_sizes, const void* lhs,
+                              const void* rhs, const void* bias, void* out) {
+  if (is_fp8(desc_.dtype)) {
+    throw Error("grouped GEMM '" + desc_.name +
+                "' has FP8 inputs: call execute_scaled with their scale_inv");
+  }
+  run(group_sizes, lhs, nullptr, rhs, nullptr, bias, out);
+}
+
+void GroupedGemmPlan::execute_scaled(std::span<const int32_t> group_sizes, const void* lhs,
+                                     const float* lhs_scale_inv, const void* rhs,
+                                     const float* rhs_scale_inv, const void* bias, void* out) {
+  const std::string what = "grouped GEMM '" + desc_.name + "'";
+  if (!is_fp8(desc_.dtype)) {
+    throw Error(what + " has " + std::string(dtype_name(desc_.dtype)) +
+                " inputs: execute_scaled is for FP8 plans, call execute");
+  }
+  if (lhs_scale_inv == nullptr || rhs_scale_inv == nullptr) {
+    throw Error(what + ": " + (lhs_scale_inv == nullptr ? "lhs" : "rhs") +
+                "_scale_inv is null (an FP8 call needs G float32 values for each operand)");
+  }
+  run(group_sizes, lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, out);
+}
+
+void GroupedGemmPlan::run(std::span<const int32_t> group_sizes, const void* lhs,
+                          const float* lhs_scale_inv, const void* rhs, const float* rhs_scale_inv,
+                          const void* bias, void* out) {
+  check_operands(lhs, rhs, bias, out);
   check_group_sizes(group_sizes);
   if (runner_ != nullptr) {
     if (runner_->run(group_sizes, lhs, rhs, bias, out)) return;
@@ -311,6 +372,11 @@ void GroupedGemmPlan::execute(std::span<const int32_t> group_sizes, const void* 
     GemmTask t;
     t.in_dtype = desc_.dtype;
     t.out_dtype = planned_.out_dtype;
+    if (lhs_scale_inv != nullptr) {  // FP8: group g's scale_inv of each operand
+      t.rhs_dtype = desc_.rhs_dtype.value_or(desc_.dtype);
+      t.lhs_scale_inv = lhs_scale_inv + g;
+      t.rhs_scale_inv = rhs_scale_inv + g;
+    }
     t.lhs_transposed = lhs_trans_;
     t.rhs_transposed = rhs_trans_;
     t.n = n_;

@@ -29,11 +29,21 @@
 // Dtypes: lhs and rhs bfloat16, float16 or float32 (the same); the output is
 // preferred_element_type when given, else the inputs' dtype (gemm.py), one of the same three.
 // The bias is [G, N] in the output dtype (gemm.py asserts its shape (num_gemms, N) and never
-// reads its dtype). FP8 inputs are refused with one message: gemm.py takes them as scaled
-// operands (GroupedScaledTensor1x: a scale_inv per group, a data layout, and below compute
-// capability 10.0 only lhs "N" / rhs "T" with its contracting-dim remap), which this
-// descriptor does not describe yet (the issue defers FP8 to after the FP8 issue).
+// reads its dtype).
 //
+// FP8 (tensor scaling, gemm.py's GroupedScaledTensor1x operands with a scale_inv per group):
+// dtype (lhs) and rhs_dtype float8_e4m3 or float8_e5m2 (not both e5m2), scaling
+// delayed_tensor_scaling or current_tensor_scaling (the GEMM is the same for both), and the
+// ragged-rows form with lhs [M, K] and rhs [G, N, K] only: gemm.py below compute capability 100
+// takes scaled grouped operands only as lhs "N" / rhs "T" data, and cuBLASLt's FP8 GEMMs on
+// Hopper need K-major operands. The output is preferred_element_type, else bfloat16 (the
+// operands' dq_dtype here). Calls go through execute_scaled with lhs_scale_inv and
+// rhs_scale_inv, G float32 each in backend memory (group g's rows of lhs were quantized with
+// scale 1 / lhs_scale_inv[g], rhs[g] with 1 / rhs_scale_inv[g]): out rows of g = lhs_scale_inv[g]
+// * rhs_scale_inv[g] * (lhs rows of g @ rhs[g]) (+ bias[g]), accumulated in fp32. They run the
+// loop (one FP8 cuBLASLt GEMM per group on the CUDA backend, whose FP8 rules apply: K a
+// multiple of 16). Block scaling (MXFP8, NVFP4) is refused with one message.
+
 // Sources (Transformer Engine's gemm.py, ../shared/seed/000_61943f8e0dd4a4f6.txt): the output's
 // ragged dims from the operand carrying sizes (lines 2165-2177), lhs_is_trans / rhs_is_trans
 // (2183-2188), num_gemms (2282-2294), the non-contracting dims and out_shape, G first for
@@ -142,8 +152,12 @@ struct GroupedGemmDesc {
   std::vector<int64_t> lhs_contracting_dims{1};
   std::vector<int64_t> rhs_contracting_dims{2};
   std::optional<Shape> bias_shape;              // nullopt: no bias; else [G, N]
-  std::optional<DType> preferred_element_type;  // the output dtype; nullopt: dtype
+  std::optional<DType> preferred_element_type;  // the output dtype; nullopt: dtype (FP8: bf16)
   GroupedPath path = GroupedPath::kAuto;        // CUDA backend only; the CPU backend loops
+  // FP8 only (see the top of this file): the rhs data's format (nullopt: dtype) and the
+  // scaling mode, delayed_tensor_scaling or current_tensor_scaling.
+  std::optional<DType> rhs_dtype;
+  ScalingMode scaling = ScalingMode::kNoScaling;
 };
 
 class GroupedGemmPlan {
@@ -191,12 +205,21 @@ class GroupedGemmPlan {
   /// before anything is issued. Asynchronous on the CUDA backend (stream 0).
   void execute(std::span<const int32_t> group_sizes, const void* lhs, const void* rhs,
                const void* bias, void* out);
+  /// An FP8 plan's call (see the top of this file): lhs_scale_inv and rhs_scale_inv hold G
+  /// float32 values each in backend memory. Throws cgemm::Error for a null scale_inv, and
+  /// execute / execute_backend_sizes throw for an FP8 plan (and this for another plan).
+  void execute_scaled(std::span<const int32_t> group_sizes, const void* lhs,
+                      const float* lhs_scale_inv, const void* rhs, const float* rhs_scale_inv,
+                      const void* bias, void* out);
   /// The same with the G sizes in backend memory (one copy to the host per call).
   void execute_backend_sizes(const int32_t* group_sizes, const void* lhs, const void* rhs,
                              const void* bias, void* out);
 
  private:
   void choose_path(const std::string& what);  // sets path_ and runner_ (or throws)
+  void check_operands(const void* lhs, const void* rhs, const void* bias, void* out) const;
+  void run(std::span<const int32_t> group_sizes, const void* lhs, const float* lhs_scale_inv,
+           const void* rhs, const float* rhs_scale_inv, const void* bias, void* out);
 
   Backend& be_;
   GroupedGemmDesc desc_;
