@@ -203,7 +203,8 @@ std::vector<Row> own_rows() {
       "one step's bytes on another stream), copy_bandwidth (device-to-device "
       "cudaMemcpyAsync against size), quantize (the per-tensor FP8 amax and quantize kernels on "
       "bf16 of the same sizes, against a copy of the same bytes), grouped (the grouped GEMM of "
-      "a mixture-of-experts layer, issue 25's five bf16 cases of its own, not --cases: a loop "
+      "a mixture-of-experts layer, the five bf16 MoE cases of docs/PERFORMANCE.md's grouped GEMM "
+      "table, not --cases: a loop "
       "of cuBLASLt GEMMs, one cublasGemmGroupedBatchedEx and one dense cuBLASLt GEMM of all "
       "rows; CUDA backend, or the CPU with --parts_grouped_divide), or all (every study but "
       "grouped) [default: none: the sweep]. With --scaling delayed or current, chunking times the "
@@ -246,7 +247,7 @@ std::vector<Row> own_rows() {
   Row divide = number_row<BenchConfig, int64_t>(
       "parts_grouped_divide", G::kParts, "D", "",
       "grouped: divide the cases' tokens, K and N by D (G and the skew rule unchanged), for a "
-      "quick run; 1 (the issue's sizes) on the GPU, >= 16 on the CPU backend",
+      "quick run; 1 (the table's sizes) on the GPU, >= 16 on the CPU backend",
       [](auto& c) -> auto& { return c.parts_grouped_divide; }, 1, "must be >= 1", Sweep::kPlain);
   divide.read = [](const OptionReader& r, BenchConfig& cfg) {
     cfg.parts_grouped_divide = r.at_least<int64_t>("parts_grouped_divide", 1, "must be >= 1");

@@ -4,10 +4,12 @@
 // or through pinned host staging (UcxTransport::device_path), and the transports and devices
 // UCP selected (ucp_context_print_info). Honours UCX_TLS, UCX_NET_DEVICES, ... like any UCX
 // program. No MPI: runs on a login node. Exit status 1 when no UCP context can be made, 2
-// when cgemm was built without UCX.
+// when cgemm was built without UCX. --version prints the line every cgemm tool prints.
 
 #include <cstring>
 #include <iostream>
+
+#include "build_info.hpp"
 
 #ifdef CGEMM_HAVE_UCX
 #include "cgemm/collective/ucx_transport.hpp"
@@ -18,11 +20,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no_transports") == 0) {
       transports = false;
+    } else if (std::strcmp(argv[i], "--version") == 0) {
+      std::cout << cgemm::build_info::version_line("cgemm-ucx-info");
+      return 0;
     } else {
-      std::cout << "usage: cgemm-ucx-info [--no_transports]\n"
+      std::cout << "usage: cgemm-ucx-info [--no_transports] [--help] [--version]\n"
                    "Prints the UCX library's version, the memory types of a UCP context with "
                    "RMA, the path device buffers would take, and (unless --no_transports) the "
-                   "transports UCP selected.\n";
+                   "transports UCP selected.\n"
+                   "  --no_transports  skip the transport list (ucp_context_print_info)\n"
+                   "  --version        print cgemm-ucx-info's version and git commit\n";
       return std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ? 0 : 2;
     }
   }

@@ -79,7 +79,7 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
     // The full MoE cases are tens of TFLOP a round: hours on a CPU.
     const bool cpu_full = grouped_asked && be.name() == "cpu" && s.grouped_divide < 16;
     if (any_rank_failed(cpu_full ? "--parts grouped on the CPU backend needs "
-                                   "--parts_grouped_divide 16 or more (the issue's sizes are "
+                                   "--parts_grouped_divide 16 or more (the full MoE cases are "
                                    "for the GPU); got " +
                                        std::to_string(s.grouped_divide)
                                  : "")) {

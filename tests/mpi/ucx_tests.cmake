@@ -1,5 +1,13 @@
 # The UCX transport (transport = ucx, collective/ucx_transport.hpp) on one host under mpirun,
 # CPU backend. Only where cgemm was built with UCX; tests/multinode runs it across two hosts.
+
+# cgemm-ucx-info --version prints the line every tool prints, and --help lists it, with or
+# without UCX (neither asks the library).
+add_test(NAME ucx_info_version
+  COMMAND sh -c "\"$1\" --version | grep -Eqx 'cgemm-ucx-info [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]+(-dirty)?|unknown)\\)' && \"$1\" --help | grep -q -- '--version' && \"$1\" --help | grep -q -- '--no_transports'" ucx_info_version
+          $<TARGET_FILE:cgemm-ucx-info>)
+set_tests_properties(ucx_info_version PROPERTIES LABELS unit TIMEOUT 30)
+
 if(NOT CGEMM_HAVE_UCX)
   # Without UCX, transport = ucx is refused with one message.
   cgemm_add_mpi_failure_test(transport_ucx_not_built 2 "transport = ucx: this cgemm was built without UCX"
