@@ -246,23 +246,14 @@ void UcxTransport::release_region(Region& r) noexcept {
 }
 
 UcxTransport::~UcxTransport() {
-  // Groups still in flight (an exception unwound past their wait): drop their requests; the
-  // job is ending with that error.
-  for (Pending& p : pending_) {
-    for (void* req : p.requests) {
-      if (req != nullptr) ucp_request_free(req);
-    }
-  }
-  pending_.clear();
-  for (auto& [id, r] : regions_) release_region(r);
-  regions_.clear();
-  release_region(flag_region_);
+  // Order: first let UCP finish (or give up on) every operation, while the buffers, the flag
+  // values and the remote keys they use are still alive; then release the keys and regions;
+  // then the worker and the context that own them.
   if (worker_ != nullptr) {
-    // Every put was awaited by its receiver (see the header), but UCP may still hold protocol
-    // messages of its own (acknowledgements, wireup) for a peer: flush them while the peers,
-    // in their own teardown, still progress, for at most a second (a peer that is gone answers
-    // nothing, and nothing of cgemm's depends on it), then force-close the endpoints without a
-    // round trip.
+    // Every put was awaited by its receiver (see the header), unless an exception unwound past
+    // a wait; UCP may also hold protocol messages of its own (acknowledgements, wireup) for a
+    // peer. Flush them while the peers, in their own teardown, still progress, for at most a
+    // second (a peer that is gone answers nothing, and nothing of cgemm's depends on it).
     ucp_request_param_t fp{};
     if (void* flush = ucp_worker_flush_nbx(worker_, &fp);
         flush != nullptr && !UCS_PTR_IS_ERR(flush)) {
@@ -290,8 +281,20 @@ UcxTransport::~UcxTransport() {
         ucp_request_free(req);
       }
     }
-    ucp_worker_destroy(worker_);
+    eps_.clear();
   }
+  // Groups still in flight (an exception unwound past their wait): their puts were flushed or
+  // ended with the endpoints above, so their sources (the flag values in pending_) may go.
+  for (Pending& p : pending_) {
+    for (void* req : p.requests) {
+      if (req != nullptr) ucp_request_free(req);
+    }
+  }
+  pending_.clear();
+  for (auto& [id, r] : regions_) release_region(r);
+  regions_.clear();
+  release_region(flag_region_);
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
   delete[] flags_;
 }
@@ -362,7 +365,10 @@ int64_t UcxTransport::start(std::span<const Exchange> group, void*) {
                   ", which is not attached to the UCX transport");
     }
   }
-  Pending p;
+  // The group is stored before its first put, so that a put that throws leaves every issued
+  // request and its source (p.value) in pending_, where the destructor flushes them before
+  // freeing anything.
+  Pending& p = pending_.emplace_back();
   p.handle = next_handle_++;
   p.seq = ++seq_;
   p.value = std::make_unique<uint64_t>(p.seq);
@@ -385,8 +391,7 @@ int64_t UcxTransport::start(std::span<const Exchange> group, void*) {
     put(p, p.value.get(), sizeof(uint64_t), q, at, flag_region_.rkeys[static_cast<size_t>(q)],
         "ready flag");
   }
-  pending_.push_back(std::move(p));
-  const int64_t handle = pending_.back().handle;
+  const int64_t handle = p.handle;
   progress();
   return handle;
 }
