@@ -1,5 +1,6 @@
 #include "cgemm/collective/ucx_transport.hpp"
 
+#include <sched.h>
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
@@ -503,9 +504,19 @@ void UcxTransport::wait(int64_t handle) {
     const std::lock_guard<std::mutex> lock(blocker_mutex_);
     return blocker_ + " (" + where_ + ")";
   });
+  // After a run of empty progress calls the CPU goes to the others: with more ranks than cores
+  // (4 ranks on 2 cores in the tests) a spinning rank would keep the peer it waits for off the
+  // core for its whole time slice.
+  constexpr int kIdleBeforeYield = 64;
   uint64_t spins = 0;
+  int idle = 0;
   while (!it->done) {
-    ucp_worker_progress(worker_);
+    if (ucp_worker_progress(worker_) != 0) {
+      idle = 0;
+    } else if (++idle >= kIdleBeforeYield) {
+      idle = 0;
+      sched_yield();
+    }
     advance();
     if ((++spins & 1023) == 0) set_blocker(blocking());
   }

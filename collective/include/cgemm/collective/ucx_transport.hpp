@@ -36,9 +36,10 @@
 // no peer writes into its buffers and detach() needs no barrier.
 //
 // Progress: ucp_worker_progress runs inside progress() (between GEMM chunks) and inside wait(),
-// which spins on it. Every wait (wait(), attach's exchange, the endpoint close at the end)
-// runs under a watchdog scope naming the step, the exchange group and the peer by world rank
-// and host, so a stalled peer is named within the job's timeout.
+// which spins on it and yields the CPU (sched_yield) after 64 empty calls in a row, so that with
+// more ranks than cores the peer it waits for gets to run. Every wait (wait(), attach's exchange,
+// the endpoint close at the end) runs under a watchdog scope naming the step, the exchange group
+// and the peer by world rank and host, so a stalled peer is named within the job's timeout.
 //
 // Why puts and not tagged send/receive: the issue asks for the one-sided design of the field
 // (NVSHMEM, cuBLASMp); a put needs no matching receive, so a chunk moves as soon as the peer
