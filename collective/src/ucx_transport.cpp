@@ -319,14 +319,17 @@ std::string UcxTransport::peer_name(int peer) const {
 
 void UcxTransport::attach(const SymmetricBuffer& buf) {
   Region r;
-  std::string problem;
+  std::string why;
+  bool agreed = false;
   {
+    // Both collectives under the watchdog: a peer that never reaches agree() stalls this rank
+    // there as surely as in the key exchange.
     const watchdog::WaitScope wait("the TP group's UCX remote keys of symmetric buffer " +
                                    std::to_string(buf.id) + " (" + where_ + ")");
-    problem = problem_of_registration(buf, r);
+    const std::string problem = problem_of_registration(buf, r);
+    agreed = agree(comm_, size_, problem, why);
   }
-  std::string why;
-  if (!agree(comm_, size_, problem, why)) {
+  if (!agreed) {
     throw Error(where_ + ": cannot register a symmetric buffer of " + std::to_string(buf.bytes) +
                 " bytes with UCX: " + why);
   }
