@@ -83,6 +83,21 @@ ucs_status_t make_context(ucp_context_h* context) {
   return s;
 }
 
+// Whether ucp_worker_fence of the running library is a strong fence, ordering operations across
+// all lanes of an endpoint (multi-rail RMA): from UCX 1.14 (openucx/ucx PR 8596). Before, it
+// orders only within a lane, so a flag put could overtake data put on another lane.
+bool fence_is_strong() {
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  return major > 1 || (major == 1 && minor >= 14);
+}
+
+const char* flag_ordering(bool strong_fence) {
+  return strong_fence ? "ucp_worker_fence (a strong fence from UCX 1.14)"
+                      : "ucp_ep_flush_nbx completed before the flag put (UCX < 1.14: "
+                        "ucp_worker_fence orders only within a lane)";
+}
+
 }  // namespace
 
 std::unique_ptr<UcxTransport> UcxTransport::create(MPI_Comm tp_comm, std::string where,
@@ -94,6 +109,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(MPI_Comm tp_comm, std::string
   t->describe_peer_ = std::move(describe_peer);
   check_mpi(MPI_Comm_rank(tp_comm, &t->rank_), "MPI_Comm_rank(tp)");
   check_mpi(MPI_Comm_size(tp_comm, &t->size_), "MPI_Comm_size(tp)");
+  t->strong_fence_ = fence_is_strong();
   const size_t n = static_cast<size_t>(t->size_);
 
   // 1. Context and worker.
@@ -290,6 +306,9 @@ UcxTransport::~UcxTransport() {
     for (void* req : p.requests) {
       if (req != nullptr) ucp_request_free(req);
     }
+    for (void* req : p.flushing) {
+      if (req != nullptr) ucp_request_free(req);
+    }
   }
   pending_.clear();
   for (auto& [id, r] : regions_) release_region(r);
@@ -307,9 +326,9 @@ bool UcxTransport::can_connect(int peer) const {
 std::string UcxTransport::describe() const {
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
-  return "UCP puts into registered peer buffers, worker fence, then a completion flag (UCX " +
-         std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release) +
-         ", host memory)";
+  return std::string("UCP puts into registered peer buffers, then a completion flag ordered by ") +
+         flag_ordering(strong_fence_) + " (UCX " + std::to_string(major) + "." +
+         std::to_string(minor) + "." + std::to_string(release) + ", host memory)";
 }
 
 std::string UcxTransport::peer_name(int peer) const {
@@ -388,6 +407,7 @@ int64_t UcxTransport::start(std::span<const Exchange> group, void*) {
     p.labels += (p.labels.empty() ? "" : " + ") + std::string(x.label ? x.label : "unnamed");
   }
   p.pushed.assign(p.send_peers.size(), false);
+  p.flushing.assign(p.send_peers.size(), nullptr);
   // 1. Tell each sender that this rank's slots for group s may be written.
   for (int q : p.recv_peers) {
     const uint64_t at = flag_region_.addr[static_cast<size_t>(q)] +
@@ -427,6 +447,28 @@ void UcxTransport::advance() {
     for (size_t k = 0; k < p.send_peers.size(); ++k) {
       if (p.pushed[k]) continue;
       const int q = p.send_peers[k];
+      const auto put_flag = [&] {
+        const uint64_t at = flag_region_.addr[static_cast<size_t>(q)] +
+                            sizeof(uint64_t) * (n + static_cast<size_t>(rank_));  // q's data[me]
+        put(p, p.value.get(), sizeof(uint64_t), q, at, flag_region_.rkeys[static_cast<size_t>(q)],
+            "data flag");
+        p.pushed[k] = true;
+      };
+      if (void*& f = p.flushing[k]; f != nullptr) {  // data issued, its flush in flight
+        const ucs_status_t s = ucp_request_check_status(f);
+        if (s == UCS_INPROGRESS) {
+          all_pushed = false;
+          continue;
+        }
+        ucp_request_free(f);
+        f = nullptr;
+        if (s != UCS_OK) {
+          throw Error(where_ + ": ucp_ep_flush_nbx(to " + peer_name(q) + ", exchange group " +
+                      std::to_string(p.seq) + ") failed: " + status_text(s));
+        }
+        put_flag();
+        continue;
+      }
       if (flag(static_cast<size_t>(q)) < p.seq) {  // q has not started group s yet
         all_pushed = false;
         continue;
@@ -438,15 +480,26 @@ void UcxTransport::advance() {
         put(p, x.src, x.bytes, q, r.addr[static_cast<size_t>(q)] + x.send_offset,
             r.rkeys[static_cast<size_t>(q)], x.label != nullptr ? x.label : "chunk");
       }
-      // The data before the flag: UCP completes what was issued before the fence first.
-      if (const ucs_status_t s = ucp_worker_fence(worker_); s != UCS_OK) {
-        throw Error(where_ + ": ucp_worker_fence failed: " + status_text(s));
+      // The data before the flag (see the header: which one depends on the UCX version).
+      if (strong_fence_) {
+        if (const ucs_status_t s = ucp_worker_fence(worker_); s != UCS_OK) {
+          throw Error(where_ + ": ucp_worker_fence failed: " + status_text(s));
+        }
+        put_flag();
+        continue;
       }
-      const uint64_t at = flag_region_.addr[static_cast<size_t>(q)] +
-                          sizeof(uint64_t) * (n + static_cast<size_t>(rank_));  // q's data[me]
-      put(p, p.value.get(), sizeof(uint64_t), q, at, flag_region_.rkeys[static_cast<size_t>(q)],
-          "data flag");
-      p.pushed[k] = true;
+      ucp_request_param_t fp{};
+      void* f = ucp_ep_flush_nbx(eps_[static_cast<size_t>(q)], &fp);
+      if (UCS_PTR_IS_ERR(f)) {
+        throw Error(where_ + ": ucp_ep_flush_nbx(to " + peer_name(q) + ", exchange group " +
+                    std::to_string(p.seq) + ") failed: " + status_text(UCS_PTR_STATUS(f)));
+      }
+      if (f == nullptr) {  // flushed at once
+        put_flag();
+      } else {  // the flag goes when a later advance() finds the flush complete
+        p.flushing[k] = f;
+        all_pushed = false;
+      }
     }
     if (!all_pushed) break;
   }
@@ -552,6 +605,7 @@ UcxContextInfo UcxTransport::query_context(bool with_transports) {
     info.cuda_memory = ((attr.memory_types >> UCS_MEMORY_TYPE_CUDA) & 1ULL) != 0;
     info.text += "memory types: " + (types.empty() ? std::string("none") : types) + "\n";
   }
+  info.text += std::string("flag ordering: ") + flag_ordering(fence_is_strong()) + "\n";
   info.text += std::string("device buffers: ") +
                (info.cuda_memory
                     ? "direct (the context reports cuda memory: UCP takes device pointers)"
