@@ -17,8 +17,10 @@
 // flags, two per TP rank:
 //   ready[q]: the last exchange group in which TP rank q is ready to receive from this rank;
 //   data[p]:  the last exchange group whose data TP rank p has finished putting into this rank.
-// A flag is written only by the peer it belongs to and read only by its owner; values only
-// grow, and stay below 2^32 in any real run, so an 8-byte aligned write cannot be seen torn.
+// A flag is written only by the peer it belongs to and read only by its owner, and its values
+// only grow. A flag put (8 bytes, 8-byte aligned at both ends) is assumed to land as one store
+// with the transports used (shared memory, TCP, RDMA on host memory): UCP does not promise
+// that a put is single-copy atomic, and a torn write would let the owner read a wrong group.
 //
 // Protocol: that of the copy-engine transport (ce_transport.hpp), with the host as the engine.
 // Groups are numbered 1, 2, ... in the order they are started (the same on every rank).
