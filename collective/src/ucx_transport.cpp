@@ -282,10 +282,11 @@ UcxTransport::~UcxTransport() {
       if (ucp_request_check_status(flush) == UCS_INPROGRESS) ucp_request_cancel(worker_, flush);
       ucp_request_free(flush);
     }
+    // Closed in flush mode: UCP_EP_CLOSE_FLAG_FORCE is meant for endpoints created with
+    // UCP_ERR_HANDLING_MODE_PEER, which these are not. Bounded like the flush: a close still in
+    // progress after a second is left to ucp_worker_destroy, which destroys its endpoint.
     std::vector<void*> closing;
     ucp_request_param_t cp{};
-    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
     for (ucp_ep* ep : eps_) {
       if (ep == nullptr) continue;
       void* req = ucp_ep_close_nbx(ep, &cp);
@@ -293,28 +294,35 @@ UcxTransport::~UcxTransport() {
     }
     if (!closing.empty()) {
       const watchdog::WaitScope wait("UCX endpoints closing (" + where_ + ")");
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       for (void* req : closing) {
-        while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-        ucp_request_free(req);
+        while (ucp_request_check_status(req) == UCS_INPROGRESS &&
+               std::chrono::steady_clock::now() < until) {
+          ucp_worker_progress(worker_);
+        }
+        ucp_request_free(req);  // one still in progress is released by UCP when it ends
       }
     }
     eps_.clear();
   }
   // Groups still in flight (an exception unwound past their wait): their puts were flushed or
-  // ended with the endpoints above, so their sources (the flag values in pending_) may go.
+  // ended with the endpoints above. Their requests go now; their flag values (in pending_)
+  // only after the worker, in case a close timed out with a put still reading one.
   for (Pending& p : pending_) {
-    for (void* req : p.requests) {
+    for (void*& req : p.requests) {
       if (req != nullptr) ucp_request_free(req);
+      req = nullptr;
     }
-    for (void* req : p.flushing) {
+    for (void*& req : p.flushing) {
       if (req != nullptr) ucp_request_free(req);
+      req = nullptr;
     }
   }
-  pending_.clear();
   for (auto& [id, r] : regions_) release_region(r);
   regions_.clear();
   release_region(flag_region_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  pending_.clear();
   if (context_ != nullptr) ucp_cleanup(context_);
   delete[] flags_;
 }
