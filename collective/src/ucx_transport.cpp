@@ -357,6 +357,7 @@ void UcxTransport::attach(const SymmetricBuffer& buf) {
     agreed = agree(comm_, size_, problem, why);
   }
   if (!agreed) {
+    release_region(r);  // registered here when only another rank failed
     throw Error(where_ + ": cannot register a symmetric buffer of " + std::to_string(buf.bytes) +
                 " bytes with UCX: " + why);
   }
