@@ -1,5 +1,6 @@
 #include "cgemm/collective/ucx_transport.hpp"
 
+#include <sched.h>
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
@@ -82,6 +83,21 @@ ucs_status_t make_context(ucp_context_h* context) {
   return s;
 }
 
+// Whether ucp_worker_fence of the running library is a strong fence, ordering operations across
+// all lanes of an endpoint (multi-rail RMA): from UCX 1.14 (openucx/ucx PR 8596). Before, it
+// orders only within a lane, so a flag put could overtake data put on another lane.
+bool fence_is_strong() {
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  return major > 1 || (major == 1 && minor >= 14);
+}
+
+const char* flag_ordering(bool strong_fence) {
+  return strong_fence ? "ucp_worker_fence (a strong fence from UCX 1.14)"
+                      : "ucp_ep_flush_nbx completed before the flag put (UCX < 1.14: "
+                        "ucp_worker_fence orders only within a lane)";
+}
+
 }  // namespace
 
 std::unique_ptr<UcxTransport> UcxTransport::create(MPI_Comm tp_comm, std::string where,
@@ -93,6 +109,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(MPI_Comm tp_comm, std::string
   t->describe_peer_ = std::move(describe_peer);
   check_mpi(MPI_Comm_rank(tp_comm, &t->rank_), "MPI_Comm_rank(tp)");
   check_mpi(MPI_Comm_size(tp_comm, &t->size_), "MPI_Comm_size(tp)");
+  t->strong_fence_ = fence_is_strong();
   const size_t n = static_cast<size_t>(t->size_);
 
   // 1. Context and worker.
@@ -246,23 +263,14 @@ void UcxTransport::release_region(Region& r) noexcept {
 }
 
 UcxTransport::~UcxTransport() {
-  // Groups still in flight (an exception unwound past their wait): drop their requests; the
-  // job is ending with that error.
-  for (Pending& p : pending_) {
-    for (void* req : p.requests) {
-      if (req != nullptr) ucp_request_free(req);
-    }
-  }
-  pending_.clear();
-  for (auto& [id, r] : regions_) release_region(r);
-  regions_.clear();
-  release_region(flag_region_);
+  // Order: first let UCP finish (or give up on) every operation, while the buffers, the flag
+  // values and the remote keys they use are still alive; then release the keys and regions;
+  // then the worker and the context that own them.
   if (worker_ != nullptr) {
-    // Every put was awaited by its receiver (see the header), but UCP may still hold protocol
-    // messages of its own (acknowledgements, wireup) for a peer: flush them while the peers,
-    // in their own teardown, still progress, for at most a second (a peer that is gone answers
-    // nothing, and nothing of cgemm's depends on it), then force-close the endpoints without a
-    // round trip.
+    // Every put was awaited by its receiver (see the header), unless an exception unwound past
+    // a wait; UCP may also hold protocol messages of its own (acknowledgements, wireup) for a
+    // peer. Flush them while the peers, in their own teardown, still progress, for at most a
+    // second (a peer that is gone answers nothing, and nothing of cgemm's depends on it).
     ucp_request_param_t fp{};
     if (void* flush = ucp_worker_flush_nbx(worker_, &fp);
         flush != nullptr && !UCS_PTR_IS_ERR(flush)) {
@@ -274,10 +282,11 @@ UcxTransport::~UcxTransport() {
       if (ucp_request_check_status(flush) == UCS_INPROGRESS) ucp_request_cancel(worker_, flush);
       ucp_request_free(flush);
     }
+    // Closed in flush mode: UCP_EP_CLOSE_FLAG_FORCE is meant for endpoints created with
+    // UCP_ERR_HANDLING_MODE_PEER, which these are not. Bounded like the flush: a close still in
+    // progress after a second is left to ucp_worker_destroy, which destroys its endpoint.
     std::vector<void*> closing;
     ucp_request_param_t cp{};
-    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
     for (ucp_ep* ep : eps_) {
       if (ep == nullptr) continue;
       void* req = ucp_ep_close_nbx(ep, &cp);
@@ -285,13 +294,35 @@ UcxTransport::~UcxTransport() {
     }
     if (!closing.empty()) {
       const watchdog::WaitScope wait("UCX endpoints closing (" + where_ + ")");
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       for (void* req : closing) {
-        while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-        ucp_request_free(req);
+        while (ucp_request_check_status(req) == UCS_INPROGRESS &&
+               std::chrono::steady_clock::now() < until) {
+          ucp_worker_progress(worker_);
+        }
+        ucp_request_free(req);  // one still in progress is released by UCP when it ends
       }
     }
-    ucp_worker_destroy(worker_);
+    eps_.clear();
   }
+  // Groups still in flight (an exception unwound past their wait): their puts were flushed or
+  // ended with the endpoints above. Their requests go now; their flag values (in pending_)
+  // only after the worker, in case a close timed out with a put still reading one.
+  for (Pending& p : pending_) {
+    for (void*& req : p.requests) {
+      if (req != nullptr) ucp_request_free(req);
+      req = nullptr;
+    }
+    for (void*& req : p.flushing) {
+      if (req != nullptr) ucp_request_free(req);
+      req = nullptr;
+    }
+  }
+  for (auto& [id, r] : regions_) release_region(r);
+  regions_.clear();
+  release_region(flag_region_);
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  pending_.clear();
   if (context_ != nullptr) ucp_cleanup(context_);
   delete[] flags_;
 }
@@ -303,9 +334,9 @@ bool UcxTransport::can_connect(int peer) const {
 std::string UcxTransport::describe() const {
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
-  return "UCP puts into registered peer buffers, worker fence, then a completion flag (UCX " +
-         std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release) +
-         ", host memory)";
+  return std::string("UCP puts into registered peer buffers, then a completion flag ordered by ") +
+         flag_ordering(strong_fence_) + " (UCX " + std::to_string(major) + "." +
+         std::to_string(minor) + "." + std::to_string(release) + ", host memory)";
 }
 
 std::string UcxTransport::peer_name(int peer) const {
@@ -315,14 +346,18 @@ std::string UcxTransport::peer_name(int peer) const {
 
 void UcxTransport::attach(const SymmetricBuffer& buf) {
   Region r;
-  std::string problem;
+  std::string why;
+  bool agreed = false;
   {
+    // Both collectives under the watchdog: a peer that never reaches agree() stalls this rank
+    // there as surely as in the key exchange.
     const watchdog::WaitScope wait("the TP group's UCX remote keys of symmetric buffer " +
                                    std::to_string(buf.id) + " (" + where_ + ")");
-    problem = problem_of_registration(buf, r);
+    const std::string problem = problem_of_registration(buf, r);
+    agreed = agree(comm_, size_, problem, why);
   }
-  std::string why;
-  if (!agree(comm_, size_, problem, why)) {
+  if (!agreed) {
+    release_region(r);  // registered here when only another rank failed
     throw Error(where_ + ": cannot register a symmetric buffer of " + std::to_string(buf.bytes) +
                 " bytes with UCX: " + why);
   }
@@ -362,7 +397,10 @@ int64_t UcxTransport::start(std::span<const Exchange> group, void*) {
                   ", which is not attached to the UCX transport");
     }
   }
-  Pending p;
+  // The group is stored before its first put, so that a put that throws leaves every issued
+  // request and its source (p.value) in pending_, where the destructor flushes them before
+  // freeing anything.
+  Pending& p = pending_.emplace_back();
   p.handle = next_handle_++;
   p.seq = ++seq_;
   p.value = std::make_unique<uint64_t>(p.seq);
@@ -378,6 +416,7 @@ int64_t UcxTransport::start(std::span<const Exchange> group, void*) {
     p.labels += (p.labels.empty() ? "" : " + ") + std::string(x.label ? x.label : "unnamed");
   }
   p.pushed.assign(p.send_peers.size(), false);
+  p.flushing.assign(p.send_peers.size(), nullptr);
   // 1. Tell each sender that this rank's slots for group s may be written.
   for (int q : p.recv_peers) {
     const uint64_t at = flag_region_.addr[static_cast<size_t>(q)] +
@@ -385,8 +424,7 @@ int64_t UcxTransport::start(std::span<const Exchange> group, void*) {
     put(p, p.value.get(), sizeof(uint64_t), q, at, flag_region_.rkeys[static_cast<size_t>(q)],
         "ready flag");
   }
-  pending_.push_back(std::move(p));
-  const int64_t handle = pending_.back().handle;
+  const int64_t handle = p.handle;
   progress();
   return handle;
 }
@@ -418,6 +456,28 @@ void UcxTransport::advance() {
     for (size_t k = 0; k < p.send_peers.size(); ++k) {
       if (p.pushed[k]) continue;
       const int q = p.send_peers[k];
+      const auto put_flag = [&] {
+        const uint64_t at = flag_region_.addr[static_cast<size_t>(q)] +
+                            sizeof(uint64_t) * (n + static_cast<size_t>(rank_));  // q's data[me]
+        put(p, p.value.get(), sizeof(uint64_t), q, at, flag_region_.rkeys[static_cast<size_t>(q)],
+            "data flag");
+        p.pushed[k] = true;
+      };
+      if (void*& f = p.flushing[k]; f != nullptr) {  // data issued, its flush in flight
+        const ucs_status_t s = ucp_request_check_status(f);
+        if (s == UCS_INPROGRESS) {
+          all_pushed = false;
+          continue;
+        }
+        ucp_request_free(f);
+        f = nullptr;
+        if (s != UCS_OK) {
+          throw Error(where_ + ": ucp_ep_flush_nbx(to " + peer_name(q) + ", exchange group " +
+                      std::to_string(p.seq) + ") failed: " + status_text(s));
+        }
+        put_flag();
+        continue;
+      }
       if (flag(static_cast<size_t>(q)) < p.seq) {  // q has not started group s yet
         all_pushed = false;
         continue;
@@ -429,15 +489,26 @@ void UcxTransport::advance() {
         put(p, x.src, x.bytes, q, r.addr[static_cast<size_t>(q)] + x.send_offset,
             r.rkeys[static_cast<size_t>(q)], x.label != nullptr ? x.label : "chunk");
       }
-      // The data before the flag: UCP completes what was issued before the fence first.
-      if (const ucs_status_t s = ucp_worker_fence(worker_); s != UCS_OK) {
-        throw Error(where_ + ": ucp_worker_fence failed: " + status_text(s));
+      // The data before the flag (see the header: which one depends on the UCX version).
+      if (strong_fence_) {
+        if (const ucs_status_t s = ucp_worker_fence(worker_); s != UCS_OK) {
+          throw Error(where_ + ": ucp_worker_fence failed: " + status_text(s));
+        }
+        put_flag();
+        continue;
       }
-      const uint64_t at = flag_region_.addr[static_cast<size_t>(q)] +
-                          sizeof(uint64_t) * (n + static_cast<size_t>(rank_));  // q's data[me]
-      put(p, p.value.get(), sizeof(uint64_t), q, at, flag_region_.rkeys[static_cast<size_t>(q)],
-          "data flag");
-      p.pushed[k] = true;
+      ucp_request_param_t fp{};
+      void* f = ucp_ep_flush_nbx(eps_[static_cast<size_t>(q)], &fp);
+      if (UCS_PTR_IS_ERR(f)) {
+        throw Error(where_ + ": ucp_ep_flush_nbx(to " + peer_name(q) + ", exchange group " +
+                    std::to_string(p.seq) + ") failed: " + status_text(UCS_PTR_STATUS(f)));
+      }
+      if (f == nullptr) {  // flushed at once
+        put_flag();
+      } else {  // the flag goes when a later advance() finds the flush complete
+        p.flushing[k] = f;
+        all_pushed = false;
+      }
     }
     if (!all_pushed) break;
   }
@@ -498,9 +569,19 @@ void UcxTransport::wait(int64_t handle) {
     const std::lock_guard<std::mutex> lock(blocker_mutex_);
     return blocker_ + " (" + where_ + ")";
   });
+  // After a run of empty progress calls the CPU goes to the others: with more ranks than cores
+  // (4 ranks on 2 cores in the tests) a spinning rank would keep the peer it waits for off the
+  // core for its whole time slice.
+  constexpr int kIdleBeforeYield = 64;
   uint64_t spins = 0;
+  int idle = 0;
   while (!it->done) {
-    ucp_worker_progress(worker_);
+    if (ucp_worker_progress(worker_) != 0) {
+      idle = 0;
+    } else if (++idle >= kIdleBeforeYield) {
+      idle = 0;
+      sched_yield();
+    }
     advance();
     if ((++spins & 1023) == 0) set_blocker(blocking());
   }
@@ -533,6 +614,7 @@ UcxContextInfo UcxTransport::query_context(bool with_transports) {
     info.cuda_memory = ((attr.memory_types >> UCS_MEMORY_TYPE_CUDA) & 1ULL) != 0;
     info.text += "memory types: " + (types.empty() ? std::string("none") : types) + "\n";
   }
+  info.text += std::string("flag ordering: ") + flag_ordering(fence_is_strong()) + "\n";
   info.text += std::string("device buffers: ") +
                (info.cuda_memory
                     ? "direct (the context reports cuda memory: UCP takes device pointers)"

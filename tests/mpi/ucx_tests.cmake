@@ -18,9 +18,15 @@ endif()
 # cgemm-ucx-info asks the library (no MPI): a context with RMA on host memory, the device path
 # and UCP's transport list.
 add_test(NAME ucx_info
-  COMMAND sh -c "out=$(\"$1\") || exit 1; echo \"$out\"; echo \"$out\" | grep -q '^memory types: host' && echo \"$out\" | grep -q '^device buffers: ' && echo \"$out\" | grep -q 'UCP context'" ucx_info
+  COMMAND sh -c "out=$(\"$1\") || exit 1; echo \"$out\"; echo \"$out\" | grep -q '^memory types: host' && echo \"$out\" | grep -q '^device buffers: ' && echo \"$out\" | grep -q '^flag ordering: ' && echo \"$out\" | grep -q 'UCP context'" ucx_info
           $<TARGET_FILE:cgemm-ucx-info>)
 set_tests_properties(ucx_info PROPERTIES LABELS unit TIMEOUT 30)
+# The data flag is ordered by ucp_worker_fence only where the fence is strong (UCX >= 1.14),
+# else by an endpoint flush: the line must match the library's version.
+add_test(NAME ucx_info_flag_ordering
+  COMMAND sh -c "out=$(\"$1\" --no_transports) || exit 1; echo \"$out\"; v=$(echo \"$out\" | sed -n 's/^UCX library: \\([0-9]*\\)\\.\\([0-9]*\\)\\..*/\\1 \\2/p'); set -- $v; if [ \"$1\" -gt 1 ] || [ \"$2\" -ge 14 ]; then want=ucp_worker_fence; else want=ucp_ep_flush_nbx; fi; echo \"$out\" | grep -q \"^flag ordering: $want\"" ucx_info
+          $<TARGET_FILE:cgemm-ucx-info>)
+set_tests_properties(ucx_info_flag_ordering PROPERTIES LABELS unit TIMEOUT 30)
 
 # Same bits as the MPI transport: both collectives, aggregate on and off, chunks_per_rank 1 and
 # 2, on tp 4 and on dp 2 x tp 2.

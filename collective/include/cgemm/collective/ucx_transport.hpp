@@ -17,28 +17,36 @@
 // flags, two per TP rank:
 //   ready[q]: the last exchange group in which TP rank q is ready to receive from this rank;
 //   data[p]:  the last exchange group whose data TP rank p has finished putting into this rank.
-// A flag is written only by the peer it belongs to and read only by its owner; values only
-// grow, and stay below 2^32 in any real run, so an 8-byte aligned write cannot be seen torn.
+// A flag is written only by the peer it belongs to and read only by its owner, and its values
+// only grow. A flag put (8 bytes, 8-byte aligned at both ends) is assumed to land as one store
+// with the transports used (shared memory, TCP, RDMA on host memory): UCP does not promise
+// that a put is single-copy atomic, and a torn write would let the owner read a wrong group.
 //
 // Protocol: that of the copy-engine transport (ce_transport.hpp), with the host as the engine.
 // Groups are numbered 1, 2, ... in the order they are started (the same on every rank).
 // Group s:
 //   1. start():   for each recv peer p, put s into p's ready[me]      "my slots are free"
 //   2. progress:  for each send peer q whose ready[q] >= s, in group order: put every chunk
-//                 for q into q's copy of its buffer, ucp_worker_fence, put s into q's data[me]
+//                 for q into q's copy of its buffer, order (below), put s into q's data[me]
 //   3. complete:  every put of the group completed locally, and data[p] >= s for each recv
 //                 peer p                                                "my data is here"
-// The fence orders the data puts before the flag put (UCP's ordering guarantee for operations
-// of one worker), so a peer that sees the flag sees the data. A rank writes a peer's slots only
+// The order step puts the data before the flag, so a peer that sees the flag sees the data.
+// From UCX 1.14 it is ucp_worker_fence, a strong fence there (it orders across all lanes of an
+// endpoint: openucx/ucx PR 8596). Before 1.14 the fence orders only within a lane, and with
+// multi-rail RMA the flag could overtake the data; there the order step is ucp_ep_flush_nbx to
+// q, and the flag is put only once that flush completed (a later progress() call: nothing
+// blocks on it). The choice is made from ucp_get_version() at create(); describe() and
+// cgemm-ucx-info say which one runs. A rank writes a peer's slots only
 // after the peer announced the group, i.e. from the start of the peer's group that names them,
 // which is exactly when MPI's receive would write them: the schedules' reuse rules hold for
 // both. Every write into a rank's memory is one that rank waits for, so once its waits return
 // no peer writes into its buffers and detach() needs no barrier.
 //
 // Progress: ucp_worker_progress runs inside progress() (between GEMM chunks) and inside wait(),
-// which spins on it. Every wait (wait(), attach's exchange, the endpoint close at the end)
-// runs under a watchdog scope naming the step, the exchange group and the peer by world rank
-// and host, so a stalled peer is named within the job's timeout.
+// which spins on it and yields the CPU (sched_yield) after 64 empty calls in a row, so that with
+// more ranks than cores the peer it waits for gets to run. Every wait (wait(), attach's exchange,
+// the endpoint close at the end) runs under a watchdog scope naming the step, the exchange group
+// and the peer by world rank and host, so a stalled peer is named within the job's timeout.
 //
 // Why puts and not tagged send/receive: the issue asks for the one-sided design of the field
 // (NVSHMEM, cuBLASMp); a put needs no matching receive, so a chunk moves as soon as the peer
@@ -92,7 +100,7 @@ class UcxTransport final : public Transport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   std::string name() const override { return "ucx"; }
-  /// One line: puts + fence + flag, and UCX's version.
+  /// One line: puts, the flag's ordering (fence or flush, by UCX version), and UCX's version.
   std::string describe() const override;
   /// Whether both this rank and `peer` made an endpoint to each other (the same on both sides).
   bool can_connect(int peer) const override;
@@ -138,7 +146,8 @@ class UcxTransport final : public Transport {
     std::vector<Exchange> sends;  // copies; dst read through regions_ by id
     std::vector<int> dst_ids;
     std::vector<int> send_peers, recv_peers;
-    std::vector<bool> pushed;  // by send_peers index
+    std::vector<bool> pushed;     // by send_peers index: data and flag issued
+    std::vector<void*> flushing;  // by send_peers index: the flush before the flag (UCX < 1.14)
     std::vector<void*> requests;
     std::unique_ptr<uint64_t> value;  // the source of this group's flag puts: seq
     std::string labels;
@@ -166,6 +175,7 @@ class UcxTransport final : public Transport {
   ucp_worker* worker_ = nullptr;
   std::vector<ucp_ep*> eps_;   // by TP rank; null at this rank and where none could be made
   std::vector<char> reach_;    // by TP rank: both sides made their endpoints
+  bool strong_fence_ = false;  // ucp_worker_fence orders across lanes (UCX >= 1.14)
   uint64_t* flags_ = nullptr;  // 2 * size_: ready[q] at q, data[p] at size_ + p
   Region flag_region_;
   std::map<int, Region> regions_;  // by SymmetricBuffer::id
