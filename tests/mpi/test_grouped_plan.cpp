@@ -434,7 +434,8 @@ void expect_plan_error(const GroupedGemmDesc& d, const std::string& message) {
 // FP8 with tensor scaling (a scale_inv per group and operand): the ragged-rows form, lhs [M, K]
 // and rhs [G, N, K], e4m3 and e5m2 mixes, bf16 and fp32 outputs, bias on and off, delayed and
 // current scaling, sizes from the host; out = lhs_scale_inv[g] * rhs_scale_inv[g] * (lhs rows of
-// g @ rhs[g]) (+ bias[g]) against fp64. K = 48 (cuBLASLt's FP8 GEMMs need K % 16 == 0).
+// g @ rhs[g]) (+ bias[g]) against fp64. K = 64, N = 32 and groups of multiples of 16 rows:
+// cuBLASLt 13.1's FP8 GEMMs on the H200 refused 24 (CUBLAS_STATUS_NOT_SUPPORTED).
 TEST_F(GroupedPlan, Fp8RaggedRows) {
   const std::vector<std::pair<DType, DType>> formats = {{DType::kFloat8E4M3, DType::kFloat8E4M3},
                                                         {DType::kFloat8E4M3, DType::kFloat8E5M2},
@@ -442,13 +443,18 @@ TEST_F(GroupedPlan, Fp8RaggedRows) {
   std::mt19937 gen(g_seed + 104729u);
   std::uniform_real_distribution<float> scale(0.5f, 2.0f);
   int turn = 0;
+  // Multiples of 16 rows (the CUDA backend's FP8 rule): uniform, skewed with an empty group,
+  // one group holding every row, G = 1.
+  const std::vector<std::vector<int32_t>> fp8_sizes = {
+      {32, 32, 32, 32}, {64, 16, 0, 16}, {0, 0, 96, 0}, {96}};
   for (const auto& [lhs_t, rhs_t] : formats) {
-    for (const auto& sizes : kRowSizes) {
+    for (const auto& sizes : fp8_sizes) {
       for (DType out_t : {DType::kBFloat16, DType::kFloat32}) {
         for (bool bias : {false, true}) {
           Case c;
           c.sizes = sizes;
-          c.other = 48;
+          c.other = 64;
+          c.n = 32;
           c.dtype = lhs_t;
           c.rhs_dtype = rhs_t;
           c.out_dtype = out_t;
@@ -512,6 +518,14 @@ TEST_F(GroupedPlan, Fp8Refusals) {
   };
   expect_error([&] { plan.execute(c.sizes, x.p, x.p, nullptr, x.p); },
                "grouped GEMM 'moe' has FP8 inputs: call execute_scaled with their scale_inv");
+  if (g_cuda) {  // group rows not a multiple of 16, refused before any group runs
+    const auto* sv = static_cast<const float*>(x.p);
+    const std::vector<int32_t> odd = {40, 8, 24, 24};
+    expect_error([&] { plan.execute_scaled(odd, x.p, sv, x.p, sv, nullptr, x.p); },
+                 "grouped GEMM 'moe': group 1 has 8 rows; FP8 groups on the CUDA backend need "
+                 "multiples of 16 (cuBLASLt's FP8 GEMMs; pad each group's tokens, as Transformer "
+                 "Engine's Fp8Padding does)");
+  }
   const auto* s = static_cast<const float*>(x.p);
   expect_error([&] { plan.execute_scaled(c.sizes, x.p, nullptr, x.p, s, nullptr, x.p); },
                "grouped GEMM 'moe': lhs_scale_inv is null (an FP8 call needs G float32 values "

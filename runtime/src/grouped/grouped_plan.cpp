@@ -353,6 +353,18 @@ void GroupedGemmPlan::run(std::span<const int32_t> group_sizes, const void* lhs,
                           const void* bias, void* out) {
   check_operands(lhs, rhs, bias, out);
   check_group_sizes(group_sizes);
+  if (lhs_scale_inv != nullptr && be_.name() == "cuda") {
+    // cuBLASLt's FP8 GEMMs take only multiples of 16 rows (CUBLAS_STATUS_NOT_SUPPORTED on the
+    // H200 for 24): refused here, before any group runs, not by the GEMM of group g mid-call.
+    for (size_t g = 0; g < group_sizes.size(); ++g) {
+      if (group_sizes[g] % 16 != 0) {
+        throw Error("grouped GEMM '" + desc_.name + "': group " + std::to_string(g) + " has " +
+                    std::to_string(group_sizes[g]) +
+                    " rows; FP8 groups on the CUDA backend need multiples of 16 (cuBLASLt's FP8 "
+                    "GEMMs; pad each group's tokens, as Transformer Engine's Fp8Padding does)");
+      }
+    }
+  }
   if (runner_ != nullptr) {
     if (runner_->run(group_sizes, lhs, rhs, bias, out)) return;
     ++loop_fallbacks_;
