@@ -4,11 +4,10 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
-#include <array>
-#include <cstring>
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/cuda_check.hpp"
+#include "group_agreement.hpp"
 
 namespace cgemm {
 namespace {
@@ -64,23 +63,9 @@ void check_cu(CUresult rc, const std::string& call, const std::string& where) {
 
 CUdeviceptr dptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
 
-// Every rank states its problem (empty: none); all ranks learn all of them, so they take the
-// same decision without another round.
+// The group's one decision (group_agreement.hpp).
 bool agree(MPI_Comm comm, int size, const std::string& mine, std::string& why) {
-  constexpr int kLen = 240;
-  std::array<char, kLen> buf{};
-  std::memcpy(buf.data(), mine.data(), std::min<size_t>(mine.size(), kLen - 1));
-  std::vector<char> all(static_cast<size_t>(kLen) * static_cast<size_t>(size));
-  check_mpi(MPI_Allgather(buf.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm),
-            "MPI_Allgather(copy-engine checks)");
-  why.clear();
-  for (int r = 0; r < size; ++r) {
-    const char* s = all.data() + static_cast<size_t>(r) * kLen;
-    if (*s == '\0') continue;
-    if (!why.empty()) why += "; ";
-    why += "tp rank " + std::to_string(r) + ": " + std::string(s, strnlen(s, kLen));
-  }
-  return why.empty();
+  return detail::agree_on_problems(comm, size, mine, why, "MPI_Allgather(copy-engine checks)");
 }
 
 std::string cuda_problem(cudaError_t rc, const std::string& call) {

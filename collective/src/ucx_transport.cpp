@@ -4,16 +4,15 @@
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/watchdog.hpp"
+#include "group_agreement.hpp"
 
 namespace cgemm {
 namespace {
@@ -22,23 +21,9 @@ std::string status_text(ucs_status_t s) {
   return std::string(ucs_status_string(s)) + " (" + std::to_string(static_cast<int>(s)) + ")";
 }
 
-// Every rank states its problem (empty: none); all ranks learn all of them, so they take the
-// same decision without another round (as ce_transport.cpp's).
+// The group's one decision (group_agreement.hpp).
 bool agree(MPI_Comm comm, int size, const std::string& mine, std::string& why) {
-  constexpr int kLen = 240;
-  std::array<char, kLen> buf{};
-  std::memcpy(buf.data(), mine.data(), std::min<size_t>(mine.size(), kLen - 1));
-  std::vector<char> all(static_cast<size_t>(kLen) * static_cast<size_t>(size));
-  check_mpi(MPI_Allgather(buf.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm),
-            "MPI_Allgather(UCX checks)");
-  why.clear();
-  for (int r = 0; r < size; ++r) {
-    const char* s = all.data() + static_cast<size_t>(r) * kLen;
-    if (*s == '\0') continue;
-    if (!why.empty()) why += "; ";
-    why += "tp rank " + std::to_string(r) + ": " + std::string(s, strnlen(s, kLen));
-  }
-  return why.empty();
+  return detail::agree_on_problems(comm, size, mine, why, "MPI_Allgather(UCX checks)");
 }
 
 // Gathers a byte blob of any size from every rank of `comm` (MPI_Allgatherv).
