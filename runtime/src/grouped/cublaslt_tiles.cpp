@@ -104,7 +104,8 @@ class CublasLtTiles final : public RaggedRowsRunner {
         choose_tiling(sizes, with_bias ? TileOverlap::kNone : TileOverlap::kAllowed);
     if (classes.size() > kMaxClasses || !aligned(classes, lhs, rhs, out)) return false;
     // Every class's algorithm before anything is issued: a class without one sends the whole
-    // call to the loop.
+    // call to the loop. The cache is trimmed here, never while this call's entries are held.
+    if (cache_.size() + classes.size() > kCacheEntries) clear_cache();
     std::vector<const Entry*> entries;
     for (const TileClass& c : classes) {
       const Entry* e = entry(c.rows, static_cast<int>(c.tiles.size()));
@@ -179,7 +180,6 @@ class CublasLtTiles final : public RaggedRowsRunner {
     const auto key = std::make_pair(rows, count);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second.desc != nullptr ? &it->second : nullptr;
-    if (cache_.size() >= kCacheEntries) clear_cache();
     Entry e;
     try {
       if (!build(e, rows, count)) destroy(e);  // a remembered miss: desc null
