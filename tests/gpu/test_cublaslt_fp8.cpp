@@ -80,6 +80,7 @@ struct Fp8Case {
   int64_t rows_per_block = 0, row_offset = 0;  // batch > 1: lhs/out blocks inside larger ones
   int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
   bool bias = true, fast = true, unit_scale = false;
+  int64_t rhs_scale_offset = 16;  // bytes into the scales' buffer (lhs's is at 0)
   float alpha = 1.0f, beta = 0.0f;
   std::string name;
 };
@@ -146,14 +147,15 @@ void run_and_check(const Fp8Case& c, CublasLtGemm& gemm, cudaStream_t stream) {
       d_scales(nullptr, 32);
   const float scales[2] = {lhs.scale_inv, rhs.scale_inv};
   ASSERT_EQ(cudaMemcpy(d_scales.p, &scales[0], 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_scales.at(16), &scales[1], 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const auto rso = static_cast<size_t>(c.rhs_scale_offset);
+  ASSERT_EQ(cudaMemcpy(d_scales.at(rso), &scales[1], 4, cudaMemcpyHostToDevice), cudaSuccess);
   t.lhs = d_lhs.at(lhs_off);
   t.rhs = d_rhs.p;
   t.out = d_out.at(out_off * es);
   t.bias = c.bias ? d_bias.p : nullptr;
   if (!c.unit_scale) {
     t.lhs_scale_inv = reinterpret_cast<const float*>(d_scales.at(0));
-    t.rhs_scale_inv = reinterpret_cast<const float*>(d_scales.at(16));  // 16-byte aligned
+    t.rhs_scale_inv = reinterpret_cast<const float*>(d_scales.at(rso));
   }
   gemm.run(t, stream);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
@@ -240,6 +242,13 @@ std::vector<Fp8Case> cases() {
   c.n = 48;
   c.k = 64;
   v.push_back(c);
+  // Rows that are not a multiple of 16 (a grouped GEMM's groups have any size).
+  c = make("e4m3_e4m3_bf16_m24", e4, e4, DType::kBFloat16);
+  c.m = 24;
+  c.n = 32;
+  c.k = 64;
+  c.bias = false;
+  v.push_back(c);
   c = make("e5m2_e4m3_fp16_bias", e5, e4, DType::kFloat16);
   c.m = 40;
   c.n = 64;
@@ -293,6 +302,22 @@ TEST_F(CublasLtFp8Test, WithBetaAccumulatesIntoTheOutput) {
   c.alpha = 2.0f;
   CublasLtGemm gemm("test");
   run_and_check(c, gemm, stream_);
+}
+
+// Why the grouped GEMM copies each group's scale_inv to a 16-byte slot (grouped_plan.hpp):
+// cuBLASLt refuses a scale pointer at 4 bytes past an aligned one (group 1's of a [G] array).
+TEST_F(CublasLtFp8Test, RefusesAScalePointerThatIsNot16ByteAligned) {
+  Fp8Case c = make("e4m3_e4m3_bf16_rhs_scale_at_4", DType::kFloat8E4M3, DType::kFloat8E4M3,
+                   DType::kBFloat16);
+  c.rhs_scale_offset = 4;
+  CublasLtGemm gemm("test");
+  try {
+    run_and_check(c, gemm, stream_);
+    ADD_FAILURE() << "cuBLASLt ran an FP8 GEMM with its rhs scale pointer at 4 bytes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Whatever changes the matmul descriptor is in the key: fast accumulation and the rhs dtype

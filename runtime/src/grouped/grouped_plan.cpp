@@ -20,6 +20,9 @@ namespace cgemm {
 
 namespace {
 
+// One FP8 scale_inv value per slot, at cuBLASLt's alignment for scale pointers.
+constexpr int64_t kScaleSlotBytes = 16;
+
 bool runs_dtype(DType t) {
   return t == DType::kBFloat16 || t == DType::kFloat16 || t == DType::kFloat32;
 }
@@ -211,6 +214,10 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   (void)num_elements(d.rhs_shape);
   (void)num_elements(expected_out);
   choose_path(what);
+  if (fp8 && d.num_groups > 0) {
+    scale_slots_ = {be_.allocate(static_cast<size_t>(2 * d.num_groups) * kScaleSlotBytes),
+                    grouped::ReleaseToBackend{&be_}};
+  }
   labels_.reserve(static_cast<size_t>(d.num_groups));
   for (int64_t g = 0; g < d.num_groups; ++g) {
     labels_.push_back(d.name + " group " + std::to_string(g));
@@ -353,16 +360,18 @@ void GroupedGemmPlan::run(std::span<const int32_t> group_sizes, const void* lhs,
                           const void* bias, void* out) {
   check_operands(lhs, rhs, bias, out);
   check_group_sizes(group_sizes);
-  if (lhs_scale_inv != nullptr && be_.name() == "cuda") {
-    // cuBLASLt's FP8 GEMMs take only multiples of 16 rows (CUBLAS_STATUS_NOT_SUPPORTED on the
-    // H200 for 24): refused here, before any group runs, not by the GEMM of group g mid-call.
-    for (size_t g = 0; g < group_sizes.size(); ++g) {
-      if (group_sizes[g] % 16 != 0) {
-        throw Error("grouped GEMM '" + desc_.name + "': group " + std::to_string(g) + " has " +
-                    std::to_string(group_sizes[g]) +
-                    " rows; FP8 groups on the CUDA backend need multiples of 16 (cuBLASLt's FP8 "
-                    "GEMMs; pad each group's tokens, as Transformer Engine's Fp8Padding does)");
-      }
+  const auto slot = [this](int64_t i) {
+    return static_cast<float*>(
+        static_cast<void*>(static_cast<char*>(scale_slots_.get()) + i * kScaleSlotBytes));
+  };
+  if (lhs_scale_inv != nullptr) {
+    // cuBLASLt refuses a scale pointer that is not 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED
+    // from cublasLtMatmul on the H200, cuBLASLt 13.1), and group g's value of a [G] array is at
+    // 4g bytes: every value gets a slot of its own first. Stream 0, as the GEMMs that read them.
+    const auto groups = static_cast<int64_t>(group_sizes.size());
+    for (int64_t g = 0; g < groups; ++g) {
+      be_.copy(slot(g), lhs_scale_inv + g, sizeof(float), 0, "lhs_scale_inv to its slot");
+      be_.copy(slot(groups + g), rhs_scale_inv + g, sizeof(float), 0, "rhs_scale_inv to its slot");
     }
   }
   if (runner_ != nullptr) {
@@ -386,8 +395,8 @@ void GroupedGemmPlan::run(std::span<const int32_t> group_sizes, const void* lhs,
     t.out_dtype = planned_.out_dtype;
     if (lhs_scale_inv != nullptr) {  // FP8: group g's scale_inv of each operand
       t.rhs_dtype = desc_.rhs_dtype.value_or(desc_.dtype);
-      t.lhs_scale_inv = lhs_scale_inv + g;
-      t.rhs_scale_inv = rhs_scale_inv + g;
+      t.lhs_scale_inv = slot(gi);
+      t.rhs_scale_inv = slot(static_cast<int64_t>(group_sizes.size()) + gi);
     }
     t.lhs_transposed = lhs_trans_;
     t.rhs_transposed = rhs_trans_;

@@ -42,7 +42,10 @@
 // scale 1 / lhs_scale_inv[g], rhs[g] with 1 / rhs_scale_inv[g]): out rows of g = lhs_scale_inv[g]
 // * rhs_scale_inv[g] * (lhs rows of g @ rhs[g]) (+ bias[g]), accumulated in fp32. They run the
 // loop (one FP8 cuBLASLt GEMM per group on the CUDA backend, whose FP8 rules apply: K a
-// multiple of 16). Block scaling (MXFP8, NVFP4) is refused with one message.
+// multiple of 16). Each call first copies the 2G scale_inv values to 16-byte slots of the plan
+// (2G copies of 4 bytes on stream 0): cuBLASLt reads a scale through a pointer of its own and
+// refuses one that is not 16-byte aligned, as group g's is at 4g bytes of a [G] array. Block
+// scaling (MXFP8, NVFP4) is refused with one message.
 
 // Sources (Transformer Engine's gemm.py, ../shared/seed/000_61943f8e0dd4a4f6.txt): the output's
 // ragged dims from the operand carrying sizes (lines 2165-2177), lhs_is_trans / rhs_is_trans
@@ -139,7 +142,15 @@ const char* grouped_path_name(GroupedPath p);
 
 namespace grouped {
 class RaggedRowsRunner;  // runtime/src/grouped/ragged_rows_runner.hpp
-}
+
+/// Gives a plan's backend memory back to its backend.
+struct ReleaseToBackend {
+  Backend* be = nullptr;
+  void operator()(void* p) const noexcept {
+    if (p != nullptr) be->release(p);
+  }
+};
+}  // namespace grouped
 
 struct GroupedGemmDesc {
   std::string name = "grouped_gemm";  // names the plan in errors and trace labels
@@ -232,6 +243,9 @@ class GroupedGemmPlan {
   GroupedPath path_ = GroupedPath::kLoop;
   int64_t loop_fallbacks_ = 0;
   std::unique_ptr<grouped::RaggedRowsRunner> runner_;  // kCublasGrouped, kCublasLtTiles
+  // FP8: a 16-byte slot per group and operand, lhs's G then rhs's G (backend memory), into
+  // which each call spreads its scale_inv arrays (see run()).
+  std::unique_ptr<void, grouped::ReleaseToBackend> scale_slots_;
 };
 
 }  // namespace cgemm
