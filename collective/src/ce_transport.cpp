@@ -1,67 +1,19 @@
 #include "cgemm/collective/ce_transport.hpp"
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <algorithm>
 
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/cuda_check.hpp"
+#include "cuda_driver.hpp"
 #include "group_agreement.hpp"
 
 namespace cgemm {
 namespace {
 
-// The driver calls are looked up through the runtime rather than linked, so binaries that use
-// cgemm need no libcuda.so at link time (and start, then skip GPU work, on machines without a
-// driver).
-struct Driver {
-  PFN_cuGetErrorName_v6000 get_error_name = nullptr;
-  PFN_cuDeviceGet_v2000 device_get = nullptr;
-  PFN_cuDeviceGetAttribute_v2000 device_get_attribute = nullptr;
-  PFN_cuStreamWriteValue64_v11070 write_value64 = nullptr;
-  PFN_cuStreamWaitValue64_v11070 wait_value64 = nullptr;
-  std::string missing;  // empty when every entry point was found
-};
+using detail::check_cu;
+using detail::cuda_driver;
 
-template <typename Fn>
-void lookup(const char* name, unsigned version, Fn& fn, std::string& missing) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-  const cudaError_t rc =
-      cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &status);
-  if (rc != cudaSuccess || status != cudaDriverEntryPointSuccess || p == nullptr) {
-    if (!missing.empty()) missing += ", ";
-    missing += name;
-    return;
-  }
-  fn = reinterpret_cast<Fn>(p);
-}
-
-const Driver& driver() {
-  static const Driver d = [] {
-    Driver x;
-    lookup("cuGetErrorName", 6000, x.get_error_name, x.missing);
-    lookup("cuDeviceGet", 2000, x.device_get, x.missing);
-    lookup("cuDeviceGetAttribute", 2000, x.device_get_attribute, x.missing);
-    lookup("cuStreamWriteValue64", 11070, x.write_value64, x.missing);
-    lookup("cuStreamWaitValue64", 11070, x.wait_value64, x.missing);
-    return x;
-  }();
-  return d;
-}
-
-void check_cu(CUresult rc, const std::string& call, const std::string& where) {
-  if (rc == CUDA_SUCCESS) return;
-  const char* name = nullptr;
-  if (driver().get_error_name == nullptr || driver().get_error_name(rc, &name) != CUDA_SUCCESS ||
-      name == nullptr) {
-    name = "unknown CUresult";
-  }
-  throw Error(where + ": " + call + " failed: " + name + " (" + std::to_string(rc) + ")");
-}
-
-CUdeviceptr dptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+CUdeviceptr dptr(const void* p) { return detail::device_address(p); }
 
 // The group's one decision (group_agreement.hpp).
 bool agree(MPI_Comm comm, int size, const std::string& mine, std::string& why) {
@@ -135,27 +87,7 @@ std::unique_ptr<CeTransport> CeTransport::create(MPI_Comm tp_comm, std::string w
   check_mpi(MPI_Comm_size(tp_comm, &t->size_), "MPI_Comm_size(tp)");
 
   // 1. Local capabilities: driver entry points and 64-bit stream memory operations.
-  std::string problem;
-  const Driver& d = driver();
-  int device = -1;
-  if (!d.missing.empty()) {
-    problem = "CUDA driver lacks " + d.missing;
-  } else if (const cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess) {
-    problem = cuda_problem(rc, "cudaGetDevice");
-  } else {
-    CUdevice dev = 0;
-    int memops = 0, flush = 0;
-    if (d.device_get(&dev, device) != CUDA_SUCCESS ||
-        d.device_get_attribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) !=
-            CUDA_SUCCESS) {
-      problem = "cannot query stream memory operation support";
-    } else if (memops == 0) {
-      problem = "GPU " + std::to_string(device) + " has no 64-bit stream memory operations";
-    } else if (d.device_get_attribute(&flush, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, dev) ==
-               CUDA_SUCCESS) {
-      t->flush_ = flush != 0;
-    }
-  }
+  std::string problem = detail::stream_memops_problem(&t->flush_);
   if (!agree(tp_comm, t->size_, problem, why_not)) return nullptr;
 
   // 2. The flags: zeroed and settled before any peer can see them (the Allgather inside
@@ -230,7 +162,7 @@ void CeTransport::detach(const SymmetricBuffer& buf) noexcept {
 }
 
 int64_t CeTransport::start(std::span<const Exchange> group, void* stream_handle) {
-  const Driver& d = driver();
+  const detail::CudaDriver& d = cuda_driver();
   auto stream = static_cast<cudaStream_t>(stream_handle);
   std::vector<int> send_peers, recv_peers;
   std::vector<const std::vector<void*>*> mapped;

@@ -3,10 +3,17 @@
 #include "cgemm/collective/cuda_transports.hpp"
 
 #include "cgemm/core/error.hpp"
+#include "cgemm/core/watchdog.hpp"
+#include "group_agreement.hpp"
+
+#ifdef CGEMM_HAVE_UCX
+#include "cgemm/collective/ucx_staged_transport.hpp"
+#endif
 
 namespace cgemm {
 
 std::vector<Transport*> CudaTransports::offered() const {
+  if (ucx) return {ucx.get()};
   std::vector<Transport*> out;
   for (Transport* t : {static_cast<Transport*>(ce.get()), static_cast<Transport*>(nccl.get())}) {
     if (t != nullptr) out.push_back(t);
@@ -14,7 +21,12 @@ std::vector<Transport*> CudaTransports::offered() const {
   return out;
 }
 
+void CudaTransports::drain() const {
+  if (ucx) ucx->drain();
+}
+
 std::string CudaTransports::describe() const {
+  if (ucx) return "transport: " + ucx->name() + ": " + ucx->describe() + "\n";
   if (ce) return "transport: copy-engine (CUDA IPC): " + ce->describe() + "\n";
   if (nccl) return "transport: nccl send/recv (copy engines not used: " + ce_why_not + ")\n";
   return "transport: none (" + ce_why_not + ")\n";
@@ -24,8 +36,48 @@ void CudaTransports::check_async_error() const {
   if (nccl) nccl->check_async_error();
 }
 
+namespace {
+
+// transport = ucx: UCX for every peer, or an error on every rank of the TP group alike.
+std::unique_ptr<Transport> make_ucx(const MeshComms& comms, const std::string& where) {
+  std::string why;
+#ifdef CGEMM_HAVE_UCX
+  std::unique_ptr<Transport> t;
+  {
+    const watchdog::WaitScope wait("the TP group's UCX setup (contexts, workers, addresses; " +
+                                   where + ")");
+    t = make_ucx_staged_transport(
+        comms.tp_comm(), where + ", ucx transport",
+        [&comms](int tp) { return comms.describe_rank(comms.world_rank_of_tp(tp)); }, why);
+  }
+  if (!t) {
+    throw Error(where + ": transport = ucx: no UCX transport on every rank of the TP group " +
+                comms.describe_tp_group() + ": " + why);
+  }
+  // can_connect is the same on both sides of a pair; every rank learns whether any failed.
+  std::string mine;
+  for (int p = 0; p < comms.tp() && mine.empty(); ++p) {
+    if (p != comms.tp_rank() && !t->can_connect(p)) {
+      mine = comms.describe_rank(comms.world_rank()) + " cannot reach " +
+             comms.describe_rank(comms.world_rank_of_tp(p)) + " over UCX";
+    }
+  }
+  if (!detail::agree_on_problems(comms.tp_comm(), comms.tp(), mine, why,
+                                 "MPI_Allgather(UCX reaches every peer)")) {
+    throw Error(where + ": transport = ucx: " + why);
+  }
+  return t;
+#else
+  static_cast<void>(comms);
+  why = "this cgemm was built without UCX";
+  throw Error(where + ": transport = ucx: " + why);
+#endif
+}
+
+}  // namespace
+
 CudaTransports make_cuda_transports(const MeshComms& comms, bool use_ce, bool gpu_sharing,
-                                    ncclComm_t borrowed_nccl, const std::string& where) {
+                                    ncclComm_t borrowed_nccl, bool ucx, const std::string& where) {
   CudaTransports t;
   // gpu_sharing is the job's, the same on every rank: refused alike.
   if (gpu_sharing && borrowed_nccl != nullptr) {
@@ -37,6 +89,11 @@ CudaTransports make_cuda_transports(const MeshComms& comms, bool use_ce, bool gp
     t.nccl = std::make_unique<NcclTransport>(comms.tp_comm(), borrowed_nccl, where);
   } else if (!gpu_sharing) {
     t.nccl = std::make_unique<NcclTransport>(comms.tp_comm(), where);
+  }
+  if (ucx && comms.tp() > 1) {
+    t.ce_why_not = "transport = ucx";
+    t.ucx = make_ucx(comms, where);
+    return t;
   }
   if (comms.tp() == 1) {
     t.ce_why_not = "tp = 1: nothing to move";

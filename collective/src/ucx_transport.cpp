@@ -522,6 +522,22 @@ void UcxTransport::progress() {
   } while (ucp_worker_progress(worker_) != 0);
 }
 
+bool UcxTransport::test(int64_t handle) {
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [&](const Pending& p) { return p.handle == handle; });
+  if (it == pending_.end()) {
+    throw Error("UcxTransport::test: unknown or already completed exchange " +
+                std::to_string(handle));
+  }
+  if (!it->done) {
+    ucp_worker_progress(worker_);
+    advance();
+  }
+  if (!it->done) return false;
+  pending_.erase(it);
+  return true;
+}
+
 void UcxTransport::wait(int64_t handle) {
   auto it = std::find_if(pending_.begin(), pending_.end(),
                          [&](const Pending& p) { return p.handle == handle; });

@@ -330,13 +330,30 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
     return;
   }
   // The CUDA backend's transports: auto as before; nccl turns the copy engines off; ce must
-  // reach every peer of every TP group. The option is the job's, so the first two are refused
-  // alike everywhere, and the last is agreed over the world.
-  if (backend.transport == TransportKind::kMpi || backend.transport == TransportKind::kUcx) {
+  // reach every peer of every TP group; ucx stages device buffers through pinned host memory.
+  // The option is the job's, so mpi is refused alike everywhere, and ce and ucx are agreed
+  // over the world (a TP group whose UCX fails must not leave the other replicas waiting).
+  if (backend.transport == TransportKind::kMpi) {
     throw BackendRuleError(
-        "transport = " + transport_kind_name(backend.transport) +
-        " runs on the CPU backend only (the CUDA backend has nccl and ce; UCX for device "
-        "buffers is not built yet: see collective/ucx_transport.hpp)");
+        "transport = mpi runs on the CPU backend only (the CUDA backend has nccl, ce and ucx)");
+  }
+  if (backend.transport == TransportKind::kUcx) {
+    std::string error;
+    try {
+      backend_ = make_cuda_backend(*comms_, overlap_, choice.placement, TransportKind::kUcx);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    int failed = error.empty() ? 0 : 1;
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comms_->world()),
+              "MPI_Allreduce(UCX reaches every peer)");
+    if (failed != 0) {
+      backend_.reset();
+      throw BackendRuleError(error.empty() ? "transport = ucx: another tensor-parallel group "
+                                             "could not use UCX (see its message)"
+                                           : error);
+    }
+    return;
   }
   OverlapOptions cuda_overlap = overlap_;
   if (backend.transport == TransportKind::kNccl) cuda_overlap.use_ce = false;

@@ -45,7 +45,8 @@ namespace {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const MeshComms& comms, const OverlapOptions& opts, const CudaPlacement& placement);
+  CudaBackend(const MeshComms& comms, const OverlapOptions& opts, const CudaPlacement& placement,
+              TransportKind transport);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -62,6 +63,7 @@ class CudaBackend final : public Backend {
   void* allocate(size_t bytes) override { return memory_->allocate(bytes); }
   void release(void* p) noexcept override { memory_->release(p); }
   SymmetricBuffer allocate_symmetric(size_t bytes) override {
+    transports_.drain();  // attaching is collective: no peer may wait on this host meanwhile
     return memory_->allocate_symmetric(bytes);
   }
   void release_symmetric(SymmetricBuffer& b) noexcept override { memory_->release_symmetric(b); }
@@ -159,7 +161,7 @@ class CudaBackend final : public Backend {
 };
 
 CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
-                         const CudaPlacement& placement)
+                         const CudaPlacement& placement, TransportKind transport)
     : comms_(comms), opts_(opts), placement_(placement) {
   where_ = "cuda backend, rank " + std::to_string(comms.world_rank()) + " (tp rank " +
            std::to_string(comms.tp_rank()) + ", local rank " + std::to_string(comms.local_rank()) +
@@ -176,14 +178,16 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
 
   // Collective from here on: every rank of the TP group reaches these in the same order.
   transports_ = make_cuda_transports(comms, opts.use_ce, placement.gpu_sharing,
-                                     static_cast<ncclComm_t>(placement.nccl_comm), where_);
+                                     static_cast<ncclComm_t>(placement.nccl_comm),
+                                     transport == TransportKind::kUcx, where_);
   offered_ = transports_.offered();
   if (comms.tp() > 1) {
     peer_transport_ = choose_transports(offered_, comms.tp_rank(), comms.tp(), where_);
   }
-  exchanges_ = std::make_unique<cuda::ExchangeFifo>(where_, [&comms](int tp_rank) {
-    return comms.describe_rank(comms.world_rank_of_tp(tp_rank));
-  });
+  exchanges_ = std::make_unique<cuda::ExchangeFifo>(
+      where_,
+      [&comms](int tp_rank) { return comms.describe_rank(comms.world_rank_of_tp(tp_rank)); },
+      [this] { transports_.drain(); });
   memory_ = std::make_unique<cuda::DeviceMemory>(offered_, *exchanges_, where_);
   // Chosen once: NCCL's collectives wherever there is a communicator (GPUs not shared).
   collectives_ =
@@ -194,7 +198,12 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
 
 CudaBackend::~CudaBackend() {
   // Let queued work finish before anything it uses goes away. Errors are ignored: a
-  // destructor cannot report them, and the next CUDA call of the process would.
+  // destructor cannot report them, and the next CUDA call of the process would. A transport
+  // that failed to drain has opened its stream waits (Transport::drain).
+  try {
+    transports_.drain();
+  } catch (const std::exception&) {
+  }
   cudaDeviceSynchronize();
   collectives_.reset();  // its staging buffer is freed with the other symmetric buffers
   // Every peer mapping is closed before the transport that opened it goes.
@@ -272,6 +281,7 @@ void CudaBackend::all_reduce_max(float* buf, int count, int s, const char* label
                            std::to_string(count) + " floats, max over " +
                            std::to_string(comms_.world_size()) + " ranks)";
   // As the collectives count an all-reduce: the buffer's bytes.
+  transports_.drain();  // the host waits for `st` below
   trace_->span(
       "quantize", [&] { return what; }, s, st,
       [&] { cuda::all_reduce_max_world(comms_.world(), buf, count, st, what, where_); },
@@ -317,8 +327,9 @@ std::vector<TraceSpan> CudaBackend::take_trace() {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts,
-                                           const CudaPlacement& placement) {
-  return std::make_unique<CudaBackend>(comms, opts, placement);
+                                           const CudaPlacement& placement,
+                                           TransportKind transport) {
+  return std::make_unique<CudaBackend>(comms, opts, placement, transport);
 }
 
 }  // namespace cgemm

@@ -9,7 +9,7 @@ int cuda_device_count() { return 0; }
 std::vector<std::string> cuda_device_uuids() { return {}; }
 
 std::unique_ptr<Backend> make_cuda_backend(const MeshComms&, const OverlapOptions&,
-                                           const CudaPlacement&) {
+                                           const CudaPlacement&, TransportKind) {
   throw Error(
       "backend 'cuda' requested, but this cgemm was built without CUDA "
       "(configure with the CUDA toolkit installed and -DCGEMM_WITH_CUDA=ON)");

@@ -621,16 +621,16 @@ std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_
     case TransportKind::kAuto:
       break;
     case TransportKind::kMpi:
+      if (!cpu) return "refused: transport = mpi needs the CPU backend";
+      return "mpi";
     case TransportKind::kUcx:
-      if (!cpu)
-        return "refused: transport = " + transport_kind_name(transport) + " needs the CPU backend";
 #ifndef CGEMM_HAVE_UCX
-      // As the CPU backend's make_ucx: a build without UCX refuses ucx at any tp.
-      if (transport == TransportKind::kUcx) {
-        return "refused: transport = ucx: this cgemm was built without UCX";
-      }
+      // As the backends' UCX set-up: a build without UCX refuses ucx at any tp.
+      return "refused: transport = ucx: this cgemm was built without UCX";
+#else
+      if (cpu) return tp <= 1 ? "mpi" : "ucx";
+      return tp <= 1 ? "none (tp = 1)" : "ucx (staged through pinned host memory)";
 #endif
-      return tp <= 1 ? "mpi" : transport_kind_name(transport);
     case TransportKind::kNccl:
       if (cpu) return "refused: transport = nccl needs the CUDA backend";
       return tp <= 1 ? "none (tp = 1)" : "nccl";

@@ -195,7 +195,12 @@ TEST(PlanDescription, PredictsForcedTransports) {
 #ifdef CGEMM_HAVE_UCX
   EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, false, true, T::kUcx), "ucx");
   EXPECT_EQ(predict_transport(BackendKind::kCpu, 1, true, true, T::kUcx), "mpi");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kUcx),
+            "ucx (staged through pinned host memory)");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 1, true, true, T::kUcx), "none (tp = 1)");
 #else
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kUcx),
+            "refused: transport = ucx: this cgemm was built without UCX");
   // Without UCX a real run refuses transport = ucx at any tp (cpu_backend.cpp's make_ucx).
   EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, false, true, T::kUcx),
             "refused: transport = ucx: this cgemm was built without UCX");
@@ -207,8 +212,8 @@ TEST(PlanDescription, PredictsForcedTransports) {
   EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kCe), "copy-engine (CUDA IPC)");
   EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, false, true, T::kCe),
             "refused: transport = ce, and the TP group spans hosts");
-  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kUcx),
-            "refused: transport = ucx needs the CPU backend");
+  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kMpi),
+            "refused: transport = mpi needs the CPU backend");
   EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, true, true, T::kNccl),
             "refused: transport = nccl needs the CUDA backend");
   EXPECT_EQ(transport_kind_name(parse_transport_kind("ucx")), "ucx");

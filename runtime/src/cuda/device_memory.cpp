@@ -64,6 +64,12 @@ void DeviceMemory::release_symmetric(SymmetricBuffer& b) noexcept {
   if (it != symmetric_.end()) {
     // In-flight exchanges may still read or write it, here or (through this rank's pushes)
     // on a peer: wait for this device before closing the peers' mappings and freeing.
+    try {
+      exchanges_.drain();
+    } catch (const std::exception&) {
+      // A transport that fails to drain opens its stream waits and forgets its groups
+      // (Transport::drain), so the synchronization below ends, and host_wait drains nothing.
+    }
     const auto wait = exchanges_.host_wait("releasing a symmetric buffer");
     cudaDeviceSynchronize();
     for (Transport* t : offered_) t->detach(it->second);

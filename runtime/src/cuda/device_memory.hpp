@@ -29,7 +29,7 @@ class DeviceMemory {
  public:
   /// `offered`: every transport a symmetric buffer must be attached to. `exchanges` names what
   /// a host wait is stuck behind.
-  DeviceMemory(std::vector<Transport*> offered, const ExchangeFifo& exchanges, std::string where)
+  DeviceMemory(std::vector<Transport*> offered, ExchangeFifo& exchanges, std::string where)
       : offered_(std::move(offered)), exchanges_(exchanges), where_(std::move(where)) {}
   /// Frees the plain buffers still allocated (the owner has synchronized the device).
   ~DeviceMemory();
@@ -55,7 +55,7 @@ class DeviceMemory {
   void check(cudaError_t rc, const std::string& call) const;
 
   std::vector<Transport*> offered_;
-  const ExchangeFifo& exchanges_;
+  ExchangeFifo& exchanges_;
   std::string where_;
   std::map<int, SymmetricBuffer> symmetric_;  // live symmetric buffers by id
   int next_symmetric_id_ = 0;

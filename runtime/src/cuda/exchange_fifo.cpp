@@ -84,7 +84,8 @@ void ExchangeFifo::recycle(bool all_done) {
   }
 }
 
-watchdog::WaitScope ExchangeFifo::host_wait(const char* call) const {
+watchdog::WaitScope ExchangeFifo::host_wait(const char* call) {
+  drain();
   std::vector<std::pair<cudaEvent_t, std::string>> pending;
   for (const auto& [token, x] : pending_) pending.emplace_back(x.event, x.what);
   return watchdog::WaitScope([pending = std::move(pending), call, where = where_] {

@@ -27,8 +27,13 @@ class ExchangeFifo {
  public:
   /// `peer` names TP rank p in the watchdog's lines ("world rank R (host H)": MeshComms's
   /// describe_rank); unset: "tp rank p".
-  explicit ExchangeFifo(std::string where, std::function<std::string(int)> peer = {})
-      : where_(std::move(where)), peer_(std::move(peer)) {}
+  /// `before_host_wait`: called first by host_wait (the transports' drain: a host wait must
+  /// not wait for a stream that waits on this host).
+  explicit ExchangeFifo(std::string where, std::function<std::string(int)> peer = {},
+                        std::function<void()> before_host_wait = {})
+      : where_(std::move(where)),
+        peer_(std::move(peer)),
+        before_host_wait_(std::move(before_host_wait)) {}
   ~ExchangeFifo();
   ExchangeFifo(const ExchangeFifo&) = delete;
   ExchangeFifo& operator=(const ExchangeFifo&) = delete;
@@ -46,7 +51,12 @@ class ExchangeFifo {
   /// For a host wait on this GPU in `call` (a string literal): the watchdog names the oldest
   /// exchange not yet complete (its event is queried from the watchdog's thread), else the
   /// GPU's own work.
-  watchdog::WaitScope host_wait(const char* call) const;
+  /// Runs `before_host_wait` (drain() first, then the scope).
+  watchdog::WaitScope host_wait(const char* call);
+  /// The `before_host_wait` of the constructor alone.
+  void drain() {
+    if (before_host_wait_) before_host_wait_();
+  }
 
  private:
   static constexpr size_t kMaxPending = 256;  // beyond this, completed ones are recycled
@@ -62,6 +72,7 @@ class ExchangeFifo {
   };
   std::string where_;
   std::function<std::string(int)> peer_;
+  std::function<void()> before_host_wait_;
   std::map<ExchangeToken, Pending> pending_;
   std::vector<cudaEvent_t> free_events_;
   ExchangeToken next_token_ = 0;

@@ -4,6 +4,9 @@
 //   ce_transport.hpp    copy engines over CUDA IPC, inside a node (CUDA backend)
 //   nccl_transport.hpp  NCCL send/recv, anywhere (CUDA backend)
 //   mpi_transport.hpp   MPI point-to-point on host memory (CPU backend)
+//   ucx_transport.hpp   UCX puts on host memory (CPU backend)
+//   ucx_staged_transport.hpp  the same for device buffers, staged through pinned host memory
+//                       (CUDA backend)
 // A backend offers its transports in order of preference (the CUDA backend's are made by
 // cuda_transports.hpp), and choose_transports() picks, for each peer, the first one that can
 // reach it (Transport::can_connect, as NCCL's canConnect): the one place where that choice is
@@ -53,6 +56,11 @@ class Transport {
   virtual void wait(int64_t handle) = 0;
   /// Lets a host transport progress its transfers (called between GEMM chunks).
   virtual void progress() {}
+  /// Stream transports whose groups complete only while this host drives them (the CUDA
+  /// backend's UCX transport, ucx_staged_transport.hpp): drives every started group until its
+  /// stream no longer waits on this host. Others: nothing. The backend calls it before any host
+  /// wait on the device, which would otherwise wait for itself.
+  virtual void drain() {}
 };
 
 /// For each TP rank other than `me`, the first of `candidates` (in order of preference, null

@@ -1,8 +1,10 @@
 #pragma once
-// UCX one-sided transport of the ring, for the CPU backend: UCP puts into the peers' copies of
-// the symmetric buffers, host memory. Only built where UCX was found (CGEMM_HAVE_UCX). Chosen
-// with `transport = ucx` (BackendOptions::transport); `auto` keeps MPI, as UCX has not measured
-// faster (docs/PERFORMANCE.md).
+// UCX one-sided transport of the ring, for host memory: UCP puts into the peers' copies of the
+// symmetric buffers. The CPU backend uses it directly; the CUDA backend through
+// ucx_staged_transport.hpp, which stages device buffers through pinned host copies. Only built
+// where UCX was found (CGEMM_HAVE_UCX). Chosen with `transport = ucx`
+// (BackendOptions::transport); `auto` keeps MPI, as UCX has not measured faster
+// (docs/PERFORMANCE.md).
 //
 // Setup (create, collective over the TP communicator). One UCP context (feature RMA) and one
 // worker per rank, single-threaded: only the thread that runs the backend drives it. The
@@ -117,16 +119,20 @@ class UcxTransport final : public Transport {
   void wait(int64_t handle) override;
   /// One ucp_worker_progress and the protocol steps it makes possible.
   void progress() override;
+  /// wait() without blocking: progress(), then true when group `handle` (and so every group
+  /// started before it) is complete, which also forgets it as wait() does. Throws for a handle
+  /// that is unknown or already forgotten.
+  bool test(int64_t handle);
 
   /// What UCX offers in this process, for tools (cgemm-ucx-info): the library's version, the
   /// memory types of a context with RMA (ucp_context_query: "host, cuda, ..."), the device
   /// path (device_path) and, with `with_transports`, the transports and devices UCP selected
   /// (ucp_context_print_info). Local; needs no MPI.
   static UcxContextInfo query_context(bool with_transports);
-  /// How device (CUDA) buffers would reach UCX: direct where a UCP context reports CUDA
-  /// memory, else staged through pinned host memory. The CUDA backend has no UCX transport yet
-  /// (transport = ucx is refused there): its first version will stage whatever this says, as
-  /// staging works with every UCX build; kDirect is the later optimization this decides.
+  /// How device (CUDA) buffers could reach UCX: direct where a UCP context reports CUDA
+  /// memory, else staged through pinned host memory. The CUDA backend's UCX transport
+  /// (ucx_staged_transport.hpp) always stages, as staging works with every UCX build; kDirect
+  /// says where passing device pointers would be the later optimization.
   static UcxDevicePath device_path();
 
  private:

@@ -45,9 +45,14 @@ struct CudaPlacement {
 /// TP group is on one node and opts.use_ce, else NCCL send/recv; the sequential path's
 /// collectives over NCCL, or over the copy engines when placement.gpu_sharing (then no NCCL
 /// communicator is created, and the copy engines must be usable: else it throws on every TP
-/// rank alike). Throws cgemm::Error when cgemm was built without CUDA or there is no GPU.
+/// rank alike). `transport` kUcx: the ring over UCX alone, device buffers staged through
+/// pinned host memory (collective/ucx_staged_transport.hpp), the sequential path's collectives
+/// as before; it throws on every TP rank alike when UCX cannot reach every peer or cgemm was
+/// built without UCX. The other kinds are the Context's to apply (through opts.use_ce).
+/// Throws cgemm::Error when cgemm was built without CUDA or there is no GPU.
 std::unique_ptr<Backend> make_cuda_backend(const MeshComms& comms, const OverlapOptions& opts,
-                                           const CudaPlacement& placement);
+                                           const CudaPlacement& placement,
+                                           TransportKind transport = TransportKind::kAuto);
 
 /// Whether the borrowed NCCL communicator `nccl_comm` (CudaPlacement::nccl_comm) holds this
 /// rank's TP group, NCCL rank = tp rank: collective over the world of `comms`, after every
