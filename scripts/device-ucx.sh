@@ -40,11 +40,11 @@ step ucx_info "$bin/cgemm-ucx-info" --no_transports
 
 echo "== 2. the same bits over the copy engines and over UCX"
 # Both runs pick the heuristic's first GEMM algorithm, so only the transport differs.
-step same_bits env CGEMM_GEMM_AUTOTUNE=0 BACKEND=cuda TRANSPORTS="ce ucx" \
+step same_bits timeout 200 env RUN_TIMEOUT=25 CGEMM_GEMM_AUTOTUNE=0 BACKEND=cuda TRANSPORTS="ce ucx" \
   bash "$root/tests/mpi/transport_bits.sh" 2 "$mpi" "$bin/cgemm-run" --gpu_sharing on
 
 echo "== 3. the watchdog over UCX"
-step watchdog_stop env CGEMM_GEMM_AUTOTUNE=1 \
+step watchdog_stop timeout 40 env CGEMM_GEMM_AUTOTUNE=1 \
   CGEMM_FAULT_WAIT="(exchange '[^']*' over UCX \(group [0-9]+\): (ready flag|data) from world rank [0-9]+ \(host [^)]+\), tp rank [0-9]+|UCX exchange group [0-9]+ \('[^']*'\): this GPU's copy of its chunks to the host)" \
   bash "$root/tests/mpi/fault_check.sh" 5 stop:1:5 $mpi -np 2 "$bin/cgemm-run" --backend cuda \
   --gpu_sharing on --transport ucx --collective all_gather --seq_len 256 --hidden_in 256 \
@@ -53,7 +53,7 @@ step watchdog_stop env CGEMM_GEMM_AUTOTUNE=1 \
 echo "== 4. times, transport ce and ucx"
 printf 'gemm = up all_gather 4096 4096\ngemm = down reduce_scatter 4096 4096\n' >"$out/time.ini"
 for t in ce ucx; do
-  step "time_$t" $mpi -np 2 "$bin/cgemm-run" --backend cuda --gpu_sharing on --transport $t \
+  step "time_$t" timeout 60 $mpi -np 2 "$bin/cgemm-run" --backend cuda --gpu_sharing on --transport $t \
     --config "$out/time.ini" --batch 2 --seq_len 4096 --warmup 5 --iterations 20
   grep -E "overlapped .* \| sequential" "$out/time_$t.log"
 done

@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "cgemm/collective/mesh_comms.hpp"
@@ -37,11 +40,7 @@ std::string cuda_problem(cudaError_t rc, const std::string& call) {
 class UcxStagedTransport final : public Transport {
  public:
   UcxStagedTransport(std::unique_ptr<UcxTransport> ucx, uint64_t* gate, void* gate_on_device,
-                     std::string where)
-      : ucx_(std::move(ucx)),
-        gate_(gate),
-        gate_on_device_(gate_on_device),
-        where_(std::move(where)) {}
+                     int device, std::string where);
   ~UcxStagedTransport() override;
   UcxStagedTransport(const UcxStagedTransport&) = delete;
   UcxStagedTransport& operator=(const UcxStagedTransport&) = delete;
@@ -49,14 +48,15 @@ class UcxStagedTransport final : public Transport {
   std::string name() const override { return "ucx (staged through pinned host memory)"; }
   std::string describe() const override {
     return "device chunks copied to pinned host memory on the communication stream, moved by " +
-           ucx_->describe() + ", copied back after the stream waits on this host's completion flag";
+           ucx_->describe() +
+           " from a proxy thread, copied back after the stream waits on that thread's "
+           "completion flag";
   }
   bool can_connect(int peer) const override { return ucx_->can_connect(peer); }
   void attach(const SymmetricBuffer& buf) override;
   void detach(const SymmetricBuffer& buf) noexcept override;
   int64_t start(std::span<const Exchange> group, void* stream) override;
   void wait(int64_t) override {}  // a stream transport: the stream orders what follows
-  void progress() override;
   void drain() override;
 
  private:
@@ -72,33 +72,57 @@ class UcxStagedTransport final : public Transport {
     int64_t ucx = -1;  // the UCX group's handle once started
   };
 
-  void check_usable() const;
+  void proxy_main();
+  bool proxy_step();                  // under mu_; true when something moved
+  std::string proxy_blocker() const;  // under mu_
   void ensure_staging(size_t bytes);
-  bool staged(const Group& g) const;  // cudaEventQuery, errors thrown
-  void start_on_ucx(Group& g);
-  void finish_front();  // the front group is complete on UCX: open the gate for it
-  void drain_or_fail();
-  void fail(const std::string& why) noexcept;
+  bool staged(const Group& g) const;           // cudaEventQuery, errors thrown
+  void fail(const std::string& why) noexcept;  // under mu_
   void open_gate(uint64_t value) noexcept {
     std::atomic_ref<uint64_t>(*gate_).store(value, std::memory_order_release);
   }
 
-  std::unique_ptr<UcxTransport> ucx_;
-  uint64_t* gate_ = nullptr;        // mapped pinned memory, as the host writes it
-  void* gate_on_device_ = nullptr;  // the same, as the GPU reads it
+  std::unique_ptr<UcxTransport> ucx_;  // under mu_ (a serialized UCP worker)
+  uint64_t* gate_ = nullptr;           // mapped pinned memory, as the host writes it
+  void* gate_on_device_ = nullptr;     // the same, as the GPU reads it
+  int device_ = 0;
   std::string where_;
   std::map<int, std::unique_ptr<Mirror>> mirrors_;  // by SymmetricBuffer::id; stable addresses
   void* staging_ = nullptr;                         // pinned
   size_t staging_bytes_ = 0;
-  std::deque<Group> groups_;  // started, not yet through the gate, in order
-  std::vector<cudaEvent_t> free_events_;
   uint64_t seq_ = 0;
-  std::string failed_;  // why the transport refuses further groups
+
+  std::mutex mu_;
+  std::condition_variable work_;     // to the proxy: a group, or stop
+  std::condition_variable drained_;  // from the proxy: groups_ empty, or failed
+  std::deque<Group> groups_;         // started, not yet through the gate, in order
+  std::vector<cudaEvent_t> free_events_;
+  std::string failed_;             // why the transport refuses further groups
+  bool failure_reported_ = false;  // drain() threw it
+  bool stop_ = false;
+  std::mutex blocker_mutex_;  // the watchdog's thread reads blocker_ on a timeout
+  std::string blocker_;
+  std::thread proxy_;
 };
 
+UcxStagedTransport::UcxStagedTransport(std::unique_ptr<UcxTransport> ucx, uint64_t* gate,
+                                       void* gate_on_device, int device, std::string where)
+    : ucx_(std::move(ucx)),
+      gate_(gate),
+      gate_on_device_(gate_on_device),
+      device_(device),
+      where_(std::move(where)),
+      proxy_([this] { proxy_main(); }) {}
+
 UcxStagedTransport::~UcxStagedTransport() {
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  proxy_.join();
   // The backend drained before its teardown; after a failure the gate is already open. Either
-  // way no stream waits on this host any more, so the device can be waited for.
+  // way nothing may wait on this host any more, so the device can be waited for.
   open_gate(std::numeric_limits<uint64_t>::max());
   cudaDeviceSynchronize();
   for (const Group& g : groups_) cudaEventDestroy(g.staged);
@@ -107,13 +131,6 @@ UcxStagedTransport::~UcxStagedTransport() {
   ucx_.reset();  // its flush and endpoint close, while the memory below is still there
   if (staging_ != nullptr) cudaFreeHost(staging_);
   cudaFreeHost(gate_);
-}
-
-void UcxStagedTransport::check_usable() const {
-  if (!failed_.empty()) {
-    throw Error(where_ + ": the UCX transport failed earlier (" + failed_ +
-                "); no exchange can run on it any more");
-  }
 }
 
 void UcxStagedTransport::attach(const SymmetricBuffer& buf) {
@@ -129,6 +146,9 @@ void UcxStagedTransport::attach(const SymmetricBuffer& buf) {
   }
   m->registered = SymmetricBuffer{m->host, buf.bytes, buf.id};
   try {
+    // The backend drained first (no group in flight): the proxy is idle, and the collective
+    // inside cannot wait on it.
+    const std::lock_guard<std::mutex> lock(mu_);
     ucx_->attach(m->registered);
   } catch (...) {
     if (m->host != nullptr) cudaFreeHost(m->host);
@@ -140,7 +160,10 @@ void UcxStagedTransport::attach(const SymmetricBuffer& buf) {
 void UcxStagedTransport::detach(const SymmetricBuffer& buf) noexcept {
   auto it = mirrors_.find(buf.id);
   if (it == mirrors_.end()) return;
-  ucx_->detach(it->second->registered);
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    ucx_->detach(it->second->registered);
+  }
   if (it->second->host != nullptr) cudaFreeHost(it->second->host);
   mirrors_.erase(it);
 }
@@ -159,7 +182,13 @@ void UcxStagedTransport::ensure_staging(size_t bytes) {
 }
 
 int64_t UcxStagedTransport::start(std::span<const Exchange> group, void* stream_handle) {
-  check_usable();
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.empty()) {
+      throw Error(where_ + ": the UCX transport failed earlier (" + failed_ +
+                  "); no exchange can run on it any more");
+    }
+  }
   auto stream = static_cast<cudaStream_t>(stream_handle);
   size_t send_bytes = 0;
   for (const Exchange& x : group) {
@@ -192,19 +221,23 @@ int64_t UcxStagedTransport::start(std::span<const Exchange> group, void* stream_
     g.host.push_back(h);
     g.labels += (g.labels.empty() ? "" : " + ") + std::string(x.label ? x.label : "unnamed");
   }
-  if (!free_events_.empty()) {
-    g.staged = free_events_.back();
-    free_events_.pop_back();
-  } else {
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (!free_events_.empty()) {
+      g.staged = free_events_.back();
+      free_events_.pop_back();
+    }
+  }
+  if (g.staged == nullptr) {
     check_cuda(cudaEventCreateWithFlags(&g.staged, cudaEventDisableTiming),
                "cudaEventCreateWithFlags" + name, where_);
   }
   check_cuda(cudaEventRecord(g.staged, stream), "cudaEventRecord(sources staged)" + name, where_);
-  // 2. The gate, which this host opens once UCX has moved the group.
+  // 2. The gate, which the proxy opens once UCX has moved the group.
   detail::check_cu(
       detail::cuda_driver().wait_value64(stream, detail::device_address(gate_on_device_), g.seq,
                                          CU_STREAM_WAIT_VALUE_GEQ),
-      "cuStreamWaitValue64(the host's completion flag)" + name, where_);
+      "cuStreamWaitValue64(the proxy's completion flag)" + name, where_);
   // 3. The chunks this rank received, from the mirrors to their destinations.
   for (const Exchange& x : group) {
     if (x.bytes == 0) continue;
@@ -216,8 +249,11 @@ int64_t UcxStagedTransport::start(std::span<const Exchange> group, void* stream_
         "cudaMemcpyAsync(" + std::to_string(x.bytes) + " bytes from the receive mirror)" + name,
         where_);
   }
-  groups_.push_back(std::move(g));
-  progress();
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    groups_.push_back(std::move(g));
+  }
+  work_.notify_one();
   return -1;
 }
 
@@ -232,42 +268,96 @@ bool UcxStagedTransport::staged(const Group& g) const {
   return true;
 }
 
-void UcxStagedTransport::start_on_ucx(Group& g) { g.ucx = ucx_->start(g.host, nullptr); }
-
-void UcxStagedTransport::finish_front() {
-  Group& g = groups_.front();
-  open_gate(g.seq);
-  free_events_.push_back(g.staged);
-  groups_.pop_front();
+bool UcxStagedTransport::proxy_step() {
+  bool moved = false;
+  // Start, in order, the groups whose sources are on the host.
+  for (Group& g : groups_) {
+    if (g.ucx >= 0) continue;
+    if (!staged(g)) break;
+    g.ucx = ucx_->start(g.host, nullptr);
+    moved = true;
+  }
+  ucx_->progress();
+  // Open the gate for each group UCX has completed, in order.
+  while (!groups_.empty() && groups_.front().ucx >= 0 && ucx_->test(groups_.front().ucx)) {
+    Group& g = groups_.front();
+    open_gate(g.seq);
+    free_events_.push_back(g.staged);
+    groups_.pop_front();
+    moved = true;
+  }
+  return moved;
 }
 
-void UcxStagedTransport::progress() {
-  if (groups_.empty()) return;
-  try {
-    // Start, in order, the groups whose sources are on the host.
-    for (Group& g : groups_) {
-      if (g.ucx >= 0) continue;
-      if (!staged(g)) break;
-      start_on_ucx(g);
+std::string UcxStagedTransport::proxy_blocker() const {
+  if (groups_.empty()) return "the UCX proxy";
+  const Group& g = groups_.front();
+  if (g.ucx < 0) {
+    return "UCX exchange group " + std::to_string(g.seq) + " ('" + g.labels +
+           "'): this GPU's copy of its chunks to the host";
+  }
+  return ucx_->waiting_for(g.ucx);
+}
+
+void UcxStagedTransport::proxy_main() {
+  // The proxy's CUDA calls (event queries) are on the backend's device.
+  const bool on_device = cudaSetDevice(device_) == cudaSuccess;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!on_device) fail("cudaSetDevice(" + std::to_string(device_) + ") failed in the UCX proxy");
+  int idle = 0;
+  uint64_t steps = 0;
+  while (!stop_) {
+    if (groups_.empty() || !failed_.empty()) {
+      drained_.notify_all();
+      work_.wait(lock, [&] { return stop_ || (!groups_.empty() && failed_.empty()); });
+      continue;
     }
-    ucx_->progress();
-    while (!groups_.empty() && groups_.front().ucx >= 0 && ucx_->test(groups_.front().ucx)) {
-      finish_front();
+    bool moved = false;
+    try {
+      moved = proxy_step();
+      if ((++steps & 255) == 0 || moved) {
+        const std::string b = proxy_blocker();
+        const std::lock_guard<std::mutex> bl(blocker_mutex_);
+        blocker_ = b;
+      }
+    } catch (const std::exception& e) {
+      fail(e.what());
+      continue;
     }
-  } catch (const std::exception& e) {
-    fail(e.what());
-    throw;
+    if (groups_.empty()) drained_.notify_all();
+    // Let the backend's thread in (start, drain) and, after a run of idle steps, the other
+    // ranks' processes at the cores (more ranks than cores in tests).
+    lock.unlock();
+    if (moved) {
+      idle = 0;
+    } else if (++idle >= 64) {
+      idle = 0;
+      sched_yield();
+    }
+    lock.lock();
   }
 }
 
 void UcxStagedTransport::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto report = [&] {
+    // Once: a later drain (the teardown's, a noexcept release's) has nothing left to wait for,
+    // and start() refuses any new group.
+    failure_reported_ = true;
+    throw Error(failed_);
+  };
+  if (!failed_.empty() && !failure_reported_) report();
   if (groups_.empty()) return;
-  try {
-    drain_or_fail();
-  } catch (const std::exception& e) {
-    fail(e.what());
-    throw;
+  {
+    const std::lock_guard<std::mutex> bl(blocker_mutex_);
+    blocker_ = proxy_blocker();
   }
+  const watchdog::WaitScope wait([this] {
+    const std::lock_guard<std::mutex> bl(blocker_mutex_);
+    return blocker_ + " (" + where_ + ")";
+  });
+  drained_.wait(lock, [&] { return groups_.empty() || !failed_.empty(); });
+  if (!failed_.empty() && !failure_reported_) report();
 }
 
 void UcxStagedTransport::fail(const std::string& why) noexcept {
@@ -278,36 +368,7 @@ void UcxStagedTransport::fail(const std::string& why) noexcept {
   open_gate(std::numeric_limits<uint64_t>::max());
   for (const Group& g : groups_) free_events_.push_back(g.staged);
   groups_.clear();
-}
-
-void UcxStagedTransport::drain_or_fail() {
-  while (!groups_.empty()) {
-    Group& g = groups_.front();
-    if (g.ucx < 0) {
-      // The GPU has not copied this group's sources yet (it runs the work before them). UCX is
-      // driven meanwhile: the peers' puts into this rank may need it.
-      const std::string what = "UCX exchange group " + std::to_string(g.seq) + " ('" + g.labels +
-                               "'): this GPU's copy of its chunks to the host (" + where_ + ")";
-      const watchdog::WaitScope wait(what);
-      int idle = 0;
-      while (!staged(g)) {
-        ucx_->progress();
-        if (++idle >= 64) {
-          idle = 0;
-          sched_yield();
-        }
-      }
-      start_on_ucx(g);
-    }
-    ucx_->wait(g.ucx);  // under the watchdog, naming the peer
-    finish_front();
-    // Later groups whose sources are already on the host go to UCX now, not one by one.
-    for (Group& later : groups_) {
-      if (later.ucx >= 0) continue;
-      if (!staged(later)) break;
-      start_on_ucx(later);
-    }
-  }
+  drained_.notify_all();
 }
 
 }  // namespace
@@ -345,13 +406,15 @@ std::unique_ptr<Transport> make_ucx_staged_transport(MPI_Comm tp_comm, const std
     return nullptr;
   }
   std::unique_ptr<UcxTransport> ucx =
-      UcxTransport::create(tp_comm, where, std::move(describe_peer), why_not);
+      UcxTransport::create(tp_comm, where, std::move(describe_peer), why_not, true);
   if (!ucx) {
     cudaFreeHost(gate);
     return nullptr;
   }
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice", where);
   return std::make_unique<UcxStagedTransport>(std::move(ucx), static_cast<uint64_t*>(gate),
-                                              gate_on_device, where);
+                                              gate_on_device, device, where);
 }
 
 }  // namespace cgemm

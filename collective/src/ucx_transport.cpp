@@ -87,7 +87,7 @@ const char* flag_ordering(bool strong_fence) {
 
 std::unique_ptr<UcxTransport> UcxTransport::create(MPI_Comm tp_comm, std::string where,
                                                    std::function<std::string(int)> describe_peer,
-                                                   std::string& why_not) {
+                                                   std::string& why_not, bool serialized) {
   std::unique_ptr<UcxTransport> t(new UcxTransport());
   t->comm_ = tp_comm;
   t->where_ = std::move(where);
@@ -105,7 +105,9 @@ std::unique_ptr<UcxTransport> UcxTransport::create(MPI_Comm tp_comm, std::string
   } else {
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the backend's thread drives it
+    // The CPU backend's thread alone, or (serialized) the staged transport's two threads, one
+    // at a time.
+    wp.thread_mode = serialized ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
     if (const ucs_status_t ws = ucp_worker_create(t->context_, &wp, &t->worker_); ws != UCS_OK) {
       t->worker_ = nullptr;
       problem = "ucp_worker_create failed: " + status_text(ws);
@@ -522,6 +524,25 @@ void UcxTransport::progress() {
   } while (ucp_worker_progress(worker_) != 0);
 }
 
+std::string UcxTransport::waiting_for(int64_t target) const {
+  for (const Pending& p : pending_) {
+    if (p.done) continue;
+    const std::string g =
+        "exchange '" + p.labels + "' over UCX (group " + std::to_string(p.seq) + "): ";
+    for (size_t k = 0; k < p.send_peers.size(); ++k) {
+      const int q = p.send_peers[k];
+      if (!p.pushed[k] && flag(static_cast<size_t>(q)) < p.seq) {
+        return g + "ready flag from " + peer_name(q) + ", which has not started the group";
+      }
+    }
+    for (int q : p.recv_peers) {
+      if (flag(static_cast<size_t>(size_ + q)) < p.seq) return g + "data from " + peer_name(q);
+    }
+    if (p.handle == target) return g + "local completion of its puts";
+  }
+  return "UCX progress";
+}
+
 bool UcxTransport::test(int64_t handle) {
   auto it = std::find_if(pending_.begin(), pending_.end(),
                          [&](const Pending& p) { return p.handle == handle; });
@@ -545,26 +566,8 @@ void UcxTransport::wait(int64_t handle) {
     throw Error("UcxTransport::wait: unknown or already completed exchange " +
                 std::to_string(handle));
   }
-  const int64_t target = handle;
   // What this rank waits for, kept up to date as it changes, for the watchdog's line.
-  const auto blocking = [&]() -> std::string {
-    for (const Pending& p : pending_) {
-      if (p.done) continue;
-      const std::string g =
-          "exchange '" + p.labels + "' over UCX (group " + std::to_string(p.seq) + "): ";
-      for (size_t k = 0; k < p.send_peers.size(); ++k) {
-        const int q = p.send_peers[k];
-        if (!p.pushed[k] && flag(static_cast<size_t>(q)) < p.seq) {
-          return g + "ready flag from " + peer_name(q) + ", which has not started the group";
-        }
-      }
-      for (int q : p.recv_peers) {
-        if (flag(static_cast<size_t>(size_ + q)) < p.seq) return g + "data from " + peer_name(q);
-      }
-      if (p.handle == target) return g + "local completion of its puts";
-    }
-    return "UCX progress";
-  };
+  const auto blocking = [&] { return waiting_for(handle); };
   set_blocker(blocking());
   const watchdog::WaitScope wait([this] {
     const std::lock_guard<std::mutex> lock(blocker_mutex_);

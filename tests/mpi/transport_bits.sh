@@ -26,7 +26,7 @@ for knobs in "--aggregate_all_gather off --chunks_per_rank 1" \
   declare -A sums=()
   for transport in "$first" "$second"; do
     # shellcheck disable=SC2086 # MPIRUN may carry its own options (scripts/device-ucx.sh)
-    out=$(timeout 60 $mpirun -np "$np" "$run" --backend "$backend" --batch 4 --seq_len 32 \
+    out=$(timeout "${RUN_TIMEOUT:-60}" $mpirun -np "$np" "$run" --backend "$backend" --batch 4 --seq_len 32 \
       --config "$config" --warmup 1 --iterations 1 --check_rounds 2 --timeout 30 \
       --transport "$transport" $knobs "$@" 2>&1)
     rc=$?

@@ -17,11 +17,11 @@
 //   2. cuStreamWaitValue64(gate >= s)
 //   3. host to device: every chunk this rank receives, from the mirror of its destination into
 //      the destination (the same offset)
-// and driven by this host (progress(), drain()): once E_s completed, the host starts the UCX
-// group s (the chunks from the staging into the peers' mirrors, as the CPU backend would);
-// once UCX says it is complete (every put of this rank completed, every peer's data here), the
-// host writes s into the gate, and the stream goes on with step 3. Groups are started on UCX
-// in their order, and the gate only grows.
+// and driven by a proxy thread of this rank (as NCCL's proxy): once E_s completed, it starts
+// the UCX group s (the chunks from the staging into the peers' mirrors, as the CPU backend
+// would); once UCX says it is complete (every put of this rank completed, every peer's data
+// here), it writes s into the gate, and the stream goes on with step 3. Groups are started on
+// UCX in their order, and the gate only grows.
 //
 // Why it is right:
 //  - Mirror reuse: a peer writes this rank's mirror for group s only after this rank announced
@@ -32,14 +32,18 @@
 //  - Stream order: the destination is written in step 3, before the group's completion event
 //    (the backend's ExchangeFifo), so compute streams that wait for the exchange see the data.
 //
-// Driving. Nothing moves while this host is not in progress() or drain(): start() calls
-// progress(), and the CUDA backend calls drain() before any host wait on the device
-// (synchronize, a timed run, host copies, the amax all-reduce, making or releasing a symmetric
-// buffer), so a rank never waits for a GPU that waits for that same rank's host. While the GPU
-// runs the GEMMs the host has issued, drain() moves the ring's chunks: that is the overlap.
-// drain()'s waits run under the watchdog, naming the group, the step and the peer. When one of
-// them throws, the gate is opened for good (the stream cannot hang the process's teardown) and
-// the transport refuses any later group.
+// Driving. The proxy thread owns the transfers: the backend's thread only enqueues (start)
+// and, before any host wait on the device (synchronize, a timed run, host copies, the amax
+// all-reduce, making or releasing a symmetric buffer), waits until every started group is
+// through the gate (drain), under the watchdog, whose line names the group, the step and the
+// peer as the CPU backend's UCX transport does. A thread of its own because the backend's
+// thread can block inside CUDA calls that wait for the device (the first launch of a lazily
+// loaded kernel, cudaFree, ...): a gate only that thread could open would then never open.
+// (The first version drove UCX from the backend's thread and hung on the H200 inside the
+// first timed run, with no watchdog line, i.e. inside such a CUDA call.) The UCP worker is made serialized (UCS_THREAD_MODE_SERIALIZED) and every call to
+// it holds the transport's mutex; the proxy yields the CPU after a run of idle steps. When a
+// step fails, the gate is opened for good (the stream cannot hang the process's teardown), the
+// next drain() throws the error once, and start() refuses any later group.
 
 #include <mpi.h>
 

@@ -94,9 +94,11 @@ class UcxTransport final : public Transport {
   /// `why_not` (naming each rank that failed and UCX's reason, e.g. no usable transport with
   /// UCX_TLS=bogus). `where` prefixes errors and watchdog lines (e.g. "cpu backend, tp rank
   /// 0"); `describe_peer(tp_rank)` names a peer in them ("world rank R (host H)").
+  /// `serialized`: the caller will drive it from more than one thread, never two at once
+  /// (UCS_THREAD_MODE_SERIALIZED; the staged transport's proxy thread); else one thread only.
   static std::unique_ptr<UcxTransport> create(MPI_Comm tp_comm, std::string where,
                                               std::function<std::string(int)> describe_peer,
-                                              std::string& why_not);
+                                              std::string& why_not, bool serialized = false);
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -123,6 +125,10 @@ class UcxTransport final : public Transport {
   /// started before it) is complete, which also forgets it as wait() does. Throws for a handle
   /// that is unknown or already forgotten.
   bool test(int64_t handle);
+  /// What group `handle` (or a group before it) waits for, for a watchdog line: "exchange
+  /// '<labels>' over UCX (group s): data from <peer>", a peer's ready flag, or the local
+  /// completion of its puts.
+  std::string waiting_for(int64_t handle) const;
 
   /// What UCX offers in this process, for tools (cgemm-ucx-info): the library's version, the
   /// memory types of a context with RMA (ucp_context_query: "host, cuda, ..."), the device
