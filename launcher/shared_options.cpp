@@ -110,9 +110,10 @@ std::vector<Row> make_rows() {
       Row{"transport", G::kRun,
           "auto | mpi | ucx | nccl | ce: how the ring's chunks move between tensor-parallel peers. "
           "auto: today's choice (cpu: MPI; cuda: copy engines inside a node, NCCL across), as UCX "
-          "has not measured faster. mpi, ucx (UCP puts, needs a cgemm built with UCX): the CPU "
-          "backend; nccl, ce: the CUDA backend. A forced transport that cannot be made or cannot "
-          "reach a peer ends the job with one message",
+          "has not measured faster. mpi: the CPU backend; nccl, ce: the CUDA backend; ucx (UCP "
+          "puts, needs a cgemm built with UCX): both, the CUDA backend staging device buffers "
+          "through pinned host memory. A forced transport that cannot be made or cannot reach a "
+          "peer ends the job with one message",
           "", true, Sweep::kRefused,
           [](const SharedOptions& d) {
             return po::value<std::string>()->value_name("T")->default_value(
