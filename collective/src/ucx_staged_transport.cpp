@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -39,8 +40,8 @@ std::string cuda_problem(cudaError_t rc, const std::string& call) {
 
 class UcxStagedTransport final : public Transport {
  public:
-  UcxStagedTransport(std::unique_ptr<UcxTransport> ucx, uint64_t* gate, void* gate_on_device,
-                     int device, std::string where);
+  UcxStagedTransport(std::unique_ptr<UcxTransport> ucx, uint64_t* flags, void* flags_on_device,
+                     std::string where);
   ~UcxStagedTransport() override;
   UcxStagedTransport(const UcxStagedTransport&) = delete;
   UcxStagedTransport& operator=(const UcxStagedTransport&) = delete;
@@ -66,8 +67,7 @@ class UcxStagedTransport final : public Transport {
   };
   struct Group {
     uint64_t seq = 0;
-    cudaEvent_t staged = nullptr;  // step 1 done on the GPU
-    std::vector<Exchange> host;    // the same exchanges from the staging into the mirrors
+    std::vector<Exchange> host;  // the same exchanges from the staging into the mirrors
     std::string labels;
     int64_t ucx = -1;  // the UCX group's handle once started
   };
@@ -76,16 +76,27 @@ class UcxStagedTransport final : public Transport {
   bool proxy_step();                  // under mu_; true when something moved
   std::string proxy_blocker() const;  // under mu_
   void ensure_staging(size_t bytes);
-  bool staged(const Group& g) const;           // cudaEventQuery, errors thrown
+  // Step 1 of group g is done: the stream wrote g.seq (or more) after its copies.
+  bool staged(const Group& g) const {
+    return std::atomic_ref<uint64_t>(flags_[kStaged]).load(std::memory_order_acquire) >= g.seq;
+  }
   void fail(const std::string& why) noexcept;  // under mu_
   void open_gate(uint64_t value) noexcept {
-    std::atomic_ref<uint64_t>(*gate_).store(value, std::memory_order_release);
+    std::atomic_ref<uint64_t>(flags_[kGate]).store(value, std::memory_order_release);
+  }
+  CUdeviceptr on_device(int flag) const {
+    return detail::device_address(static_cast<char*>(flags_on_device_) + flag * sizeof(uint64_t));
   }
 
   std::unique_ptr<UcxTransport> ucx_;  // under mu_ (a serialized UCP worker)
-  uint64_t* gate_ = nullptr;           // mapped pinned memory, as the host writes it
-  void* gate_on_device_ = nullptr;     // the same, as the GPU reads it
-  int device_ = 0;
+  // Two words of mapped pinned memory: kGate, written by the proxy and waited on by the
+  // stream; kStaged, written by the stream after step 1 and polled by the proxy, which so makes
+  // no CUDA call at all (one could block behind the backend thread's, as the first version's
+  // host-driven gate did).
+  static constexpr int kGate = 0, kStaged = 1;
+  uint64_t* flags_ = nullptr;        // as the host reads and writes them
+  void* flags_on_device_ = nullptr;  // as the GPU does
+  cudaStream_t stream_ = nullptr;    // the one stream every group is started on
   std::string where_;
   std::map<int, std::unique_ptr<Mirror>> mirrors_;  // by SymmetricBuffer::id; stable addresses
   void* staging_ = nullptr;                         // pinned
@@ -96,21 +107,18 @@ class UcxStagedTransport final : public Transport {
   std::condition_variable work_;     // to the proxy: a group, or stop
   std::condition_variable drained_;  // from the proxy: groups_ empty, or failed
   std::deque<Group> groups_;         // started, not yet through the gate, in order
-  std::vector<cudaEvent_t> free_events_;
-  std::string failed_;             // why the transport refuses further groups
-  bool failure_reported_ = false;  // drain() threw it
+  std::string failed_;               // why the transport refuses further groups
   bool stop_ = false;
   std::mutex blocker_mutex_;  // the watchdog's thread reads blocker_ on a timeout
   std::string blocker_;
   std::thread proxy_;
 };
 
-UcxStagedTransport::UcxStagedTransport(std::unique_ptr<UcxTransport> ucx, uint64_t* gate,
-                                       void* gate_on_device, int device, std::string where)
+UcxStagedTransport::UcxStagedTransport(std::unique_ptr<UcxTransport> ucx, uint64_t* flags,
+                                       void* flags_on_device, std::string where)
     : ucx_(std::move(ucx)),
-      gate_(gate),
-      gate_on_device_(gate_on_device),
-      device_(device),
+      flags_(flags),
+      flags_on_device_(flags_on_device),
       where_(std::move(where)),
       proxy_([this] { proxy_main(); }) {}
 
@@ -125,12 +133,15 @@ UcxStagedTransport::~UcxStagedTransport() {
   // way nothing may wait on this host any more, so the device can be waited for.
   open_gate(std::numeric_limits<uint64_t>::max());
   cudaDeviceSynchronize();
-  for (const Group& g : groups_) cudaEventDestroy(g.staged);
-  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
-  while (!mirrors_.empty()) detach(mirrors_.begin()->second->registered);
-  ucx_.reset();  // its flush and endpoint close, while the memory below is still there
+  // UCP first (its flush and endpoint close, and its registrations of the mirrors), while the
+  // memory it may still touch is there; then that memory.
+  ucx_.reset();
+  for (auto& [id, m] : mirrors_) {
+    if (m->host != nullptr) cudaFreeHost(m->host);
+  }
+  mirrors_.clear();
   if (staging_ != nullptr) cudaFreeHost(staging_);
-  cudaFreeHost(gate_);
+  cudaFreeHost(flags_);
 }
 
 void UcxStagedTransport::attach(const SymmetricBuffer& buf) {
@@ -190,6 +201,11 @@ int64_t UcxStagedTransport::start(std::span<const Exchange> group, void* stream_
     }
   }
   auto stream = static_cast<cudaStream_t>(stream_handle);
+  // The reuse rules (the header) hold for groups in one stream's order.
+  if (stream_ == nullptr) stream_ = stream;
+  if (stream != stream_) {
+    throw Error(where_ + ": the UCX transport's groups must all start on one stream");
+  }
   size_t send_bytes = 0;
   for (const Exchange& x : group) {
     if (mirrors_.find(x.dst->id) == mirrors_.end()) {
@@ -221,33 +237,31 @@ int64_t UcxStagedTransport::start(std::span<const Exchange> group, void* stream_
     g.host.push_back(h);
     g.labels += (g.labels.empty() ? "" : " + ") + std::string(x.label ? x.label : "unnamed");
   }
-  {
-    const std::lock_guard<std::mutex> lock(mu_);
-    if (!free_events_.empty()) {
-      g.staged = free_events_.back();
-      free_events_.pop_back();
+  // From here on the stream waits on the gate: a failure must open it (fail()), or the
+  // stream, and whatever waits for it, would wait forever.
+  try {
+    const detail::CudaDriver& d = detail::cuda_driver();
+    detail::check_cu(
+        d.write_value64(stream, on_device(kStaged), g.seq, CU_STREAM_WRITE_VALUE_DEFAULT),
+        "cuStreamWriteValue64(the sources are staged)" + name, where_);
+    // 2. The gate, which the proxy opens once UCX has moved the group.
+    detail::check_cu(d.wait_value64(stream, on_device(kGate), g.seq, CU_STREAM_WAIT_VALUE_GEQ),
+                     "cuStreamWaitValue64(the proxy's completion flag)" + name, where_);
+    // 3. The chunks this rank received, from the mirrors to their destinations.
+    for (const Exchange& x : group) {
+      if (x.bytes == 0) continue;
+      const Mirror& m = *mirrors_.at(x.dst->id);
+      check_cuda(
+          cudaMemcpyAsync(static_cast<char*>(x.dst->local) + x.recv_offset,
+                          static_cast<const char*>(m.host) + x.recv_offset, x.bytes,
+                          cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync(" + std::to_string(x.bytes) + " bytes from the receive mirror)" + name,
+          where_);
     }
-  }
-  if (g.staged == nullptr) {
-    check_cuda(cudaEventCreateWithFlags(&g.staged, cudaEventDisableTiming),
-               "cudaEventCreateWithFlags" + name, where_);
-  }
-  check_cuda(cudaEventRecord(g.staged, stream), "cudaEventRecord(sources staged)" + name, where_);
-  // 2. The gate, which the proxy opens once UCX has moved the group.
-  detail::check_cu(
-      detail::cuda_driver().wait_value64(stream, detail::device_address(gate_on_device_), g.seq,
-                                         CU_STREAM_WAIT_VALUE_GEQ),
-      "cuStreamWaitValue64(the proxy's completion flag)" + name, where_);
-  // 3. The chunks this rank received, from the mirrors to their destinations.
-  for (const Exchange& x : group) {
-    if (x.bytes == 0) continue;
-    const Mirror& m = *mirrors_.at(x.dst->id);
-    check_cuda(
-        cudaMemcpyAsync(static_cast<char*>(x.dst->local) + x.recv_offset,
-                        static_cast<const char*>(m.host) + x.recv_offset, x.bytes,
-                        cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync(" + std::to_string(x.bytes) + " bytes from the receive mirror)" + name,
-        where_);
+  } catch (const std::exception& e) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    fail(e.what());
+    throw;
   }
   {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -255,17 +269,6 @@ int64_t UcxStagedTransport::start(std::span<const Exchange> group, void* stream_
   }
   work_.notify_one();
   return -1;
-}
-
-bool UcxStagedTransport::staged(const Group& g) const {
-  const cudaError_t rc = cudaEventQuery(g.staged);
-  if (rc == cudaErrorNotReady) {
-    static_cast<void>(cudaGetLastError());  // not an error
-    return false;
-  }
-  check_cuda(rc, "cudaEventQuery(sources of UCX exchange group " + std::to_string(g.seq) + ")",
-             where_);
-  return true;
 }
 
 bool UcxStagedTransport::proxy_step() {
@@ -282,7 +285,6 @@ bool UcxStagedTransport::proxy_step() {
   while (!groups_.empty() && groups_.front().ucx >= 0 && ucx_->test(groups_.front().ucx)) {
     Group& g = groups_.front();
     open_gate(g.seq);
-    free_events_.push_back(g.staged);
     groups_.pop_front();
     moved = true;
   }
@@ -300,10 +302,7 @@ std::string UcxStagedTransport::proxy_blocker() const {
 }
 
 void UcxStagedTransport::proxy_main() {
-  // The proxy's CUDA calls (event queries) are on the backend's device.
-  const bool on_device = cudaSetDevice(device_) == cudaSuccess;
   std::unique_lock<std::mutex> lock(mu_);
-  if (!on_device) fail("cudaSetDevice(" + std::to_string(device_) + ") failed in the UCX proxy");
   int idle = 0;
   uint64_t steps = 0;
   while (!stop_) {
@@ -325,13 +324,17 @@ void UcxStagedTransport::proxy_main() {
       continue;
     }
     if (groups_.empty()) drained_.notify_all();
-    // Let the backend's thread in (start, drain) and, after a run of idle steps, the other
-    // ranks' processes at the cores (more ranks than cores in tests).
+    // Let the backend's thread in (start, drain): a mutex is not handed to a waiter, so the
+    // proxy yields after every step, and after a run of idle steps sleeps a little (more
+    // ranks than cores in tests).
     lock.unlock();
     if (moved) {
       idle = 0;
+      sched_yield();
     } else if (++idle >= 64) {
       idle = 0;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    } else {
       sched_yield();
     }
     lock.lock();
@@ -340,13 +343,9 @@ void UcxStagedTransport::proxy_main() {
 
 void UcxStagedTransport::drain() {
   std::unique_lock<std::mutex> lock(mu_);
-  const auto report = [&] {
-    // Once: a later drain (the teardown's, a noexcept release's) has nothing left to wait for,
-    // and start() refuses any new group.
-    failure_reported_ = true;
-    throw Error(failed_);
-  };
-  if (!failed_.empty() && !failure_reported_) report();
+  // Every time: what the failed groups copied back is not the peers' data, so no host wait may
+  // pass as if it were (the teardown's and a buffer release's catch it).
+  if (!failed_.empty()) throw Error(failed_);
   if (groups_.empty()) return;
   {
     const std::lock_guard<std::mutex> bl(blocker_mutex_);
@@ -357,7 +356,7 @@ void UcxStagedTransport::drain() {
     return blocker_ + " (" + where_ + ")";
   });
   drained_.wait(lock, [&] { return groups_.empty() || !failed_.empty(); });
-  if (!failed_.empty() && !failure_reported_) report();
+  if (!failed_.empty()) throw Error(failed_);
 }
 
 void UcxStagedTransport::fail(const std::string& why) noexcept {
@@ -366,7 +365,6 @@ void UcxStagedTransport::fail(const std::string& why) noexcept {
   // after this one.
   failed_ = why;
   open_gate(std::numeric_limits<uint64_t>::max());
-  for (const Group& g : groups_) free_events_.push_back(g.staged);
   groups_.clear();
   drained_.notify_all();
 }
@@ -382,39 +380,43 @@ std::unique_ptr<Transport> make_ucx_staged_transport(MPI_Comm tp_comm, const std
     return detail::agree_on_problems(tp_comm, size, problem, why_not,
                                      "MPI_Allgather(UCX staging checks)");
   };
-  // The gate: the stream waits on it in host memory the GPU can read (mapped pinned memory).
+  // The gate and the staged flag: host memory the GPU reads and writes (mapped pinned memory).
   std::string problem = detail::stream_memops_problem(nullptr);
-  void* gate = nullptr;
-  void* gate_on_device = nullptr;
+  void* flags = nullptr;
+  void* flags_on_device = nullptr;
   if (problem.empty()) {
-    if (const cudaError_t rc = cudaHostAlloc(&gate, sizeof(uint64_t), cudaHostAllocMapped);
+    if (const cudaError_t rc = cudaHostAlloc(&flags, 2 * sizeof(uint64_t), cudaHostAllocMapped);
         rc != cudaSuccess) {
-      problem = cuda_problem(rc, "cudaHostAlloc(the UCX completion flag)");
+      problem = cuda_problem(rc, "cudaHostAlloc(the UCX staging flags)");
       static_cast<void>(cudaGetLastError());
-      gate = nullptr;
-    } else if (const cudaError_t drc = cudaHostGetDevicePointer(&gate_on_device, gate, 0);
+      flags = nullptr;
+    } else if (const cudaError_t drc = cudaHostGetDevicePointer(&flags_on_device, flags, 0);
                drc != cudaSuccess) {
-      problem = cuda_problem(drc, "cudaHostGetDevicePointer(the UCX completion flag)");
+      problem = cuda_problem(drc, "cudaHostGetDevicePointer(the UCX staging flags)");
       static_cast<void>(cudaGetLastError());
     } else {
-      *static_cast<uint64_t*>(gate) = 0;
+      static_cast<uint64_t*>(flags)[0] = 0;
+      static_cast<uint64_t*>(flags)[1] = 0;
     }
   }
   if (!agree(problem)) {
-    if (gate != nullptr) cudaFreeHost(gate);
+    if (flags != nullptr) cudaFreeHost(flags);
     why_not = "the CUDA backend's UCX staging: " + why_not;
     return nullptr;
   }
   std::unique_ptr<UcxTransport> ucx =
       UcxTransport::create(tp_comm, where, std::move(describe_peer), why_not, true);
   if (!ucx) {
-    cudaFreeHost(gate);
+    cudaFreeHost(flags);
     return nullptr;
   }
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice", where);
-  return std::make_unique<UcxStagedTransport>(std::move(ucx), static_cast<uint64_t*>(gate),
-                                              gate_on_device, device, where);
+  try {
+    return std::make_unique<UcxStagedTransport>(std::move(ucx), static_cast<uint64_t*>(flags),
+                                                flags_on_device, where);
+  } catch (...) {  // the proxy thread could not start
+    cudaFreeHost(flags);
+    throw;
+  }
 }
 
 }  // namespace cgemm

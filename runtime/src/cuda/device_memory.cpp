@@ -68,9 +68,10 @@ void DeviceMemory::release_symmetric(SymmetricBuffer& b) noexcept {
       exchanges_.drain();
     } catch (const std::exception&) {
       // A transport that fails to drain opens its stream waits and forgets its groups
-      // (Transport::drain), so the synchronization below ends, and host_wait drains nothing.
+      // (Transport::drain), so the synchronization below ends; the failure is the next host
+      // wait's to report.
     }
-    const auto wait = exchanges_.host_wait("releasing a symmetric buffer");
+    const auto wait = exchanges_.host_wait("releasing a symmetric buffer", false);
     cudaDeviceSynchronize();
     for (Transport* t : offered_) t->detach(it->second);
     cudaFree(it->second.local);

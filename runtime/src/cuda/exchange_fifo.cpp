@@ -84,8 +84,8 @@ void ExchangeFifo::recycle(bool all_done) {
   }
 }
 
-watchdog::WaitScope ExchangeFifo::host_wait(const char* call) {
-  drain();
+watchdog::WaitScope ExchangeFifo::host_wait(const char* call, bool drain_first) {
+  if (drain_first) drain();
   std::vector<std::pair<cudaEvent_t, std::string>> pending;
   for (const auto& [token, x] : pending_) pending.emplace_back(x.event, x.what);
   return watchdog::WaitScope([pending = std::move(pending), call, where = where_] {

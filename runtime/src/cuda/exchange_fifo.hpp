@@ -51,8 +51,9 @@ class ExchangeFifo {
   /// For a host wait on this GPU in `call` (a string literal): the watchdog names the oldest
   /// exchange not yet complete (its event is queried from the watchdog's thread), else the
   /// GPU's own work.
-  /// Runs `before_host_wait` (drain() first, then the scope).
-  watchdog::WaitScope host_wait(const char* call);
+  /// Runs `before_host_wait` (drain() first, unless `drain_first` is false: a caller that
+  /// drained itself, catching), then the scope.
+  watchdog::WaitScope host_wait(const char* call, bool drain_first = true);
   /// The `before_host_wait` of the constructor alone.
   void drain() {
     if (before_host_wait_) before_host_wait_();

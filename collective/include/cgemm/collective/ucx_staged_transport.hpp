@@ -13,7 +13,7 @@
 //
 // Protocol. Group s, started on the communication stream (start()), is enqueued there as
 //   1. device to host: every chunk this rank sends, from its source into the send staging;
-//      then an event E_s
+//      then the stream writes s into the staged word (E_s below)
 //   2. cuStreamWaitValue64(gate >= s)
 //   3. host to device: every chunk this rank receives, from the mirror of its destination into
 //      the destination (the same offset)
@@ -42,8 +42,12 @@
 // (The first version drove UCX from the backend's thread and hung on the H200 inside the
 // first timed run, with no watchdog line, i.e. inside such a CUDA call.) The UCP worker is made serialized (UCS_THREAD_MODE_SERIALIZED) and every call to
 // it holds the transport's mutex; the proxy yields the CPU after a run of idle steps. When a
-// step fails, the gate is opened for good (the stream cannot hang the process's teardown), the
-// next drain() throws the error once, and start() refuses any later group.
+// step fails, the gate is opened for good (the stream cannot hang the process's teardown),
+// every later drain() throws the error (what those groups copied back is not the peers' data),
+// and start() refuses any later group. The proxy makes no CUDA call: it learns that step 1 is
+// done from a second mapped word, which the stream writes (cuStreamWriteValue64) after it.
+// Every group must start on one stream (the backend's communication stream), or the reuse
+// rules above would not hold: another is refused.
 
 #include <mpi.h>
 
