@@ -8,7 +8,9 @@
 #  3. the watchdog over the staged UCX transport: a stopped peer is named within the deadline;
 #  4. the time of the overlapped and sequential paths with each transport on one all-gather and
 #     one reduce-scatter GEMM (two ranks share the GPU, so the times show the staging's cost
-#     against the copy engines, not a speed-up).
+#     against the copy engines, not a speed-up);
+#  5. tests/gpu/gpu_matrix.sh in mode ucx on a covering subset of its cases (MATRIX_FILTER),
+#     every output against the CPU backend's.
 # Writes $OUT (default /tmp/cgemm-ucx): one log per step and summary.txt. Exit 1 when a step
 # failed.
 set -u -o pipefail
@@ -57,6 +59,11 @@ for t in ce ucx; do
     --config "$out/time.ini" --batch 2 --seq_len 4096 --warmup 5 --iterations 20
   grep -E "overlapped .* \| sequential" "$out/time_$t.log"
 done
+
+echo "== 5. the GPU matrix over UCX (a covering subset: tp 2, 4, 8, dp 2 x tp 2, FP8 current"
+echo "   scaling), every output against the CPU backend's"
+step matrix_ucx timeout 240 env MATRIX_FILTER="${MATRIX_FILTER:-^(tp2_bf16_bias_bfirst_agg0_s3|tp4_fp16_bias_sfirst_agg0_s1|tp8_fp32_nobias_sfirst_agg1_s2|dp2tp2_bf16_bias_bfirst_c2_agg0_s2|tp2_fp8current_bias_bfirst_agg0_s3|tp2_fp16_nobias_sfirst_c4_agg1_s2)$}" \
+  bash "$root/tests/gpu/gpu_matrix.sh" "$bin" ucx "$out/matrix"
 
 echo
 echo "== device-ucx summary"

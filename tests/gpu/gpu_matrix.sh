@@ -4,6 +4,8 @@
 #                on one GPU this runs tp 2, 4 and 8 and dp 2 x tp 2.
 #   MODE ce | nccl: one rank per GPU over NVLink on that transport; only the cases with no
 #                more ranks than GPUs run (tp 2 on 2 GPUs).
+#   MODE ucx:    as shared, with the ring over UCX (transport = ucx: device buffers staged
+#                through pinned host memory) instead of the copy engines.
 # Each case is one cgemm-run with a block of three GEMMs (none, all-gather, reduce-scatter),
 # each checked against the sequential path in 3 rounds of fresh inputs with the plans in turn
 # on the same buffers; then the same config and seed on the CPU backend, whose output dump
@@ -24,7 +26,8 @@ case $mode in
   shared) gpu_opts=(--gpu_sharing on) ;;
   ce) gpu_opts=(--use_ce on) ;;
   nccl) gpu_opts=(--use_ce off) ;;
-  *) echo "gpu_matrix.sh: MODE must be shared, ce or nccl, not '$mode'" >&2; exit 2 ;;
+  ucx) gpu_opts=(--gpu_sharing on --transport ucx) ;;
+  *) echo "gpu_matrix.sh: MODE must be shared, ce, nccl or ucx, not '$mode'" >&2; exit 2 ;;
 esac
 
 # name | ranks | options. Block: g(K_none N_none K_ag N_ag K_rs N_rs) below.
@@ -84,7 +87,7 @@ declare -A group_pass group_ran
 for entry in "${cases[@]}"; do
   IFS='|' read -r name np opts <<<"$entry"
   group=${name%%_*}
-  if [ "$mode" != shared ] && [ "$np" -gt "$gpus" ]; then continue; fi
+  if [ "$mode" != shared ] && [ "$mode" != ucx ] && [ "$np" -gt "$gpus" ]; then continue; fi
   if [ -n "${MATRIX_FILTER:-}" ] && ! [[ $name =~ $MATRIX_FILTER ]]; then continue; fi
   ran=$((ran + 1))
   group_ran[$group]=$((${group_ran[$group]:-0} + 1))
