@@ -68,6 +68,9 @@ class UcxStagedTransport final : public Transport {
   struct Group {
     uint64_t seq = 0;
     std::vector<Exchange> host;  // the same exchanges from the staging into the mirrors
+    // Their labels, owned: the caller's may be gone before the proxy starts the group (the
+    // sequential collectives name exchanges with temporaries). Reserved once, never grown.
+    std::vector<std::string> label_copies;
     std::string labels;
     int64_t ucx = -1;  // the UCX group's handle once started
   };
@@ -94,6 +97,10 @@ class UcxStagedTransport final : public Transport {
   // no CUDA call at all (one could block behind the backend thread's, as the first version's
   // host-driven gate did).
   static constexpr int kGate = 0, kStaged = 1;
+  // The gate's value that lets every group through for good. Not UINT64_MAX:
+  // CU_STREAM_WAIT_VALUE_GEQ compares with wraparound ((int64_t)(*addr - value) >= 0), so it
+  // must stay within 2^63 of every group number.
+  static constexpr uint64_t kOpenForGood = uint64_t{1} << 62;
   uint64_t* flags_ = nullptr;        // as the host reads and writes them
   void* flags_on_device_ = nullptr;  // as the GPU does
   cudaStream_t stream_ = nullptr;    // the one stream every group is started on
@@ -131,7 +138,7 @@ UcxStagedTransport::~UcxStagedTransport() {
   proxy_.join();
   // The backend drained before its teardown; after a failure the gate is already open. Either
   // way nothing may wait on this host any more, so the device can be waited for.
-  open_gate(std::numeric_limits<uint64_t>::max());
+  open_gate(kOpenForGood);
   cudaDeviceSynchronize();
   // UCP first (its flush and endpoint close, and its registrations of the mirrors), while the
   // memory it may still touch is there; then that memory.
@@ -215,31 +222,35 @@ int64_t UcxStagedTransport::start(std::span<const Exchange> group, void* stream_
     }
     send_bytes += align_up(x.bytes);
   }
-  ensure_staging(send_bytes);
-
   Group g;
   g.seq = ++seq_;
   const std::string name = " (UCX exchange group " + std::to_string(g.seq) + ")";
-  // 1. The chunks this rank sends, to the staging.
-  size_t off = 0;
-  for (const Exchange& x : group) {
-    Exchange h = x;
-    h.src = static_cast<char*>(staging_) + off;
-    h.dst = &mirrors_.at(x.dst->id)->registered;
-    if (x.bytes > 0) {
-      check_cuda(
-          cudaMemcpyAsync(static_cast<char*>(staging_) + off, x.src, x.bytes,
-                          cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync(" + std::to_string(x.bytes) + " bytes to the send staging)" + name,
-          where_);
-    }
-    off += align_up(x.bytes);
-    g.host.push_back(h);
-    g.labels += (g.labels.empty() ? "" : " + ") + std::string(x.label ? x.label : "unnamed");
-  }
-  // From here on the stream waits on the gate: a failure must open it (fail()), or the
-  // stream, and whatever waits for it, would wait forever.
+  // Any failure from here on ends the transport (fail()): a group this rank skipped would put
+  // its UCX numbering out of step with its peers' (a wrong answer if the caller went on), and
+  // once the stream wait is queued only an open gate lets the stream, and whatever waits for
+  // it, go on.
   try {
+    ensure_staging(send_bytes);
+    // 1. The chunks this rank sends, to the staging.
+    g.label_copies.reserve(group.size());
+    size_t off = 0;
+    for (const Exchange& x : group) {
+      Exchange h = x;
+      g.label_copies.emplace_back(x.label != nullptr ? x.label : "unnamed");
+      h.label = g.label_copies.back().c_str();
+      h.src = static_cast<char*>(staging_) + off;
+      h.dst = &mirrors_.at(x.dst->id)->registered;
+      if (x.bytes > 0) {
+        check_cuda(
+            cudaMemcpyAsync(static_cast<char*>(staging_) + off, x.src, x.bytes,
+                            cudaMemcpyDeviceToHost, stream),
+            "cudaMemcpyAsync(" + std::to_string(x.bytes) + " bytes to the send staging)" + name,
+            where_);
+      }
+      off += align_up(x.bytes);
+      g.host.push_back(h);
+      g.labels += (g.labels.empty() ? "" : " + ") + g.label_copies.back();
+    }
     const detail::CudaDriver& d = detail::cuda_driver();
     detail::check_cu(
         d.write_value64(stream, on_device(kStaged), g.seq, CU_STREAM_WRITE_VALUE_DEFAULT),
@@ -364,7 +375,7 @@ void UcxStagedTransport::fail(const std::string& why) noexcept {
   // copy back is not the peers' data (the error on its way out says so), and no group runs
   // after this one.
   failed_ = why;
-  open_gate(std::numeric_limits<uint64_t>::max());
+  open_gate(kOpenForGood);
   groups_.clear();
   drained_.notify_all();
 }
