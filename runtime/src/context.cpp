@@ -217,6 +217,31 @@ bool lends_nccl_comm(const MeshComms& comms, const BackendOptions& opts) {
   return true;
 }
 
+// The CUDA backend where making it can fail in one TP group and not another (a borrowed NCCL
+// communicator, UCX): every rank of the job learns whether any failed, else the others would
+// finish their contexts and hang in the caller's next collective. One message everywhere: the
+// rank's own, or `elsewhere`. `what` names the allreduce in an MPI error.
+std::unique_ptr<Backend> make_cuda_backend_agreed(const MeshComms& comms,
+                                                  const OverlapOptions& opts,
+                                                  const CudaPlacement& placement,
+                                                  TransportKind transport, const char* what,
+                                                  const char* elsewhere) {
+  std::unique_ptr<Backend> b;
+  std::string error;
+  try {
+    b = make_cuda_backend(comms, opts, placement, transport);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  int failed = error.empty() ? 0 : 1;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comms.world()), what);
+  if (failed != 0) {
+    b.reset();
+    throw BackendRuleError(error.empty() ? std::string(elsewhere) : error);
+  }
+  return b;
+}
+
 }  // namespace
 
 Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& backend,
@@ -295,26 +320,20 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   ranks_per_gpu_ = choice.kind == BackendKind::kCuda ? choice.ranks_per_gpu : 1;
   ranks_sharing_memory_ =
       choice.kind == BackendKind::kCuda ? choice.placement.ranks_per_gpu : comms_->local_size();
+  if (choice.kind == BackendKind::kCuda && backend.transport == TransportKind::kMpi) {
+    throw BackendRuleError(
+        "transport = mpi runs on the CPU backend only (the CUDA backend has nccl, ce and ucx)");
+  }
   if (choice.kind == BackendKind::kCuda && backend.nccl_comm != nullptr) {
     // A borrowed communicator is checked inside its TP group (nccl_transport.cpp); with dp >
     // 1 the other replicas would finish their contexts and hang in the caller's next
     // collective. Every rank of the job learns whether any group refused it.
-    std::string error;
-    try {
-      backend_ = make_cuda_backend(*comms_, overlap_, choice.placement);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    int failed = error.empty() ? 0 : 1;
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comms_->world()),
-              "MPI_Allreduce(borrowed NCCL communicator checked)");
-    if (failed != 0) {
-      backend_.reset();
-      throw BackendRuleError(error.empty()
-                                 ? "nccl_comm: another data-parallel replica's borrowed NCCL "
-                                   "communicator was refused (see its message)"
-                                 : error);
-    }
+    backend_ = make_cuda_backend_agreed(
+        *comms_, overlap_, choice.placement,
+        backend.transport == TransportKind::kUcx ? TransportKind::kUcx : TransportKind::kAuto,
+        "MPI_Allreduce(borrowed NCCL communicator checked)",
+        "nccl_comm: another data-parallel replica's borrowed NCCL communicator was refused (see "
+        "its message)");
     // Every rank's backend stands on its communicator: now its members, over the communicator
     // itself (every member of each takes part), one message on every rank when they are wrong.
     try {
@@ -331,28 +350,14 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   }
   // The CUDA backend's transports: auto as before; nccl turns the copy engines off; ce must
   // reach every peer of every TP group; ucx stages device buffers through pinned host memory.
-  // The option is the job's, so mpi is refused alike everywhere, and ce and ucx are agreed
-  // over the world (a TP group whose UCX fails must not leave the other replicas waiting).
-  if (backend.transport == TransportKind::kMpi) {
-    throw BackendRuleError(
-        "transport = mpi runs on the CPU backend only (the CUDA backend has nccl, ce and ucx)");
-  }
+  // The option is the job's, so mpi was refused alike everywhere above, and ce and ucx are
+  // agreed over the world (a TP group whose UCX fails must not leave the other replicas
+  // waiting).
   if (backend.transport == TransportKind::kUcx) {
-    std::string error;
-    try {
-      backend_ = make_cuda_backend(*comms_, overlap_, choice.placement, TransportKind::kUcx);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    int failed = error.empty() ? 0 : 1;
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comms_->world()),
-              "MPI_Allreduce(UCX reaches every peer)");
-    if (failed != 0) {
-      backend_.reset();
-      throw BackendRuleError(error.empty() ? "transport = ucx: another tensor-parallel group "
-                                             "could not use UCX (see its message)"
-                                           : error);
-    }
+    backend_ = make_cuda_backend_agreed(
+        *comms_, overlap_, choice.placement, TransportKind::kUcx,
+        "MPI_Allreduce(UCX reaches every peer)",
+        "transport = ucx: another tensor-parallel group could not use UCX (see its message)");
     return;
   }
   OverlapOptions cuda_overlap = overlap_;
