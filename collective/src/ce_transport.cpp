@@ -10,6 +10,8 @@
 namespace cgemm {
 namespace {
 
+using detail::cuda_problem;
+
 using detail::check_cu;
 using detail::cuda_driver;
 
@@ -18,10 +20,6 @@ CUdeviceptr dptr(const void* p) { return detail::device_address(p); }
 // The group's one decision (group_agreement.hpp).
 bool agree(MPI_Comm comm, int size, const std::string& mine, std::string& why) {
   return detail::agree_on_problems(comm, size, mine, why, "MPI_Allgather(copy-engine checks)");
-}
-
-std::string cuda_problem(cudaError_t rc, const std::string& call) {
-  return call + " failed: " + cudaGetErrorName(rc);
 }
 
 // Exchanges one IPC handle per rank and opens the peers'. Returns the peer pointers (own

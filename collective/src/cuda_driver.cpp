@@ -49,12 +49,16 @@ void check_cu(CUresult rc, const std::string& call, const std::string& where) {
   throw Error(where + ": " + call + " failed: " + name + " (" + std::to_string(rc) + ")");
 }
 
+std::string cuda_problem(cudaError_t rc, const std::string& call) {
+  return call + " failed: " + cudaGetErrorName(rc);
+}
+
 std::string stream_memops_problem(bool* flush) {
   const CudaDriver& d = cuda_driver();
   if (!d.missing.empty()) return "CUDA driver lacks " + d.missing;
   int device = -1;
   if (const cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess) {
-    return std::string("cudaGetDevice failed: ") + cudaGetErrorName(rc);
+    return cuda_problem(rc, "cudaGetDevice");
   }
   CUdevice dev = 0;
   int memops = 0;

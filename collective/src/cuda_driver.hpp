@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <string>
@@ -31,6 +32,9 @@ void check_cu(CUresult rc, const std::string& call, const std::string& where);
 inline CUdeviceptr device_address(const void* p) {
   return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
 }
+
+/// "<call> failed: <cudaError_t name>", for the problems the transports agree on.
+std::string cuda_problem(cudaError_t rc, const std::string& call);
 
 /// Empty when the current device can run 64-bit stream memory operations, else why not.
 /// `flush`, when not null, is set to CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES.

@@ -8,6 +8,7 @@
 
 #ifdef CGEMM_HAVE_UCX
 #include "cgemm/collective/ucx_staged_transport.hpp"
+#include "cgemm/collective/ucx_transport.hpp"
 #endif
 
 namespace cgemm {
@@ -54,14 +55,9 @@ std::unique_ptr<Transport> make_ucx(const MeshComms& comms, const std::string& w
     throw Error(where + ": transport = ucx: no UCX transport on every rank of the TP group " +
                 comms.describe_tp_group() + ": " + why);
   }
-  // can_connect is the same on both sides of a pair; every rank learns whether any failed.
-  std::string mine;
-  for (int p = 0; p < comms.tp() && mine.empty(); ++p) {
-    if (p != comms.tp_rank() && !t->can_connect(p)) {
-      mine = comms.describe_rank(comms.world_rank()) + " cannot reach " +
-             comms.describe_rank(comms.world_rank_of_tp(p)) + " over UCX";
-    }
-  }
+  // can_connect is the same on both sides of a pair; every rank learns whether any failed. why:
+  // create()'s word on the first peer it cannot reach.
+  const std::string mine = ucx_reach_problem(*t, comms, why);
   if (!detail::agree_on_problems(comms.tp_comm(), comms.tp(), mine, why,
                                  "MPI_Allgather(UCX reaches every peer)")) {
     throw Error(where + ": transport = ucx: " + why);

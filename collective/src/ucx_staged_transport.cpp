@@ -29,14 +29,12 @@
 namespace cgemm {
 namespace {
 
+using detail::cuda_problem;
+
 // Chunks in the send staging start at this alignment (UCX and the copy engines like it).
 constexpr size_t kStagingAlign = 256;
 
 size_t align_up(size_t n) { return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign; }
-
-std::string cuda_problem(cudaError_t rc, const std::string& call) {
-  return call + " failed: " + cudaGetErrorName(rc);
-}
 
 class UcxStagedTransport final : public Transport {
  public:

@@ -543,13 +543,19 @@ std::string UcxTransport::waiting_for(int64_t target) const {
   return "UCX progress";
 }
 
-bool UcxTransport::test(int64_t handle) {
+std::deque<UcxTransport::Pending>::iterator UcxTransport::find_pending(int64_t handle,
+                                                                       const char* caller) {
   auto it = std::find_if(pending_.begin(), pending_.end(),
                          [&](const Pending& p) { return p.handle == handle; });
   if (it == pending_.end()) {
-    throw Error("UcxTransport::test: unknown or already completed exchange " +
-                std::to_string(handle));
+    throw Error(std::string("UcxTransport::") + caller +
+                ": unknown or already completed exchange " + std::to_string(handle));
   }
+  return it;
+}
+
+bool UcxTransport::test(int64_t handle) {
+  auto it = find_pending(handle, "test");
   if (!it->done) {
     ucp_worker_progress(worker_);
     advance();
@@ -560,12 +566,7 @@ bool UcxTransport::test(int64_t handle) {
 }
 
 void UcxTransport::wait(int64_t handle) {
-  auto it = std::find_if(pending_.begin(), pending_.end(),
-                         [&](const Pending& p) { return p.handle == handle; });
-  if (it == pending_.end()) {
-    throw Error("UcxTransport::wait: unknown or already completed exchange " +
-                std::to_string(handle));
-  }
+  auto it = find_pending(handle, "wait");
   // What this rank waits for, kept up to date as it changes, for the watchdog's line.
   const auto blocking = [&] { return waiting_for(handle); };
   set_blocker(blocking());
@@ -636,6 +637,18 @@ UcxContextInfo UcxTransport::query_context(bool with_transports) {
   }
   ucp_cleanup(context);
   return info;
+}
+
+std::string ucx_reach_problem(const Transport& t, const MeshComms& comms,
+                              const std::string& detail) {
+  for (int p = 0; p < comms.tp(); ++p) {
+    if (p != comms.tp_rank() && !t.can_connect(p)) {
+      return comms.describe_rank(comms.world_rank()) + " cannot reach " +
+             comms.describe_rank(comms.world_rank_of_tp(p)) + " over UCX" +
+             (detail.empty() ? std::string() : " (" + detail + ")");
+    }
+  }
+  return {};
 }
 
 UcxDevicePath UcxTransport::device_path() {

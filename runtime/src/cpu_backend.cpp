@@ -460,15 +460,8 @@ class CpuBackend final : public Backend {
         why = "no UCX context on every rank of the TP group " + comms_.describe_tp_group() + ": " +
               why;
       } else {
-        const std::string detail = why;  // create()'s word on the first peer it cannot reach
-        why.clear();
-        for (int p = 0; p < comms_.tp() && why.empty(); ++p) {
-          if (p != comms_.tp_rank() && !ucx_->can_connect(p)) {
-            why = comms_.describe_rank(comms_.world_rank()) + " cannot reach " +
-                  comms_.describe_rank(comms_.world_rank_of_tp(p)) + " over UCX" +
-                  (detail.empty() ? std::string() : " (" + detail + ")");
-          }
-        }
+        // why: create()'s word on the first peer it cannot reach
+        why = ucx_reach_problem(*ucx_, comms_, why);
         if (!why.empty()) ucx_.reset();
       }
     }

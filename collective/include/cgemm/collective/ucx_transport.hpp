@@ -85,6 +85,15 @@ struct UcxContextInfo {
   std::string text;          // lines for a person
 };
 
+class MeshComms;
+
+/// Empty when `t` reaches every peer of this rank's TP group in `comms` (Transport::
+/// can_connect), else "<this rank> cannot reach <peer> over UCX (<detail>)" for the first peer
+/// it does not; `detail` is UcxTransport::create's word on it (its why_not on success), may be
+/// empty. For the backends' `transport = ucx`, which turn it into one message on every rank.
+std::string ucx_reach_problem(const Transport& t, const MeshComms& comms,
+                              const std::string& detail);
+
 /// See UcxTransport::device_path().
 enum class UcxDevicePath { kDirect, kStaged };
 
@@ -175,6 +184,8 @@ class UcxTransport final : public Transport {
   // Pushes what became possible and marks, in group order, the groups that completed.
   void advance();
   bool complete(Pending& p);
+  // The pending group `handle`; throws, naming `caller`, for one unknown or already completed.
+  std::deque<Pending>::iterator find_pending(int64_t handle, const char* caller);
   uint64_t flag(size_t index) const;
   void set_blocker(std::string what);
   std::string peer_name(int peer) const;
