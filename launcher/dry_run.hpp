@@ -19,19 +19,10 @@
 
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/plan_description.hpp"
+#include "dry_run_limits.hpp"
 #include "run_config.hpp"
 
 namespace cgemm::launcher {
-
-/// The most ranks a described dry run (--ranks_per_node) plans and prints: each is planned,
-/// kept (about 100 KB) and printed on a line of its own, so a world of a million ranks would
-/// print for minutes and hold about 100 GB before its first line.
-inline constexpr int kMaxDescribedRanks = 8192;
-
-/// The most rank x TP-peer pairs a described dry run plans (world x tp): each rank's plan
-/// holds its transfers with each TP peer, so dp 1 x tp 8192, within the rank cap, needed
-/// about 50 GB.
-inline constexpr int64_t kMaxDescribedRankPeers = int64_t{1} << 18;
 
 /// The world size the run plans for: the MPI world, or dp x tp under --ranks_per_node (which
 /// needs a single process, tp given, and --dry_run, at most kMaxDescribedRanks ranks and

@@ -21,18 +21,11 @@
 #include <vector>
 
 #include "cgemm/core/error.hpp"
+#include "option_error.hpp"
 
 namespace cgemm::launcher {
 
 class OptionSources;
-
-/// Thrown for anything wrong in the options: the message names the option and the value.
-/// The user's text in it (values, names, lines of the file) is shown escaped
-/// (printable_text.hpp), so a NUL, a byte-order mark or an escape byte is seen, not obeyed.
-class OptionError : public Error {
- public:
-  explicit OptionError(const std::string& what);
-};
 
 /// Reads the values of one experiment; every check that fails throws an OptionError naming
 /// the option, the value and where it came from ("--dp 0", "dp = 0 (b.ini, line 3)").

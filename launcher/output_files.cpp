@@ -11,8 +11,8 @@
 #include <ostream>
 #include <streambuf>
 
+#include "option_error.hpp"
 #include "output_target.hpp"
-#include "run_config.hpp"
 #include "temp_files.hpp"
 
 namespace cgemm::launcher {

@@ -15,7 +15,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "dry_run.hpp"
+#include "dry_run_limits.hpp"
 #include "option_sweep.hpp"
 
 namespace cgemm::launcher {
