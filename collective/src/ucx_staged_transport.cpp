@@ -45,6 +45,10 @@ class UcxStagedTransport final : public Transport {
   UcxStagedTransport& operator=(const UcxStagedTransport&) = delete;
 
   std::string name() const override { return "ucx (staged through pinned host memory)"; }
+  std::string capture_refusal() const override {
+    return "the staged UCX transport's host proxy thread drives every transfer (a replay would "
+           "wait on a host that no longer posts it)";
+  }
   std::string describe() const override {
     return "device chunks copied to pinned host memory on the communication stream, moved by " +
            ucx_->describe() +

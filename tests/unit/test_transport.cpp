@@ -20,6 +20,7 @@ class FakeTransport final : public Transport {
   FakeTransport(std::string name, std::vector<int> reach) : name_(std::move(name)), reach_(reach) {}
   std::string name() const override { return name_; }
   std::string describe() const override { return name_; }
+  std::string capture_refusal() const override { return ""; }
   bool can_connect(int peer) const override {
     for (int p : reach_) {
       if (p == peer) return true;

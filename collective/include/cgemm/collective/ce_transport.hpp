@@ -78,6 +78,10 @@ class CeTransport final : public Transport {
   CeTransport& operator=(const CeTransport&) = delete;
 
   std::string name() const override { return "copy-engine (CUDA IPC)"; }
+  std::string capture_refusal() const override {
+    return "the copy-engine transport numbers its exchanges on the host and bakes the numbers "
+           "into its stream waits, so a replay would wait for numbers already passed";
+  }
   /// One line: copy engines, flush support.
   std::string describe() const override;
   bool can_connect(int peer) const override { return peer >= 0 && peer < size_ && peer != rank_; }

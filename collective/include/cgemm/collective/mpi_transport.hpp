@@ -17,6 +17,10 @@ class MpiTransport final : public Transport {
   explicit MpiTransport(MPI_Comm tp_comm);
 
   std::string name() const override { return "mpi"; }
+  std::string capture_refusal() const override {
+    return "the MPI transport moves host memory inside MPI calls of this host: nothing of it "
+           "runs on a CUDA stream";
+  }
   std::string describe() const override { return "MPI non-blocking send/recv on host memory"; }
   bool can_connect(int peer) const override { return peer >= 0 && peer < size_ && peer != rank_; }
   void attach(const SymmetricBuffer&) override {}

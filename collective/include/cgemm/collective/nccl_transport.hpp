@@ -54,6 +54,8 @@ class NcclTransport final : public Transport {
   NcclTransport& operator=(const NcclTransport&) = delete;
 
   std::string name() const override { return "nccl"; }
+  /// NCCL's grouped send/recv is capturable (stream-ordered, no host wait).
+  std::string capture_refusal() const override { return ""; }
   std::string describe() const override { return "nccl send/recv, " + settings_; }
   /// NCCL reaches every rank of its communicator (inside a node and across nodes).
   bool can_connect(int peer) const override { return peer >= 0 && peer < size_ && peer != rank_; }

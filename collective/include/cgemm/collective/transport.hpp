@@ -38,6 +38,11 @@ class Transport {
   virtual std::string describe() const = 0;
   /// Whether this transport can move data between this rank and TP rank `peer`.
   virtual bool can_connect(int peer) const = 0;
+  /// "" when the work start() enqueues can be captured into a CUDA graph and replayed (each
+  /// replay moving the data again, correctly ordered); else why not, as a clause naming the
+  /// transport ("the copy-engine transport numbers ..."). Every transport answers: a new one
+  /// that forgets does not compile. The answer depends only on the transport's kind.
+  virtual std::string capture_refusal() const = 0;
 
   /// Collective over the TP group, called by every rank in the same order for every symmetric
   /// buffer: makes `buf` a destination of this transport (a one-sided transport opens the

@@ -113,6 +113,10 @@ class UcxTransport final : public Transport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   std::string name() const override { return "ucx"; }
+  std::string capture_refusal() const override {
+    return "the UCX transport moves host memory through UCP calls of this host: nothing of it "
+           "runs on a CUDA stream";
+  }
   /// One line: puts, the flag's ordering (fence or flush, by UCX version), and UCX's version.
   std::string describe() const override;
   /// Whether both this rank and `peer` made an endpoint to each other (the same on both sides).
