@@ -539,8 +539,7 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
 }
 
 std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, const Context& ctx) {
-  const BackendKind backend =
-      ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  const BackendKind backend = ctx.backend().kind();
   int64_t mine = 0;
   std::string error;
   try {

@@ -10,8 +10,7 @@ namespace cgemm::launcher {
 double l2_flush_bytes(double l2_mib) { return 2.0 * l2_mib * 1048576.0; }
 
 std::string l2_memory_refusal(double l2_mib, const Context& ctx) {
-  const BackendKind backend =
-      ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  const BackendKind backend = ctx.backend().kind();
   const int sharing = ctx.ranks_sharing_memory();
   // At most 2 x 4096 MiB per rank (kMaxL2Mib) times the ranks of one host: far below int64.
   const auto together = static_cast<int64_t>(l2_flush_bytes(l2_mib) * sharing);

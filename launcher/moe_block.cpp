@@ -161,7 +161,7 @@ void check_round(MoeJob& job, int round) {
   job.block();
   job.be.synchronize();
   const double eps = output_eps(job.cfg.dtype);
-  const double acc = accumulation_eps(job.be.name() == "cuda");
+  const double acc = accumulation_eps(job.be.kind() == BackendKind::kCuda);
   const double tiny = output_tiny(job.cfg.dtype);
   const std::vector<float> x = job.host(job.x->p, m.tokens * m.hidden);
   std::vector<float> w = job.host(job.w_up->p, m.experts * m.hidden * m.ffn);

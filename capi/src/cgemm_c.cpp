@@ -487,7 +487,7 @@ cgemm_status cgemm_context_get_info(const cgemm_context* ctx, cgemm_context_info
     info.tp = comms.tp();
     info.dp_rank = comms.dp_rank();
     info.tp_rank = comms.tp_rank();
-    info.backend = ctx->ctx->backend().name() == "cuda" ? "cuda" : "cpu";
+    info.backend = ctx->ctx->backend().kind() == cgemm::BackendKind::kCuda ? "cuda" : "cpu";
     *out = info;
     return CGEMM_SUCCESS;
   });

@@ -77,7 +77,7 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
     if (any_rank_failed(l2_memory_refusal(cfg.l2_mib, ctx))) return kExitUsage;
     Backend& be = ctx.backend();
     // The full MoE cases are tens of TFLOP a round: hours on a CPU.
-    const bool cpu_full = grouped_asked && be.name() == "cpu" && s.grouped_divide < 16;
+    const bool cpu_full = grouped_asked && be.kind() == BackendKind::kCpu && s.grouped_divide < 16;
     if (any_rank_failed(cpu_full ? "--parts grouped on the CPU backend needs "
                                    "--parts_grouped_divide 16 or more (the full MoE cases are "
                                    "for the GPU); got " +

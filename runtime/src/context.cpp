@@ -278,10 +278,7 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   BackendChoice choice = choose_backend(*comms_, backend);
   notice_ = choice.notice;
   if (const std::string w = check_placement(*comms_, choice, backend.kind); !w.empty()) {
-    notice_ = choice.notice;
     notice_ += (notice_.empty() ? "" : "\n") + w;
-  } else {
-    notice_ = choice.notice;
   }
   if (choice.placement.gpu_sharing && comms_->tp() > 1) {
     // Decided alike everywhere: a shared GPU has no transport but the copy engines.

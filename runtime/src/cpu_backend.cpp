@@ -24,6 +24,7 @@
 #include "cgemm/gemm/quantize.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/context.hpp"
+#include "cpu_elementwise.hpp"
 
 namespace cgemm {
 
@@ -54,6 +55,7 @@ class CpuBackend final : public Backend {
     for (auto& [p, bytes] : allocations_) std::free(p);
   }
 
+  BackendKind kind() const override { return BackendKind::kCpu; }
   std::string name() const override { return "cpu"; }
   std::string transport() const override { return ring_->name(); }
   std::string describe() const override {
@@ -85,6 +87,9 @@ class CpuBackend final : public Backend {
   int tp_size() const override { return comms_.tp(); }
   int num_streams() const override { return opts_.num_max_streams; }
   int compute_capability() const override { return 0; }
+  std::string capture_refusal() const override {
+    return "the CPU backend runs every op on this host: there is no CUDA stream to capture";
+  }
   void* native_stream() const override { return nullptr; }
 
   void* allocate(size_t bytes) override {
@@ -238,6 +243,7 @@ class CpuBackend final : public Backend {
     traced("quantize", "scale update", stream, 0, 0,
            [&] { numeric::apply_scale_update(u.state, *u.amax, u.rule, u.recipe, u.fp8_max); });
   }
+  void elementwise(const ElementwiseTask& t, int /*stream*/) override { cpu::run_elementwise(t); }
   void quantize(const QuantizeTask& t, int stream) override {
     const int64_t count = t.rows * t.cols;
     traced("quantize", named(t.label, "quantize"), stream,

@@ -14,6 +14,7 @@
 //   trace            span events around traced calls
 //   event_timer      time_ms's events
 //   compute          GEMMs, copies and the backend's kernels on the compute streams
+//   elementwise      the training step's elementwise kernels (Compute's too)
 //   world_max        the amaxes' max over the world (current scaling's one host round trip)
 //   exchange_fifo    the exchanges in flight, their completion events in start order
 //   device_memory    buffers, the symmetric-buffer registry, host copies
@@ -51,6 +52,7 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
+  BackendKind kind() const override { return BackendKind::kCuda; }
   std::string name() const override { return "cuda"; }
   std::string transport() const override;
   std::string describe() const override;
@@ -58,6 +60,7 @@ class CudaBackend final : public Backend {
   int tp_size() const override { return comms_.tp(); }
   int num_streams() const override { return streams_->count(); }
   int compute_capability() const override { return props_.major * 10 + props_.minor; }
+  std::string capture_refusal() const override;
   void* native_stream() const override { return streams_->main(); }
 
   void* allocate(size_t bytes) override { return memory_->allocate(bytes); }
@@ -101,6 +104,7 @@ class CudaBackend final : public Backend {
   void all_reduce_max(float* buf, int count, int s, const char* label) override;
   void update_scale(const ScaleUpdate& u, int s) override { compute_->update_scale(u, s); }
   void quantize(const QuantizeTask& t, int s) override { compute_->quantize(t, s); }
+  void elementwise(const ElementwiseTask& t, int s) override { compute_->elementwise(t, s); }
 
   ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override;
   void wait_exchange(ExchangeToken token, int s) override {
@@ -227,6 +231,15 @@ std::string CudaBackend::transport() const {
     }
   }
   return names.empty() ? "none (tp = 1)" : names;
+}
+
+std::string CudaBackend::capture_refusal() const {
+  // The ring's exchanges go to the peers' transports, and so do the copy-engine collectives of
+  // shared GPUs; NCCL's collectives are capturable.
+  for (const Transport* t : peer_transport_) {
+    if (t != nullptr && !t->capture_refusal().empty()) return t->capture_refusal();
+  }
+  return "";
 }
 
 std::string CudaBackend::describe() const {

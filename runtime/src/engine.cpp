@@ -2,6 +2,7 @@
 
 #include "cgemm/core/env.hpp"
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <optional>
@@ -82,10 +83,19 @@ Engine::~Engine() {
   }
 }
 
-void Engine::ensure(const Program& p) {
-  const WorkspaceSizes& need = p.workspace;
-  // The ring is allocated once at its size: every rank of the TP group runs the same
-  // programs, so every rank reaches this allocation (a collective one) at the same op.
+void Engine::prepare(std::span<const Program* const> programs) {
+  WorkspaceSizes need;
+  const Program* with_scales = nullptr;
+  for (const Program* p : programs) {
+    for (Workspace w : kPrivate) {
+      workspace_bytes(need, w) =
+          std::max(workspace_bytes(need, w), workspace_bytes(p->workspace, w));
+    }
+    need.ring = std::max(need.ring, p->workspace.ring);
+    if (p->workspace.scales > 0 && with_scales == nullptr) with_scales = p;
+  }
+  // The ring is allocated once at its size: every rank of the TP group prepares the same
+  // programs, so every rank reaches this allocation (a collective one) alike.
   if (need.ring > 0 && ring_.local == nullptr) {
     ring_ = be_.allocate_symmetric(static_cast<size_t>(need.ring));
     have_.ring = need.ring;
@@ -99,26 +109,37 @@ void Engine::ensure(const Program& p) {
   }
   // The scale state lives as long as the plan: set once, then only the programs' scale
   // updates change it (delayed scaling's history runs across calls and both paths).
-  if (need.scales > 0 && private_[slot(Workspace::kScales)] == nullptr) {
+  if (with_scales != nullptr && private_[slot(Workspace::kScales)] == nullptr) {
+    const Program& p = *with_scales;
     const size_t bytes = p.scales_init.size() * sizeof(float);
-    if (static_cast<int64_t>(bytes) != need.scales) {
+    if (static_cast<int64_t>(bytes) != p.workspace.scales) {
       throw Error("engine: a program's scale state holds " + std::to_string(bytes) +
-                  " bytes of initial values for " + std::to_string(need.scales) + " bytes");
+                  " bytes of initial values for " + std::to_string(p.workspace.scales) + " bytes");
     }
     void* state = be_.allocate(bytes);
     be_.copy_from_host(state, p.scales_init.data(), bytes);
     private_[slot(Workspace::kScales)] = state;
-    have_.scales = need.scales;
+    have_.scales = p.workspace.scales;
   }
-  if (need.scales > have_.scales) {
-    throw Error("engine: a program needs a scale state of " + std::to_string(need.scales) +
-                " bytes, the plan holds " + std::to_string(have_.scales));
+  for (const Program* p : programs) check_prepared(*p);
+}
+
+void Engine::check_prepared(const Program& p) const {
+  for (Workspace w : {Workspace::kRing, Workspace::kSend, Workspace::kWorkIn, Workspace::kWorkOut,
+                      Workspace::kQuant, Workspace::kScales}) {
+    const int64_t need = workspace_bytes(p.workspace, w), have = workspace_bytes(have_, w);
+    if (need > have) {
+      throw Error("engine: a program needs " + std::to_string(need) + " bytes of workspace " +
+                  workspace_name(w) + ", the plan prepared " + std::to_string(have) +
+                  " (an internal error: plans prepare every program " +
+                  "they run when they are made)");
+    }
   }
 }
 
 std::vector<float> Engine::scales(const Program& p) {
   if (p.workspace.scales == 0) return {};
-  ensure(p);
+  check_prepared(p);
   std::vector<float> s(p.scales_init.size());
   be_.copy_to_host(s.data(), base(Workspace::kScales), s.size() * sizeof(float));
   return s;
@@ -130,7 +151,7 @@ void Engine::set_scales(const Program& p, const std::vector<float>& s) {
                 "that keeps " + std::to_string(p.scales_init.size()));
   }
   if (s.empty()) return;
-  ensure(p);
+  check_prepared(p);
   be_.copy_from_host(base(Workspace::kScales), s.data(), s.size() * sizeof(float));
 }
 
@@ -153,7 +174,7 @@ const void* Engine::at(const Ref& r, const Operands& x) const {
 }
 
 void Engine::run(const Program& p, const Operands& x) {
-  ensure(p);
+  check_prepared(p);
   tokens_.assign(static_cast<size_t>(p.tokens), -1);
   // Labels name the work in traces and in the watchdog's timeout messages.
   const auto label = [](const std::string& s) { return s.c_str(); };

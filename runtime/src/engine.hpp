@@ -1,10 +1,12 @@
 #pragma once
 // The engine: runs a Program (program.hpp) on a Backend, for any collective GEMM. It owns the
-// plan's workspaces (allocated on first use, collectively for the symmetric ring, in the same
-// order on every rank because every rank runs the same programs in the same order) and binds
-// the caller's operands to the program's buffer names on every call.
+// plan's workspaces, allocated by prepare() before any program runs (collectively for the
+// symmetric ring: every rank prepares the same programs in the same order), and binds the
+// caller's operands to the program's buffer names on every call. A run allocates nothing, so
+// a prepared program can be issued again and again (and, where its ops allow, captured).
 
 #include <array>
+#include <span>
 
 #include "cgemm/runtime/backend.hpp"
 #include "cgemm/runtime/operands.hpp"
@@ -20,17 +22,24 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  /// Issues every op of `p` in order (asynchronous on the CUDA backend).
+  /// Allocates what `programs` need: the ring (symmetric over the TP group: a collective call)
+  /// and each private workspace at the largest size any of them needs, and the scale state,
+  /// set to its programs' scales_init. May be called again with more programs: private
+  /// workspaces grow, the ring and the scale state are made once (a later program needing a
+  /// larger ring throws cgemm::Error).
+  void prepare(std::span<const Program* const> programs);
+  /// Issues every op of `p` in order (asynchronous on the CUDA backend). Throws cgemm::Error,
+  /// issuing nothing, when `p` needs a workspace prepare() did not make.
   void run(const Program& p, const Operands& x);
   Backend& backend() { return be_; }
-  /// The scale state (kScales) `p` uses, as floats (host copy; synchronous), allocated and set
-  /// to p.scales_init first if no program ran yet. Empty when p keeps none.
+  /// The scale state (kScales) `p` uses, as floats (host copy; synchronous). Empty when p
+  /// keeps none.
   std::vector<float> scales(const Program& p);
   /// Overwrites it. Throws cgemm::Error when `s` is not the state's size.
   void set_scales(const Program& p, const std::vector<float>& s);
 
  private:
-  void ensure(const Program& p);
+  void check_prepared(const Program& p) const;
   const void* at(const Ref& r, const Operands& x) const;
   void* at_mut(const Ref& r, const Operands& x) const;
   void* base(Workspace w) const;

@@ -40,7 +40,7 @@ GemmDesc tensor_sequence_parallel_gemm(const Context& ctx, std::string name,
 GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(desc)) {
   PlanningOptions opt;
   opt.overlap = ctx.overlap();
-  opt.backend = ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  opt.backend = ctx.backend().kind();
   // The CPU backend has no compute capability (0): planning then sizes for sm 90.
   opt.compute_capability = ctx.backend().compute_capability();
   opt.backend_streams = ctx.backend().num_streams();
@@ -62,6 +62,14 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
   im.use_overlap = im.policy == OverlapPolicy::kAlways ||
                    (im.policy == OverlapPolicy::kAuto && im.kind.overlappable && g.tp > 1 &&
                     im.chunk_flop >= kAutoOverlapMinChunkFlop);
+  // Every workspace execute() may use, made now (the ring collectively: plans are made on
+  // every rank in the same order), so no call allocates.
+  std::vector<const Program*> programs{&im.kind.overlapped, &im.kind.sequential};
+  for (const std::optional<Program>* p :
+       {&im.kind.overlapped_gathering, &im.kind.sequential_gathering}) {
+    if (*p) programs.push_back(&**p);
+  }
+  im.engine.prepare(programs);
 }
 
 GemmPlan::~GemmPlan() = default;

@@ -213,23 +213,7 @@ struct CpuScratch {
 
 std::string buffer_name(const Ref& r) {
   return std::visit(Overloaded{[](Operand o) { return std::string(Operands::name(o)); },
-                               [](Workspace w) -> std::string {
-                                 switch (w) {
-                                   case Workspace::kRing:
-                                     return "ring";
-                                   case Workspace::kSend:
-                                     return "send";
-                                   case Workspace::kWorkIn:
-                                     return "work_in";
-                                   case Workspace::kWorkOut:
-                                     return "work_out";
-                                   case Workspace::kQuant:
-                                     return "quant";
-                                   case Workspace::kScales:
-                                     return "scales";
-                                 }
-                                 return "?";
-                               }},
+                               [](Workspace w) { return std::string(workspace_name(w)); }},
                     r.buf);
 }
 

@@ -132,6 +132,95 @@ int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w) {
   return s.ring;  // unreachable: every Workspace is a case above (-Wswitch)
 }
 
+CaptureTrait capture_trait(const Op& op) {
+  constexpr CaptureTrait device{Capture::kDevice, ""}, transport{Capture::kTransport, ""};
+  return std::visit(
+      Overloaded{
+          [&](const ForkOp&) { return device; },
+          [&](const JoinOp&) { return device; },
+          [&](const GemmOp&) { return device; },
+          [&](const ExchangeOp&) { return transport; },
+          [&](const WaitOp&) { return transport; },
+          [&](const SumOp&) { return device; },
+          [&](const ReorderOp&) { return device; },
+          [&](const CopyOp&) { return device; },
+          // The sequential path's collectives run on NCCL or over the ring's transport.
+          [&](const AllGatherOp&) { return transport; },
+          [&](const ReduceScatterOp&) { return transport; },
+          [&](const AllReduceOp&) { return transport; },
+          [&](const AmaxOp&) { return device; },
+          [&](const AmaxReduceOp&) {
+            return CaptureTrait{Capture::kHost,
+                                "the amax reduction over the job copies the amaxes to the host "
+                                "for an MPI_Allreduce"};
+          },
+          [&](const ScaleOp&) { return device; },
+          [&](const QuantizeOp&) { return device; },
+      },
+      op);
+}
+
+namespace {
+
+// What a refusal names an op by: its kind, and its label where it has one.
+std::string op_name(const Op& op) {
+  const auto labelled = [](const char* kind, const std::string& label) {
+    return label.empty() ? std::string(kind) : std::string(kind) + " '" + label + "'";
+  };
+  return std::visit(
+      Overloaded{
+          [&](const ForkOp&) { return std::string("fork"); },
+          [&](const JoinOp&) { return std::string("join"); },
+          [&](const GemmOp& o) { return labelled("gemm", o.label); },
+          [&](const ExchangeOp& o) {
+            return labelled("exchange", o.transfers.empty() ? "" : o.transfers.front().label);
+          },
+          [&](const WaitOp&) { return std::string("wait"); },
+          [&](const SumOp&) { return std::string("sum"); },
+          [&](const ReorderOp&) { return std::string("reorder"); },
+          [&](const CopyOp& o) { return labelled("copy", o.label); },
+          [&](const AllGatherOp& o) { return labelled("all-gather", o.label); },
+          [&](const ReduceScatterOp& o) { return labelled("reduce-scatter", o.label); },
+          [&](const AllReduceOp& o) { return labelled("all-reduce", o.label); },
+          [&](const AmaxOp&) { return std::string("amax"); },
+          [&](const AmaxReduceOp& o) { return labelled("amax reduction", o.label); },
+          [&](const ScaleOp&) { return std::string("scale update"); },
+          [&](const QuantizeOp& o) { return labelled("quantize", o.label); },
+      },
+      op);
+}
+
+}  // namespace
+
+std::string capture_refusal(const Program& p, const std::string& transport_refusal) {
+  for (const Op& op : p.ops) {
+    const CaptureTrait t = capture_trait(op);
+    if (t.capture == Capture::kHost) return op_name(op) + " cannot be captured: " + t.why;
+    if (t.capture == Capture::kTransport && !transport_refusal.empty()) {
+      return op_name(op) + " cannot be captured: " + transport_refusal;
+    }
+  }
+  return "";
+}
+
+const char* workspace_name(Workspace w) {
+  switch (w) {
+    case Workspace::kRing:
+      return "ring";
+    case Workspace::kSend:
+      return "send";
+    case Workspace::kWorkIn:
+      return "work_in";
+    case Workspace::kWorkOut:
+      return "work_out";
+    case Workspace::kQuant:
+      return "quant";
+    case Workspace::kScales:
+      return "scales";
+  }
+  return "?";  // unreachable: every Workspace is a case above (-Wswitch)
+}
+
 int64_t workspace_bytes(const WorkspaceSizes& s, Workspace w) {
   return workspace_bytes(const_cast<WorkspaceSizes&>(s), w);  // NOLINT: read only
 }

@@ -25,7 +25,8 @@
 
 namespace cgemm {
 
-/// The plan's own buffers, allocated on first use and kept (sizes in WorkspaceSizes).
+/// The plan's own buffers, allocated when the plan is made (Engine::prepare) and kept (sizes in
+/// WorkspaceSizes).
 enum class Workspace {
   kRing,     // symmetric over the TP group: chunks or partials arriving from peers
   kSend,     // partials computed for other ranks, read by the transport
@@ -210,6 +211,27 @@ struct Program {
   void check_writes(const std::string& gemm) const;
 };
 
+/// Whether an op kind can be captured into a CUDA graph and replayed: the ground the CUDA-graph
+/// work builds on (a capture refuses, before recording anything, a program with an op that
+/// cannot). Each kind answers in capture_trait(), by name: a new kind that does not answer
+/// does not compile.
+enum class Capture {
+  kDevice,     // stream-ordered device work, no host wait: capturable
+  kTransport,  // moves data between ranks: capturable where the backend's transport is
+               // (Backend::capture_refusal)
+  kHost,       // needs this host mid-program (a copy back, an MPI call): never
+};
+struct CaptureTrait {
+  Capture capture = Capture::kDevice;
+  const char* why = "";  // kHost: why, as a clause
+};
+CaptureTrait capture_trait(const Op& op);
+
+/// "" when every op of `p` can be captured on a backend whose transports answer
+/// `transport_refusal` (Backend::capture_refusal(): "" when capturable); else one line naming
+/// the first op that cannot (its kind and label) and why.
+std::string capture_refusal(const Program& p, const std::string& transport_refusal);
+
 /// Throws cgemm::Error naming `gemm` and the slot when a slot of `used` is null in `x` (a
 /// missing bias keeps the message "GEMM 'NAME' was planned with a bias but got none").
 void require_operands(const std::string& gemm, const std::vector<Operand>& used, const Operands& x);
@@ -217,5 +239,7 @@ void require_operands(const std::string& gemm, const std::vector<Operand>& used,
 /// Bytes of workspace `w` in `s`.
 int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w);
 int64_t workspace_bytes(const WorkspaceSizes& s, Workspace w);
+/// "ring", "send", "work_in", "work_out", "quant" or "scales".
+const char* workspace_name(Workspace w);
 
 }  // namespace cgemm

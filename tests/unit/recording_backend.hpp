@@ -33,6 +33,7 @@ class RecordingBackend final : public Backend {
   };
   const std::vector<Posted>& posted() const { return posted_; }
 
+  BackendKind kind() const override { return BackendKind::kCpu; }
   std::string name() const override { return "recording"; }
   std::string transport() const override { return "recording"; }
   std::string describe() const override { return "recording backend"; }
@@ -40,6 +41,7 @@ class RecordingBackend final : public Backend {
   int tp_size() const override { return tp_; }
   int num_streams() const override { return streams_; }
   int compute_capability() const override { return 0; }
+  std::string capture_refusal() const override { return ""; }
   void* native_stream() const override { return nullptr; }
 
   void* allocate(size_t bytes) override {
@@ -113,6 +115,9 @@ class RecordingBackend final : public Backend {
                                        : "current") +
         " state=" + where(u.state) + " amax=" + where(u.amax) + " history=" +
         std::to_string(u.recipe.amax_history_len) + " margin=" + std::to_string(u.recipe.margin));
+  }
+  void elementwise(const ElementwiseTask& t, int stream) override {
+    log("elementwise s" + std::to_string(stream) + " task " + std::to_string(t.index()));
   }
   void quantize(const QuantizeTask& t, int stream) override {
     log("quantize s" + std::to_string(stream) + " " + std::to_string(t.rows) + "x" +

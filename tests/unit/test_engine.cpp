@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -127,7 +128,7 @@ TEST(Program, RequireOperandsNamesTheMissingSlot) {
 
 // One engine running a plan's four programs twice allocates its workspaces in the first round
 // only: plans keep their buffers between calls.
-TEST(Engine, WorkspacesAreAllocatedOnceAndReused) {
+TEST(Engine, WorkspacesAreAllocatedByPrepareOnly) {
   const PlannedGemm planned = plan(CollectiveOp::kAllGather, 4, 2, 1, true);
   RecordingBackend be(4, 2, 3);
   const PlanBytes& b = planned.description.bytes;
@@ -142,11 +143,49 @@ TEST(Engine, WorkspacesAreAllocatedOnceAndReused) {
   const std::vector<const Program*> programs{&planned.kind.overlapped, &planned.kind.sequential,
                                              &planned.kind.gemm_only,
                                              &planned.kind.collective_only};
-  for (const Program* p : programs) engine.run(*p, x);
+  // A program that was not prepared is refused, naming the workspace, before it issues a thing.
+  const size_t before = be.calls().size();
+  try {
+    engine.run(planned.kind.overlapped, x);
+    ADD_FAILURE() << "an unprepared program ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("workspace ring"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(be.calls().size(), before);
+  engine.prepare(programs);
   const auto first = allocations();
   EXPECT_GE(first, 2);  // the ring and the gathered lhs at least
   for (const Program* p : programs) engine.run(*p, x);
+  for (const Program* p : programs) engine.run(*p, x);
   EXPECT_EQ(allocations(), first);
+  // Preparing again allocates nothing new: every workspace is already large enough.
+  engine.prepare(programs);
+  EXPECT_EQ(allocations(), first);
+}
+
+// GemmPlan prepares the programs execute() runs: the workspaces it then holds are what the
+// memory check counts (PlanBytes::workspace), for every collective.
+TEST(Engine, PreparedWorkspacesAreWhatPlanBytesCounts) {
+  for (CollectiveOp op :
+       {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kNone}) {
+    const PlannedGemm planned = plan(op, 4, 1, 2, true);
+    RecordingBackend be(4, 1, 3);
+    Engine engine(be, 1);
+    std::vector<const Program*> programs{&planned.kind.overlapped, &planned.kind.sequential};
+    engine.prepare(programs);
+    int64_t allocated = 0;
+    for (const std::string& c : be.calls()) {
+      size_t bytes = 0;
+      if (std::sscanf(c.c_str(), "allocate_symmetric %zu", &bytes) == 1 ||
+          std::sscanf(c.c_str(), "allocate %zu", &bytes) == 1) {
+        allocated += static_cast<int64_t>(bytes);
+      }
+    }
+    EXPECT_EQ(allocated, planned.description.bytes.workspace) << collective_name(op);
+    if (op != CollectiveOp::kNone) {
+      EXPECT_GT(allocated, 0) << collective_name(op);
+    }
+  }
 }
 
 TEST(CollectiveGemmKinds, FirstMatchingRowWinsAndNoneIsAnError) {
@@ -199,6 +238,8 @@ TEST(AllGatherRing, SideBandTravelsWithEveryChunk) {
                      be.region("rhs", static_cast<size_t>(b.rhs)), be.region("side", kSideBytes),
                      be.region("out", static_cast<size_t>(b.out)));
     Engine engine(be, rank);
+    const Program* overlapped = &k.overlapped;
+    engine.prepare({&overlapped, 1});
     engine.run(k.overlapped, x);
     int side_transfers = 0;
     for (const auto& x : be.posted()) {
@@ -262,6 +303,8 @@ TEST(AllGatherRing, EveryChunkAndSideBandLandsInItsSlot) {
           side[r].assign(s, s + kSide);
           const PlanBytes& b = planned.description.bytes;
           Engine engine(*be[r], r);
+          const Program* overlapped = &k.overlapped;
+          engine.prepare({&overlapped, 1});
           engine.run(k.overlapped, Operands(l, be[r]->region("rhs", static_cast<size_t>(b.rhs)), s,
                                             be[r]->region("out", static_cast<size_t>(b.out))));
         }
@@ -378,6 +421,39 @@ TEST(GemmPlanOperands, ProgramsNameOnlyTheSlotsThePlanHas) {
   const PlannedGemm p = plan(CollectiveOp::kNone, 1, 0);
   const auto used = p.kind.overlapped.operands_used();
   EXPECT_EQ(std::count(used.begin(), used.end(), Operand::kBias), 0);
+}
+
+}  // namespace
+}  // namespace cgemm
+
+namespace cgemm {
+namespace {
+
+// The capture traits (program.hpp): a bf16 collective GEMM is capturable where its transport
+// is, and names its first exchange where it is not; current scaling's amax reduction goes
+// through the host and is refused on any transport.
+TEST(Capture, ProgramsAnswerByOpKindAndTransport) {
+  const PlannedGemm bf16 = plan(CollectiveOp::kAllGather, 2, 0);
+  EXPECT_EQ(capture_refusal(bf16.kind.overlapped, ""), "");
+  EXPECT_EQ(capture_refusal(bf16.kind.sequential, ""), "");
+  const std::string refused = capture_refusal(bf16.kind.overlapped, "the transport says no");
+  EXPECT_EQ(refused.rfind("exchange 'g step 0", 0), 0u) << refused;
+  EXPECT_NE(refused.find("cannot be captured: the transport says no"), std::string::npos)
+      << refused;
+  EXPECT_NE(capture_refusal(bf16.kind.sequential, "no").find("all-gather 'g sequential"),
+            std::string::npos);
+
+  PlanningMesh m;
+  m.tp = 2;
+  GemmDesc d = tensor_sequence_parallel_gemm(m, "q", CollectiveOp::kAllGather, 2, 32, 32, 16,
+                                             DType::kBFloat16, false, false);
+  d.quantization.mode = ScalingMode::kCurrentTensorScaling;
+  PlanningOptions opt;
+  opt.backend = BackendKind::kCpu;
+  const PlannedGemm current = plan_gemm_programs(d, m, opt);
+  const std::string amax = capture_refusal(current.kind.overlapped, "");
+  EXPECT_EQ(amax.rfind("amax reduction", 0), 0u) << amax;
+  EXPECT_NE(amax.find("MPI_Allreduce"), std::string::npos) << amax;
 }
 
 }  // namespace

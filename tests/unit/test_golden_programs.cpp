@@ -83,6 +83,7 @@ Recorded record(const Case& c, int rank) {
   for (const auto& [name, program] : programs) {
     Engine engine(be, rank);
     const size_t from = be.calls().size();
+    engine.prepare({&program, 1});  // its allocations lead the program's lines
     engine.run(*program, x);
     if (program == &p.kind.overlapped) r.posted = be.posted();
     os << "-- " << name << "\n";

@@ -1,8 +1,9 @@
 #pragma once
 // The CUDA backend's work on the compute streams: cuBLASLt GEMMs, copies, and the backend's own
-// kernels (cuda_kernels.hpp) for reorders, partial sums and fills, and (quantize_kernels.hpp)
-// for amaxes, scale updates and FP8 casts, each with the argument checks and the error text
-// that name the call, and each traced.
+// kernels (cuda_kernels.hpp) for reorders, partial sums and fills, (quantize_kernels.hpp) for
+// amaxes, scale updates and FP8 casts, and (train_kernels.hpp) for the training step's
+// elementwise tasks, each with the argument checks and the error text that name the call, and
+// each traced but the elementwise tasks.
 
 #include <cuda_runtime_api.h>
 
@@ -17,6 +18,7 @@
 #include "cgemm/gemm/cublaslt_gemm.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/gemm/quantize_task.hpp"
+#include "cgemm/runtime/elementwise.hpp"
 #include "cgemm/sharding/reorder.hpp"
 #include "streams.hpp"
 #include "trace.hpp"
@@ -50,6 +52,9 @@ class Compute {
   void amax(const void* src, DType dtype, int64_t count, float* amax, int s);
   void update_scale(const ScaleUpdate& u, int s);
   void quantize(const QuantizeTask& t, int s);
+
+  /// The training step's elementwise tasks (elementwise.cpp; not traced).
+  void elementwise(const ElementwiseTask& task, int s);
 
  private:
   void check(cudaError_t rc, const std::string& call) const;

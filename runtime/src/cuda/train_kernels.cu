@@ -1,10 +1,10 @@
 // The CUDA backend's training kernels (train_kernels.hpp): grid-stride loops over kW elements
 // per step, kW = kVec (16-byte accesses) when every buffer is 16-byte aligned and n a
-// multiple of kVec, else 1; the formulas are train_math.hpp's, in float.
+// multiple of kVec, else 1; the formulas are elementwise_math.hpp's, in float.
 
 #include <type_traits>
 
-#include "../train/train_math.hpp"
+#include "../elementwise_math.hpp"
 #include "kernel_common.cuh"
 #include "train_kernels.hpp"
 
@@ -34,7 +34,7 @@ __global__ void gelu_kernel(const void* pre, void* h, int64_t units) {
     float z[kW];
     ld<kKind, kW>(pre, u, z);
 #pragma unroll
-    for (int k = 0; k < kW; ++k) z[k] = train_math::gelu<float>(z[k]);
+    for (int k = 0; k < kW; ++k) z[k] = elementwise_math::gelu<float>(z[k]);
     st<kKind, kW>(h, u, z);
   }
 }
@@ -46,7 +46,7 @@ __global__ void gelu_backward_kernel(const void* dh, const void* pre, void* dpre
     ld<kKind, kW>(dh, u, g);
     ld<kKind, kW>(pre, u, z);
 #pragma unroll
-    for (int k = 0; k < kW; ++k) g[k] *= train_math::gelu_grad<float>(z[k]);
+    for (int k = 0; k < kW; ++k) g[k] *= elementwise_math::gelu_grad<float>(z[k]);
     st<kKind, kW>(dpre, u, g);
   }
 }
@@ -104,8 +104,8 @@ __global__ void optimizer_kernel(OptimizerArgs a, int64_t units) {
       ld<0, kW>(a.v, u, v);
 #pragma unroll
       for (int k = 0; k < kW; ++k) {
-        train_math::adam<float>(w[k], m[k], v[k], g[k], a.lr, a.beta1, a.beta2, a.omb1, a.omb2,
-                                a.eps, a.c1, a.c2);
+        elementwise_math::adam<float>(w[k], m[k], v[k], g[k], a.lr, a.beta1, a.beta2, a.omb1,
+                                      a.omb2, a.eps, a.c1, a.c2);
       }
       st<0, kW>(a.m, u, m);
       st<0, kW>(a.v, u, v);

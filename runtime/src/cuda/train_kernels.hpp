@@ -1,6 +1,6 @@
 #pragma once
-// The kernels of the CUDA backend's TrainOps (runtime/src/train/cuda_train_ops.cpp; the
-// formulas in runtime/src/train/train_math.hpp). Each launcher returns the launch's
+// The kernels of the CUDA backend's elementwise tasks (elementwise.cpp; the
+// formulas in runtime/src/elementwise_math.hpp). Each launcher returns the launch's
 // cudaError_t; the caller checks the arguments first and names the op in its error. Kept
 // C++17 (compiled by nvcc).
 

@@ -227,7 +227,7 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
 void GroupedGemmPlan::choose_path(const std::string& what) {
   const GroupedGemmDesc& d = desc_;
   // The CPU backend has one way to run a call.
-  if (be_.name() != "cuda" || d.path == GroupedPath::kLoop) return;
+  if (be_.kind() != BackendKind::kCuda || d.path == GroupedPath::kLoop) return;
   std::string why;  // why neither CUDA runner takes the plan
   if (d.form != GroupedForm::kRaggedRows) {
     why = "it runs the ragged-rows form (forward, dgrad) only";

@@ -30,6 +30,8 @@
 #include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/gemm/quantize_task.hpp"
+#include "cgemm/runtime/elementwise.hpp"
+#include "cgemm/runtime/options.hpp"
 #include "cgemm/sharding/reorder.hpp"
 
 namespace cgemm {
@@ -101,6 +103,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
+  /// Which backend this is (BackendKind::kCpu or kCuda; never kAuto). Code that must differ
+  /// by backend asks this, never name(), which is for people.
+  virtual BackendKind kind() const = 0;
   virtual std::string name() const = 0;       // "cpu" or "cuda"
   virtual std::string transport() const = 0;  // e.g. "mpi", "nccl", "copy-engine (CUDA IPC)"
   /// One line per fact worth a report: device, library versions, settings.
@@ -110,6 +115,10 @@ class Backend {
   virtual int num_streams() const = 0;
   /// Compute capability of the device (e.g. 90), or 0 on the CPU backend.
   virtual int compute_capability() const = 0;
+  /// "" when the work this backend's exchanges and collectives enqueue can be captured into a
+  /// CUDA graph and replayed; else why not (the transport that cannot, or the CPU backend,
+  /// which has no stream to capture). Per op kind: runtime/src/program.hpp's capture_trait.
+  virtual std::string capture_refusal() const = 0;
   /// Stream 0 as the native handle (a cudaStream_t on the CUDA backend; nullptr on the CPU
   /// backend). A collective GEMM starts after the work queued on it and ends on it: make it
   /// wait for the producer of your inputs, and your consumers wait for it (CUDA events).
@@ -165,6 +174,10 @@ class Backend {
   virtual void update_scale(const ScaleUpdate& u, int stream) = 0;
   /// Quantizes as QuantizeTask says (saturating, round to nearest even, NaN stays NaN).
   virtual void quantize(const QuantizeTask& t, int stream) = 0;
+
+  // --- the training step's elementwise work (cgemm/runtime/elementwise.hpp), on `stream` ---
+  /// Runs `task` (checked with check_elementwise first: the same refusal on every backend).
+  virtual void elementwise(const ElementwiseTask& task, int stream) = 0;
 
   // --- transport (tensor-parallel group) ---
   /// Starts the exchanges of `group` together (e.g. both directions of a ring), after all

@@ -49,8 +49,11 @@ class GemmPlan {
   /// Plans `desc` on ctx's mesh with plan_gemm (plan_description.hpp), taking the backend
   /// kind, compute capability and stream count from ctx's backend: partition specs
   /// (infer_gemm_sharding), local shapes, the output shape and workspace (gemm_abstract), the
-  /// reorder checks. Throws PlanError when gemm.py would raise, cgemm::Error for layouts the
-  /// runtime does not run.
+  /// reorder checks. Then it allocates every workspace execute() uses (PlanBytes::workspace:
+  /// the ring symmetrically over the TP group, so making a plan is collective: every rank
+  /// makes the same plans in the same order) and sets the FP8 scale state, so no call
+  /// allocates. Throws PlanError when gemm.py would raise, cgemm::Error for layouts the
+  /// runtime does not run and for a failed allocation.
   GemmPlan(Context& ctx, GemmDesc desc);
   ~GemmPlan();
   GemmPlan(const GemmPlan&) = delete;

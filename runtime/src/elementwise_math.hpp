@@ -1,14 +1,15 @@
 #pragma once
-// The per-element formulas of TrainOps (train_ops.hpp), written once for the host loops and
-// the CUDA kernels (compiled by nvcc as __host__ __device__). T is the compute type: the CPU
-// backend computes in double, the kernels in float; both round once on store. Kept C++17 so
+// The per-element formulas of the elementwise tasks (cgemm/runtime/elementwise.hpp), written
+// once for the CPU backend's host loops (cpu_elementwise.cpp) and the CUDA kernels
+// (cuda/train_kernels.cu, compiled by nvcc as __host__ __device__). T is the compute type: the
+// CPU backend computes in double, the kernels in float; both round once on store. Kept C++17 so
 // the .cu files can include it.
 
 #include <cmath>
 
 #include "cgemm/core/convert.hpp"  // CGEMM_HD
 
-namespace cgemm::train_math {
+namespace cgemm::elementwise_math {
 
 template <class T>
 CGEMM_HD T erfc_of(T z) {
@@ -71,4 +72,4 @@ CGEMM_HD void adam(float& master, float& m, float& v, T g, T lr, T beta1, T beta
   master = static_cast<float>(T(master) - lr * (mn / c1) / (sqrt_of(vn / c2) + eps));
 }
 
-}  // namespace cgemm::train_math
+}  // namespace cgemm::elementwise_math

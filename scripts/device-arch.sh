@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# device-arch.sh: the GPU checks of an engine change (issue 35, "architecture step 3"), in one
+# call on the GPU machine; builds nothing (needs a .devbuild/ from pack-device.sh). Run it before
+# and after such a change, on the same kind of machine, and compare the summaries:
+#  1. device-check.sh without the real-size configs: the GPU unit tests, the GPU matrix, the
+#     watchdog, repeatable bits and the demo;
+#  2. the grouped GEMM tests on the CUDA backend (test_grouped_plan --backend=cuda) and the FP8
+#     GEMM tests (test_cublaslt_fp8);
+#  3. the training math and the training parity (device-train.sh's ops, parity and backends).
+# Writes $OUT (default /tmp/cgemm-arch): check/, grouped.log, fp8.log, train/ and summary.txt.
+# Exit 1 when a step failed.
+set -u -o pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/.devbuild/bin
+out=${OUT:-/tmp/cgemm-arch}
+mkdir -p "$out/check" "$out/train"
+. "$root/scripts/device-libs.sh"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+status=0
+summary=()
+# gtest's closing counts, uncoloured.
+counts() {
+  tr -d '\033' <"$1" | sed 's/\[[0-9;]*m//g' | grep -aE '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?' |
+    sed 's/, listed below://' | tr '\n' ' '
+}
+t0=$SECONDS
+
+echo "== 1. device-check.sh (no real-size configs)"
+if OUT=$out/check timeout 330 bash "$root/scripts/device-check.sh" >"$out/check.log" 2>&1; then
+  summary+=("PASS  device-check.sh ($((SECONDS - t0)) s)")
+else
+  status=1
+  summary+=("FAIL  device-check.sh ($((SECONDS - t0)) s)")
+fi
+# device-check.sh prints its own summary last: one line per step.
+sed -n '/== device-check summary/,$p' "$out/check.log" | head -n 60
+
+for t in "test_grouped_plan --backend=cuda:grouped" "test_cublaslt_fp8:fp8"; do
+  cmd=${t%%:*} name=${t##*:}
+  echo "== 2. $cmd"
+  # shellcheck disable=SC2086
+  if timeout 120 mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin"/$cmd >"$out/$name.log" 2>&1; then
+    summary+=("PASS  $cmd ($(counts "$out/$name.log"))")
+  else
+    status=1
+    summary+=("FAIL  $cmd ($(counts "$out/$name.log"))")
+    tail -n 20 "$out/$name.log"
+  fi
+done
+
+echo "== 3. device-train.sh ops,parity,backends"
+if STEPS=ops,parity,backends OUT=$out/train timeout 200 bash "$root/scripts/device-train.sh" \
+  >"$out/train.log" 2>&1; then
+  summary+=("PASS  device-train.sh ops,parity,backends ($(counts "$out/train/ops.log"))")
+else
+  status=1
+  summary+=("FAIL  device-train.sh ops,parity,backends")
+fi
+grep -E "PASS|FAIL|max|loss" "$out/train.log" | head -n 20
+
+echo
+echo "== summary ($((SECONDS - t0)) s)"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+exit $status
