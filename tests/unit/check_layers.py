@@ -2,7 +2,11 @@
 """The include graph keeps its layers: core <- sharding, gemm, collective <- runtime <- capi,
 launcher.
 Every #include "cgemm/LAYER/..." in a layer's sources must name that layer or one below it.
-Usage: check_layers.py SOURCE_DIR. Exit 1, listing each upward include, when one exists."""
+Inside runtime/src, a file in one folder (cuda/, grouped/, collectives/, ...) includes no file
+of a sibling folder ("../other/x.hpp"): what two folders share lives in runtime/src itself, so
+no two folders depend on each other (a cycle such as train/ <-> cuda/ cannot form).
+Usage: check_layers.py SOURCE_DIR. Exit 1, listing each upward or sideways include, when one
+exists."""
 import os
 import re
 import sys
@@ -33,10 +37,39 @@ for layer, allowed in BELOW.items():
                     checked += 1
                     if m.group(1) not in allowed:
                         upward.append(f"{os.path.relpath(path, root)}:{number}: {line.strip()}")
+
+# Sideways includes between the folders of runtime/src.
+runtime_src = os.path.abspath(os.path.join(root, "runtime", "src"))
+sideways, folders = [], 0
+for folder, _, files in os.walk(runtime_src):
+    rel = os.path.relpath(folder, runtime_src)
+    if rel == ".":
+        continue
+    folders += 1
+    mine = rel.split(os.sep)[0]
+    for name in files:
+        if not re.search(r"\.(cpp|hpp|cu|cuh|h)$", name):
+            continue
+        path = os.path.join(folder, name)
+        with open(path, errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if not m:
+                    continue
+                target = os.path.abspath(os.path.join(folder, m.group(1)))
+                if not target.startswith(runtime_src + os.sep):
+                    continue
+                parts = os.path.relpath(target, runtime_src).split(os.sep)
+                if len(parts) > 1 and parts[0] != mine:
+                    sideways.append(f"{os.path.relpath(path, root)}:{number}: {line.strip()}")
+
 for u in upward:
     print("upward include:", u)
-print(f"{checked} includes checked, {len(upward)} upward")
-if checked == 0:
-    print("no includes found: wrong source dir?")
+for s in sideways:
+    print("sideways include between runtime/src folders:", s)
+print(f"{checked} includes checked, {len(upward)} upward; {folders} runtime/src folders, "
+      f"{len(sideways)} sideways includes")
+if checked == 0 or folders == 0:
+    print("no includes or no runtime/src folders found: wrong source dir?")
     sys.exit(1)
-sys.exit(1 if upward else 0)
+sys.exit(1 if upward or sideways else 0)
