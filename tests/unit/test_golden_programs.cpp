@@ -115,13 +115,8 @@ std::string golden_path(CollectiveOp op) {
   return std::string(CGEMM_GOLDEN_DIR) + "/" + std::string(collective_name(op)) + ".txt";
 }
 
-void check_golden(CollectiveOp op) {
-  std::string got;
-  for (const Case& c : cases(op)) {
-    // The first, second and last rank of the group: the ring's edges and a middle rank.
-    for (int rank : std::set<int>{0, 1 % c.tp, c.tp - 1}) got += record(c, rank).text;
-  }
-  const std::string path = golden_path(op);
+// Compares `got` with the file at `path` (or rewrites it under CGEMM_UPDATE_GOLDEN=1).
+void compare_golden(const std::string& got, const std::string& path) {
   if (env_flag(env::kUpdateGolden).value_or(false)) {
     std::ofstream(path) << got;
     GTEST_SKIP() << "rewrote " << path;
@@ -144,9 +139,61 @@ void check_golden(CollectiveOp op) {
   }
 }
 
+void check_golden(CollectiveOp op) {
+  std::string got;
+  for (const Case& c : cases(op)) {
+    // The first, second and last rank of the group: the ring's edges and a middle rank.
+    for (int rank : std::set<int>{0, 1 % c.tp, c.tp - 1}) got += record(c, rank).text;
+  }
+  compare_golden(got, golden_path(op));
+}
+
 TEST(GoldenPrograms, AllGather) { check_golden(CollectiveOp::kAllGather); }
 TEST(GoldenPrograms, ReduceScatter) { check_golden(CollectiveOp::kReduceScatter); }
 TEST(GoldenPrograms, PlainGemm) { check_golden(CollectiveOp::kNone); }
+
+// Quantization wraps any kind's programs (quantization.cpp): one delayed-scaling case per kind
+// at tp 2, and MXFP8 (block scales, emulated on the CPU backend) on the all-gather GEMM.
+TEST(GoldenPrograms, Quantized) {
+  std::string got;
+  const std::pair<CollectiveOp, ScalingMode> cases[] = {
+      {CollectiveOp::kAllGather, ScalingMode::kDelayedTensorScaling},
+      {CollectiveOp::kReduceScatter, ScalingMode::kDelayedTensorScaling},
+      {CollectiveOp::kNone, ScalingMode::kDelayedTensorScaling},
+      {CollectiveOp::kAllGather, ScalingMode::kMxfp8_1d}};
+  for (const auto& [op, mode] : cases) {
+    const int tp = 2;
+    for (int rank = 0; rank < tp; ++rank) {
+      PlanningMesh m;
+      m.tp = tp;
+      m.tp_rank = rank;
+      GemmDesc d = tensor_sequence_parallel_gemm(m, "q", op, 1, 256, 256, 256, DType::kBFloat16,
+                                                 true, false);
+      d.quantization.mode = mode;
+      PlanningOptions opt;
+      opt.backend = BackendKind::kCpu;
+      const PlannedGemm p = plan_gemm_programs(d, m, opt);
+      RecordingBackend be(tp, rank, opt.overlap.num_max_streams);
+      const PlanBytes& b = p.description.bytes;
+      const Operands x(be.region("lhs", static_cast<size_t>(b.lhs)),
+                       be.region("rhs", static_cast<size_t>(b.rhs)),
+                       be.region("bias", static_cast<size_t>(b.bias)),
+                       be.region("out", static_cast<size_t>(b.out)));
+      got += "== " + std::string(collective_name(op)) + " " + std::string(scaling_mode_name(mode)) +
+             " tp=2 rank=" + std::to_string(rank) + "\n";
+      for (const auto& [name, program] : std::vector<std::pair<const char*, const Program*>>{
+               {"overlapped", &p.kind.overlapped}, {"sequential", &p.kind.sequential}}) {
+        Engine engine(be, rank);
+        const size_t from = be.calls().size();
+        engine.prepare({&program, 1});
+        engine.run(*program, x);
+        got += std::string("-- ") + name + "\n";
+        for (size_t i = from; i < be.calls().size(); ++i) got += be.calls()[i] + "\n";
+      }
+    }
+  }
+  compare_golden(got, std::string(CGEMM_GOLDEN_DIR) + "/quantized.txt");
+}
 
 // Every transfer one rank posts to a peer is the one that peer posts as arriving from it, in
 // the same order, with the same bytes and landing offset: otherwise a real ring would hang or
