@@ -10,6 +10,7 @@
 #include "cgemm/collective/watchdog_channel.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/backends.hpp"
+#include "transport_table.hpp"
 
 namespace cgemm {
 
@@ -317,9 +318,11 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   ranks_per_gpu_ = choice.kind == BackendKind::kCuda ? choice.ranks_per_gpu : 1;
   ranks_sharing_memory_ =
       choice.kind == BackendKind::kCuda ? choice.placement.ranks_per_gpu : comms_->local_size();
-  if (choice.kind == BackendKind::kCuda && backend.transport == TransportKind::kMpi) {
-    throw BackendRuleError(
-        "transport = mpi runs on the CPU backend only (the CUDA backend has nccl, ce and ucx)");
+  if (choice.kind == BackendKind::kCuda) {
+    if (const std::string why = transport_backend_refusal(backend.transport, BackendKind::kCuda);
+        !why.empty()) {
+      throw BackendRuleError(why);
+    }
   }
   if (choice.kind == BackendKind::kCuda && backend.nccl_comm != nullptr) {
     // A borrowed communicator is checked inside its TP group (nccl_transport.cpp); with dp >
@@ -359,8 +362,15 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   }
   OverlapOptions cuda_overlap = overlap_;
   if (backend.transport == TransportKind::kNccl) cuda_overlap.use_ce = false;
-  if (backend.transport == TransportKind::kCe && !cuda_overlap.use_ce) {
-    throw BackendRuleError("transport = ce: use_ce = off turns the copy engines off");
+  if (backend.transport == TransportKind::kCe) {
+    // The table's rule for what a job's options alone decide (the group's hosts are asked of
+    // the made transport below: only it can tell whether CUDA IPC is allowed).
+    const TransportOffer o =
+        offer_transport(TransportKind::kCe, GroupView{.backend = BackendKind::kCuda,
+                                                      .size = comms_->tp(),
+                                                      .on_one_host = true,
+                                                      .use_ce = cuda_overlap.use_ce});
+    if (!o.served()) throw BackendRuleError(o.refusal);
   }
   backend_ = make_cuda_backend(*comms_, cuda_overlap, choice.placement);
   if (backend.transport == TransportKind::kCe) {

@@ -25,6 +25,7 @@
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cpu_elementwise.hpp"
+#include "transport_table.hpp"
 
 namespace cgemm {
 
@@ -40,9 +41,8 @@ class CpuBackend final : public Backend {
     ring_ = &transport_;
     // Decided alike on every rank of the world (the option is the job's; UCX's answer is
     // agreed below), so every rank throws or none does.
-    if (kind == TransportKind::kNccl || kind == TransportKind::kCe) {
-      throw BackendRuleError("transport = " + transport_kind_name(kind) +
-                             " needs the CUDA backend; the CPU backend has mpi and ucx");
+    if (const std::string why = transport_backend_refusal(kind, BackendKind::kCpu); !why.empty()) {
+      throw BackendRuleError(why);
     }
     if (kind == TransportKind::kUcx) make_ucx();
     Transport* const offered[] = {ring_};

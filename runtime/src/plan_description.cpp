@@ -9,6 +9,7 @@
 #include "gemm_layout.hpp"
 #include "planning.hpp"
 #include "quantization.hpp"
+#include "transport_table.hpp"
 
 namespace cgemm {
 
@@ -600,34 +601,11 @@ PlanDescription plan_gemm(const GemmDesc& desc, const PlanningMesh& mesh,
 
 std::string predict_transport(BackendKind backend, int tp, bool tp_group_on_one_host, bool use_ce,
                               TransportKind transport) {
-  const bool cpu = backend == BackendKind::kCpu;
-  switch (transport) {
-    case TransportKind::kAuto:
-      break;
-    case TransportKind::kMpi:
-      if (!cpu) return "refused: transport = mpi needs the CPU backend";
-      return "mpi";
-    case TransportKind::kUcx:
-#ifndef CGEMM_HAVE_UCX
-      // As the backends' UCX set-up: a build without UCX refuses ucx at any tp.
-      return "refused: transport = ucx: this cgemm was built without UCX";
-#else
-      if (cpu) return tp <= 1 ? "mpi" : "ucx";
-      return tp <= 1 ? "none (tp = 1)" : "ucx (staged through pinned host memory)";
-#endif
-    case TransportKind::kNccl:
-      if (cpu) return "refused: transport = nccl needs the CUDA backend";
-      return tp <= 1 ? "none (tp = 1)" : "nccl";
-    case TransportKind::kCe:
-      if (cpu) return "refused: transport = ce needs the CUDA backend";
-      if (tp <= 1) return "none (tp = 1)";
-      if (!use_ce) return "refused: transport = ce with use_ce = off";
-      return tp_group_on_one_host ? "copy-engine (CUDA IPC)"
-                                  : "refused: transport = ce, and the TP group spans hosts";
-  }
-  if (cpu) return "mpi";
-  if (tp <= 1) return "none (tp = 1)";
-  return tp_group_on_one_host && use_ce ? "copy-engine (CUDA IPC)" : "nccl";
+  const TransportOffer o = offer_transport(
+      transport,
+      GroupView{
+          .backend = backend, .size = tp, .on_one_host = tp_group_on_one_host, .use_ce = use_ce});
+  return o.served() ? o.name : "refused: " + o.refusal;
 }
 
 }  // namespace cgemm

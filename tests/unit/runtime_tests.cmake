@@ -42,6 +42,8 @@ cgemm_add_unit_test(test_trace_writer
 cgemm_add_unit_test(test_plan_description
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_plan_description.cpp
   LIBS cgemm)
+# The transport table's rows (runtime/src/transport_table.hpp).
+target_include_directories(test_plan_description PRIVATE ${CMAKE_SOURCE_DIR}/runtime/src)
 # cgemm-bench --parts' chunk geometry (launcher/parts/chunked_gemm.cpp) against the whole GEMM.
 cgemm_add_unit_test(test_bench_parts
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_bench_parts.cpp

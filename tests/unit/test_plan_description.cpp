@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <initializer_list>
 
+#include <set>
 #include <string>
 
 #include "cgemm/runtime/memory_check.hpp"
 #include "cgemm/runtime/plan_description.hpp"
+#include "transport_table.hpp"
 
 namespace cgemm {
 namespace {
@@ -212,12 +214,40 @@ TEST(PlanDescription, PredictsForcedTransports) {
   EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kCe), "copy-engine (CUDA IPC)");
   EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, false, true, T::kCe),
             "refused: transport = ce, and the TP group spans hosts");
-  EXPECT_EQ(predict_transport(BackendKind::kCuda, 4, true, true, T::kMpi),
-            "refused: transport = mpi needs the CPU backend");
+  EXPECT_EQ(
+      predict_transport(BackendKind::kCuda, 4, true, true, T::kMpi),
+      "refused: transport = mpi needs the CPU backend; the CUDA backend has ucx, nccl and ce");
   EXPECT_EQ(predict_transport(BackendKind::kCpu, 4, true, true, T::kNccl),
-            "refused: transport = nccl needs the CUDA backend");
+            "refused: transport = nccl needs the CUDA backend; the CPU backend has mpi and ucx");
   EXPECT_EQ(transport_kind_name(parse_transport_kind("ucx")), "ucx");
   EXPECT_THROW(parse_transport_kind("verbs"), Error);
+}
+
+// One row per choice of the option but auto; each backend has some; the refusal of a kind a
+// backend has not lists what it has, from the rows.
+TEST(TransportTable, OneRowPerKindAndOneRefusalRule) {
+  using T = TransportKind;
+  std::set<T> kinds;
+  for (const TransportRow& r : transport_rows()) {
+    EXPECT_NE(r.kind, T::kAuto);
+    EXPECT_TRUE(kinds.insert(r.kind).second) << transport_kind_name(r.kind);
+    EXPECT_TRUE(r.cpu || r.cuda) << transport_kind_name(r.kind);
+    ASSERT_NE(r.offer, nullptr);
+  }
+  EXPECT_EQ(kinds, (std::set<T>{T::kMpi, T::kUcx, T::kNccl, T::kCe}));
+  for (const TransportRow& r : transport_rows()) {
+    for (BackendKind b : {BackendKind::kCpu, BackendKind::kCuda}) {
+      const bool has = b == BackendKind::kCpu ? r.cpu : r.cuda;
+      EXPECT_EQ(transport_backend_refusal(r.kind, b).empty(), has) << transport_kind_name(r.kind);
+    }
+  }
+  EXPECT_EQ(transport_backend_refusal(T::kCe, BackendKind::kCpu),
+            "transport = ce needs the CUDA backend; the CPU backend has mpi and ucx");
+  EXPECT_EQ(transport_backend_refusal(T::kAuto, BackendKind::kCpu), "");
+  const TransportOffer off =
+      offer_transport(T::kCe, GroupView{.backend = BackendKind::kCuda, .size = 2, .use_ce = false});
+  EXPECT_FALSE(off.served());
+  EXPECT_EQ(off.refusal, "transport = ce with use_ce = off");
 }
 
 TEST(MemoryCheck, HostMemory) {
