@@ -3,103 +3,25 @@
 // gemm.py `grouped_gemm` has it: G GEMMs in one call, one dim ragged, the G group sizes given
 // per call. The descriptor goes through the sharding planner's grouped_gemm
 // (cgemm/sharding/grouped_gemm.hpp), so every shape, dtype and bias rule and every error of
-// gemm.py's Python side is the planner's; the runtime then runs the layouts below and refuses
-// the others with one cgemm::Error naming the layout.
+// gemm.py's Python side is the planner's; the runtime runs the layouts below and refuses the
+// others with one cgemm::Error naming the layout. docs/GROUPED_GEMM.md has the whole story: the
+// layouts in detail, the FP8 rules and why, gemm.py's lines, the CUDA paths and their timings.
 //
-// The two forms (row-major shapes; M, N, K element counts; G = num_groups):
-//  - kRaggedRows (forward and dgrad): the token rows M of lhs are split into G consecutive
-//    groups. lhs [M, K] (contracting dims {1}) or [K, M] ({0}); rhs [G, K, N] ({1}) or
-//    [G, N, K] ({2}: the "T" layout, gemm.py's default ((1,), (2,)); dgrad is this form with
-//    the weight's transpose); out [M, N]. Group g owns rows [off_g, off_g + size_g) of lhs
-//    and out: out[rows of g] = lhs[rows of g] @ rhs[g] (+ bias[g] on every row).
-//    gemm.py carries the sizes in lhs first_dims ([M, K]) or last_dims ([K, M]); out_first_dims
-//    (or out_last_dims) follow lhs, and out_shape = (*lhs_non_contracting, *rhs_non_contracting)
-//    with rhs's dim 0 (G) skipped.
-//  - kRaggedContracting (wgrad): the contracting dim K_total of both operands is split into G
-//    groups. lhs [K, M] ({0}: x^T, as a weight gradient reads x) or [M, K] ({1}); rhs [K, N]
-//    ({0}) or [N, K] ({1}); out [G, M, N]: with group g owning contracting indices
-//    [off_g, off_g + size_g), out[g][i, j] = sum over p of those of lhs(i, p) * rhs(p, j)
-//    (+ bias[g][j]), lhs(i, p) being lhs[p, i] ([K, M]) or lhs[i, p] ([M, K]) and rhs(p, j)
-//    rhs[p, j] ([K, N]) or rhs[j, p] ([N, K]). A group of size 0 gives out[g] = 0 (+ bias[g]).
-//    gemm.py carries the sizes in the operands' first_dims (the ragged dim first) or last_dims
-//    (last); the rhs's ragged dims make the output uniform with a leading G: out_shape =
-//    (num_gemms, *lhs_non_contracting, *rhs_non_contracting).
-// Empty groups and one group holding every row are allowed in both forms.
-//
-// Dtypes: lhs and rhs bfloat16, float16 or float32 (the same); the output is
-// preferred_element_type when given, else the inputs' dtype (gemm.py), one of the same three.
-// The bias is [G, N] in the output dtype (gemm.py asserts its shape (num_gemms, N) and never
-// reads its dtype).
-//
-// FP8 (tensor scaling, gemm.py's GroupedScaledTensor1x operands with a scale_inv per group):
-// dtype (lhs) and rhs_dtype float8_e4m3 or float8_e5m2 (not both e5m2), scaling
-// delayed_tensor_scaling or current_tensor_scaling (the GEMM is the same for both), and the
-// ragged-rows form with lhs [M, K] and rhs [G, N, K] only: gemm.py below compute capability 100
-// takes scaled grouped operands only as lhs "N" / rhs "T" data, and cuBLASLt's FP8 GEMMs on
-// Hopper need K-major operands. The output is preferred_element_type, else bfloat16 (the
-// operands' dq_dtype here). Calls go through execute_scaled with lhs_scale_inv and
-// rhs_scale_inv, G float32 each in backend memory (group g's rows of lhs were quantized with
-// scale 1 / lhs_scale_inv[g], rhs[g] with 1 / rhs_scale_inv[g]): out rows of g = lhs_scale_inv[g]
-// * rhs_scale_inv[g] * (lhs rows of g @ rhs[g]) (+ bias[g]), accumulated in fp32. They run the
-// loop (one FP8 cuBLASLt GEMM per group on the CUDA backend, whose FP8 rules apply: K a
-// multiple of 16). Each call first copies the 2G scale_inv values to 16-byte slots of the plan
-// (2G copies of 4 bytes on stream 0): cuBLASLt reads a scale through a pointer of its own and
-// refuses one that is not 16-byte aligned, as group g's is at 4g bytes of a [G] array. Block
-// scaling (MXFP8, NVFP4) is refused with one message.
-
-// Sources (Transformer Engine's gemm.py, ../shared/seed/000_61943f8e0dd4a4f6.txt): the output's
-// ragged dims from the operand carrying sizes (lines 2165-2177), lhs_is_trans / rhs_is_trans
-// (2183-2188), num_gemms (2282-2294), the non-contracting dims and out_shape, G first for
-// wgrad (2303-2320), the bias shape (2322-2327), the lengths of the size arrays (1399-1426).
-//
-// Group sizes are int32 (gemm.py's (G,) int32 arrays), per call, from host memory or from
-// backend memory (device memory on the CUDA backend: copied to the host once per call, G
-// values in one copy; that copy waits for the work issued before it). They are checked before
-// any GEMM is issued: G values, none negative, summing to the ragged dim (M, or K_total);
-// else cgemm::Error naming the plan, the group, the sum and the dim. (gemm.py checks only the
-// arrays' lengths; its abstract notes that K totals may leave padding. The issue asks the
-// sum to match, so a padded K is refused here.)
-//
-// Execution paths (GroupedGemmDesc::path; GroupedGemmPlan::path() says which one calls run):
-//  - kLoop: one Backend::gemm per non-empty group (GemmTask with the group's offsets into
-//    lhs, rhs, out and bias), in group order on stream 0; no synchronization between groups
-//    (asynchronous on the CUDA backend: a loop of cuBLASLt GEMMs on stream 0). A group whose
-//    contraction is empty (size 0 in kRaggedContracting, or K = 0) writes 0 (+ bias) with one
-//    Backend::sum_partials over no parts, since cuBLASLt refuses k = 0.
-//  - kCublasGrouped (CUDA backend, kRaggedRows, bfloat16 or float16 in and out, K > 0, M, N,
-//    K within int32): one cublasGemmGroupedBatchedEx per call on stream 0, one cuBLAS group
-//    of one problem per non-empty group (fp32 accumulation, CUBLAS_COMPUTE_32F). Per call:
-//    the problems' A/B/C pointers and the G row ends go to the device in one asynchronous copy
-//    from pinned staging the plan owns (a ring of slots, each reused only after an event says
-//    its previous copy has left it); no host synchronization per group. With a bias, one
-//    kernel first writes bias[g] into every row of group g and the GEMM adds into it
-//    (beta = 1): the bias is added in fp32 and rounded once, as cuBLASLt's bias epilogue.
-//    The path records no trace spans. A plan whose desc asks for it where it does not run
-//    (fp32, an output dtype other than the inputs', kRaggedContracting, K = 0, a dim over
-//    int32) is refused with cgemm::Error naming the reason. One exception is per call: a call
-//    whose group pointers or leading dims are not 16-byte aligned (an lhs [K, M] group at an
-//    odd row offset, K * 2 bytes not a multiple of 16) runs the loop, since cuBLAS's grouped
-//    kernels fault on it (cudaErrorMisalignedAddress on the H200, which loses the context).
-//  - kCublasLtTiles (CUDA backend, kRaggedRows, bfloat16, float16 or float32 in and out, K > 0,
-//    M, N, K within int32; runtime/src/grouped/cublaslt_tiles.cpp): every group is cut into
-//    power-of-two row tiles that never leave it (at most 256 or 128 rows, chosen per call), and
-//    each tile size is one cuBLASLt matmul in pointer-array batch mode on stream 0: one matmul
-//    for equal groups, a few for skewed ones. Per call the pointer arrays go to the device in
-//    one asynchronous copy from pinned staging, as kCublasGrouped's. Without a bias a group's
-//    last tile may overlap the one before (its shared rows computed twice by one matmul from
-//    the same inputs, beta = 0, no in-place split-K; on the H200 every row agreed bit for bit
-//    with the loop's). With a bias (cuBLASLt has no bias epilogue in pointer-array mode) a
-//    kernel first writes each row's group bias into out and the matmuls add into it (beta = 1,
-//    added in fp32 and rounded once, as the loop), the tiles then without overlap. The path
-//    records no trace spans. A call whose tiles do not all start on 16 bytes (lhs [K, M] with
-//    tiles at odd rows, leading dims not a multiple of 16 bytes), or for whose tile sizes
-//    cuBLASLt has no pointer-array algorithm, runs the loop, counted by loop_fallbacks(); a plan
-//    asking for the path where it does not run is refused as above.
-//  - kAuto (CUDA backend): kCublasLtTiles where it runs and the groups average fewer than
-//    kAutoTilesRowsPerGroup rows (M < 4096 G), else kLoop: groups that large are dense GEMMs
-//    already. kCublasGrouped is not chosen by kAuto. Measured on the H200 (docs/PERFORMANCE.md,
-//    the grouped GEMM table): the tiles against the loop at 64 groups of 256 and of 1024 rows.
-// The CPU backend ignores the path: it always runs the loop.
+// Forms (row-major; G = num_groups): kRaggedRows (forward, dgrad): lhs [M, K] or [K, M], rhs
+// [G, K, N] or [G, N, K], out [M, N], group g owns rows [off_g, off_g + size_g) of lhs and out.
+// kRaggedContracting (wgrad): lhs [K, M] or [M, K], rhs [K, N] or [N, K], out [G, M, N], group
+// g owns contracting indices [off_g, off_g + size_g). Empty groups are allowed in both.
+// Dtypes: lhs and rhs bfloat16, float16 or float32 (the same); out preferred_element_type or the
+// inputs'; bias [G, N] in the output dtype. FP8 (delayed or current tensor scaling, a scale_inv
+// per group and operand, through execute_scaled): the ragged-rows form with lhs [M, K] and rhs
+// [G, N, K] only; block scaling (MXFP8, NVFP4) is refused.
+// Group sizes: G int32 values per call, from host or backend memory (then copied to the host
+// once per call), checked before any GEMM is issued: none negative, summing to M or K_total.
+// Paths (CUDA backend; the CPU backend always loops): kLoop (one GEMM per group on stream 0),
+// kCublasGrouped (one cublasGemmGroupedBatchedEx), kCublasLtTiles (power-of-two row tiles, one
+// pointer-array cuBLASLt matmul per tile size), kAuto (the tiles below kAutoTilesRowsPerGroup
+// rows per group on average, else the loop). A call whose pointers do not suit a path runs the
+// loop (loop_fallbacks()).
 
 #include <cstdint>
 #include <memory>
