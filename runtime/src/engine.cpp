@@ -29,7 +29,8 @@ constexpr std::array<Workspace, 4> kPrivate{Workspace::kSend, Workspace::kWorkIn
 size_t slot(Workspace w) { return static_cast<size_t>(w); }
 
 // Test-only fault switch (env::kTestFault), for the watchdog's tests:
-// CGEMM_TEST_FAULT=KIND:RANK[:N] makes world rank RANK, at its N-th exchange (default 1), either
+// CGEMM_TEST_FAULT=KIND:RANK[:N] makes world rank RANK, at the N-th exchange of a plan (each
+// Engine counts its own; default 1), either
 // stop itself (KIND stop: SIGSTOP, a stalled peer), skip the exchange (KIND skip_exchange: a peer
 // that never posts its half; its own waits pass, its peers' never do) or die (KIND die: SIGKILL,
 // a peer that crashes mid-exchange). Unset: no fault.
@@ -217,8 +218,7 @@ void Engine::run(const Program& p, const Operands& x) {
                            .label = label(tr.label)});
         }
         const Fault& f = fault();
-        static long exchanges_run = 0;  // this process's, over all plans
-        if (f.kind != Fault::kNone && f.rank == world_rank_ && ++exchanges_run == f.at) {
+        if (f.kind != Fault::kNone && f.rank == world_rank_ && ++exchanges_run_ == f.at) {
           if (f.kind == Fault::kStop) raise(SIGSTOP);
           if (f.kind == Fault::kSkip) group.clear();
           if (f.kind == Fault::kDie) raise(SIGKILL);

@@ -51,6 +51,7 @@ class Engine {
   WorkspaceSizes have_;
   std::vector<ExchangeToken> tokens_;
   int world_rank_ = 0;
+  long exchanges_run_ = 0;  // for the test fault (CGEMM_TEST_FAULT, engine.cpp)
 };
 
 }  // namespace cgemm
