@@ -32,10 +32,11 @@ mkdir -p "$build"
 log=$build/demo-build.log
 echo "demo: building cgemm-run and the library into build/ (log: build/demo-build.log)"
 start=$SECONDS
-# Ninja's [done/total] lines are the progress; the full compiler output stays in the log.
+# Ninja's [done/total] lines are the progress, shown as each step ends (grep --line-buffered,
+# also into a pipe or file); the full compiler output stays in the log.
 if ! { cmake -S "$root" -B "$build" "${configure[@]}" >"$log" 2>&1 &&
   cmake --build "$build" -j"$(nproc)" --target cgemm-run 2>&1 | tee -a "$log" |
-  { grep --line-buffered -E '^\[[0-9]+/[0-9]+\]' || true; } | cut -c1-100; }; then
+  { grep --line-buffered -E '^\[[0-9]+/[0-9]+\]' || true; }; }; then
   tail -n 40 "$log"
   echo "demo: the build failed; the whole log is build/demo-build.log" >&2
   exit 1

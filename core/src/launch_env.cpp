@@ -32,8 +32,8 @@ std::optional<std::string> foreign_launcher_problem(int mpi_world_size) {
   };
   bool more = false;
   std::string seen;
-  for (const Var& var : {Var{"WORLD_SIZE", 1}, Var{"RANK", 0}, Var{"LOCAL_RANK", 0},
-                         Var{"LOCAL_WORLD_SIZE", 1}}) {
+  for (const Var& var :
+       {Var{"WORLD_SIZE", 1}, Var{"RANK", 0}, Var{"LOCAL_RANK", 0}, Var{"LOCAL_WORLD_SIZE", 1}}) {
     const std::optional<long long> n = number(var.name);
     if (!n) continue;
     more = more || *n > var.above;

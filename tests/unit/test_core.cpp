@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -163,9 +163,10 @@ TEST(EnvFp8Accumulation, OnlyExactlyOneMeansHighPrecision) {
 // with every variable it reads unset and leaves them so.
 class LaunchEnvTest : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {"WORLD_SIZE",       "RANK",     "LOCAL_RANK",
-                                          "LOCAL_WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE",
-                                          "MPI_LOCALNRANKS",  "MV2_COMM_WORLD_SIZE"};
+  static constexpr const char* kVars[] = {"WORLD_SIZE",      "RANK",
+                                          "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
+                                          "PMI_SIZE",        "OMPI_COMM_WORLD_SIZE",
+                                          "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"};
   void SetUp() override {
     for (const char* v : kVars) {
       if (const char* old = std::getenv(v)) saved_.emplace_back(v, old);
