@@ -442,14 +442,24 @@ void write_results(const BenchConfig& cfg, int world, const std::string& command
           "ms "
           "| cgemm overlapped ms | cgemm speed-up over async-TP "
           "|\n|---|---|---|---|---|---|---|\n";
+    bool async_missing = false;
     for (const Row& r : rows) {
       if (r.knobs != "default") continue;
       auto it = peers.find(r.shape + "/" + r.collective);
       if (it == peers.end()) continue;
       const Peer& p = it->second;
+      // The peer writes NaN where it ran no async-TP (tp 1: PyTorch's needs 2 ranks or more,
+      // or --no_async): a cell saying so, not "nan" and "nanx".
+      const bool async_ran = std::isfinite(p.async_ms) && p.async_ms > 0;
+      async_missing = async_missing || !async_ran;
       md << "| " << r.shape << " | " << r.collective << " | " << fmt(p.gemm_ms / r.gemm_ms, 3)
-         << " | " << fmt(p.seq_ms) << " | " << fmt(p.async_ms) << " | " << fmt(r.over_ms) << " | "
-         << fmt(p.async_ms / r.over_ms, 2) << "x |\n";
+         << " | " << fmt(p.seq_ms) << " | " << (async_ran ? fmt(p.async_ms) : "n/a") << " | "
+         << fmt(r.over_ms) << " | " << (async_ran ? fmt(p.async_ms / r.over_ms, 2) + "x" : "n/a")
+         << " |\n";
+    }
+    if (async_missing) {
+      md << "\nn/a: the peer ran no async-TP for that row (PyTorch's async-TP needs tp >= 2; the "
+            "peer writes NaN at tp 1 or with --no_async).\n";
     }
   }
   const std::string& outdir = cfg.out;

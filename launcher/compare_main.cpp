@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "build_info.hpp"
 #include "check.hpp"
 #include "input_files.hpp"
 #include "output_dump.hpp"
@@ -32,6 +33,7 @@ int run(int argc, char** argv) {
       "B is the reference. Exit status: 0 all within tolerance, 3 some element differs,\n"
       "2 bad arguments or unreadable/mismatched files.\nOptions");
   opts.add_options()("help,h", "print this help and exit")(
+      "version", "print the version and the commit it was built from, and exit")(
       "rtol", po::value<double>()->value_name("X"),
       "relative tolerance, finite and >= 0 [unitless; default: the dtype's, bf16 0.02, fp16 "
       "1e-3, fp32 1e-5, fp8 0.125]")(
@@ -61,6 +63,11 @@ int run(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << opts << "\n";
+    return 0;
+  }
+  // As every tool's --version: "cgemm-compare VERSION (commit HASH)".
+  if (vm.count("version")) {
+    std::cout << build_info::version_line("cgemm-compare");
     return 0;
   }
   const auto files =

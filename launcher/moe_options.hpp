@@ -111,7 +111,7 @@ std::vector<OptionRow<Config>> moe_rows() {
       "moe_router",
       "experiment moe: how the tokens split over the experts, drawn from seed: uniform (even "
       "split) | skewed (Zipf-like, weights 1/rank^1.2 in a seeded order) | one_group (every "
-      "token in one seeded group); README's cgemm-run MoE section has the rules",
+      "token in one seeded group); docs/MOE.md has the rules",
       [](const Config& c) { return std::string(moe_router_name(c.moe.router)); },
       [](Config& c, const std::string& t) { c.moe.router = parse_moe_router(t); });
   size(

@@ -13,6 +13,7 @@
 #include "cgemm/collective/watchdog_channel.hpp"
 #include "cgemm/core/env.hpp"
 #include "cgemm/core/error.hpp"
+#include "cgemm/core/launch_env.hpp"
 #include "cgemm/core/process_timer.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "job.hpp"
@@ -83,6 +84,15 @@ bool init_mpi(int& argc, char**& argv, const char* program) {
   // Still under the timer (it is collective): the timed-out ranks agree on one reporter from
   // the tools' first wait on.
   install_watchdog_channel(MPI_COMM_WORLD);
+  // Started by torchrun (or the like) rather than mpirun or srun: every process is a world of
+  // its own and would run the whole job alone. One line from each, then the usage status.
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (const std::optional<std::string> problem = foreign_launcher_problem(world)) {
+    std::fprintf(stderr, "%s: error: %s\n", program, problem->c_str());
+    MPI_Finalize();
+    std::exit(kExitUsage);
+  }
   return true;
 }
 

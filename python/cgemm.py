@@ -17,7 +17,8 @@ when nobody has; finalized at exit), or the communicator given as a Fortran hand
     # or python/cgemm_torch.py's op on torch tensors.
 
 The library: $CGEMM_LIBRARY if set, else the build tree's (build/lib/libcgemm.so.0 beside
-this folder), else the installed one (the loader's search path: libcgemm.so.0).
+this folder), else, for the modules `cmake --install` puts in PREFIX/LIBDIR/python, the
+PREFIX/LIBDIR/libcgemm.so.0 beside that folder, else the loader's search path (libcgemm.so.0).
 Errors raise cgemm.Error carrying the C status name and the library's message.
 """
 
@@ -152,8 +153,13 @@ def _library_path():
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    built = os.path.join(os.path.dirname(here), "build", "lib", "libcgemm.so.0")
-    return built if os.path.exists(built) else "libcgemm.so.0"
+    # The source tree's python/ beside build/, or `cmake --install`'s LIBDIR/python beside
+    # LIBDIR/libcgemm.so.0; else the loader's search path.
+    for candidate in (os.path.join(os.path.dirname(here), "build", "lib", "libcgemm.so.0"),
+                      os.path.join(os.path.dirname(here), "libcgemm.so.0")):
+        if os.path.exists(candidate):
+            return candidate
+    return "libcgemm.so.0"
 
 
 def _load():

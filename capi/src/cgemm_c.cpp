@@ -10,12 +10,14 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
+#include "cgemm/core/launch_env.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/gemm/scaling_recipe.hpp"
@@ -48,7 +50,8 @@ class ArgumentError : public cgemm::Error {
   using cgemm::Error::Error;
 };
 
-// MPI_Init_thread failed (cgemm_context_create_world[_ex]): CGEMM_ERROR_MPI.
+// MPI_Init_thread failed (cgemm_context_create_world[_ex]), or MPI's world disagrees with the
+// launcher's (a torchrun-style launch): CGEMM_ERROR_MPI.
 class MpiInitError : public cgemm::Error {
  public:
   using cgemm::Error::Error;
@@ -256,6 +259,13 @@ cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
   MPI_Finalized(&finalized);
   if (!initialized || finalized) {
     throw ArgumentError(finalized ? "MPI is finalized" : "MPI is not initialized (MPI_Init)");
+  }
+  // A process of a torchrun-style launch is an MPI world of its own: refused rather than
+  // computing alone (cgemm/core/launch_env.hpp).
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (const std::optional<std::string> problem = cgemm::foreign_launcher_problem(world)) {
+    throw MpiInitError(*problem);
   }
   cgemm::MeshConfig mesh;
   mesh.dp = desc->dp;

@@ -193,9 +193,11 @@ set_tests_properties(mpi_tp2_bench_knobs PROPERTIES LABELS mpi TIMEOUT 180 PROCE
   PASS_REGULAR_EXPRESSION "chunks_per_rank=2\\]: gemm.*chunks_per_rank=4\\]: skipped: .*does not divide the local batch.*written: ")
 
 # cgemm-bench joins the PyTorch peers' CSV (bench/peers/torch_async_tp.py's columns) by case;
-# a CSV without a needed column is refused with one message.
+# a CSV without a needed column is refused with one message. A NaN async-TP time (the peer at
+# tp 1, where PyTorch has no async-TP) reads n/a with a note, never "nan" or "nanx".
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/peers_tiny.csv
-  "case,collective,gemm_ms,sequential_ms,async_tp_ms\ntiny,all_gather,1.5,2,3\n")
+  "case,collective,gemm_ms,sequential_ms,async_tp_ms\ntiny,all_gather,1.5,2,3\n"
+  "tiny,reduce_scatter,1.5,2,nan\n")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/peers_bad.csv "case,collective,gemm_ms\ntiny,all_gather,1\n")
 file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench_peers_out)
 add_test(NAME mpi_tp2_bench_peers
@@ -205,7 +207,8 @@ add_test(NAME mpi_tp2_bench_peers
           --out ${CMAKE_CURRENT_BINARY_DIR}/bench_peers_out)
 set_tests_properties(mpi_tp2_bench_peers PROPERTIES LABELS mpi TIMEOUT 90 PROCESSORS 2
   ENVIRONMENT "${CGEMM_MPI_ENV}"
-  PASS_REGULAR_EXPRESSION "Against PyTorch.*\\| tiny \\| all_gather \\| [0-9.]+ \\| 2\\.000 \\| 3\\.000 \\|")
+  PASS_REGULAR_EXPRESSION "Against PyTorch.*\\| tiny \\| all_gather \\| [0-9.]+ \\| 2\\.000 \\| 3\\.000 \\|.*\\| tiny \\| reduce_scatter \\| [0-9.]+ \\| 2\\.000 \\| n/a \\| [0-9.]+ \\| n/a \\|.*n/a: the peer ran no async-TP"
+  FAIL_REGULAR_EXPRESSION "\\| nan \\||nanx")
 
 # cgemm-bench --parts: the one-GPU studies (launcher/parts/) on the CPU backend, tiny case.
 add_test(NAME mpi_bench_parts
@@ -318,31 +321,41 @@ cgemm_add_mpi_failure_test(output_dump_without_check 2 "output_dump.*check = on"
 
 # The watchdog: a rank stopped mid-run (SIGSTOP) or one that never posts its half of an
 # exchange ends the job within the timeout + 10 s, exit 4, with a line naming the exchange.
-# Ranks inherit CGEMM_TEST_FAULT from mpirun (one host).
+# Ranks inherit CGEMM_TEST_FAULT from mpirun (one host). 5 s rather than 3: on a loaded machine
+# (4 ranks on 2 busy cores) a rank descheduled for 3 s at a barrier before the fault would
+# fire the watchdog on the wrong wait.
 foreach(fault "stop:2:5;all_gather" "skip_exchange:1:3;reduce_scatter")
   list(GET fault 0 spec)
   list(GET fault 1 coll)
   string(REGEX REPLACE ":.*" "" kind ${spec})
   add_test(NAME mpi_watchdog_${kind}_${coll}
-    COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault_check.sh 3 ${spec}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault_check.sh 5 ${spec}
             ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
             $<TARGET_FILE:cgemm-run> --backend cpu --seq_len 64 --hidden_in 64 --hidden_out 64
-            --collective ${coll} --timeout 3 --iterations 50)
+            --collective ${coll} --timeout 5 --iterations 50)
   set_tests_properties(mpi_watchdog_${kind}_${coll} PROPERTIES LABELS mpi TIMEOUT 60
     PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 # The process timers (cgemm/core/process_timer.hpp): a rank stalled in MPI_Init (every rank,
 # before MPI_Init) or in MPI_Finalize (one rank) ends the job within --timeout + 10 s, exit 4.
-foreach(stall "init;MPI_Init;cgemm-run" "finalize:1;MPI_Finalize;cgemm-run"
-              "init;MPI_Init;cgemm-bench")
+# The finalize case runs a whole job before its stall, so its watchdog watches every barrier:
+# a tiny problem and 6 s keep a loaded machine (2 cores, load 5-7) from firing it at a barrier
+# before the stall, which the default problem and 3 s once did.
+foreach(stall "init;MPI_Init;cgemm-run;3" "finalize:1;MPI_Finalize;cgemm-run;6"
+              "init;MPI_Init;cgemm-bench;3")
   list(GET stall 0 spec)
   list(GET stall 1 call)
   list(GET stall 2 tool)
+  list(GET stall 3 timeout)
+  set(problem "")
+  if(tool STREQUAL "cgemm-run")
+    set(problem --seq_len 16 --hidden_in 32 --hidden_out 48 --warmup 0 --iterations 1)
+  endif()
   string(REGEX REPLACE ":.*" "" kind ${spec})
   add_test(NAME mpi_timer_${kind}_stall_${tool}
-    COMMAND ${CMAKE_CURRENT_LIST_DIR}/stall_check.sh 3 ${spec} ${call}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/stall_check.sh ${timeout} ${spec} ${call}
             ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
-            $<TARGET_FILE:${tool}> --backend cpu --timeout 3)
+            $<TARGET_FILE:${tool}> --backend cpu --timeout ${timeout} ${problem})
   set_tests_properties(mpi_timer_${kind}_stall_${tool} PROPERTIES LABELS mpi TIMEOUT 60
     PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
@@ -655,3 +668,19 @@ endforeach()
 add_test(NAME capi_exports
   COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; for f in cgemm_plan_execute cgemm_plan_execute_on_stream cgemm_context_create_nccl cgemm_context_create_nccl_fortran cgemm_context_options_init cgemm_context_create_ex cgemm_context_create_ex_fortran cgemm_context_create_world_ex cgemm_plan_options_init cgemm_plan_create_ex; do nm -D --defined-only \"$1\" | grep -q \" T $f\$\" || { echo \"missing: $f\"; exit 1; }; done" sh $<TARGET_FILE:cgemm_capi>)
 set_tests_properties(capi_exports PROPERTIES LABELS unit)
+
+# A torchrun-style launch (RANK / WORLD_SIZE / LOCAL_RANK set, no MPI launcher: each process an
+# MPI world of 1) stops with one message saying to use mpirun or srun, in cgemm-run and in the
+# Python module's Context (the C API); the same run without those variables passes.
+add_test(NAME mpi_torchrun_env_refused
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_torchrun_env.sh $<TARGET_FILE:cgemm-run>
+          ${CGEMM_NUMPY_PYTHON} ${PROJECT_SOURCE_DIR}/python $<TARGET_FILE:cgemm_capi>)
+set_tests_properties(mpi_torchrun_env_refused PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+
+# `cmake --install` puts the Python modules under the prefix, where `import cgemm` finds the
+# installed library with only PYTHONPATH set (tests/unit/check_install_python.sh).
+add_test(NAME install_python_modules
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/unit/check_install_python.sh ${CMAKE_BINARY_DIR}
+          ${CGEMM_NUMPY_PYTHON})
+set_tests_properties(install_python_modules PROPERTIES LABELS mpi TIMEOUT 120)

@@ -42,16 +42,17 @@ endforeach()
 
 # The watchdog over UCX: a stopped rank, or one that never starts its exchange, ends the job
 # within the timeout + 10 s (exit 4) with one line naming the exchange, the step it waits for
-# (a peer's ready flag or its data) and the peer by world rank and host.
+# (a peer's ready flag or its data) and the peer by world rank and host. 5 s, as the MPI
+# transport's watchdog tests, for a loaded machine.
 foreach(fault "stop:2:5;all_gather" "skip_exchange:1:3;reduce_scatter")
   list(GET fault 0 spec)
   list(GET fault 1 coll)
   string(REGEX REPLACE ":.*" "" kind ${spec})
   add_test(NAME mpi_ucx_watchdog_${kind}_${coll}
-    COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault_check.sh 3 ${spec}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault_check.sh 5 ${spec}
             ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS}
             $<TARGET_FILE:cgemm-run> --backend cpu --seq_len 64 --hidden_in 64 --hidden_out 64
-            --collective ${coll} --timeout 3 --iterations 50 --transport ucx)
+            --collective ${coll} --timeout 5 --iterations 50 --transport ucx)
   set_tests_properties(mpi_ucx_watchdog_${kind}_${coll} PROPERTIES LABELS mpi TIMEOUT 60
     PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV};CGEMM_FAULT_WAIT=exchange '[a-z_]+ step [0-9]+: [^']*' over UCX \\(group [0-9]+\\): (ready flag|data) from world rank [0-9]+ \\(host [^)]+\\), tp rank [0-9]+")
 endforeach()

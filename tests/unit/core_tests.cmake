@@ -10,3 +10,8 @@ set_tests_properties(include_layers PROPERTIES LABELS unit)
 # The watchdog and the process timers: each case in a child process (a timeout ends it).
 cgemm_add_unit_test(test_watchdog
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_watchdog.cpp LIBS cgemm_core)
+# scripts/test.sh on a stand-in project: every step runs after a failure, and the end lists
+# each failed step and test with the command that reruns it alone (needs cmake, ctest, ninja).
+add_test(NAME test_script_runs_every_step
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_test_script.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_script_runs_every_step PROPERTIES LABELS unit TIMEOUT 120)

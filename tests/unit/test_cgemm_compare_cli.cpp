@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,19 @@ TEST(CompareCli, DifferingDumpsDifferAndEqualOnesMatch) {
 
 // `--rtol nan --atol nan` found dumps that differ to match (exit 0); a negative tolerance made
 // identical dumps differ; a NaN or negative --atol_scale was ignored.
+// --version prints the line every tool prints (the README says every tool has it), exit 0,
+// and --help lists it.
+TEST(CompareCli, VersionIsTheToolsLine) {
+  const RunResult v = run("--version");
+  EXPECT_EQ(v.status, 0) << v.out;
+  EXPECT_TRUE(std::regex_match(
+      v.out, std::regex("cgemm-compare [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit [0-9a-z-]+\\)\n")))
+      << v.out;
+  const RunResult h = run("--help");
+  EXPECT_EQ(h.status, 0) << h.out;
+  EXPECT_NE(h.out.find("--version"), std::string::npos) << h.out;
+}
+
 TEST(CompareCli, TolerancesMustBeFiniteAndNonNegative) {
   const std::string a = fp32_dump("a", {1, 2, 3, 4}), b = fp32_dump("b", {1, 2, 3, 5});
   for (const char* bad :

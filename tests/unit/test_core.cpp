@@ -7,13 +7,17 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/env.hpp"
 #include "cgemm/core/error.hpp"
+#include "cgemm/core/launch_env.hpp"
 #include "cgemm/core/shape.hpp"
 
 namespace cgemm {
@@ -155,29 +159,86 @@ TEST(EnvFp8Accumulation, OnlyExactlyOneMeansHighPrecision) {
   unsetenv(name);
 }
 
-// The README's "Environment variables" table lists exactly the registry's knobs, each with
-// the default the registry gives; the knobs have distinct names.
-TEST(EnvRegistry, ReadmeTableIsTheRegistry) {
-  std::ifstream in(std::string(CGEMM_SOURCE_DIR) + "/README.md");
+// foreign_launcher_problem: torchrun's variables against a 1-rank MPI world. Each test starts
+// with every variable it reads unset and leaves them so.
+class LaunchEnvTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kVars[] = {"WORLD_SIZE",      "RANK",
+                                          "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
+                                          "PMI_SIZE",        "OMPI_COMM_WORLD_SIZE",
+                                          "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"};
+  void SetUp() override {
+    for (const char* v : kVars) {
+      if (const char* old = std::getenv(v)) saved_.emplace_back(v, old);
+      unsetenv(v);
+    }
+  }
+  void TearDown() override {
+    for (const char* v : kVars) unsetenv(v);
+    for (const auto& [name, value] : saved_) setenv(name.c_str(), value.c_str(), 1);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+TEST_F(LaunchEnvTest, TorchrunProcessOfSeveralIsRefused) {
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "1", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  const std::optional<std::string> problem = foreign_launcher_problem(1);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_NE(problem->find("WORLD_SIZE=2, RANK=1, LOCAL_RANK=1"), std::string::npos) << *problem;
+  EXPECT_NE(problem->find("start them with mpirun or srun"), std::string::npos) << *problem;
+  // Rank 0 of such a launch says so through WORLD_SIZE alone; LOCAL_RANK alone is enough too.
+  setenv("RANK", "0", 1);
+  setenv("LOCAL_RANK", "0", 1);
+  EXPECT_TRUE(foreign_launcher_problem(1).has_value());
+  unsetenv("WORLD_SIZE");
+  unsetenv("RANK");
+  setenv("LOCAL_RANK", "3", 1);
+  EXPECT_TRUE(foreign_launcher_problem(1).has_value());
+}
+
+TEST_F(LaunchEnvTest, AgreeingOrMpiLaunchedIsAccepted) {
+  EXPECT_FALSE(foreign_launcher_problem(1).has_value());  // nothing set: a plain 1-rank run
+  setenv("WORLD_SIZE", "1", 1);  // torchrun --nproc_per_node 1: one process, one rank
+  setenv("RANK", "0", 1);
+  setenv("LOCAL_RANK", "0", 1);
+  EXPECT_FALSE(foreign_launcher_problem(1).has_value());
+  setenv("WORLD_SIZE", "4", 1);
+  EXPECT_FALSE(foreign_launcher_problem(4).has_value());  // MPI's world is several: MPI launched
+  EXPECT_FALSE(foreign_launcher_problem(2).has_value());
+  setenv("WORLD_SIZE", "two", 1);  // not a number: not judged
+  EXPECT_FALSE(foreign_launcher_problem(1).has_value());
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "1", 1);  // mpirun -np 1 in a shell that kept WORLD_SIZE
+  EXPECT_FALSE(foreign_launcher_problem(1).has_value());
+}
+
+// docs/ENVIRONMENT.md's table (the README links it) lists exactly the registry's knobs, each
+// with the default the registry gives; the knobs have distinct names.
+TEST(EnvRegistry, DocumentedTableIsTheRegistry) {
+  std::ifstream in(std::string(CGEMM_SOURCE_DIR) + "/docs/ENVIRONMENT.md");
   ASSERT_TRUE(in.good());
   std::stringstream text;
   text << in.rdbuf();
-  const std::string readme = text.str();
-  const size_t at = readme.find("### Environment variables");
+  const std::string page = text.str();
+  const size_t at = page.find("# Environment variables");
   ASSERT_NE(at, std::string::npos);
-  const std::string section = readme.substr(at, readme.find("\n## ", at) - at);
+  const std::string section = page.substr(at, page.find("\n## ", at) - at);
   std::set<std::string> names;
   for (const EnvKnob* k : kEnvKnobs) {
     EXPECT_TRUE(names.insert(std::string(k->name)).second) << k->name;
     const std::string row = "| `" + std::string(k->name) + "` | " + std::string(k->default_text) +
                             " | " + std::string(k->meaning) + " |";
-    EXPECT_NE(section.find(row), std::string::npos) << "README lacks the row " << row;
+    EXPECT_NE(section.find(row), std::string::npos) << "docs/ENVIRONMENT.md lacks the row " << row;
   }
   size_t rows = 0;
   for (size_t p = section.find("\n| `"); p != std::string::npos; p = section.find("\n| `", p + 1)) {
     ++rows;
   }
-  EXPECT_EQ(rows, kEnvKnobs.size()) << "README lists a variable the registry does not";
+  EXPECT_EQ(rows, kEnvKnobs.size()) << "docs/ENVIRONMENT.md lists a variable the registry does not";
 
   // Every knob declared in the header is in the registry (a row left out of kEnvKnobs would
   // escape the table).

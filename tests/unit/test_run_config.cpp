@@ -1323,13 +1323,48 @@ TEST_F(RunConfigTest, EveryRowsIniWriterReadsBackItsDefaultAndAnotherValue) {
       [](std::vector<std::string> args) { return parse_bench(std::move(args)).config; }, write_ini);
 }
 
+// The reference pages (the README links them) name every option of cgemm-run as `name`: the
+// options table of docs/RUNNING.md, or docs/MOE.md's for the MoE block; docs/SWEEPS.md names
+// each sweepable option but the overlap knobs, which it refers to as a group.
+std::string read_page(const std::string& name) {
+  std::ifstream in(fs::path(CGEMM_SOURCE_DIR) / "docs" / name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_F(RunConfigTest, DocsNameEveryOption) {
+  const std::string running = read_page("RUNNING.md"), moe = read_page("MOE.md"),
+                    sweeps = read_page("SWEEPS.md");
+  ASSERT_FALSE(running.empty() || moe.empty() || sweeps.empty()) << "a docs/ page is missing";
+  const std::vector<std::string_view> overlap_knobs{"overlap",
+                                                    "num_max_streams",
+                                                    "compute_stream_priority",
+                                                    "communication_stream_priority",
+                                                    "num_sm_for_communication",
+                                                    "use_ce",
+                                                    "aggregate_all_gather",
+                                                    "chunks_per_rank"};
+  for (const auto& row : run_rows()) {
+    if (row.name == "help,h") continue;  // --help, not an option of a job
+    const std::string quoted = "`" + std::string(row.name) + "`";
+    EXPECT_TRUE(running.find(quoted) != std::string::npos || moe.find(quoted) != std::string::npos)
+        << "docs/RUNNING.md and docs/MOE.md do not name " << quoted;
+    if (row.sweep == Sweep::kYes &&
+        std::find(overlap_knobs.begin(), overlap_knobs.end(), row.name) == overlap_knobs.end()) {
+      EXPECT_NE(sweeps.find(quoted), std::string::npos)
+          << "docs/SWEEPS.md does not name " << quoted;
+    }
+  }
+}
+
 TEST_F(RunConfigTest, SweepListIsTheRowsMarkedSweepable) {
   std::vector<std::string_view> marked;
   for (const auto& row : run_rows()) {
     if (row.sweep == Sweep::kYes) marked.push_back(row.name);
   }
   EXPECT_EQ(run_sweepable_options(), marked);
-  // In --help order, as README's Sweeps section and the sweep CSV's columns list them.
+  // In --help order, as docs/SWEEPS.md and the sweep CSV's columns list them.
   const std::vector<std::string_view> documented{"batch",
                                                  "seq_len",
                                                  "hidden_in",

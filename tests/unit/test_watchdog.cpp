@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,17 +79,41 @@ TEST(ProcessTimerDeathTest, HugeTimeoutNeverSpinsNorFires) {
       testing::ExitedWithCode(0), "^$");
 }
 
+// The state letter of /proc/PID/stat ('T' when stopped), '?' when it cannot be read.
+char process_state(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return '?';
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  // "PID (COMM) S ...": COMM may hold blanks and parentheses, so the state follows the last ')'.
+  const std::string stat(buf, n);
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
 // A rank stopped in the middle of a wait (SIGSTOP, then SIGCONT after more than the timeout)
 // was frozen, not waiting: it must not time out and blame its peers when it resumes.
+// The helper child measures the freeze from the moment the rank is seen stopped, not from its
+// own start: on a loaded machine the rank once reached SIGSTOP after the helper's SIGCONT, stayed
+// stopped, and died of the SIGHUP the kernel sends to an orphaned stopped process group when
+// the helper exited. The helper also exits only once the rank runs again. The timeout (2 s)
+// leaves a loaded machine room for the 0.5 s of real waiting after the resume.
 TEST(WatchdogDeathTest, FrozenTimeIsNotWaiting) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        watchdog::start(1.0, 0, "prog", [] { _exit(watchdog::kExitTimeout); });
+        watchdog::start(2.0, 0, "prog", [] { _exit(watchdog::kExitTimeout); });
         const pid_t me = getpid();
         if (fork() == 0) {
-          sleep_s(2.5);
-          kill(me, SIGCONT);
+          for (int i = 0; i < 6000 && process_state(me) != 'T'; ++i) sleep_s(0.01);
+          sleep_s(3.0);  // frozen for longer than the timeout
+          for (int i = 0; i < 6000 && process_state(me) == 'T'; ++i) {
+            kill(me, SIGCONT);
+            sleep_s(0.01);
+          }
           _exit(0);
         }
         {

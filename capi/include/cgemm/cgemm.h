@@ -85,7 +85,9 @@ typedef enum cgemm_status {
   /* Any other of cgemm's errors (a layout the runtime does not run, an MPI or device call). */
   CGEMM_ERROR_RUNTIME = 4,
   CGEMM_ERROR_OUT_OF_MEMORY = 5,
-  /* MPI could not be initialized (cgemm_context_create_world). */
+  /* MPI could not be initialized (cgemm_context_create_world), or a context was asked for in a
+   * process that torchrun (RANK / WORLD_SIZE / LOCAL_RANK set, no MPI launcher) started as an
+   * MPI world of its own: start the ranks with mpirun or srun. */
   CGEMM_ERROR_MPI = 6,
   /* Not one of cgemm's errors: a bug; the message says what was thrown. */
   CGEMM_ERROR_INTERNAL = 7,
@@ -125,7 +127,9 @@ typedef struct cgemm_context_desc {
 CGEMM_API void cgemm_context_desc_init(cgemm_context_desc* desc);
 
 /* Collective over `comm` (which the caller keeps and frees after cgemm_context_destroy; the
- * context builds its own communicators from it). MPI must be initialized. */
+ * context builds its own communicators from it). MPI must be initialized. Every
+ * cgemm_context_create* refuses (CGEMM_ERROR_MPI) a world of 1 rank in a process started as
+ * one of several by a launcher other than MPI's (torchrun's WORLD_SIZE > 1, ...). */
 CGEMM_API cgemm_status cgemm_context_create(MPI_Comm comm, const cgemm_context_desc* desc,
                                             cgemm_context** out);
 /* The same from a Fortran handle (MPI_Comm_f2c): Fortran's MPI module, or mpi4py's

@@ -1,7 +1,7 @@
 #pragma once
 // Every environment variable the cgemm library reads, declared once in the registry below, and
 // the one parser for them: one rule for every flag, and a typo is an error rather than a
-// silent default. The README's "Environment variables" table lists the same rows (a unit test
+// silent default. docs/ENVIRONMENT.md's table lists the same rows (a unit test
 // compares them). A new knob is a new row here and in that table; code reads it only through
 // env_flag / env_int / env_text with its row.
 
@@ -14,7 +14,7 @@ namespace cgemm {
 
 struct EnvKnob {
   std::string_view name;          // the variable
-  std::string_view default_text;  // what unset means, as the README says it
+  std::string_view default_text;  // what unset means, as docs/ENVIRONMENT.md says it
   std::string_view meaning;       // one line: what it changes and who reads it
 };
 
@@ -56,7 +56,7 @@ inline constexpr EnvKnob kUpdateGolden{"CGEMM_UPDATE_GOLDEN", "0",
 }  // namespace env
 
 /// The registry: every knob cgemm reads (a unit test checks that every EnvKnob declared in
-/// this header is listed here, and that the README's table shows each with its text).
+/// this header is listed here, and that docs/ENVIRONMENT.md's table shows each with its text).
 inline constexpr std::array<const EnvKnob*, 10> kEnvKnobs{
     &env::kGemmAutotune, &env::kGemmCandidates, &env::kGemmLog,
     &env::kNcclMaxCtas,  &env::kNcclMinCtas,    &env::kFp8HighPrecisionAccumulation,
