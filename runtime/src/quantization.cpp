@@ -108,9 +108,9 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
     throw Error(where + ": a quantized GEMM takes its lhs and rhs in float32, bfloat16 or " +
                 "float16 and quantizes them itself; got dtype " + std::string(dtype_name(d.dtype)));
   }
-  if (q.recipe.amax_history_len < 1) {
-    throw Error(where + ": amax_history_len must be at least 1, got " +
-                std::to_string(q.recipe.amax_history_len));
+  if (q.recipe.amax_history_len < 1 || q.recipe.amax_history_len > kMaxAmaxHistoryLen) {
+    throw Error(where + ": amax_history_len must be 1 to " + std::to_string(kMaxAmaxHistoryLen) +
+                " (2^23), got " + std::to_string(q.recipe.amax_history_len));
   }
   if (q.recipe.margin < 0 || q.recipe.margin > 127) {
     throw Error(where + ": margin must be in [0, 127], got " + std::to_string(q.recipe.margin));
