@@ -567,6 +567,20 @@ cgemm_add_train_failure_test(batch_not_divisible 4
 cgemm_add_train_failure_test(bucket_kib_too_large 2
   "cgemm-train: error: --bucket_kib 18014398509481985: must be at most 8388608 \\[KiB\\]"
   --dp 2 --bucket_kib 18014398509481985)
+# An MLP block larger than the memory: refused before any buffer with the binding limit named,
+# as cgemm-run's (it was OOM-killed without a word in a 1 GiB cgroup).
+cgemm_add_train_failure_test(memory_check 2
+  "cgemm-train: error: not enough memory: 2 rank\\(s\\) sharing host memory.*\\(the MLP block: batch 4, seq_len 16, hidden 65536, ffn 262144, float32 on dp 1 x tp 2; each rank needs [0-9]+ bytes for its activations, weights, optimizer state and GEMM plans; nothing was allocated\\)"
+  --backend cpu --hidden 65536 --ffn 262144)
+# A loss that overflows ends the run at that step: exit 5, one line, the report's losses as
+# strings (before: "nan% of the first", exit 0, the losses null).
+add_test(NAME mpi_train_diverged
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/train_diverged_check.sh train_diverged.json
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-train> --backend cpu --lr 1e30 --steps 6 --report
+          train_diverged.json)
+set_tests_properties(mpi_train_diverged PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
 if(NOT CGEMM_HAVE_CUDA)
   cgemm_add_train_failure_test(cuda_without_gpu 2
     "cgemm-train: error: backend cuda: rank 0 on host .* sees no usable GPU" --backend cuda)
@@ -648,6 +662,29 @@ foreach(np 1 2)
   set_tests_properties(mpi_capi_np${np} PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS ${np}
     ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+
+# The C API against a hostile caller (tests/mpi/test_capi_hostile.c): Fortran handles that name
+# no communicator, stale and double-destroyed handles, ranks with different arguments, the
+# timeout_s option, amax_history_len's bound and the plan's memory check, control bytes in
+# messages, a bias_spec without a bias. Then a rank that skips a collective call: the others
+# end the job at the context's timeout_s (2 s) with exit 4 and one line, never a hang.
+add_executable(test_capi_hostile ${CMAKE_CURRENT_LIST_DIR}/test_capi_hostile.c)
+target_link_libraries(test_capi_hostile PRIVATE cgemm_capi)
+set_target_properties(test_capi_hostile PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
+target_compile_options(test_capi_hostile PRIVATE -Wall -Wextra -Werror)
+foreach(np 1 2)
+  add_test(NAME mpi_capi_hostile_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_capi_hostile>)
+  set_tests_properties(mpi_capi_hostile_np${np} PROPERTIES LABELS mpi TIMEOUT 60
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+add_test(NAME mpi_capi_skipped_call
+  COMMAND sh -c "start=$(date +%s); \"$@\" > out.txt 2>&1; rc=$?; took=$(( $(date +%s) - start )); cat out.txt; echo \"exit status $rc after $took s\"; [ $rc -eq 4 ] && [ $took -le 20 ] && grep -q \"timed out after 2[.0-9]* s waiting for the other ranks' arguments of the same call\" out.txt" sh
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_capi_hostile> --skip-plan 1)
+set_tests_properties(mpi_capi_skipped_call PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
 
 # libcgemm.so exports the C API only: every defined dynamic symbol is cgemm_*, and the header's
 # later additions (the caller's stream, the borrowed NCCL communicator, the context and plan
