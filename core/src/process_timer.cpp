@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -37,6 +39,18 @@ std::string host() {
 
 }  // namespace
 
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    errno = 0;
+    const long r = std::strtol(v, &end, 10);
+    if (*end == '\0' && errno == 0 && r >= 0 && r <= INT_MAX) return static_cast<int>(r);
+  }
+  return -1;
+}
+
 double timeout_from_args(int argc, char** argv) {
   double found = -1.0;
   constexpr std::string_view kName = "--timeout";
@@ -61,6 +75,9 @@ struct ProcessTimer::Armed {
 ProcessTimer::ProcessTimer(std::string program, std::string call, double timeout_s,
                            std::string source, int rank) {
   if (!(timeout_s > 0.0)) return;
+  // Before MPI_Init the launcher's number: the line names the rank, and the ranks stagger, so
+  // a stall every rank meets prints one line, not one "rank ?" line per rank.
+  if (rank < 0) rank = launcher_rank();
   armed_ = std::make_shared<Armed>();
   // The line is built now: at the deadline the process may be in any state.
   char line[1024];
