@@ -153,6 +153,52 @@ set_tests_properties(mpi_tp1_bench_tiny_fp8 PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION
   "tiny all_gather \\[default\\] delayed e4m3 x e5m2: gemm .*tiny reduce_scatter \\[default\\] delayed e4m3 x e5m2: .*written: .*cgemm_bench")
 
+# FP8 GEMMs whose rows are not 16-byte aligned (cuBLASLt's rule) are refused when planned, on
+# every backend and in --dry_run, with exit 2 and one message naming the operand, the shapes
+# and the rule (they used to pass planning and the CPU backend, then abort on the GPU: MPI_ABORT,
+# exit 1). The issue's shape first (tp 3, batch 2, seq 9, K 96, N 34, delayed, e5m2 x e4m3,
+# reduce-scatter: n=34 bf16 is 68 bytes), then odd N / tp (all-gather, e4m3 x e5m2), odd
+# K / tp (reduce-scatter, e4m3 x e4m3) and odd K (all-gather, e5m2 x e4m3); gemm.py's own rule
+# on the contracting dim refuses those two first.
+# name | ranks | options | what the message names
+set(fp8_misaligned
+  "issue_rs_n34|3|--tp 3 --batch 2 --seq_len 9 --hidden_in 96 --hidden_out 34 --collective reduce_scatter --scaling delayed --lhs_format e5m2 --rhs_format e4m3|the output rows of each GEMM hold n=34 bfloat16 elements, 68 bytes, not a multiple of 16: FP8 GEMMs need 16-byte aligned rows.*make n \\(N, or N / tp when it is sharded\\) a multiple of 8"
+  "ag_odd_n_per_rank|2|--tp 2 --seq_len 8 --hidden_in 64 --hidden_out 34 --collective all_gather --scaling current --rhs_format e5m2|GEMM 'all_gather' \\(scaling current_tensor_scaling, all_gather, lhs .2, 8, 64., rhs .64, 34..*n=17 bfloat16 elements, 34 bytes"
+  "rs_odd_k_per_rank|2|--tp 2 --seq_len 8 --hidden_in 34 --hidden_out 64 --collective reduce_scatter --scaling current|cuBLAS GEMM LHS tensor's contracting dimension must be a multiple of 16 when using quantized inputs. Got contracting_size=17"
+  "ag_odd_k|2|--tp 2 --seq_len 8 --hidden_in 40 --hidden_out 64 --collective all_gather --scaling delayed --lhs_format e5m2|contracting dimension must be a multiple of 16 when using quantized inputs. Got contracting_size=40")
+foreach(case ${fp8_misaligned})
+  string(REPLACE "|" ";" fields "${case}")
+  list(GET fields 0 name)
+  list(GET fields 1 np)
+  list(GET fields 2 opts)
+  list(GET fields 3 regex)
+  separate_arguments(opts)
+  foreach(where "dry_run;--dry_run;on" "cpu;--backend;cpu")
+    list(GET where 0 wname)
+    list(SUBLIST where 1 2 wopts)
+    add_test(NAME mpi_error_fp8_misaligned_${name}_${wname}
+      COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_usage_error.sh "cgemm-run: error: .*${regex}"
+              ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+              $<TARGET_FILE:cgemm-run> ${wopts} ${opts})
+    set_tests_properties(mpi_error_fp8_misaligned_${name}_${wname} PROPERTIES LABELS mpi
+      TIMEOUT 60 PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+  endforeach()
+endforeach()
+# MXFP8 scales blocks of 32 along K: K a multiple of 16 but not 32 is refused when planned (it
+# used to be planned, then abort when run).
+foreach(where "dry_run;--dry_run;on;--compute_capability;100" "cpu;--backend;cpu")
+  list(GET where 0 wname)
+  list(SUBLIST where 1 -1 wopts)
+  add_test(NAME mpi_error_mxfp8_k48_${wname}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_usage_error.sh
+            "cgemm-run: error: GEMM 'none': scaling mxfp8_1d_scaling scales blocks of 32 elements along the contracting dim, so each GEMM's k must be a multiple of 32; k=48"
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:cgemm-run> ${wopts} --scaling mxfp8 --collective none --hidden_in 48
+            --hidden_out 64)
+  set_tests_properties(mpi_error_mxfp8_k48_${wname} PROPERTIES LABELS mpi TIMEOUT 60
+    ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
 # scripts/fp8_summary.py (device-fp8.sh's screen) joins cgemm-bench's bf16, FP8 and --parts
 # quantize files with bench/peers/torch_scaled_mm.py's CSV.
 add_test(NAME mpi_bench_fp8_summary

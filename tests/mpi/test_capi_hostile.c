@@ -242,6 +242,15 @@ static void amax_history(const cgemm_context_desc* cd, int world) {
     CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_INVALID_ARGUMENT, want);
   }
   CHECK(plan == NULL);
+  /* FP8 output rows that are not 16-byte aligned (n = 17 float32 = 68 bytes): refused when
+   * planned on every backend, as the GPU would only find out when it runs. */
+  po.amax_history_len = 16;
+  pd.rhs_shape[1] = 17 * world;
+  CHECK_FAILS(cgemm_plan_create_ex(ctx, &pd, &po, &plan), CGEMM_ERROR_RUNTIME,
+              "the output rows of each GEMM hold n=17 float32 elements, 68 bytes, not a multiple "
+              "of 16: FP8 GEMMs need 16-byte aligned rows");
+  CHECK(plan == NULL);
+  plan_desc(&pd, world);
   /* The bound itself is a plan (its state: 2 x 32 MiB). */
   po.amax_history_len = 8388608;
   CHECK(cgemm_plan_create_ex(ctx, &pd, &po, &plan) == CGEMM_SUCCESS);
