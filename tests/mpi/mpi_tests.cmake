@@ -380,7 +380,7 @@ endforeach()
 # The process timers (cgemm/core/process_timer.hpp): a rank stalled in MPI_Init (every rank,
 # before MPI_Init) or in MPI_Finalize (one rank) ends the job within --timeout + 10 s, exit 4.
 foreach(stall "init;MPI_Init;cgemm-run" "finalize:1;MPI_Finalize;cgemm-run"
-              "init;MPI_Init;cgemm-bench")
+              "init;MPI_Init;cgemm-bench" "finalize_stop:1;MPI_Finalize;cgemm-run")
   list(GET stall 0 spec)
   list(GET stall 1 call)
   list(GET stall 2 tool)

@@ -29,9 +29,20 @@ double timeout_from_args(int argc, char** argv);
 /// a whole number >= 0; -1 when none is.
 int launcher_rank();
 
+/// Forks this process's guard, once, before MPI_Init (a fork after it is unsafe with
+/// registered memory): a small process that ends with this one and watches each ProcessTimer
+/// from outside. Its timer is a thread of this process, so it stops when the process is stopped
+/// (SIGSTOP); a rank stopped in the tail of MPI_Finalize, after its peers exited, held mpirun
+/// forever. When a call outlives its timeout while this process is stopped, the guard prints
+/// the timer's line, says the process is stopped, and ends it with SIGKILL (mpirun then ends
+/// the job). Without a guard (fork failed) the timers work as before.
+void start_process_guard();
+
 class ProcessTimer {
  public:
-  /// Arms the timer: `timeout_s` <= 0 arms nothing; beyond ten years it never fires. `source` says
+  /// Arms the timer: `timeout_s` <= 0 arms nothing; beyond ten years it never fires. Only time
+  /// the process runs counts (a stop is not the call's): the guard handles a stopped process.
+  /// `source` says
   /// where the timeout came from
   /// ("--timeout", "the default --timeout ..."); `rank` < 0: launcher_rank(), else "?".
   ProcessTimer(std::string program, std::string call, double timeout_s, std::string source,
