@@ -441,8 +441,13 @@ class Context:
         Quantization (cgemm_plan_options, cgemm-run's words): scaling None or "none" (the GEMM
         in dtype), "current" or "delayed" (per-tensor FP8), "mxfp8", "nvfp4", "nvfp4_2d";
         lhs_format / rhs_format "e4m3" (None) or "e5m2"; margin 0..127; amax_history_len (0:
-        1024) and amax_compute_algo ("max" or "most_recent") for delayed scaling. The buffers
-        stay in dtype: the plan quantizes them on every call."""
+        1024; at most 2**23) and amax_compute_algo ("max" or "most_recent") for delayed
+        scaling. The buffers stay in dtype: the plan quantizes them on every call.
+
+        Every rank passes the same arguments (compared over the communicator, the name
+        excepted: ranks that differ get an Error naming the argument on every rank). Integers
+        out of their C type's range and non-integers raise ValueError / TypeError, and strings
+        with a NUL ValueError, naming the argument, before any C call."""
         desc = _PlanDesc()
         _lib.cgemm_plan_desc_init(ctypes.byref(desc))
         desc.name = _bytes(name, "name")
