@@ -30,6 +30,7 @@ void CheckStats::merge(const CheckStats& o) {
   failures += o.failures;
   max_abs = std::max(max_abs, o.max_abs);
   max_rel = std::max(max_rel, o.max_rel);
+  nonfinite += o.nonfinite;
 }
 
 uint64_t checksum(const void* data, size_t bytes) {
@@ -78,6 +79,7 @@ CheckStats compare(const void* out, const void* ref, DType dtype, int64_t count,
     const double x = a[i], r = b[i];
     if (!std::isfinite(x) || !std::isfinite(r)) {
       ++s.failures;
+      ++s.nonfinite;
       continue;
     }
     const double diff = std::fabs(x - r);

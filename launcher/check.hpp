@@ -23,8 +23,9 @@ Tolerance tolerance_for(DType t);
 struct CheckStats {
   int64_t compared = 0;
   int64_t failures = 0;
-  double max_abs = 0.0;  // max |out - ref| over finite pairs
-  double max_rel = 0.0;  // max |out - ref| / |ref| over pairs with |ref| > atol
+  double max_abs = 0.0;   // max |out - ref| over finite pairs
+  double max_rel = 0.0;   // max |out - ref| / |ref| over pairs with |ref| > atol
+  int64_t nonfinite = 0;  // pairs with a NaN or an infinity on either side (each a failure)
   /// Folds another rank's stats in.
   void merge(const CheckStats& o);
 };

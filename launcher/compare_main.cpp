@@ -125,12 +125,26 @@ int run(int argc, char** argv) {
         compare(a[i].data.data(), b[i].data.data(), a[i].dtype, num_elements(a[i].shape), tol);
     const bool pass = s.failures == 0 && s.compared > 0;
     all_pass = all_pass && pass;
-    std::printf(
-        "%s %s %s: %lld elements compared, %lld failures, max abs err %.3g, max rel err %.3g "
-        "(rtol %g, atol %g)\n",
-        pass ? "MATCH " : "DIFFER", printable(a[i].name).c_str(), shape_str(a[i].shape).c_str(),
-        static_cast<long long>(s.compared), static_cast<long long>(s.failures), s.max_abs,
-        s.max_rel, tol.rtol, tol.atol);
+    // The errors are the finite pairs'; failures of NaN and inf have none to show, so a
+    // tensor of NaNs would read "max abs err 0".
+    char errors[256];
+    if (s.nonfinite == 0) {
+      std::snprintf(errors, sizeof errors, "max abs err %.3g, max rel err %.3g", s.max_abs,
+                    s.max_rel);
+    } else if (s.nonfinite == s.compared) {
+      std::snprintf(errors, sizeof errors, "%lld of them NaN or inf (in A or B), no finite pair",
+                    static_cast<long long>(s.nonfinite));
+    } else {
+      std::snprintf(errors, sizeof errors,
+                    "%lld of them NaN or inf (in A or B), max abs err %.3g and max rel err %.3g "
+                    "over the %lld finite pairs",
+                    static_cast<long long>(s.nonfinite), s.max_abs, s.max_rel,
+                    static_cast<long long>(s.compared - s.nonfinite));
+    }
+    std::printf("%s %s %s: %lld elements compared, %lld failures, %s (rtol %g, atol %g)\n",
+                pass ? "MATCH " : "DIFFER", printable(a[i].name).c_str(),
+                shape_str(a[i].shape).c_str(), static_cast<long long>(s.compared),
+                static_cast<long long>(s.failures), errors, tol.rtol, tol.atol);
   }
   std::printf("cgemm-compare: %s\n", all_pass ? "all tensors match" : "tensors DIFFER");
   return all_pass ? 0 : kExitDiffer;

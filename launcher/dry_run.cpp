@@ -538,6 +538,25 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
   return report;
 }
 
+MemoryCheck check_shared_memory(const Context& ctx, int64_t mine) {
+  const BackendKind backend =
+      ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  int64_t together = 0;
+  const int sharing = ctx.ranks_sharing_memory();
+  if (backend == BackendKind::kCpu) {
+    // Exact: the sum over the ranks of this host.
+    check_mpi(MPI_Allreduce(&mine, &together, 1, MPI_INT64_T, MPI_SUM, ctx.comms().node_comm()),
+              "MPI_Allreduce(memory need)");
+  } else {
+    // The ranks on one GPU: each needs at most the largest need of its host.
+    int64_t most = 0;
+    check_mpi(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, ctx.comms().node_comm()),
+              "MPI_Allreduce(memory need)");
+    together = checked_mul(most, sharing, "memory need");
+  }
+  return check_memory(backend, together, sharing, mine);
+}
+
 std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, const Context& ctx) {
   const BackendKind backend = ctx.backend().kind();
   int64_t mine = 0;
@@ -553,20 +572,7 @@ std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, co
   }
   // Planned already before the backend: an error here is one every rank sees alike.
   if (!error.empty()) return error;
-  int64_t together = 0;
-  const int sharing = ctx.ranks_sharing_memory();
-  if (backend == BackendKind::kCpu) {
-    // Exact: the sum over the ranks of this host.
-    check_mpi(MPI_Allreduce(&mine, &together, 1, MPI_INT64_T, MPI_SUM, ctx.comms().node_comm()),
-              "MPI_Allreduce(memory need)");
-  } else {
-    // The ranks on one GPU: each needs at most the largest need of its host.
-    int64_t most = 0;
-    check_mpi(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, ctx.comms().node_comm()),
-              "MPI_Allreduce(memory need)");
-    together = checked_mul(most, sharing, "memory need");
-  }
-  const MemoryCheck c = check_memory(backend, together, sharing, mine);
+  const MemoryCheck c = check_shared_memory(ctx, mine);
   if (c.ok) return {};
   std::ostringstream s;
   s << c.message << " (batch " << cfg.batch << ", seq_len " << cfg.seq_len << ", dtype "

@@ -17,6 +17,7 @@ namespace cgemm::launcher {
 
 constexpr int kExitUsage = 2;        // bad options / config / plan
 constexpr int kExitCheckFailed = 3;  // overlapped result differs from the reference
+constexpr int kExitDiverged = 5;     // cgemm-train: a step's loss is not finite
 
 /// The program name used in messages ("cgemm-run", "cgemm-bench").
 void set_program_name(std::string name);

@@ -15,6 +15,7 @@
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/grouped_plan.hpp"
 #include "check.hpp"
+#include "dry_run.hpp"
 #include "job.hpp"
 #include "moe_check.hpp"
 #include "output_files.hpp"
@@ -133,6 +134,30 @@ void plan_block(MoeJob& job) {
                         "the expert weights"));
 }
 
+// What the block holds on this rank, for the memory check before allocate(): its five
+// buffers, and on the CPU backend (whose buffers share host memory with them) the check's host
+// copies at their peak (check_round: the inputs and an output as floats, the raw weights, the
+// fp64 reference and magnitudes of an output).
+int64_t block_bytes(const MoeJob& job, bool cpu) {
+  const MoeOptions& m = job.cfg.moe;
+  const std::string what = "the MoE block's buffers";
+  const int64_t weights = checked_mul(checked_mul(m.experts, m.hidden, what), m.ffn, what);
+  const int64_t acts =
+      checked_add(checked_mul(m.tokens, m.hidden, what), checked_mul(m.tokens, m.ffn, what), what);
+  int64_t n = checked_add(checked_mul(weights, 2, what),
+                          checked_add(acts, checked_mul(m.tokens, m.hidden, what), what), what);
+  int64_t total = job.bytes(n);
+  if (cpu) {
+    const int64_t floats =
+        checked_add(checked_add(acts, checked_mul(m.tokens, m.hidden, what), what), weights, what);
+    const int64_t ref = checked_mul(m.tokens, std::max(m.hidden, m.ffn), what);
+    total = checked_add(total, checked_bytes(floats, sizeof(float), what), what);
+    total = checked_add(total, job.bytes(weights), what);
+    total = checked_add(total, checked_bytes(ref, 2 * sizeof(double), what), what);
+  }
+  return total;
+}
+
 void allocate(MoeJob& job) {
   const MoeOptions& m = job.cfg.moe;
   const auto buffer = [&](int64_t count) {
@@ -222,6 +247,27 @@ MoeOutcome run_moe(const RunConfig& cfg, Context& ctx, nlohmann::json report) {
         plan_block(job);
       })) {
     return out;
+  }
+  // memory: as cgemm-run's check of its GEMM blocks, before any buffer of the block.
+  {
+    int64_t mine = 0;
+    std::string error;
+    try {
+      mine = block_bytes(job, be.name() == "cpu");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (error.empty()) {
+      const MemoryCheck c = check_shared_memory(ctx, mine);
+      if (!c.ok) {
+        error = c.message + " (the MoE block: " + std::to_string(m.tokens) + " tokens, " +
+                std::to_string(m.experts) + " experts, hidden " + std::to_string(m.hidden) +
+                ", ffn " + std::to_string(m.ffn) + ", " + std::string(dtype_name(cfg.dtype)) +
+                "; each rank needs " + std::to_string(mine) + " bytes" +
+                " for its buffers and the check; nothing was allocated)";
+      }
+    }
+    if (any_rank_failed(error)) return out;
   }
   const double flops_up = job.up.plan->flops(job.sizes);
   const double flops_down = job.down.plan->flops(job.sizes);

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -44,6 +45,8 @@ void stall_if_asked(bool init, int rank) {
   bool stall = false;
   if (*v == "init") {
     stall = init;
+  } else if (v->rfind("finalize_stop:", 0) == 0) {
+    return;  // stop_asked, after MPI_Finalize
   } else if (v->rfind("finalize:", 0) == 0) {
     try {
       size_t used = 0;
@@ -51,12 +54,19 @@ void stall_if_asked(bool init, int rank) {
       if (used != v->size() - 9) throw Error("");
       stall = !init && r == rank;
     } catch (const std::exception&) {
-      throw Error("CGEMM_TEST_STALL='" + *v + "': expected init or finalize:RANK");
+      throw Error("CGEMM_TEST_STALL='" + *v +
+                  "': expected init, finalize:RANK or finalize_stop:RANK");
     }
   } else {
-    throw Error("CGEMM_TEST_STALL='" + *v + "': expected init or finalize:RANK");
+    throw Error("CGEMM_TEST_STALL='" + *v +
+                "': expected init, finalize:RANK or finalize_stop:RANK");
   }
   while (stall) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+bool stop_asked(int rank) {
+  const std::optional<std::string> v = env_text(env::kTestStall);
+  return v && *v == "finalize_stop:" + std::to_string(rank);
 }
 
 }  // namespace
@@ -72,6 +82,7 @@ bool init_mpi(int& argc, char**& argv, const char* program) {
     s.source = "the default --timeout; a --timeout from --config or a sweep counts after MPI_Init";
   }
   int provided = MPI_THREAD_SINGLE;
+  start_process_guard();  // before MPI_Init: forking after it is unsafe
   const ProcessTimer timer(s.program, "MPI_Init", s.timeout_s, s.source);
   try {
     stall_if_asked(true, -1);
@@ -105,6 +116,9 @@ void finalize_mpi() {
                            watched ? "--timeout" : s.source, rank);
   stall_if_asked(false, rank);
   check_mpi(MPI_Finalize(), "MPI_Finalize");
+  // The test knob's "finalize_stop:R": rank R stops itself in the tail of MPI_Finalize (still
+  // under the timer), after its peers may have exited.
+  if (stop_asked(rank)) raise(SIGSTOP);
 }
 
 int run_tool(int argc, char** argv, const char* program, int (*run)(int, char**),

@@ -63,13 +63,22 @@ std::vector<OptionRow<Config>> quantization_rows() {
           (lhs ? q.lhs_format : q.rhs_format) = parse_fp8_format(t);
         });
   }
-  rows.push_back(number_row<Config, int>(
+  const std::string history_bound =
+      "must be 1 to " + std::to_string(kMaxAmaxHistoryLen) + " (2^23) [calls]";
+  Row history = number_row<Config, int>(
       "amax_history_len", G::kProblem, "N", "calls",
-      "delayed scaling: amaxes of the last N calls the scale is taken from (TE's "
+      "delayed scaling: amaxes of the last N calls the scale is taken from, 1 to 2^23 (TE's "
       "DelayedScaling default 1024); the history runs across the timed iterations and the "
       "check rounds",
-      [](auto& c) -> auto& { return c.quantization.recipe.amax_history_len; }, 1,
-      "must be at least 1 [calls]"));
+      [](auto& c) -> auto& { return c.quantization.recipe.amax_history_len; }, 1, history_bound);
+  history.read = [history_bound](const OptionReader& r, Config& c) {
+    const int n = r.get<int>("amax_history_len");
+    if (n < 1 || n > kMaxAmaxHistoryLen) {
+      r.fail("amax_history_len", std::to_string(n), history_bound);
+    }
+    c.quantization.recipe.amax_history_len = n;
+  };
+  rows.push_back(std::move(history));
   text_row(
       "amax_compute_algo",
       "delayed scaling: max (of the history) | most_recent (the last call's amax)",

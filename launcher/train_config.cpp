@@ -238,7 +238,8 @@ ProgramSpec train_program_spec() {
       "The options of the General, Mesh and Overlap groups are cgemm-run's.\n";
   spec.notes =
       "Exit status: 0 done, 2 bad options or a shape the planner refuses, 4 a wait past\n"
-      "--timeout.\n\n" +
+      "--timeout, 5 training diverged (a step's loss is NaN or infinite: the run stops there,\n"
+      "and the report gives that step under \"diverged\" and such losses as strings).\n\n" +
       file_notes();
   spec.mesh_caption = "Mesh (world size = dp x tp; a TP group is tp consecutive ranks)";
   spec.problem_caption =

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
+#include "dry_run.hpp"
 #include "job.hpp"
 #include "mpi_session.hpp"
 #include "output_files.hpp"
@@ -44,6 +46,18 @@ std::string fmt(const char* format, double a, double b = 0.0, double c = 0.0) {
   char line[256];
   std::snprintf(line, sizeof(line), format, a, b, c);
   return line;
+}
+
+// JSON has no NaN or infinity (nlohmann writes null): such a loss is written as a string.
+nlohmann::json loss_json(double loss) {
+  if (std::isfinite(loss)) return loss;
+  return std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";
+}
+
+nlohmann::json losses_json(const std::vector<double>& losses) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double l : losses) a.push_back(loss_json(l));
+  return a;
 }
 
 nlohmann::json config_json(const TrainConfig& cfg) {
@@ -98,6 +112,32 @@ int run(int argc, char** argv) {
       ctx->backend().transport());
   say("resolved config:\n" + train_ini(cfg));
 
+  // memory: before any buffer, the ranks sharing a host (CPU) or a GPU (CUDA), as cgemm-run's
+  // check (a block too large for a cgroup was OOM-killed without a word). A shape the planner
+  // refuses is left to the plan phase below, which names the block.
+  {
+    std::string error;
+    int64_t mine = -1;
+    try {
+      mine = MlpTrainer::bytes_needed(*ctx, cfg);
+    } catch (const Error&) {
+      // Planned alike on every rank: they all skip the check.
+    }
+    if (mine >= 0) {
+      const MemoryCheck c = check_shared_memory(*ctx, mine);
+      if (!c.ok) {
+        error = c.message + " (the MLP block: batch " + std::to_string(cfg.batch) + ", seq_len " +
+                std::to_string(cfg.seq_len) + ", hidden " + std::to_string(cfg.hidden) + ", ffn " +
+                std::to_string(cfg.ffn) + ", " + std::string(dtype_name(cfg.dtype)) + " on dp " +
+                std::to_string(cfg.dp) + " x tp " + std::to_string(cfg.tp) + "; each rank needs " +
+                std::to_string(mine) +
+                " bytes for its activations, weights, optimizer state and GEMM plans; nothing "
+                "was allocated)";
+      }
+    }
+    if (any_rank_failed(error)) return kExitUsage;
+  }
+
   // plan: the planner's refusals are the same on every rank.
   std::unique_ptr<MlpTrainer> trainer;
   if (!all_ranks_ok([&] {
@@ -129,6 +169,7 @@ int run(int argc, char** argv) {
   std::vector<double> pass_ms;
   double pass_median_ms = 0.0;
   std::vector<CallSplit> splits;
+  int diverged_step = 0;  // the first step whose loss is not finite; 0: none
   try {
     for (int s = 0; s < cfg.steps; ++s) {
       const StepResult r = trainer->step(s);
@@ -140,7 +181,45 @@ int run(int argc, char** argv) {
       losses.push_back(r.loss);
       step_ms.push_back(total);
       say(fmt("step %4.0f  loss %.9g", s + 1, r.loss));
+      // The loss is summed over the job (an all-reduce): every rank stops at the same step.
+      // Steps after a NaN or an infinity only carry it on; the run has failed.
+      if (!std::isfinite(r.loss)) {
+        diverged_step = s + 1;
+        break;
+      }
     }
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+  if (diverged_step > 0) {
+    const double loss = losses.back();
+    const std::string lr = nlohmann::json(cfg.lr).dump();
+    any_rank_failed("training diverged: the loss of step " + std::to_string(diverged_step) +
+                    " is " + loss_json(loss).get<std::string>() + " (lr " + lr + ", optimizer " +
+                    std::string(optimizer_name(cfg.optimizer)) +
+                    "); the run stopped there (exit status 5)");
+    if (!cfg.report.empty()) {
+      nlohmann::json report = provenance_json();
+      report["program"] = "cgemm-train";
+      report["config"] = config_json(cfg);
+      report["world_size"] = world;
+      report["backend"] = ctx->backend().name();
+      report["transport"] = ctx->backend().transport();
+      report["losses"] = losses_json(losses);
+      report["diverged"] = {{"step", diverged_step}, {"loss", loss_json(loss)}};
+      report["step_ms"] = step_ms;
+      if (!all_ranks_ok([&] {
+            if (world_rank() != 0) return;
+            write_replacing("--report", cfg.report, report.dump(2) + "\n");
+            say("report written to " + cfg.report);
+          })) {
+        return kExitUsage;
+      }
+    }
+    trainer.reset();
+    return kExitDiverged;
+  }
+  try {
     // Always one traced pass: the split of each layer call into GEMM and communication time
     // (the trace file only with --trace).
     trace = trainer->trace_pass();
@@ -235,7 +314,8 @@ int run(int argc, char** argv) {
     report["world_size"] = world;
     report["backend"] = ctx->backend().name();
     report["transport"] = ctx->backend().transport();
-    report["losses"] = losses;
+    report["losses"] = losses_json(losses);
+    report["diverged"] = nullptr;
     report["loss_ratio_last_to_first"] = ratio;
     report["step_ms"] = step_ms;
     report["tokens_per_step"] = tokens;

@@ -205,6 +205,52 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
 
 MlpTrainer::~MlpTrainer() = default;
 
+int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
+  const std::string what = "the MLP block's bytes";
+  PlanningMesh m;
+  m.dp = ctx.comms().dp();
+  m.tp = ctx.comms().tp();
+  m.dp_axis = ctx.mesh_config().dp_axis;
+  m.tpsp_axis = ctx.mesh_config().tpsp_axis;
+  m.dp_rank = ctx.comms().dp_rank();
+  m.tp_rank = ctx.comms().tp_rank();
+  PlanningOptions o;
+  o.overlap = ctx.overlap();
+  o.backend = ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  o.compute_capability = ctx.backend().compute_capability();
+  o.backend_streams = ctx.backend().num_streams();
+  const auto es = static_cast<int64_t>(dtype_size(cfg.dtype));
+  const bool adam = cfg.optimizer == Optimizer::kAdam, dp_sum = m.dp > 1;
+  // Per element of a parameter: the student's value and gradient in dtype, its fp32 master,
+  // Adam's two fp32 moments, the dp sum and its bucket (fp32); the teacher's value and gradient.
+  const int64_t per_param = 2 * es + 4 + (adam ? 8 : 0) + (dp_sum ? 8 : 0) + 2 * es;
+  int64_t total = 0;
+  const auto add = [&](int64_t count, int64_t each) {
+    total = checked_add(total, checked_mul(count, each, what), what);
+  };
+  int64_t n_x = 0, n_pre = 0;
+  for (const bool up : {true, false}) {
+    const GemmDesc g = tensor_sequence_parallel_gemm(
+        ctx, up ? "up_proj" : "down_proj",
+        up ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter, cfg.batch, cfg.seq_len,
+        up ? cfg.hidden : cfg.ffn, up ? cfg.ffn : cfg.hidden, cfg.dtype, cfg.bias, false);
+    const PlanDescription p = plan_gemm(g, m, o);
+    add(p.bytes.total() - p.bytes.operands(), 3);
+    add(num_elements(p.rhs_local), per_param);
+    if (cfg.bias) add(num_elements(p.bias_local), per_param);
+    // The all-gathered activation each layer keeps for its wgrad (x for up, dy for down).
+    add(checked_mul(num_elements(up ? p.lhs_local : p.out_local), m.tp, what), es);
+    if (up) {
+      n_x = num_elements(p.lhs_local);
+      n_pre = num_elements(p.out_local);
+    }
+  }
+  // x, out, dy, dx in dtype, the fp32 target; pre, h, dh, dpre in dtype.
+  add(n_x, 4 * es + 4);
+  add(n_pre, 4 * es);
+  return total;
+}
+
 const void* MlpTrainer::value_of(const Param* p) { return p ? p->value.get() : nullptr; }
 void* MlpTrainer::grad_of(const Param* p) { return p ? p->grad.get() : nullptr; }
 

@@ -71,6 +71,14 @@ class MlpTrainer {
  public:
   MlpTrainer(Context& ctx, const TrainConfig& cfg);
   ~MlpTrainer();
+
+  /// The bytes a trainer of `cfg` on `ctx` holds on this rank, planned before anything is
+  /// allocated, for the memory check (dry_run.hpp's check_shared_memory): the activations,
+  /// the student's and the teacher's weights and gradients, the fp32 master weights, Adam's
+  /// moments and the dp buckets as the constructor allocates them, and each layer's three
+  /// GEMM plans (forward, dgrad, wgrad) counted at its forward plan's workspaces and scratch
+  /// each, plus its gathered activation. Throws the planner's errors (PlanError).
+  static int64_t bytes_needed(const Context& ctx, const TrainConfig& cfg);
   MlpTrainer(const MlpTrainer&) = delete;
   MlpTrainer& operator=(const MlpTrainer&) = delete;
 

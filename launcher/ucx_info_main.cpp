@@ -4,16 +4,36 @@
 // or through pinned host staging (UcxTransport::device_path), and the transports and devices
 // UCP selected (ucp_context_print_info). Honours UCX_TLS, UCX_NET_DEVICES, ... like any UCX
 // program. No MPI: runs on a login node. Exit status 1 when no UCP context can be made, 2
-// when cgemm was built without UCX. --version prints the line every cgemm tool prints.
+// when cgemm was built without UCX or on an unknown argument (one message on stderr, as every
+// tool), 3 when standard output cannot be written (as cgemm-plan). --version prints the line
+// every cgemm tool prints.
 
+#include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "build_info.hpp"
 
 #ifdef CGEMM_HAVE_UCX
 #include "cgemm/collective/ucx_transport.hpp"
 #endif
+
+namespace {
+
+// What was printed must have reached standard output: a full disk or a closed descriptor is
+// an error, not exit status 0 with nothing written.
+int flushed(int status) {
+  errno = 0;
+  std::cout.flush();
+  if (std::cout) return status;
+  const int e = errno;
+  std::cerr << "cgemm-ucx-info: error: cannot write to standard output"
+            << (e != 0 ? std::string(": ") + std::strerror(e) : std::string()) << "\n";
+  return 3;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   bool transports = true;
@@ -22,15 +42,21 @@ int main(int argc, char** argv) {
       transports = false;
     } else if (std::strcmp(argv[i], "--version") == 0) {
       std::cout << cgemm::build_info::version_line("cgemm-ucx-info");
-      return 0;
-    } else {
+      return flushed(0);
+    } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::cout << "usage: cgemm-ucx-info [--no_transports] [--help] [--version]\n"
                    "Prints the UCX library's version, the memory types of a UCP context with "
                    "RMA, the path device buffers would take, and (unless --no_transports) the "
                    "transports UCP selected.\n"
                    "  --no_transports  skip the transport list (ucp_context_print_info)\n"
-                   "  --version        print cgemm-ucx-info's version and git commit\n";
-      return std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ? 0 : 2;
+                   "  --version        print cgemm-ucx-info's version and git commit\n"
+                   "Exit status: 0 done, 1 no UCP context, 2 a bad argument or a build without "
+                   "UCX, 3 standard output cannot be written.\n";
+      return flushed(0);
+    } else {
+      std::cerr << "cgemm-ucx-info: error: unknown argument '" << argv[i]
+                << "' (see cgemm-ucx-info --help)\n";
+      return 2;
     }
   }
 #ifdef CGEMM_HAVE_UCX
@@ -40,7 +66,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << info.text;
-  return 0;
+  return flushed(0);
 #else
   static_cast<void>(transports);
   std::cerr << "cgemm-ucx-info: error: this cgemm was built without UCX (configure found no "

@@ -82,6 +82,7 @@ class _ContextOptions(ctypes.Structure):
         ("struct_size", ctypes.c_size_t),
         ("gpu_sharing", ctypes.c_int),
         ("nccl_comm", ctypes.c_void_p),
+        ("timeout_s", ctypes.c_double),
     ]
 
 
@@ -209,8 +210,29 @@ def _check(status):
                     _lib.cgemm_last_error().decode(errors="replace"))
 
 
-def _bytes(s):
-    return None if s is None else str(s).encode()
+def _bytes(s, what):
+    """A C string argument; a NUL inside would end it early in C, so it is refused."""
+    if s is None:
+        return None
+    b = str(s).encode()
+    if b"\0" in b:
+        raise ValueError(f"{what}: {str(s)!r} contains a NUL character")
+    return b
+
+
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int(value, what, lo=_INT_MIN, hi=_INT_MAX):
+    """An integer argument checked against its C type's range: ctypes would wrap it silently
+    (2**32 + 1 into a C int is 1) and int() would truncate a float (2.7 is 2)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what}: an int is needed, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{what}: {value} is outside the C type's range {lo}..{hi}")
+    return value
 
 
 def _handle_int(value, what):
@@ -359,25 +381,41 @@ class Context:
     (the caller destroys it after close()). gpu_sharing: let ranks of a host share its GPUs on
     the CUDA backend (copy engines, no NCCL; for correctness runs, not speed; ignored by the
     CPU backend); off, more ranks than GPUs give the CPU backend under "auto" and an Error under
-    "cuda". Both through cgemm_context_options (cgemm_context_create_world_ex /
-    cgemm_context_create_ex_fortran).
+    "cuda". timeout_s: the deadline of every wait of the library, seconds (None: the one in
+    force, else 300; at most 1e7): a rank whose wait outlives it (a peer that never makes the
+    same call, a dead or stopped peer) prints one line naming the wait and ends the job with
+    MPI_Abort (exit status 4). All through cgemm_context_options
+    (cgemm_context_create_world_ex / cgemm_context_create_ex_fortran).
+    Every rank passes the same arguments (compared over the communicator: ranks that differ
+    get an Error naming the argument on every rank).
     Attributes: rank, size, dp, tp, dp_rank, tp_rank, backend, gpu_sharing (as asked)."""
 
     def __init__(self, dp=1, tp=0, backend="auto", dp_axis="dp", tpsp_axis="tpsp",
                  overlap="auto", num_max_streams=3, chunks_per_rank=1,
-                 aggregate_all_gather=False, comm=None, nccl_comm=None, gpu_sharing=False):
+                 aggregate_all_gather=False, comm=None, nccl_comm=None, gpu_sharing=False,
+                 timeout_s=None):
         desc = _ContextDesc()
         _lib.cgemm_context_desc_init(ctypes.byref(desc))
-        desc.dp, desc.tp = dp, tp
-        desc.dp_axis, desc.tpsp_axis = _bytes(dp_axis), _bytes(tpsp_axis)
-        desc.backend, desc.overlap = _bytes(backend), _bytes(overlap)
-        desc.num_max_streams, desc.chunks_per_rank = num_max_streams, chunks_per_rank
+        desc.dp, desc.tp = _int(dp, "dp"), _int(tp, "tp")
+        desc.dp_axis, desc.tpsp_axis = _bytes(dp_axis, "dp_axis"), _bytes(tpsp_axis, "tpsp_axis")
+        desc.backend, desc.overlap = _bytes(backend, "backend"), _bytes(overlap, "overlap")
+        desc.num_max_streams = _int(num_max_streams, "num_max_streams")
+        desc.chunks_per_rank = _int(chunks_per_rank, "chunks_per_rank")
         desc.aggregate_all_gather = int(bool(aggregate_all_gather))
         opts = _ContextOptions()
         _check(_lib.cgemm_context_options_init(ctypes.byref(opts), ctypes.sizeof(opts)))
         if not isinstance(gpu_sharing, numbers.Integral) or int(gpu_sharing) not in (0, 1):
             raise ValueError(f"gpu_sharing: True or False, got {gpu_sharing!r}")
         opts.gpu_sharing = int(gpu_sharing)
+        if timeout_s is not None:
+            if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
+                raise TypeError(f"timeout_s: a number of seconds is needed, got "
+                                f"{type(timeout_s).__name__} {timeout_s!r}")
+            # The C API refuses what is out of bounds (0 would mean "the default" there).
+            if float(timeout_s) == 0.0:
+                raise ValueError("timeout_s: 0 is no deadline cgemm keeps; pass None for the "
+                                 "default")
+            opts.timeout_s = float(timeout_s)
         if nccl_comm is not None:
             comm_handle = _handle_int(nccl_comm, "nccl_comm")
             if comm_handle == 0:
@@ -388,7 +426,7 @@ class Context:
             _check(_lib.cgemm_context_create_world_ex(ctypes.byref(desc), ctypes.byref(opts),
                                                       ctypes.byref(handle)))
         else:
-            _check(_lib.cgemm_context_create_ex_fortran(int(comm), ctypes.byref(desc),
+            _check(_lib.cgemm_context_create_ex_fortran(_int(comm, "comm"), ctypes.byref(desc),
                                                         ctypes.byref(opts), ctypes.byref(handle)))
         self._handle = handle
         self.gpu_sharing = bool(gpu_sharing)
@@ -409,14 +447,20 @@ class Context:
         Quantization (cgemm_plan_options, cgemm-run's words): scaling None or "none" (the GEMM
         in dtype), "current" or "delayed" (per-tensor FP8), "mxfp8", "nvfp4", "nvfp4_2d";
         lhs_format / rhs_format "e4m3" (None) or "e5m2"; margin 0..127; amax_history_len (0:
-        1024) and amax_compute_algo ("max" or "most_recent") for delayed scaling. The buffers
-        stay in dtype: the plan quantizes them on every call."""
+        1024; at most 2**23) and amax_compute_algo ("max" or "most_recent") for delayed
+        scaling. The buffers stay in dtype: the plan quantizes them on every call.
+
+        Every rank passes the same arguments (compared over the communicator, the name
+        excepted: ranks that differ get an Error naming the argument on every rank). Integers
+        out of their C type's range and non-integers raise ValueError / TypeError, and strings
+        with a NUL ValueError, naming the argument, before any C call."""
         desc = _PlanDesc()
         _lib.cgemm_plan_desc_init(ctypes.byref(desc))
-        desc.name = _bytes(name)
+        desc.name = _bytes(name, "name")
 
         def dims(field, values, what):
-            values = tuple(int(v) for v in values)
+            lo, hi = (_INT64_MIN, _INT64_MAX) if field.endswith("_shape") else (_INT_MIN, _INT_MAX)
+            values = tuple(_int(v, f"{what}[{i}]", lo, hi) for i, v in enumerate(values))
             if len(values) > MAX_NDIM:
                 raise ValueError(f"{what}: {len(values)} dims, at most {MAX_NDIM}")
             for i, v in enumerate(values):
@@ -427,18 +471,21 @@ class Context:
         desc.rhs_ndim = dims("rhs_shape", rhs_shape, "rhs_shape")
         if bias_shape is not None:
             desc.bias_ndim = dims("bias_shape", bias_shape, "bias_shape")
-        desc.dtype, desc.out_dtype = _bytes(dtype), _bytes(out_dtype)
-        desc.lhs_spec, desc.rhs_spec = _bytes(lhs_spec), _bytes(rhs_spec)
-        desc.bias_spec = _bytes(bias_spec)
+        desc.dtype, desc.out_dtype = _bytes(dtype, "dtype"), _bytes(out_dtype, "out_dtype")
+        desc.lhs_spec, desc.rhs_spec = _bytes(lhs_spec, "lhs_spec"), _bytes(rhs_spec, "rhs_spec")
+        desc.bias_spec = _bytes(bias_spec, "bias_spec")
         desc.lhs_contracting_ndim = dims("lhs_contracting", contracting_dims[0], "lhs dims")
         desc.rhs_contracting_ndim = dims("rhs_contracting", contracting_dims[1], "rhs dims")
-        desc.collective = _bytes(collective)
+        desc.collective = _bytes(collective, "collective")
         desc.transpose_batch_sequence = int(bool(transpose_batch_sequence))
         opts = _PlanOptions()
         _check(_lib.cgemm_plan_options_init(ctypes.byref(opts), ctypes.sizeof(opts)))
-        opts.scaling, opts.amax_compute_algo = _bytes(scaling), _bytes(amax_compute_algo)
-        opts.lhs_format, opts.rhs_format = _bytes(lhs_format), _bytes(rhs_format)
-        opts.margin, opts.amax_history_len = int(margin), int(amax_history_len)
+        opts.scaling = _bytes(scaling, "scaling")
+        opts.amax_compute_algo = _bytes(amax_compute_algo, "amax_compute_algo")
+        opts.lhs_format, opts.rhs_format = _bytes(lhs_format, "lhs_format"), _bytes(rhs_format,
+                                                                                    "rhs_format")
+        opts.margin = _int(margin, "margin")
+        opts.amax_history_len = _int(amax_history_len, "amax_history_len")
         return Plan(self, desc, opts)
 
     def close(self):

@@ -5,42 +5,54 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/launch_env.hpp"
+#include "cgemm/core/process_timer.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/core/watchdog.hpp"
+#include "cgemm/gemm/quantize_task.hpp"
 #include "cgemm/gemm/scaling_recipe.hpp"
 #include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/memory_check.hpp"
 #include "cgemm/runtime/plan.hpp"
+#include "cgemm/runtime/plan_description.hpp"
 #include "cgemm/runtime/quantization_names.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
+#include "printable_text.hpp"
 
 #ifndef CGEMM_VERSION_STRING
 #error "CGEMM_VERSION_STRING must be defined by the build (the project's version)"
 #endif
 
-struct cgemm_context {
+namespace {
+
+// What a cgemm_context handle stands for. The handles the caller holds are not addresses of
+// these (see Handles).
+struct ContextObject {
   std::unique_ptr<cgemm::Context> ctx;
   std::atomic<int> plans{0};  // live plans: they hold a reference to ctx
 };
 
-struct cgemm_plan {
-  cgemm_context* owner = nullptr;
+struct PlanObject {
+  ContextObject* owner = nullptr;
   std::unique_ptr<cgemm::GemmPlan> plan;
 };
-
-namespace {
 
 thread_local std::string last_error;
 
@@ -49,6 +61,77 @@ class ArgumentError : public cgemm::Error {
  public:
   using cgemm::Error::Error;
 };
+
+// The plan's buffers do not fit the memory they would take: CGEMM_ERROR_OUT_OF_MEMORY.
+class OutOfMemoryError : public cgemm::Error {
+ public:
+  using cgemm::Error::Error;
+};
+
+// The live objects behind the caller's handles. A handle is a serial number (never reused)
+// with a tag for its kind, not an address: a destroyed handle, a copy of one, a plan passed as
+// a context or any other value is found missing and refused, never dereferenced, and a new
+// object can never be reached through an old handle.
+template <typename T>
+class Handles {
+ public:
+  Handles(uintptr_t tag, const char* type) : tag_(tag), type_(type) {}
+
+  uintptr_t add(std::unique_ptr<T> object) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    const uintptr_t h = (next_++ << 2) | tag_;
+    live_.emplace(h, std::move(object));
+    return h;
+  }
+  // The object of a live handle; throws ArgumentError naming `what` otherwise.
+  T& get(uintptr_t h, const char* what) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    const auto it = live_.find(h);
+    if (it == live_.end()) throw ArgumentError(stale(h, what));
+    return *it->second;
+  }
+  std::unique_ptr<T> take(uintptr_t h, const char* what) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    const auto it = live_.find(h);
+    if (it == live_.end()) throw ArgumentError(stale(h, what));
+    std::unique_ptr<T> object = std::move(it->second);
+    live_.erase(it);
+    return object;
+  }
+
+ private:
+  std::string stale(uintptr_t h, const char* what) const {
+    const bool ours = (h & 3u) == tag_ && h >> 2 > 0 && h >> 2 < next_;
+    return std::string(what) + " is not a live " + type_ +
+           (ours ? ": it was destroyed already" : ": not a handle cgemm returned");
+  }
+
+  std::mutex mu_;
+  std::unordered_map<uintptr_t, std::unique_ptr<T>> live_;
+  uintptr_t next_ = 1;
+  const uintptr_t tag_;
+  const char* const type_;
+};
+
+// Never destroyed: a caller may destroy its handles from an exit handler that runs after the
+// library's static destructors would have.
+Handles<ContextObject>& contexts() {
+  static auto* h = new Handles<ContextObject>(1, "cgemm_context");
+  return *h;
+}
+Handles<PlanObject>& plans() {
+  static auto* h = new Handles<PlanObject>(2, "cgemm_plan");
+  return *h;
+}
+
+ContextObject& context_of(const cgemm_context* ctx) {
+  if (ctx == nullptr) throw ArgumentError("ctx is NULL");
+  return contexts().get(reinterpret_cast<uintptr_t>(ctx), "ctx");
+}
+PlanObject& plan_of(const cgemm_plan* plan) {
+  if (plan == nullptr) throw ArgumentError("plan is NULL");
+  return plans().get(reinterpret_cast<uintptr_t>(plan), "plan");
+}
 
 // MPI_Init_thread failed (cgemm_context_create_world[_ex]), or MPI's world disagrees with the
 // launcher's (a torchrun-style launch): CGEMM_ERROR_MPI.
@@ -65,7 +148,9 @@ std::atomic<bool> initialized_mpi{false};
 // allocated, a short one that fits std::string's inline buffer is kept instead.
 cgemm_status fail(cgemm_status status, const char* function, const char* what) noexcept {
   try {
-    last_error = std::string(function) + ": " + what;
+    // As cgemm-run prints its messages: a caller's string echoed in one (a name, a spec) may
+    // hold control bytes that would drive a terminal or cut a log line.
+    last_error = cgemm::launcher::printable(std::string(function) + ": " + what);
   } catch (...) {
     last_error.clear();
     last_error = "out of memory";
@@ -82,6 +167,8 @@ cgemm_status guarded(const char* function, F&& f) noexcept {
     return fail(CGEMM_ERROR_INVALID_ARGUMENT, function, e.what());
   } catch (const MpiInitError& e) {
     return fail(CGEMM_ERROR_MPI, function, e.what());
+  } catch (const OutOfMemoryError& e) {
+    return fail(CGEMM_ERROR_OUT_OF_MEMORY, function, e.what());
   } catch (const cgemm::PlanError& e) {
     return fail(CGEMM_ERROR_PLAN, function, e.what());
   } catch (const cgemm::BackendRuleError& e) {
@@ -165,6 +252,12 @@ cgemm::GemmDesc gemm_desc(const cgemm_plan_desc& d) {
   g.out_dtype = d.out_dtype ? parse_arg(d.out_dtype, "", "out_dtype", cgemm::parse_dtype) : g.dtype;
   g.lhs_spec = spec_arg(d.lhs_spec, "lhs_spec");
   g.rhs_spec = spec_arg(d.rhs_spec, "rhs_spec");
+  if (d.bias_ndim == 0 && d.bias_spec != nullptr) {
+    // Planned without a bias, the spec would be dropped without a word.
+    throw ArgumentError(std::string("bias_spec \"") + d.bias_spec +
+                        "\" is given but the plan has no bias (bias_ndim 0): set bias_ndim and "
+                        "bias_shape, or leave bias_spec NULL");
+  }
   g.bias_spec = spec_arg(d.bias_spec, "bias_spec");
   g.contracting_dims = {
       dims_arg(d.lhs_contracting_ndim, d.lhs_contracting, "lhs_contracting_ndim"),
@@ -179,6 +272,10 @@ cgemm::GemmDesc gemm_desc(const cgemm_plan_desc& d) {
 constexpr size_t kContextOptionsV1 =
     offsetof(cgemm_context_options, nccl_comm) + sizeof(cgemm_context_options::nccl_comm);
 constexpr size_t kMaxOptionsSize = 4096;
+
+// The deadline of a context's waits when the options give none and no watchdog runs yet (the
+// tools' --timeout default).
+constexpr double kDefaultTimeoutS = 300.0;
 
 void check_options_size(size_t struct_size, size_t first_version, const char* what) {
   if (struct_size < first_version || struct_size > kMaxOptionsSize) {
@@ -219,6 +316,12 @@ cgemm_context_options read_options(const cgemm_context_options* given) {
     throw ArgumentError("options->gpu_sharing " + std::to_string(o.gpu_sharing) +
                         ": must be 0 or 1");
   }
+  if (!(o.timeout_s == 0.0 || (o.timeout_s > 0.0 && o.timeout_s <= cgemm::kMaxTimeoutSeconds))) {
+    throw ArgumentError("options->timeout_s " + std::to_string(o.timeout_s) +
+                        ": must be 0 (the default) or more than 0 up to " +
+                        std::to_string(static_cast<int64_t>(cgemm::kMaxTimeoutSeconds)) +
+                        " seconds");
+  }
   return o;
 }
 
@@ -241,19 +344,161 @@ cgemm::QuantizationDesc quantization_arg(const cgemm_plan_options* given) {
                         ": must be 0..127 (powers of 2)");
   }
   q.recipe.margin = o.margin;
-  if (o.amax_history_len < 0) {
+  if (o.amax_history_len < 0 || o.amax_history_len > cgemm::kMaxAmaxHistoryLen) {
     throw ArgumentError("options->amax_history_len " + std::to_string(o.amax_history_len) +
-                        ": must be at least 1 (0: 1024)");
+                        ": must be 1.." + std::to_string(cgemm::kMaxAmaxHistoryLen) +
+                        " (2^23; 0: 1024)");
   }
   if (o.amax_history_len > 0) q.recipe.amax_history_len = o.amax_history_len;
   return q;
 }
 
+std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, static_cast<size_t>(std::max(len, 0)));
+}
+
+void check_mpi_call(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw cgemm::Error(std::string(call) + " failed: " + mpi_error_text(rc));
+}
+
+// While it lives, MPI errors on `comm` (and on the communicators the context makes from it,
+// which inherit the handler) and on a handle that names no communicator (which Open MPI raises
+// on MPI_COMM_WORLD) return a code the library turns into a status, where the default
+// MPI_ERRORS_ARE_FATAL would end the caller's process. The caller's handlers come back after.
+class ReturningErrors {
+ public:
+  explicit ReturningErrors(MPI_Comm comm) : comm_(comm) {
+    if (MPI_Comm_get_errhandler(comm_, &old_) != MPI_SUCCESS) {
+      old_ = MPI_ERRHANDLER_NULL;
+      return;
+    }
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  }
+  ~ReturningErrors() {
+    if (old_ == MPI_ERRHANDLER_NULL) return;
+    MPI_Comm_set_errhandler(comm_, old_);
+    MPI_Errhandler_free(&old_);
+  }
+  ReturningErrors(const ReturningErrors&) = delete;
+  ReturningErrors& operator=(const ReturningErrors&) = delete;
+
+ private:
+  MPI_Comm comm_;
+  MPI_Errhandler old_ = MPI_ERRHANDLER_NULL;
+};
+
+// `comm` names a communicator: MPI_Comm_f2c of an index that names none gives no
+// MPI_COMM_NULL but a null or dangling handle, which MPI would only meet inside a call.
+void require_communicator(MPI_Comm comm, const std::string& what) {
+  if (comm == MPI_COMM_NULL) throw ArgumentError(what + " is MPI_COMM_NULL");
+  if (comm == MPI_Comm{}) throw ArgumentError(what + ": not a communicator");
+  int size = 0, inter = 0;
+  if (const int rc = MPI_Comm_size(comm, &size); rc != MPI_SUCCESS) {
+    throw ArgumentError(what + ": not a communicator (MPI_Comm_size: " + mpi_error_text(rc) + ")");
+  }
+  if (MPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && inter) {
+    throw ArgumentError(what + ": an intercommunicator; cgemm needs an intracommunicator");
+  }
+}
+
+// The lowest rank of `comm` whose `error` is not empty, and its error, on every rank (collective
+// over comm); -1 and "" when none.
+std::pair<int, std::string> first_failing_rank(MPI_Comm comm, const std::string& error) {
+  int rank = 0, size = 0;
+  check_mpi_call(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi_call(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  int first = error.empty() ? size : rank;
+  check_mpi_call(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (first == size) return {-1, ""};
+  std::string text = rank == first ? error : std::string();
+  int64_t n = static_cast<int64_t>(text.size());
+  check_mpi_call(MPI_Bcast(&n, 1, MPI_INT64_T, first, comm), "MPI_Bcast");
+  text.resize(static_cast<size_t>(n));
+  check_mpi_call(MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, first, comm), "MPI_Bcast");
+  return {first, text};
+}
+
+// A call's arguments as given, field by field ("name", "value"), for the ranks to compare.
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+std::string text_field(const char* s) {
+  return s == nullptr ? "NULL" : "\"" + cgemm::launcher::printable(s) + "\"";
+}
+
+template <typename T>
+std::string dims_field(int ndim, const T* dims) {
+  if (ndim < 0 || ndim > CGEMM_MAX_NDIM) return "ndim " + std::to_string(ndim);
+  std::string t = "[";
+  for (int d = 0; d < ndim; ++d) t += (d ? ", " : "") + std::to_string(dims[d]);
+  return t + "]";
+}
+
+std::string joined(const Fields& fields) {
+  std::string t;
+  for (const auto& [name, value] : fields) t += name + "=" + value + "\n";
+  return t;
+}
+
+// Collective over comm, before anything else of the call: every rank passes the same
+// arguments, or every rank throws one ArgumentError naming the first field that differs, the
+// lowest rank that differs from rank 0 and both values. Ranks that differ would otherwise plan
+// different GEMMs and meet in collectives of different sizes: garbage on one, a hang or an
+// abort on another. Under the watchdog: a rank that never makes the call ends the job after
+// the timeout, naming it.
+void agree(MPI_Comm comm, const Fields& mine) {
+  const std::string text = joined(mine);
+  const cgemm::watchdog::WaitScope wait(
+      "the other ranks' arguments of the same call (every rank must make it)");
+  int rank = 0;
+  check_mpi_call(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  std::string root = text;
+  int64_t n = static_cast<int64_t>(root.size());
+  check_mpi_call(MPI_Bcast(&n, 1, MPI_INT64_T, 0, comm), "MPI_Bcast");
+  root.resize(static_cast<size_t>(n));
+  check_mpi_call(MPI_Bcast(root.data(), static_cast<int>(n), MPI_CHAR, 0, comm), "MPI_Bcast");
+  const auto [first, theirs] = first_failing_rank(comm, root == text ? "" : text);
+  if (first < 0) return;
+  // Both texts list the same fields in the same order (one function built them).
+  size_t a = 0, b = 0;
+  while (a < root.size() && b < theirs.size()) {
+    const size_t ea = root.find('\n', a), eb = theirs.find('\n', b);
+    const std::string la = root.substr(a, ea - a), lb = theirs.substr(b, eb - b);
+    if (la != lb) {
+      const size_t eq = lb.find('=');
+      throw ArgumentError("the ranks' arguments differ: rank " + std::to_string(first) +
+                          " of the communicator passes " + lb.substr(0, eq) + " " +
+                          lb.substr(eq + 1) + ", rank 0 passes " + la.substr(la.find('=') + 1) +
+                          " (every rank makes the same call with the same arguments)");
+    }
+    a = ea + 1, b = eb + 1;
+  }
+  throw ArgumentError("the ranks' arguments differ: rank " + std::to_string(first) +
+                      " of the communicator passes others than rank 0");
+}
+
+Fields context_fields(const cgemm_context_desc& d, const cgemm_context_options& o) {
+  return {{"dp", std::to_string(d.dp)},
+          {"tp", std::to_string(d.tp)},
+          {"dp_axis", text_field(d.dp_axis)},
+          {"tpsp_axis", text_field(d.tpsp_axis)},
+          {"backend", text_field(d.backend)},
+          {"overlap", text_field(d.overlap)},
+          {"num_max_streams", std::to_string(d.num_max_streams)},
+          {"chunks_per_rank", std::to_string(d.chunks_per_rank)},
+          {"aggregate_all_gather", std::to_string(d.aggregate_all_gather)},
+          {"options->gpu_sharing", std::to_string(o.gpu_sharing)},
+          {"options->timeout_s", std::to_string(o.timeout_s)}};
+}
+
 cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
-                            const cgemm_context_desc* desc, cgemm_context** out) {
+                            const cgemm_context_desc* desc, cgemm_context** out,
+                            const std::string& comm_name = "comm") {
   require(desc, "desc");
   require(out, "out");
-  if (comm == MPI_COMM_NULL) throw ArgumentError("comm is MPI_COMM_NULL");
+  if (comm == MPI_COMM_NULL) throw ArgumentError(comm_name + " is MPI_COMM_NULL");
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -267,6 +512,19 @@ cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
   if (const std::optional<std::string> problem = cgemm::foreign_launcher_problem(world)) {
     throw MpiInitError(*problem);
   }
+  const ReturningErrors returning_on_world(MPI_COMM_WORLD);
+  require_communicator(comm, comm_name);
+  // The communicators the context makes (MPI_Comm_dup, _split) inherit this handler.
+  const ReturningErrors returning_on_comm(comm);
+  int world_rank = 0;
+  check_mpi_call(MPI_Comm_rank(comm, &world_rank), "MPI_Comm_rank");
+  // The deadline covers the agreement below: the Context would start the watchdog only after.
+  const double timeout_s = options.timeout_s > 0.0      ? options.timeout_s
+                           : cgemm::watchdog::running() ? cgemm::watchdog::timeout_s()
+                                                        : kDefaultTimeoutS;
+  cgemm::watchdog::start(timeout_s, world_rank, "",
+                         [] { cgemm::abort_world(cgemm::watchdog::kExitTimeout); });
+  agree(comm, context_fields(*desc, options));
   cgemm::MeshConfig mesh;
   mesh.dp = desc->dp;
   mesh.tp = desc->tp;
@@ -288,53 +546,135 @@ cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
   // gpu_sharing (which the backend rule ignores on the CPU backend).
   cgemm::BackendOptions backend;
   backend.kind = kind;
-  backend.timeout_s = cgemm::watchdog::running() ? cgemm::watchdog::timeout_s() : 300.0;
+  backend.timeout_s = timeout_s;
   backend.nccl_comm = options.nccl_comm;
   backend.gpu_sharing = options.gpu_sharing != 0;
-  auto c = std::make_unique<cgemm_context>();
+  auto c = std::make_unique<ContextObject>();
   c->ctx = std::make_unique<cgemm::Context>(comm, mesh, backend, overlap);
-  *out = c.release();
+  *out = reinterpret_cast<cgemm_context*>(contexts().add(std::move(c)));
   return CGEMM_SUCCESS;
+}
+
+Fields plan_fields(const cgemm_plan_desc& d, const cgemm_plan_options* given) {
+  // The name is left out: it only labels messages and traces, and may name the rank.
+  Fields f = {{"lhs_shape", dims_field(d.lhs_ndim, d.lhs_shape)},
+              {"rhs_shape", dims_field(d.rhs_ndim, d.rhs_shape)},
+              {"bias_shape", dims_field(d.bias_ndim, d.bias_shape)},
+              {"dtype", text_field(d.dtype)},
+              {"out_dtype", text_field(d.out_dtype)},
+              {"lhs_spec", text_field(d.lhs_spec)},
+              {"rhs_spec", text_field(d.rhs_spec)},
+              {"bias_spec", text_field(d.bias_spec)},
+              {"lhs_contracting", dims_field(d.lhs_contracting_ndim, d.lhs_contracting)},
+              {"rhs_contracting", dims_field(d.rhs_contracting_ndim, d.rhs_contracting)},
+              {"collective", text_field(d.collective)},
+              {"transpose_batch_sequence", std::to_string(d.transpose_batch_sequence)}};
+  if (given == nullptr) return f;
+  cgemm_plan_options o{};
+  try {
+    o = read_struct(given, kPlanOptionsV1);
+  } catch (const cgemm::Error& e) {
+    // Refused after the agreement, alike on every rank that passes the same.
+    f.emplace_back("options", std::string("refused (") + e.what() + ")");
+    return f;
+  }
+  f.insert(f.end(), {{"options->scaling", text_field(o.scaling)},
+                     {"options->lhs_format", text_field(o.lhs_format)},
+                     {"options->rhs_format", text_field(o.rhs_format)},
+                     {"options->margin", std::to_string(o.margin)},
+                     {"options->amax_history_len", std::to_string(o.amax_history_len)},
+                     {"options->amax_compute_algo", text_field(o.amax_compute_algo)}});
+  return f;
+}
+
+// The memory check cgemm-run makes before it allocates, for the plan's own buffers (its
+// workspaces and the scale state; the operands are the caller's): every rank refuses alike
+// with the message of the lowest rank whose memory cannot hold them.
+void check_plan_memory(const cgemm::Context& ctx, const cgemm::GemmDesc& g) {
+  cgemm::PlanningOptions opt;
+  opt.overlap = ctx.overlap();
+  const bool cpu = ctx.backend().name() == "cpu";
+  opt.backend = cpu ? cgemm::BackendKind::kCpu : cgemm::BackendKind::kCuda;
+  opt.compute_capability = ctx.backend().compute_capability();
+  opt.backend_streams = ctx.backend().num_streams();
+  cgemm::PlanningMesh m;
+  m.dp = ctx.comms().dp();
+  m.tp = ctx.comms().tp();
+  m.dp_axis = ctx.mesh_config().dp_axis;
+  m.tpsp_axis = ctx.mesh_config().tpsp_axis;
+  m.dp_rank = ctx.comms().dp_rank();
+  m.tp_rank = ctx.comms().tp_rank();
+  // Planning is a function of the arguments, which the ranks agreed: its errors are alike.
+  const cgemm::PlanBytes b = cgemm::plan_gemm(g, m, opt).bytes;
+  const int64_t mine = b.total() - b.operands();
+  const int sharing = ctx.ranks_sharing_memory();
+  int64_t together = 0;
+  MPI_Comm node = ctx.comms().node_comm();
+  if (cpu) {
+    check_mpi_call(MPI_Allreduce(&mine, &together, 1, MPI_INT64_T, MPI_SUM, node),
+                   "MPI_Allreduce(memory need)");
+  } else {
+    // The ranks on one GPU: each needs at most the largest need of its host.
+    int64_t most = 0;
+    check_mpi_call(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, node),
+                   "MPI_Allreduce(memory need)");
+    together = cgemm::checked_mul(most, sharing, "memory need");
+  }
+  const cgemm::MemoryCheck c = cgemm::check_memory(opt.backend, together, sharing, mine);
+  const std::string error =
+      c.ok ? ""
+           : c.message + " (GEMM '" + g.name + "': its workspaces and scale state need " +
+                 std::to_string(mine) + " bytes on each rank; nothing was allocated)";
+  const auto [first, message] = first_failing_rank(ctx.comms().world(), error);
+  if (first >= 0) throw OutOfMemoryError("world rank " + std::to_string(first) + ": " + message);
 }
 
 // cgemm_plan_create[_ex]: the arguments, then the planner (collective).
 cgemm_status create_plan(cgemm_context* ctx, const cgemm_plan_desc* desc,
                          const cgemm_plan_options* options, cgemm_plan** out) {
-  require(ctx, "ctx");
+  ContextObject& c = context_of(ctx);
   require(desc, "desc");
   require(out, "out");
+  agree(c.ctx->comms().world(), plan_fields(*desc, options));
   cgemm::GemmDesc g = gemm_desc(*desc);
   g.quantization = quantization_arg(options);
-  auto p = std::make_unique<cgemm_plan>();
-  p->plan = std::make_unique<cgemm::GemmPlan>(*ctx->ctx, g);
-  p->owner = ctx;
-  ++ctx->plans;
-  *out = p.release();
+  check_plan_memory(*c.ctx, g);
+  auto p = std::make_unique<PlanObject>();
+  p->plan = std::make_unique<cgemm::GemmPlan>(*c.ctx, g);
+  p->owner = &c;
+  ++c.plans;
+  *out = reinterpret_cast<cgemm_plan*>(plans().add(std::move(p)));
   return CGEMM_SUCCESS;
 }
 
 // cgemm_plan_execute and cgemm_plan_execute_on_stream: the same checks, then the C++ call.
 cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const void* bias,
                      void* out, void* stream) {
-  require(plan, "plan");
+  PlanObject& p = plan_of(plan);
   require(lhs, "lhs");
   require(rhs, "rhs");
   require(out, "out");
-  const bool has_bias = plan->plan->desc().bias_shape.has_value();
+  const bool has_bias = p.plan->desc().bias_shape.has_value();
   if (has_bias && bias == nullptr) throw ArgumentError("bias is NULL but the plan has a bias");
   if (!has_bias && bias != nullptr) {
     throw ArgumentError("bias is given but the plan has none (bias_ndim 0)");
   }
-  plan->plan->execute(lhs, rhs, bias, out, stream);
+  p.plan->execute(lhs, rhs, bias, out, stream);
   return CGEMM_SUCCESS;
 }
 
-// MPI_Comm_f2c before MPI_Init is undefined: create_context's check comes too late.
+// MPI_Comm_f2c before MPI_Init is undefined: create_context's check comes too late. What it
+// gives is checked there (require_communicator): an index that names no communicator gives
+// no MPI_COMM_NULL.
 MPI_Comm comm_from_fortran(MPI_Fint comm) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) throw ArgumentError("MPI is not initialized (MPI_Init)");
   return MPI_Comm_f2c(comm);
+}
+
+std::string fortran_name(MPI_Fint comm) {
+  return "comm (Fortran handle " + std::to_string(comm) + ")";
 }
 
 // MPI_COMM_WORLD, initializing MPI when nobody has (cgemm_context_create_world[_ex]).
@@ -436,7 +776,8 @@ cgemm_status cgemm_context_create_ex(MPI_Comm comm, const cgemm_context_desc* de
 cgemm_status cgemm_context_create_fortran(MPI_Fint comm, const cgemm_context_desc* desc,
                                           cgemm_context** out) {
   return guarded(__func__, [&] {
-    return create_context(comm_from_fortran(comm), read_options(nullptr), desc, out);
+    return create_context(comm_from_fortran(comm), read_options(nullptr), desc, out,
+                          fortran_name(comm));
   });
 }
 
@@ -446,7 +787,7 @@ cgemm_status cgemm_context_create_nccl_fortran(MPI_Fint comm, void* nccl_comm,
   return guarded(__func__, [&] {
     cgemm_context_options o = read_options(nullptr);
     o.nccl_comm = nccl_comm;
-    return create_context(comm_from_fortran(comm), o, desc, out);
+    return create_context(comm_from_fortran(comm), o, desc, out, fortran_name(comm));
   });
 }
 
@@ -456,7 +797,7 @@ cgemm_status cgemm_context_create_ex_fortran(MPI_Fint comm, const cgemm_context_
   return guarded(__func__, [&] {
     // The arguments before MPI: their errors are the same with or without MPI.
     const cgemm_context_options o = read_options(options);
-    return create_context(comm_from_fortran(comm), o, desc, out);
+    return create_context(comm_from_fortran(comm), o, desc, out, fortran_name(comm));
   });
 }
 
@@ -487,9 +828,9 @@ cgemm_status cgemm_mpi_finalize(void) {
 
 cgemm_status cgemm_context_get_info(const cgemm_context* ctx, cgemm_context_info* out) {
   return guarded(__func__, [&] {
-    require(ctx, "ctx");
+    const ContextObject& c = context_of(ctx);
     require(out, "out");
-    const auto& comms = ctx->ctx->comms();
+    const auto& comms = c.ctx->comms();
     cgemm_context_info info{};
     info.world_rank = comms.world_rank();
     info.world_size = comms.world_size();
@@ -497,7 +838,7 @@ cgemm_status cgemm_context_get_info(const cgemm_context* ctx, cgemm_context_info
     info.tp = comms.tp();
     info.dp_rank = comms.dp_rank();
     info.tp_rank = comms.tp_rank();
-    info.backend = ctx->ctx->backend().kind() == cgemm::BackendKind::kCuda ? "cuda" : "cpu";
+    info.backend = c.ctx->backend().kind() == cgemm::BackendKind::kCuda ? "cuda" : "cpu";
     *out = info;
     return CGEMM_SUCCESS;
   });
@@ -506,12 +847,12 @@ cgemm_status cgemm_context_get_info(const cgemm_context* ctx, cgemm_context_info
 cgemm_status cgemm_context_destroy(cgemm_context* ctx) {
   return guarded(__func__, [&] {
     if (ctx == nullptr) return CGEMM_SUCCESS;
-    if (const int n = ctx->plans.load(); n > 0) {
+    if (const int n = context_of(ctx).plans.load(); n > 0) {
       const std::string what =
           std::to_string(n) + " plan(s) of this context remain: destroy them first";
       return fail(CGEMM_ERROR_STATE, "cgemm_context_destroy", what.c_str());
     }
-    delete ctx;
+    contexts().take(reinterpret_cast<uintptr_t>(ctx), "ctx").reset();
     return CGEMM_SUCCESS;
   });
 }
@@ -549,8 +890,9 @@ void cgemm_plan_destroy(cgemm_plan* plan) {
   // A destructor that throws would end the process (noexcept); the status is dropped, as
   // free() drops none.
   (void)guarded(__func__, [&] {
-    cgemm_context* owner = plan->owner;
-    delete plan;
+    std::unique_ptr<PlanObject> p = plans().take(reinterpret_cast<uintptr_t>(plan), "plan");
+    ContextObject* owner = p->owner;
+    p.reset();
     --owner->plans;
     return CGEMM_SUCCESS;
   });
@@ -559,9 +901,9 @@ void cgemm_plan_destroy(cgemm_plan* plan) {
 cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operand,
                                     cgemm_tensor_info* out) {
   return guarded(__func__, [&] {
-    require(plan, "plan");
+    const PlanObject& p = plan_of(plan);
     require(out, "out");
-    const auto& d = plan->plan->description();
+    const auto& d = p.plan->description();
     cgemm_tensor_info info{};
     const cgemm::Shape *global = nullptr, *local = nullptr, *offset = nullptr;
     cgemm::DType dtype = d.desc.dtype;

@@ -1,8 +1,14 @@
 #include "cgemm/core/process_timer.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <time.h>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -35,7 +41,126 @@ std::string host() {
   return name;
 }
 
+// ---- The guard process (start_process_guard) ----
+
+// What the parent tells the guard: arm (timeout_s > 0: the deadline of the call that starts
+// now, and the line to print) or disarm (timeout_s 0). One write of less than PIPE_BUF bytes,
+// so it arrives whole.
+struct GuardMessage {
+  double timeout_s = 0.0;
+  char line[1024] = {};
+};
+static_assert(sizeof(GuardMessage) < PIPE_BUF, "one atomic write");
+
+int guard_fd = -1;  // the write end of the pipe to the guard; -1: no guard
+
+double monotonic_s() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Whether `pid` is stopped (SIGSTOP, SIGTSTP, a debugger): /proc/PID/stat's state, the field
+// after the command name in parentheses. Only async-signal-safe calls: the guard is a fork.
+bool stopped(pid_t pid) {
+  char path[64] = "/proc/";
+  char digits[24];
+  int n = 0;
+  for (long v = pid; v > 0 && n < 23; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  size_t at = 6;
+  while (n > 0) path[at++] = digits[--n];
+  const char tail[] = "/stat";
+  for (size_t i = 0; i < sizeof tail; ++i) path[at++] = tail[i];
+  const int fd = open(path, O_RDONLY);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t len = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (len <= 0) return false;
+  ssize_t close_paren = -1;
+  for (ssize_t i = 0; i < len; ++i) {
+    if (buf[i] == ')') close_paren = i;
+  }
+  if (close_paren < 0 || close_paren + 2 >= len) return false;
+  const char state = buf[close_paren + 2];
+  return state == 'T' || state == 't';
+}
+
+// The guard: a process of its own, so it runs on while the rank is stopped. It ends when the
+// rank closes the pipe (the rank exited, however). While a call is armed and past its
+// deadline, a rank that is stopped cannot end itself (its timer thread is frozen with it) and
+// would hold mpirun forever after its peers exited: the guard prints the line and ends it
+// with SIGKILL. A rank that runs is left to its own timer. Async-signal-safe calls only.
+[[noreturn]] void guard_main(int fd, pid_t rank_pid) {
+  GuardMessage armed;
+  double deadline = -1.0;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int r = poll(&p, 1, deadline < 0 ? -1 : 1000);
+    if (r > 0) {
+      GuardMessage m;
+      const ssize_t got = read(fd, &m, sizeof m);
+      if (got <= 0) _exit(0);  // the rank is gone
+      if (got != static_cast<ssize_t>(sizeof m)) continue;
+      armed = m;
+      deadline = m.timeout_s > 0.0 ? monotonic_s() + m.timeout_s : -1.0;
+      continue;
+    }
+    if (deadline < 0 || monotonic_s() < deadline || !stopped(rank_pid)) continue;
+    size_t n = 0;
+    while (n < sizeof armed.line && armed.line[n] != '\0') ++n;
+    [[maybe_unused]] const ssize_t w = write(STDERR_FILENO, armed.line, n);
+    kill(rank_pid, SIGKILL);
+    _exit(0);
+  }
+}
+
+void tell_guard(double timeout_s, const std::string& line) {
+  if (guard_fd < 0) return;
+  GuardMessage m;
+  m.timeout_s = timeout_s;
+  std::snprintf(m.line, sizeof m.line, "%s", line.c_str());
+  [[maybe_unused]] const ssize_t n = write(guard_fd, &m, sizeof m);
+}
+
 }  // namespace
+
+void start_process_guard() {
+  if (guard_fd >= 0) return;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return;
+  const pid_t rank_pid = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return;  // no guard: the timers alone, as before
+  }
+  if (pid == 0) {
+    close(fds[1]);
+    // Holds no output of the rank's: mpirun stops forwarding it when the rank's writers close.
+    const int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, STDIN_FILENO);
+      dup2(null, STDOUT_FILENO);
+    }
+    guard_main(fds[0], rank_pid);
+  }
+  close(fds[0]);
+  guard_fd = fds[1];
+}
+
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    errno = 0;
+    const long r = std::strtol(v, &end, 10);
+    if (*end == '\0' && errno == 0 && r >= 0 && r <= INT_MAX) return static_cast<int>(r);
+  }
+  return -1;
+}
 
 double timeout_from_args(int argc, char** argv) {
   double found = -1.0;
@@ -61,6 +186,9 @@ struct ProcessTimer::Armed {
 ProcessTimer::ProcessTimer(std::string program, std::string call, double timeout_s,
                            std::string source, int rank) {
   if (!(timeout_s > 0.0)) return;
+  // Before MPI_Init the launcher's number: the line names the rank, and the ranks stagger, so
+  // a stall every rank meets prints one line, not one "rank ?" line per rank.
+  if (rank < 0) rank = launcher_rank();
   armed_ = std::make_shared<Armed>();
   // The line is built now: at the deadline the process may be in any state.
   char line[1024];
@@ -76,6 +204,16 @@ ProcessTimer::ProcessTimer(std::string program, std::string call, double timeout
   // 4.1 has been seen to crash when every rank exits at once inside MPI_Finalize). The others'
   // timers stay the backstop for a rank 0 that is gone.
   const double stagger = rank > 0 ? 3.0 : 0.0;
+  if (guard_fd >= 0) {
+    char stopped_line[1200];
+    std::string text = line;
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    std::snprintf(stopped_line, sizeof stopped_line,
+                  "%s: the process is stopped (SIGSTOP, SIGTSTP or a debugger) and cannot end "
+                  "itself: ended with SIGKILL\n",
+                  text.c_str());
+    tell_guard(timeout_s + stagger, stopped_line);
+  }
   std::thread([armed = armed_, text = std::string(line), wait_s = timeout_s + stagger] {
     std::unique_lock<std::mutex> lock(armed->mu);
     // steady_clock counts nanoseconds in 64 bits (about 292 years): now() + a longer wait
@@ -86,8 +224,20 @@ ProcessTimer::ProcessTimer(std::string program, std::string call, double timeout
       armed->cv.wait(lock, [&] { return armed->done; });
       return;
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
-    if (armed->cv.wait_until(lock, deadline, [&] { return armed->done; })) return;
+    // Time the process spent frozen (SIGSTOP: this thread's ticks stop too) is not the call's,
+    // as for the watchdog: a rank resumed after a long stop must not blame itself for a call
+    // that returns at once (its guard process ends it if it stays stopped).
+    constexpr auto kTick = std::chrono::milliseconds(250);
+    constexpr double kFrozenGapS = 1.0;
+    double counted_s = 0.0;
+    auto last = std::chrono::steady_clock::now();
+    while (counted_s < wait_s) {
+      if (armed->cv.wait_for(lock, kTick, [&] { return armed->done; })) return;
+      const auto now = std::chrono::steady_clock::now();
+      const double gap = std::chrono::duration<double>(now - last).count();
+      last = now;
+      counted_s += gap > kFrozenGapS ? std::chrono::duration<double>(kTick).count() : gap;
+    }
     // write(2), not stdio: another thread may hold stderr's lock inside the stalled call.
     [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, text.data(), text.size());
     _exit(watchdog::kExitTimeout);
@@ -96,6 +246,7 @@ ProcessTimer::ProcessTimer(std::string program, std::string call, double timeout
 
 ProcessTimer::~ProcessTimer() {
   if (!armed_) return;
+  tell_guard(0.0, "");
   {
     std::lock_guard<std::mutex> lock(armed_->mu);
     armed_->done = true;

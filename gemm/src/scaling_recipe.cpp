@@ -19,7 +19,7 @@ std::string_view amax_compute_algo_name(AmaxComputeAlgo algo) {
 }
 
 AmaxHistory::AmaxHistory(DType fmt, DelayedScalingRecipe recipe) : fmt_(fmt), recipe_(recipe) {
-  if (recipe.amax_history_len < 1 || recipe.amax_history_len > (int64_t{1} << 23)) {
+  if (recipe.amax_history_len < 1 || recipe.amax_history_len > kMaxAmaxHistoryLen) {
     throw Error("amax_history_len must be in [1, 2^23], got " +
                 std::to_string(recipe.amax_history_len));
   }

@@ -73,6 +73,40 @@ void check_backend(const GemmDesc& d, const PlanningOptions& opt) {
   }
 }
 
+// cuBLASLt's rule for FP8 GEMMs: every operand and every leading dimension 16-byte aligned;
+// a GEMM that breaks it has no algorithm, which the GPU finds only when it runs, after every
+// rank planned and allocated (and the CPU backend, which has no such rule, runs it). So the
+// planner refuses it on every backend, --dry_run included: the quantized lhs rows (k FP8
+// bytes; its chunks start at multiples of them), the quantized rhs rows ([n, k]: k bytes) and
+// the output rows (n elements of the output dtype; ldc = n, and chunks start at multiples).
+void check_fp8_alignment(const GemmDesc& d, const GemmGeometry& g, const PlanDescription& r) {
+  constexpr int64_t kAlignBytes = 16;
+  const std::string where =
+      "GEMM '" + d.name + "' (scaling " + std::string(scaling_mode_name(d.quantization.mode)) +
+      ", " + std::string(collective_name(d.collective)) + ", lhs " + shape_str(d.lhs_shape) +
+      ", rhs " + shape_str(d.rhs_shape) + "; this rank's lhs " + shape_str(r.lhs_local) + ", rhs " +
+      shape_str(r.rhs_local) + ", out " + shape_str(r.out_local) + "): ";
+  const std::string rule =
+      "FP8 GEMMs need 16-byte aligned rows (cuBLASLt's alignment rule for FP8 operands and "
+      "leading dimensions; refused on every backend so that no GPU meets it at run time)";
+  if (g.k % kAlignBytes != 0) {
+    throw Error(where +
+                "the quantized lhs and rhs rows hold the contracting dim of each "
+                "GEMM, k=" +
+                std::to_string(g.k) + " FP8 bytes, not a multiple of 16: " + rule +
+                "; make the contracting dim each rank multiplies (K, or K / tp when it is "
+                "sharded) a multiple of 16");
+  }
+  const int64_t out_size = static_cast<int64_t>(dtype_size(d.out_dtype));
+  if (g.n * out_size % kAlignBytes != 0) {
+    throw Error(where + "the output rows of each GEMM hold n=" + std::to_string(g.n) + " " +
+                std::string(dtype_name(d.out_dtype)) + " elements, " +
+                std::to_string(g.n * out_size) + " bytes, not a multiple of 16: " + rule +
+                "; make n (N, or N / tp when it is sharded) a multiple of " +
+                std::to_string(kAlignBytes / out_size));
+  }
+}
+
 }  // namespace
 
 std::string quantization_summary(const QuantizationDesc& q) {
@@ -108,9 +142,9 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
     throw Error(where + ": a quantized GEMM takes its lhs and rhs in float32, bfloat16 or " +
                 "float16 and quantizes them itself; got dtype " + std::string(dtype_name(d.dtype)));
   }
-  if (q.recipe.amax_history_len < 1) {
-    throw Error(where + ": amax_history_len must be at least 1, got " +
-                std::to_string(q.recipe.amax_history_len));
+  if (q.recipe.amax_history_len < 1 || q.recipe.amax_history_len > kMaxAmaxHistoryLen) {
+    throw Error(where + ": amax_history_len must be 1 to " + std::to_string(kMaxAmaxHistoryLen) +
+                " (2^23), got " + std::to_string(q.recipe.amax_history_len));
   }
   if (q.recipe.margin < 0 || q.recipe.margin > 127) {
     throw Error(where + ": margin must be in [0, 127], got " + std::to_string(q.recipe.margin));
@@ -123,6 +157,7 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
                     "MXFP8_1D_SCALING are supported.");
   }
   check_backend(d, opt);
+  if (is_tensor_scaling(q.mode)) check_fp8_alignment(d, g, r);
 
   QuantizationPlan p;
   p.desc = q;
@@ -149,6 +184,15 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
 
   // kQuant's layout; sizes are below the checked lhs and rhs byte counts of planning.
   const int block = block_size(p.scaling);
+  if (block > 0 && p.k % block != 0) {
+    // Each scale covers `block` consecutive elements of the contracting dim: a partial block
+    // has no scale, and the quantization would fail only when the GEMM runs.
+    throw Error(where + ": scaling " + std::string(scaling_mode_name(q.mode)) +
+                " scales blocks of " + std::to_string(block) +
+                " elements along the contracting dim, so each GEMM's k must be a multiple of " +
+                std::to_string(block) + "; k=" + std::to_string(p.k) + " (lhs " +
+                shape_str(d.lhs_shape) + ", this rank's " + shape_str(r.lhs_local) + ")");
+  }
   const size_t lhs_elems = static_cast<size_t>(p.lhs_rows * p.k);
   const size_t rhs_elems = static_cast<size_t>(p.n * p.k);
   p.lhs_at = 0;

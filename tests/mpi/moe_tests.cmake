@@ -47,6 +47,11 @@ function(cgemm_add_moe_usage_test name regex)
   set_tests_properties(mpi_error_moe_${name} PROPERTIES LABELS mpi TIMEOUT 60
     ENVIRONMENT "${CGEMM_MPI_ENV}")
 endfunction()
+# A block larger than the memory: refused before any buffer with the binding limit named, as
+# cgemm-run's GEMM blocks (it was OOM-killed without a word in a 1 GiB cgroup).
+cgemm_add_moe_usage_test(memory_check
+  "cgemm-run: error: not enough memory: 2 rank\\(s\\) sharing host memory.*\\(the MoE block: 512 tokens, 1024 experts, hidden 16384, ffn 65536, bfloat16; each rank needs [0-9]+ bytes for its buffers and the check; nothing was allocated\\)"
+  --moe_experts 1024 --moe_hidden 16384 --moe_ffn 65536)
 cgemm_add_moe_usage_test(unknown_router "--moe_router zipf.*uniform, skewed or one_group"
   --moe_router zipf)
 cgemm_add_moe_usage_test(zero_tokens "--moe_tokens 0: must be 1 to 2147483647 \\[tokens\\]"

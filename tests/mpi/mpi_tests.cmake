@@ -153,6 +153,52 @@ set_tests_properties(mpi_tp1_bench_tiny_fp8 PROPERTIES LABELS mpi TIMEOUT 60
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION
   "tiny all_gather \\[default\\] delayed e4m3 x e5m2: gemm .*tiny reduce_scatter \\[default\\] delayed e4m3 x e5m2: .*written: .*cgemm_bench")
 
+# FP8 GEMMs whose rows are not 16-byte aligned (cuBLASLt's rule) are refused when planned, on
+# every backend and in --dry_run, with exit 2 and one message naming the operand, the shapes
+# and the rule (they used to pass planning and the CPU backend, then abort on the GPU: MPI_ABORT,
+# exit 1). The issue's shape first (tp 3, batch 2, seq 9, K 96, N 34, delayed, e5m2 x e4m3,
+# reduce-scatter: n=34 bf16 is 68 bytes), then odd N / tp (all-gather, e4m3 x e5m2), odd
+# K / tp (reduce-scatter, e4m3 x e4m3) and odd K (all-gather, e5m2 x e4m3); gemm.py's own rule
+# on the contracting dim refuses those two first.
+# name | ranks | options | what the message names
+set(fp8_misaligned
+  "issue_rs_n34|3|--tp 3 --batch 2 --seq_len 9 --hidden_in 96 --hidden_out 34 --collective reduce_scatter --scaling delayed --lhs_format e5m2 --rhs_format e4m3|the output rows of each GEMM hold n=34 bfloat16 elements, 68 bytes, not a multiple of 16: FP8 GEMMs need 16-byte aligned rows.*make n \\(N, or N / tp when it is sharded\\) a multiple of 8"
+  "ag_odd_n_per_rank|2|--tp 2 --seq_len 8 --hidden_in 64 --hidden_out 34 --collective all_gather --scaling current --rhs_format e5m2|GEMM 'all_gather' \\(scaling current_tensor_scaling, all_gather, lhs .2, 8, 64., rhs .64, 34..*n=17 bfloat16 elements, 34 bytes"
+  "rs_odd_k_per_rank|2|--tp 2 --seq_len 8 --hidden_in 34 --hidden_out 64 --collective reduce_scatter --scaling current|cuBLAS GEMM LHS tensor's contracting dimension must be a multiple of 16 when using quantized inputs. Got contracting_size=17"
+  "ag_odd_k|2|--tp 2 --seq_len 8 --hidden_in 40 --hidden_out 64 --collective all_gather --scaling delayed --lhs_format e5m2|contracting dimension must be a multiple of 16 when using quantized inputs. Got contracting_size=40")
+foreach(case ${fp8_misaligned})
+  string(REPLACE "|" ";" fields "${case}")
+  list(GET fields 0 name)
+  list(GET fields 1 np)
+  list(GET fields 2 opts)
+  list(GET fields 3 regex)
+  separate_arguments(opts)
+  foreach(where "dry_run;--dry_run;on" "cpu;--backend;cpu")
+    list(GET where 0 wname)
+    list(SUBLIST where 1 2 wopts)
+    add_test(NAME mpi_error_fp8_misaligned_${name}_${wname}
+      COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_usage_error.sh "cgemm-run: error: .*${regex}"
+              ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+              $<TARGET_FILE:cgemm-run> ${wopts} ${opts})
+    set_tests_properties(mpi_error_fp8_misaligned_${name}_${wname} PROPERTIES LABELS mpi
+      TIMEOUT 60 PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+  endforeach()
+endforeach()
+# MXFP8 scales blocks of 32 along K: K a multiple of 16 but not 32 is refused when planned (it
+# used to be planned, then abort when run).
+foreach(where "dry_run;--dry_run;on;--compute_capability;100" "cpu;--backend;cpu")
+  list(GET where 0 wname)
+  list(SUBLIST where 1 -1 wopts)
+  add_test(NAME mpi_error_mxfp8_k48_${wname}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_usage_error.sh
+            "cgemm-run: error: GEMM 'none': scaling mxfp8_1d_scaling scales blocks of 32 elements along the contracting dim, so each GEMM's k must be a multiple of 32; k=48"
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:cgemm-run> ${wopts} --scaling mxfp8 --collective none --hidden_in 48
+            --hidden_out 64)
+  set_tests_properties(mpi_error_mxfp8_k48_${wname} PROPERTIES LABELS mpi TIMEOUT 60
+    ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
 # scripts/fp8_summary.py (device-fp8.sh's screen) joins cgemm-bench's bf16, FP8 and --parts
 # quantize files with bench/peers/torch_scaled_mm.py's CSV.
 add_test(NAME mpi_bench_fp8_summary
@@ -338,11 +384,11 @@ foreach(fault "stop:2:5;all_gather" "skip_exchange:1:3;reduce_scatter")
 endforeach()
 # The process timers (cgemm/core/process_timer.hpp): a rank stalled in MPI_Init (every rank,
 # before MPI_Init) or in MPI_Finalize (one rank) ends the job within --timeout + 10 s, exit 4.
-# The finalize case runs a whole job before its stall, so its watchdog watches every barrier:
-# a tiny problem and 6 s keep a loaded machine (2 cores, load 5-7) from firing it at a barrier
-# before the stall, which the default problem and 3 s once did.
+# The finalize cases run a whole job before their stall, so their watchdog watches every
+# barrier: a tiny problem and 6 s keep a loaded machine (2 cores, load 5-7) from firing it at a
+# barrier before the stall, which the default problem and 3 s once did.
 foreach(stall "init;MPI_Init;cgemm-run;3" "finalize:1;MPI_Finalize;cgemm-run;6"
-              "init;MPI_Init;cgemm-bench;3")
+              "init;MPI_Init;cgemm-bench;3" "finalize_stop:1;MPI_Finalize;cgemm-run;6")
   list(GET stall 0 spec)
   list(GET stall 1 call)
   list(GET stall 2 tool)
@@ -580,6 +626,20 @@ cgemm_add_train_failure_test(batch_not_divisible 4
 cgemm_add_train_failure_test(bucket_kib_too_large 2
   "cgemm-train: error: --bucket_kib 18014398509481985: must be at most 8388608 \\[KiB\\]"
   --dp 2 --bucket_kib 18014398509481985)
+# An MLP block larger than the memory: refused before any buffer with the binding limit named,
+# as cgemm-run's (it was OOM-killed without a word in a 1 GiB cgroup).
+cgemm_add_train_failure_test(memory_check 2
+  "cgemm-train: error: not enough memory: 2 rank\\(s\\) sharing host memory.*\\(the MLP block: batch 4, seq_len 16, hidden 65536, ffn 262144, float32 on dp 1 x tp 2; each rank needs [0-9]+ bytes for its activations, weights, optimizer state and GEMM plans; nothing was allocated\\)"
+  --backend cpu --hidden 65536 --ffn 262144)
+# A loss that overflows ends the run at that step: exit 5, one line, the report's losses as
+# strings (before: "nan% of the first", exit 0, the losses null).
+add_test(NAME mpi_train_diverged
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/train_diverged_check.sh train_diverged.json
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-train> --backend cpu --lr 1e30 --steps 6 --report
+          train_diverged.json)
+set_tests_properties(mpi_train_diverged PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
 if(NOT CGEMM_HAVE_CUDA)
   cgemm_add_train_failure_test(cuda_without_gpu 2
     "cgemm-train: error: backend cuda: rank 0 on host .* sees no usable GPU" --backend cuda)
@@ -661,6 +721,29 @@ foreach(np 1 2)
   set_tests_properties(mpi_capi_np${np} PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS ${np}
     ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+
+# The C API against a hostile caller (tests/mpi/test_capi_hostile.c): Fortran handles that name
+# no communicator, stale and double-destroyed handles, ranks with different arguments, the
+# timeout_s option, amax_history_len's bound and the plan's memory check, control bytes in
+# messages, a bias_spec without a bias. Then a rank that skips a collective call: the others
+# end the job at the context's timeout_s (2 s) with exit 4 and one line, never a hang.
+add_executable(test_capi_hostile ${CMAKE_CURRENT_LIST_DIR}/test_capi_hostile.c)
+target_link_libraries(test_capi_hostile PRIVATE cgemm_capi)
+set_target_properties(test_capi_hostile PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
+target_compile_options(test_capi_hostile PRIVATE -Wall -Wextra -Werror)
+foreach(np 1 2)
+  add_test(NAME mpi_capi_hostile_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_capi_hostile>)
+  set_tests_properties(mpi_capi_hostile_np${np} PROPERTIES LABELS mpi TIMEOUT 60
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+add_test(NAME mpi_capi_skipped_call
+  COMMAND sh -c "start=$(date +%s); \"$@\" > out.txt 2>&1; rc=$?; took=$(( $(date +%s) - start )); cat out.txt; echo \"exit status $rc after $took s\"; [ $rc -eq 4 ] && [ $took -le 20 ] && grep -q \"timed out after 2[.0-9]* s waiting for the other ranks' arguments of the same call\" out.txt" sh
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_capi_hostile> --skip-plan 1)
+set_tests_properties(mpi_capi_skipped_call PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
 
 # libcgemm.so exports the C API only: every defined dynamic symbol is cgemm_*, and the header's
 # later additions (the caller's stream, the borrowed NCCL communicator, the context and plan

@@ -244,6 +244,80 @@ for bad in (2, "yes", None):
     expect_raise(ValueError, f"gpu_sharing: True or False, got {bad!r}",
                  lambda: cgemm.Context(dp=args.dp, backend="cpu", gpu_sharing=bad))
 
+# Numbers that ctypes would wrap or truncate, and strings that C would cut: refused in Python,
+# naming the argument (before: dp 2**32 + 1 became 1, a dim of 2**64 + 2 became 2, margin 2.7
+# became 2, a name "a\0b" became "a").
+expect_raise(ValueError, "dp: 4294967297 is outside the C type's range",
+             lambda: cgemm.Context(dp=2 ** 32 + 1, backend="cpu"))
+expect_raise(TypeError, "num_max_streams: an int is needed, got float 2.5",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", num_max_streams=2.5))
+expect_raise(ValueError, "backend: 'cpu\\x00gpu' contains a NUL character",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu\0gpu"))
+expect_raise(ValueError, "comm: 4294967296 is outside the C type's range",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", comm=2 ** 32))
+plain = dict(base, lhs_spec="('dp', 'tpsp', None)")
+expect_raise(ValueError, "lhs_shape[1]: 18446744073709551618 is outside the C type's range",
+             lambda: ctx.plan(**dict(plain, lhs_shape=(2 * ctx.dp, 2 ** 64 + 2, 16))))
+expect_raise(TypeError, "rhs_shape[0]: an int is needed, got float 16.0",
+             lambda: ctx.plan(**dict(plain, rhs_shape=(16.0, n))))
+expect_raise(ValueError, "lhs dims[0]: 4294967295 is outside the C type's range",
+             lambda: ctx.plan(**plain, contracting_dims=((2 ** 32 - 1,), (0,))))
+expect_raise(ValueError, "margin: 4294967299 is outside the C type's range",
+             lambda: ctx.plan(**plain, scaling="current", margin=2 ** 32 + 3))
+expect_raise(TypeError, "margin: an int is needed, got float 2.7",
+             lambda: ctx.plan(**plain, scaling="current", margin=2.7))
+expect_raise(TypeError, "amax_history_len: an int is needed, got str '16'",
+             lambda: ctx.plan(**plain, scaling="delayed", amax_history_len="16"))
+expect_raise(ValueError, "name: 'a\\x00b' contains a NUL character",
+             lambda: ctx.plan(**plain, name="a\0b"))
+expect_raise(ValueError, "lhs_spec: ", lambda: ctx.plan(**dict(plain, lhs_spec="('dp'\0)")))
+
+# amax_history_len's bound (2^23), as the C API's and cgemm-run's.
+expect_raise(cgemm.Error, "CGEMM_ERROR_INVALID_ARGUMENT: cgemm_plan_create_ex: "
+             "options->amax_history_len 8388609: must be 1..8388608",
+             lambda: ctx.plan(**plain, scaling="delayed", amax_history_len=2 ** 23 + 1))
+expect_raise(cgemm.Error, "options->amax_history_len 2147483647: must be 1..8388608",
+             lambda: ctx.plan(**plain, scaling="delayed", amax_history_len=2 ** 31 - 1))
+
+# A Fortran handle that names no communicator: an Error, not an abort of the process.
+expect_raise(cgemm.Error, "CGEMM_ERROR_INVALID_ARGUMENT: cgemm_context_create_ex_fortran: "
+             "comm (Fortran handle 12345): not a communicator",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", comm=12345))
+
+# timeout_s (cgemm_context_options): a documented, settable deadline; its bounds.
+with cgemm.Context(dp=args.dp, backend="cpu", timeout_s=120) as timed:
+    if timed.tp != ctx.tp:
+        failures.append(f"rank {ctx.rank}: timeout_s=120 context: tp {timed.tp}")
+expect_raise(cgemm.Error, "options->timeout_s -1.000000: must be 0 (the default) or more",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", timeout_s=-1))
+expect_raise(cgemm.Error, "options->timeout_s",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", timeout_s=float("nan")))
+expect_raise(TypeError, "timeout_s: a number of seconds is needed, got str",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", timeout_s="60"))
+expect_raise(ValueError, "timeout_s: 0 is no deadline",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", timeout_s=0))
+
+# Ranks with different arguments: an Error on every rank naming the field (before: one rank
+# returned garbage while another aborted).
+if ctx.size > 1:
+    k = 16 if ctx.rank == 0 else 32
+    expect_raise(cgemm.Error, "the ranks' arguments differ: rank 1 of the communicator passes "
+                 "lhs_shape", lambda: ctx.plan(**dict(plain, lhs_shape=(2 * ctx.dp, 4 * ctx.tp, k),
+                                                      rhs_shape=(k, n))))
+    expect_raise(cgemm.Error, "passes chunks_per_rank 2, rank 0 passes 1",
+                 lambda: cgemm.Context(dp=args.dp, backend="cpu",
+                                       chunks_per_rank=1 if ctx.rank == 0 else 2))
+
+# A stale handle (the C API's handle table): refused with a status, never a crash.
+stale = ctx.plan(**plain)
+handle = stale._handle
+stale.close()
+info = cgemm._TensorInfo()
+status = cgemm._lib.cgemm_plan_tensor_info(handle, 3, cgemm.ctypes.byref(info))
+message = cgemm._lib.cgemm_last_error().decode()
+if status != 1 or "plan is not a live cgemm_plan: it was destroyed already" not in message:
+    failures.append(f"rank {ctx.rank}: a destroyed plan's handle gave status {status}: {message}")
+
 ctx.close()
 for f in failures:
     print(f, flush=True)

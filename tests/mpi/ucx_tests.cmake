@@ -7,6 +7,13 @@ add_test(NAME ucx_info_version
   COMMAND sh -c "\"$1\" --version | grep -Eqx 'cgemm-ucx-info [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]+(-dirty)?|unknown)\\)' && \"$1\" --help | grep -q -- '--version' && \"$1\" --help | grep -q -- '--no_transports'" ucx_info_version
           $<TARGET_FILE:cgemm-ucx-info>)
 set_tests_properties(ucx_info_version PROPERTIES LABELS unit TIMEOUT 30)
+# As every tool: a bad argument is one message on stderr and exit 2 (it used to print the usage
+# on stdout, no message); a standard output that cannot be written is an error (exit 3; it
+# used to exit 0).
+add_test(NAME ucx_info_bad_input
+  COMMAND sh -c "out=$(\"$1\" --bogus 2>err.txt); rc=$?; cat err.txt; [ $rc -eq 2 ] && [ -z \"$out\" ] && [ $(wc -l < err.txt) -eq 1 ] && grep -q \"^cgemm-ucx-info: error: unknown argument '--bogus' (see cgemm-ucx-info --help)$\" err.txt || exit 1; for a in --version --help; do \"$1\" $a >/dev/full 2>err.txt; rc=$?; cat err.txt; [ $rc -eq 3 ] && grep -q '^cgemm-ucx-info: error: cannot write to standard output: No space left on device$' err.txt || exit 1; \"$1\" $a >&- 2>err.txt; rc=$?; cat err.txt; [ $rc -eq 3 ] && grep -q '^cgemm-ucx-info: error: cannot write to standard output' err.txt || exit 1; done" ucx_info_bad_input
+          $<TARGET_FILE:cgemm-ucx-info>)
+set_tests_properties(ucx_info_bad_input PROPERTIES LABELS unit TIMEOUT 30)
 
 if(NOT CGEMM_HAVE_UCX)
   # Without UCX, transport = ucx is refused with one message.

@@ -77,6 +77,25 @@ bool has(const RunResult& r, const std::string& text) {
   return r.out.find(text) != std::string::npos;
 }
 
+// Elements that are NaN or inf fail, and the line says so: it used to say "max abs err 0"
+// (the finite pairs' maximum) of dumps whose every failure was a NaN.
+TEST(CompareCli, NonFiniteFailuresAreNamed) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  const std::string a = fp32_dump("a", {1, nan, 3, inf}), b = fp32_dump("b", {1, 2, 3, 4});
+  const RunResult r = run(a + " " + b);
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_TRUE(has(r,
+                  "4 elements compared, 2 failures, 2 of them NaN or inf (in A or B), max "
+                  "abs err 0 and max rel err 0 over the 2 finite pairs"))
+      << r.out;
+  EXPECT_FALSE(has(r, ", max abs err 0, max rel err 0")) << r.out;
+  // Both sides NaN at the same place fail too.
+  const std::string all_nan = fp32_dump("n", {nan, nan, nan, nan});
+  const RunResult n = run(all_nan + " " + all_nan);
+  EXPECT_EQ(n.status, 3) << n.out;
+  EXPECT_TRUE(has(n, "4 failures, 4 of them NaN or inf (in A or B), no finite pair")) << n.out;
+}
+
 // 1 of 4 elements differs by 25%; the defaults find it.
 TEST(CompareCli, DifferingDumpsDifferAndEqualOnesMatch) {
   const std::string a = fp32_dump("a", {1, 2, 3, 4}), b = fp32_dump("b", {1, 2, 3, 5});

@@ -1408,5 +1408,20 @@ TEST_F(RunConfigTest, SweepListIsTheRowsMarkedSweepable) {
   expect_contains(bench_error({"--warmup", "1,2"}), {"warmup", "1,2"});
 }
 
+// One documented bound, 1 to 2^23, in both programs (8388609 and INT_MAX used to be taken:
+// INT_MAX overflowed the scale state's size).
+TEST_F(RunConfigTest, AmaxHistoryLenIsBounded) {
+  for (const char* bad : {"0", "8388609", "100000000", "2147483647"}) {
+    SCOPED_TRACE(bad);
+    expect_contains(
+        parse_error({"--amax_history_len", bad}),
+        {std::string("--amax_history_len ") + bad, "must be 1 to 8388608 (2^23) [calls]"});
+    EXPECT_EQ(bench_error({"--amax_history_len", bad}),
+              run_error_as_bench({"--amax_history_len", bad}));
+  }
+  EXPECT_EQ(parse_config({"--amax_history_len", "8388608"}).quantization.recipe.amax_history_len,
+            8388608);
+}
+
 }  // namespace
 }  // namespace cgemm::launcher

@@ -37,10 +37,23 @@
  *
  * Collective calls: cgemm_context_create*, cgemm_context_destroy, cgemm_plan_create*,
  * cgemm_plan_execute* and cgemm_plan_destroy are collective over the context's communicator:
- * every rank calls them in the same order with the same descriptors. Setting up fails alike on
- * every rank (the checks see the arguments only); cgemm_plan_execute may fail on one rank only
- * (its device, its transport), in which case the other ranks may wait in a collective forever:
- * end the job with MPI_Abort then.
+ * every rank calls them in the same order with the same descriptors. cgemm_context_create*
+ * and cgemm_plan_create* check that: first of all they compare every rank's arguments over
+ * the communicator (the descriptor and the options, field by field; the plan's name and the
+ * borrowed nccl_comm pointer excepted), and ranks that differ get CGEMM_ERROR_INVALID_ARGUMENT
+ * on every rank with one message naming the field, the lowest differing rank and both values
+ * ("the ranks' arguments differ: rank 1 of the communicator passes lhs_shape [2, 8, 16], rank
+ * 0 passes [2, 8, 32] ..."). Setting up then fails alike on every rank (the checks see the
+ * arguments only); cgemm_plan_execute may fail on one rank only (its device, its transport).
+ *
+ * Deadlines: every wait of the library (the argument check above, the bootstrap, each
+ * collective of an execute) has one, cgemm_context_options' timeout_s (default 300 s). A rank
+ * whose wait outlives it (a peer that never makes the call, a peer that died or stopped)
+ * prints one line naming what it waited for and ends the job with MPI_Abort (exit status 4):
+ * it never waits forever, and it never returns to the caller then (the other ranks may be
+ * inside a collective that cannot be cancelled). MPI errors the library meets return a status
+ * instead: it runs its own MPI calls under MPI_ERRORS_RETURN (the caller's handlers are put
+ * back before each call returns).
  *
  * Thread safety: cgemm_version*, cgemm_status_name and cgemm_last_error may be called from any
  * thread at any time (the last error is per thread: the message of the last failed call on the
@@ -52,6 +65,17 @@
  * caller owns every buffer and every string it passes (they are read during the call only)
  * and must not free strings the library returns (static, or per thread: see each function).
  * A context must outlive its plans: cgemm_context_destroy refuses while plans remain.
+ *
+ * Handles: a cgemm_context* or cgemm_plan* is a handle, not an address (never dereference
+ * it). Each is unique for the life of the process: once destroyed it is never valid again,
+ * even after new objects are made. Every function checks the handles it is given: one that
+ * was destroyed already, one of the other kind or any other value is
+ * CGEMM_ERROR_INVALID_ARGUMENT ("ctx is not a live cgemm_context: it was destroyed already";
+ * "... not a handle cgemm returned"), never a crash or an answer from freed memory; so a
+ * second destroy is refused, not a double free.
+ *
+ * Messages: cgemm_last_error() shows control bytes and invalid UTF-8 of the caller's strings
+ * (a name, a spec) as \xNN, as cgemm-run does, so a message is always one printable line.
  */
 #ifndef CGEMM_CGEMM_H
 #define CGEMM_CGEMM_H
@@ -84,6 +108,10 @@ typedef enum cgemm_status {
   CGEMM_ERROR_BACKEND = 3,
   /* Any other of cgemm's errors (a layout the runtime does not run, an MPI or device call). */
   CGEMM_ERROR_RUNTIME = 4,
+  /* The memory cannot hold it: a host allocation failed, or the memory check of
+   * cgemm_plan_create* (the plan's workspaces and scale state against the binding limit of the
+   * host (MemAvailable, the cgroup, RLIMIT_AS) or the GPU's free memory, summed over the ranks
+   * sharing it, as cgemm-run checks; the message names the limit, nothing was allocated). */
   CGEMM_ERROR_OUT_OF_MEMORY = 5,
   /* MPI could not be initialized (cgemm_context_create_world), or a context was asked for in a
    * process that torchrun (RANK / WORLD_SIZE / LOCAL_RANK set, no MPI launcher) started as an
@@ -133,7 +161,10 @@ CGEMM_API void cgemm_context_desc_init(cgemm_context_desc* desc);
 CGEMM_API cgemm_status cgemm_context_create(MPI_Comm comm, const cgemm_context_desc* desc,
                                             cgemm_context** out);
 /* The same from a Fortran handle (MPI_Comm_f2c): Fortran's MPI module, or mpi4py's
- * comm.py2f(). */
+ * comm.py2f(). A handle that names no communicator (MPI_Comm_f2c of an unknown index is not
+ * MPI_COMM_NULL) or an intercommunicator is CGEMM_ERROR_INVALID_ARGUMENT "comm (Fortran handle
+ * N): not a communicator ...", checked under MPI_ERRORS_RETURN: no abort. The same check in
+ * every constructor that takes a communicator. */
 CGEMM_API cgemm_status cgemm_context_create_fortran(MPI_Fint comm, const cgemm_context_desc* desc,
                                                     cgemm_context** out);
 /* On MPI_COMM_WORLD, for callers that have no MPI binding (Python through ctypes): initializes
@@ -190,6 +221,13 @@ typedef struct cgemm_context_options {
    * group (an ncclComm_t as void*): exactly cgemm_context_create_nccl's nccl_comm, its checks,
    * statuses and ownership (borrowed: the caller destroys it after cgemm_context_destroy). */
   void* nccl_comm;
+  /* Appended in 0.1 (a struct_size without it: the default). Seconds every wait of the library
+   * may last (see "Deadlines" above): 0 (the default) keeps the deadline already in force in
+   * this process (a context made earlier, or a tool's --timeout), else 300; otherwise more
+   * than 0 and at most 1e7. The deadline is the process's: the last context made with a
+   * nonzero timeout_s sets it for every context. Other values (negative, NaN, above 1e7):
+   * CGEMM_ERROR_INVALID_ARGUMENT. */
+  double timeout_s;
 } cgemm_context_options;
 
 /* Fills the struct_size bytes at options with the defaults (zeros: gpu_sharing 0, nccl_comm
@@ -204,9 +242,10 @@ CGEMM_API cgemm_status cgemm_context_options_init(cgemm_context_options* options
 /* cgemm_context_create with options: collective over `comm`, the same descriptor, statuses and
  * messages (each function's own name first), plus the options'. options NULL: the defaults,
  * so exactly cgemm_context_create; with options->nccl_comm set, cgemm_context_create_nccl.
- * Every rank passes the same options (they are part of the collective's arguments). Its errors:
- * CGEMM_ERROR_INVALID_ARGUMENT for desc or out NULL, a struct_size as above, a gpu_sharing other
- * than 0 or 1 (alike on every rank: the checks see the arguments only). */
+ * Every rank passes the same options (they are part of the collective's arguments, and
+ * compared as such). Its errors: CGEMM_ERROR_INVALID_ARGUMENT for desc or out NULL, a
+ * struct_size as above, a gpu_sharing other than 0 or 1, a timeout_s outside its bounds (alike
+ * on every rank: the checks see the arguments only). */
 CGEMM_API cgemm_status cgemm_context_create_ex(MPI_Comm comm, const cgemm_context_desc* desc,
                                                const cgemm_context_options* options,
                                                cgemm_context** out);
@@ -255,7 +294,7 @@ typedef struct cgemm_plan_desc {
    * does not reshard): CGEMM_ERROR_PLAN names the given and the planner's spec otherwise. */
   const char* lhs_spec;
   const char* rhs_spec;
-  const char* bias_spec;
+  const char* bias_spec; /* NULL unless bias_ndim is 1 (else CGEMM_ERROR_INVALID_ARGUMENT) */
   /* Contracting dims of each operand (negative: from the end), as gemm.py's
    * contracting_dims; the defaults (-1,) and (0,): lhs [..., K] @ rhs [K, N]. */
   int lhs_contracting_ndim;
@@ -293,15 +332,22 @@ typedef struct cgemm_plan_options {
    * of the plan's earlier calls (the first call: scale 1). "mxfp8", "nvfp4", "nvfp4_2d": block
    * scaling (CUDA: compute capability 10.0 or newer; else CGEMM_ERROR_RUNTIME naming it). The
    * CPU backend emulates every mode. Unknown words: CGEMM_ERROR_INVALID_ARGUMENT; a
-   * combination gemm.py refuses (e.g. e5m2 x e5m2, NVFP4 with a collective):
-   * CGEMM_ERROR_PLAN. */
+   * combination gemm.py refuses (e.g. e5m2 x e5m2, NVFP4 with a collective, a contracting dim
+   * not a multiple of 16): CGEMM_ERROR_PLAN. Shapes no backend runs, refused on every backend
+   * when planned (CGEMM_ERROR_RUNTIME naming the GEMM and its shapes): "current" and "delayed"
+   * need 16-byte aligned rows (cuBLASLt's FP8 rule), so each GEMM's output columns (N, or
+   * N / tp where N is sharded) times the bytes of out_dtype must be a multiple of 16
+   * (bfloat16: N a multiple of 8); "mxfp8" ("nvfp4") scales blocks of 32 (16) contracting
+   * elements, so each GEMM's K must be a multiple of 32 (16). */
   const char* scaling;
   const char* lhs_format; /* FP8 format of the quantized lhs: NULL: "e4m3"; or "e5m2" */
   const char* rhs_format; /* of the quantized rhs: NULL: "e4m3"; or "e5m2" (nvfp4: ignored) */
   /* scale = fp8_max / amax / 2^margin (delayed and current), in powers of 2: 0..127. */
   int margin;
-  /* delayed: amaxes of the last N calls the scale is taken from; 0: 1024 (TE's default);
-   * negative: CGEMM_ERROR_INVALID_ARGUMENT. */
+  /* delayed: amaxes of the last N calls the scale is taken from, 1..8388608 (2^23: the scale
+   * state counts its calls in a float); 0: 1024 (TE's default); negative or above 2^23:
+   * CGEMM_ERROR_INVALID_ARGUMENT. The same bound as cgemm-run's and cgemm-bench's
+   * --amax_history_len. */
   int amax_history_len;
   /* delayed: NULL or "max" (of the history), "most_recent" (the last call's amax). */
   const char* amax_compute_algo;
@@ -315,12 +361,14 @@ CGEMM_API cgemm_status cgemm_plan_options_init(cgemm_plan_options* options, size
 
 /* cgemm_plan_create with options: collective, the same descriptor, statuses and messages plus
  * the options' (CGEMM_ERROR_INVALID_ARGUMENT for a struct_size as above, an unknown word, a
- * margin outside 0..127, a negative amax_history_len). options NULL: cgemm_plan_create. The
- * plan's operands keep desc's dtypes (cgemm_plan_tensor_info): quantization is inside. */
+ * margin outside 0..127, an amax_history_len outside 0..2^23). options NULL:
+ * cgemm_plan_create. The plan's operands keep desc's dtypes (cgemm_plan_tensor_info):
+ * quantization is inside. */
 CGEMM_API cgemm_status cgemm_plan_create_ex(cgemm_context* ctx, const cgemm_plan_desc* desc,
                                             const cgemm_plan_options* options, cgemm_plan** out);
 
-/* Collective. NULL: nothing. */
+/* Collective. NULL: nothing. A handle that is not live (destroyed already): nothing either,
+ * and cgemm_last_error() says so (no status to return). */
 CGEMM_API void cgemm_plan_destroy(cgemm_plan* plan);
 
 typedef enum cgemm_operand {

@@ -46,7 +46,8 @@ inline constexpr EnvKnob kTestFault{
 inline constexpr EnvKnob kTestStall{
     "CGEMM_TEST_STALL", "unset",
     "tests only: init makes every rank stall before MPI_Init, finalize:RANK makes a rank stall "
-    "before MPI_Finalize (the process timers' tests)"};
+    "before MPI_Finalize, finalize_stop:RANK makes a rank stop itself (SIGSTOP) after it (the "
+    "process timers' and their guard's tests)"};
 inline constexpr EnvKnob kTestGpuSharing{
     "CGEMM_TEST_GPU_SHARING", "0",
     "tests only: flag: test_cuda_backend runs its ranks sharing the GPUs (copy engines, no NCCL)"};

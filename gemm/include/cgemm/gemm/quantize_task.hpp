@@ -32,8 +32,13 @@ inline int block_size(BlockScaling b) {
 /// comes from the amaxes of the previous amax_history_len steps, reduced by `algo`.
 enum class AmaxAlgo { kMax, kMostRecent };
 
+/// The longest amax history: the state counts its steps in a float, exact below 2^24, and
+/// keeps that count below 2 x amax_history_len. Every front end (cgemm-run, cgemm-bench, the C
+/// API, Python) and the planner refuse longer ones.
+inline constexpr int kMaxAmaxHistoryLen = 1 << 23;
+
 struct ScalingRecipe {
-  int amax_history_len = 1024;  // TE's default
+  int amax_history_len = 1024;  // TE's default; 1..kMaxAmaxHistoryLen
   AmaxAlgo algo = AmaxAlgo::kMax;
   int margin = 0;  // scale = fp8_max / amax / 2^margin; 0 to 127
 };
