@@ -539,8 +539,7 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
 }
 
 MemoryCheck check_shared_memory(const Context& ctx, int64_t mine) {
-  const BackendKind backend =
-      ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  const BackendKind backend = ctx.backend().kind();
   int64_t together = 0;
   const int sharing = ctx.ranks_sharing_memory();
   if (backend == BackendKind::kCpu) {

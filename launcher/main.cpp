@@ -356,7 +356,8 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info, 
   out.backend = ctx.backend().name();
   if (!in_sweep) say("resolved config:\n" + to_ini(cfg));
 
-  // plan: planner errors are the same on every rank.
+  // plan: planner errors are the same on every rank, and so are failed allocations (GemmPlan
+  // agrees them).
   std::vector<std::unique_ptr<GemmPlan>> plans;
   if (!all_ranks_ok([&] {
         for (const GemmSpec& g : cfg.gemms) {

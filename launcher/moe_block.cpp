@@ -253,7 +253,7 @@ MoeOutcome run_moe(const RunConfig& cfg, Context& ctx, nlohmann::json report) {
     int64_t mine = 0;
     std::string error;
     try {
-      mine = block_bytes(job, be.name() == "cpu");
+      mine = block_bytes(job, be.kind() == BackendKind::kCpu);
     } catch (const std::exception& e) {
       error = e.what();
     }

@@ -216,7 +216,7 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
   m.tp_rank = ctx.comms().tp_rank();
   PlanningOptions o;
   o.overlap = ctx.overlap();
-  o.backend = ctx.backend().name() == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  o.backend = ctx.backend().kind();
   o.compute_capability = ctx.backend().compute_capability();
   o.backend_streams = ctx.backend().num_streams();
   const auto es = static_cast<int64_t>(dtype_size(cfg.dtype));

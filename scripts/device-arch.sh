@@ -2,8 +2,8 @@
 # device-arch.sh: the GPU checks of an engine change (issue 35, "architecture step 3"), in one
 # call on the GPU machine; builds nothing (needs a .devbuild/ from pack-device.sh). Run it before
 # and after such a change, on the same kind of machine, and compare the summaries:
-#  1. device-check.sh without the real-size configs: the GPU unit tests, the GPU matrix, the
-#     watchdog, repeatable bits and the demo;
+#  1. device-check.sh: the GPU unit tests, the GPU matrix, the watchdog, repeatable bits and
+#     the demo (and on 2+ GPUs its real-size configs);
 #  2. the grouped GEMM tests on the CUDA backend (test_grouped_plan --backend=cuda) and the FP8
 #     GEMM tests (test_cublaslt_fp8);
 #  3. the training math and the training parity (device-train.sh's ops, parity and backends).

@@ -593,7 +593,7 @@ Fields plan_fields(const cgemm_plan_desc& d, const cgemm_plan_options* given) {
 void check_plan_memory(const cgemm::Context& ctx, const cgemm::GemmDesc& g) {
   cgemm::PlanningOptions opt;
   opt.overlap = ctx.overlap();
-  const bool cpu = ctx.backend().name() == "cpu";
+  const bool cpu = ctx.backend().kind() == cgemm::BackendKind::kCpu;
   opt.backend = cpu ? cgemm::BackendKind::kCpu : cgemm::BackendKind::kCuda;
   opt.compute_capability = ctx.backend().compute_capability();
   opt.backend_streams = ctx.backend().num_streams();

@@ -20,6 +20,14 @@ constexpr std::array<CollectiveGemmKind, 3> kKinds{{
 
 }  // namespace
 
+std::vector<const Program*> execute_programs(const CollectiveGemm& c) {
+  std::vector<const Program*> out{&c.overlapped, &c.sequential};
+  for (const std::optional<Program>* p : {&c.overlapped_gathering, &c.sequential_gathering}) {
+    if (*p) out.push_back(&**p);
+  }
+  return out;
+}
+
 void require_sequence_layout(const GemmGeometry& g) {
   const std::string where = "GEMM '" + g.name + "'";
   if (g.lhs_local.size() != 3) {

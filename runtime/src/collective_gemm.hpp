@@ -32,6 +32,11 @@ struct CollectiveGemm {
   std::string summary;          // one line: chunks, steps, streams, placement
 };
 
+/// The programs GemmPlan::execute may run: both paths, and their gathering variants where the
+/// kind has them. A plan prepares exactly these (Engine::prepare) and the memory check counts
+/// exactly these (plan_bytes).
+std::vector<const Program*> execute_programs(const CollectiveGemm& c);
+
 /// Fills g's chunk geometry (throws PlanError / cgemm::Error naming the GEMM where the
 /// layout does not split) and writes the kind's programs.
 using CollectiveGemmFactory = CollectiveGemm (*)(GemmGeometry& g);

@@ -239,6 +239,12 @@ std::string CudaBackend::capture_refusal() const {
   for (const Transport* t : peer_transport_) {
     if (t != nullptr && !t->capture_refusal().empty()) return t->capture_refusal();
   }
+  // Even over NCCL: the FIFO of exchanges in flight (cuda/exchange_fifo.hpp) records an event
+  // per exchange and queries it from the host, which an event recorded in a capture refuses.
+  if (comms_.tp() > 1) {
+    return "the CUDA backend's exchange FIFO queries its exchanges' events from the host "
+           "(cudaEventQuery), which an event recorded during a capture refuses";
+  }
   return "";
 }
 

@@ -93,7 +93,12 @@ void Engine::prepare(std::span<const Program* const> programs) {
           std::max(workspace_bytes(need, w), workspace_bytes(p->workspace, w));
     }
     need.ring = std::max(need.ring, p->workspace.ring);
-    if (p->workspace.scales > 0 && with_scales == nullptr) with_scales = p;
+    if (p->workspace.scales == 0) continue;
+    if (with_scales == nullptr) {
+      with_scales = p;
+    } else if (p->scales_init != with_scales->scales_init) {
+      throw Error("engine: two programs of one plan start their shared scale state differently");
+    }
   }
   // The ring is allocated once at its size: every rank of the TP group prepares the same
   // programs, so every rank reaches this allocation (a collective one) alike.
@@ -126,8 +131,7 @@ void Engine::prepare(std::span<const Program* const> programs) {
 }
 
 void Engine::check_prepared(const Program& p) const {
-  for (Workspace w : {Workspace::kRing, Workspace::kSend, Workspace::kWorkIn, Workspace::kWorkOut,
-                      Workspace::kQuant, Workspace::kScales}) {
+  for (Workspace w : kWorkspaces) {
     const int64_t need = workspace_bytes(p.workspace, w), have = workspace_bytes(have_, w);
     if (need > have) {
       throw Error("engine: a program needs " + std::to_string(need) + " bytes of workspace " +

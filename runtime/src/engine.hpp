@@ -2,8 +2,9 @@
 // The engine: runs a Program (program.hpp) on a Backend, for any collective GEMM. It owns the
 // plan's workspaces, allocated by prepare() before any program runs (collectively for the
 // symmetric ring: every rank prepares the same programs in the same order), and binds the
-// caller's operands to the program's buffer names on every call. A run allocates nothing, so
-// a prepared program can be issued again and again (and, where its ops allow, captured).
+// caller's operands to the program's buffer names on every call. A run allocates none of the
+// engine's workspaces (a backend may still make its own on first use, e.g. the CUDA backend's
+// copy-engine collectives their staging buffer).
 
 #include <array>
 #include <span>

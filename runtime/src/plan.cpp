@@ -4,6 +4,8 @@
 #include "cgemm/runtime/plan.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <exception>
 #include <sstream>
 
 #include "plan_impl.hpp"
@@ -64,12 +66,22 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
                     im.chunk_flop >= kAutoOverlapMinChunkFlop);
   // Every workspace execute() may use, made now (the ring collectively: plans are made on
   // every rank in the same order), so no call allocates.
-  std::vector<const Program*> programs{&im.kind.overlapped, &im.kind.sequential};
-  for (const std::optional<Program>* p :
-       {&im.kind.overlapped_gathering, &im.kind.sequential_gathering}) {
-    if (*p) programs.push_back(&**p);
+  // A rank's allocation may fail alone (its memory): every rank learns it here, so none goes on
+  // to the next plan's collective allocation while another has thrown.
+  std::exception_ptr failure;
+  try {
+    im.engine.prepare(execute_programs(im.kind));
+  } catch (...) {
+    failure = std::current_exception();
   }
-  im.engine.prepare(programs);
+  int failed = failure ? ctx.comms().world_rank() : INT_MAX;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, ctx.comms().world()),
+            "MPI_Allreduce(GEMM '" + desc_.name + "' workspaces allocated)");
+  if (failure) std::rethrow_exception(failure);
+  if (failed != INT_MAX) {
+    throw Error("GEMM '" + desc_.name + "': world rank " + std::to_string(failed) +
+                " could not allocate the plan's workspaces (its message says why)");
+  }
 }
 
 GemmPlan::~GemmPlan() = default;

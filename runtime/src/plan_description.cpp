@@ -264,20 +264,19 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
   b.out = checked_bytes(num_elements(d.out_local), dtype_size(d.desc.out_dtype), what + " out");
   b.overlapped = p.kind.overlapped.workspace;
   b.sequential = p.kind.sequential.workspace;
-  const WorkspaceSizes& o = b.overlapped;
-  const WorkspaceSizes& s = b.sequential;
-  WorkspaceSizes held{std::max(o.ring, s.ring),       std::max(o.send, s.send),
-                      std::max(o.work_in, s.work_in), std::max(o.work_out, s.work_out),
-                      std::max(o.quant, s.quant),     std::max(o.scales, s.scales)};
+  // What the plan holds: each workspace at the largest size any program execute() may run
+  // needs (Engine::prepare makes exactly these when the plan is made).
+  WorkspaceSizes held;
+  for (const Program* q : execute_programs(p.kind)) {
+    for (Workspace w : kWorkspaces) {
+      workspace_bytes(held, w) =
+          std::max(workspace_bytes(held, w), workspace_bytes(q->workspace, w));
+    }
+  }
   b.workspace = held.total();
   if (opt.backend == BackendKind::kCpu) {
     CpuScratch cpu;
-    cpu.add(p.kind.overlapped);
-    cpu.add(p.kind.sequential);
-    for (const std::optional<Program>* q :
-         {&p.kind.overlapped_gathering, &p.kind.sequential_gathering}) {
-      if (*q) cpu.add(**q);
-    }
+    for (const Program* q : execute_programs(p.kind)) cpu.add(*q);
     const int64_t doubles = checked_add(checked_add(cpu.a, cpu.b, what), cpu.c, what);
     b.cpu_fp64_copies = checked_bytes(doubles, sizeof(double), what + " fp64 copies");
     b.cpu_scratch = cpu.scratch;

@@ -11,6 +11,7 @@
 // op does not compile. Keep the op structs unrelated types: one derived from another would be
 // taken by its base's lambda.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -36,6 +37,11 @@ enum class Workspace {
   kScales,   // the scale state of each quantized operand (quantize_task.hpp's layout): kept
              // across calls and shared by both paths, set to Program::scales_init once
 };
+
+/// Every workspace, in enum order.
+inline constexpr std::array<Workspace, 6> kWorkspaces{Workspace::kRing,   Workspace::kSend,
+                                                      Workspace::kWorkIn, Workspace::kWorkOut,
+                                                      Workspace::kQuant,  Workspace::kScales};
 
 /// A place in a buffer: `offset` bytes into one of the caller's operands (operands.hpp) or
 /// one of the plan's workspaces.
@@ -216,7 +222,9 @@ struct Program {
 /// cannot). Each kind answers in capture_trait(), by name: a new kind that does not answer
 /// does not compile.
 enum class Capture {
-  kDevice,     // stream-ordered device work, no host wait: capturable
+  kDevice,     // stream-ordered device work, no host wait: capturable (a GEMM once it has run
+               // uncaptured: cuBLASLt's algorithm for a shape is chosen, and may be timed, on
+               // its first call)
   kTransport,  // moves data between ranks: capturable where the backend's transport is
                // (Backend::capture_refusal)
   kHost,       // needs this host mid-program (a copy back, an MPI call): never

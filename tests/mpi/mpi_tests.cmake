@@ -707,6 +707,16 @@ foreach(np 1 2)
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# A plan's workspaces are made when it is made; a rank that cannot allocate them fails the plan
+# on every rank (tests/mpi/test_plan_allocation.cpp).
+add_executable(test_plan_allocation ${CMAKE_CURRENT_LIST_DIR}/test_plan_allocation.cpp)
+target_link_libraries(test_plan_allocation PRIVATE cgemm GTest::gtest cgemm_warnings)
+add_test(NAME mpi_plan_allocation_np2
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_plan_allocation>)
+set_tests_properties(mpi_plan_allocation_np2 PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+
 # The C API's contract from C (tests/mpi/test_capi.c, linked to libcgemm.so): statuses,
 # messages, the per-thread last error, the Fortran-handle constructor, the tensor queries, the
 # context options (gpu_sharing) and the plan options (FP8 current and delayed scaling).

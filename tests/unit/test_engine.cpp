@@ -171,8 +171,7 @@ TEST(Engine, PreparedWorkspacesAreWhatPlanBytesCounts) {
     const PlannedGemm planned = plan(op, 4, 1, 2, true);
     RecordingBackend be(4, 1, 3);
     Engine engine(be, 1);
-    std::vector<const Program*> programs{&planned.kind.overlapped, &planned.kind.sequential};
-    engine.prepare(programs);
+    engine.prepare(execute_programs(planned.kind));
     int64_t allocated = 0;
     for (const std::string& c : be.calls()) {
       size_t bytes = 0;

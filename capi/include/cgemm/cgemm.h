@@ -44,7 +44,9 @@
  * on every rank with one message naming the field, the lowest differing rank and both values
  * ("the ranks' arguments differ: rank 1 of the communicator passes lhs_shape [2, 8, 16], rank
  * 0 passes [2, 8, 32] ..."). Setting up then fails alike on every rank (the checks see the
- * arguments only); cgemm_plan_execute may fail on one rank only (its device, its transport).
+ * arguments only; cgemm_plan_create* also allocates the plan's workspaces, and a rank whose
+ * allocation fails makes it fail on every rank, naming that rank); cgemm_plan_execute may fail
+ * on one rank only (its device, its transport).
  *
  * Deadlines: every wait of the library (the argument check above, the bootstrap, each
  * collective of an execute) has one, cgemm_context_options' timeout_s (default 300 s). A rank

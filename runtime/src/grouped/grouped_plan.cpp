@@ -44,7 +44,7 @@ void set_ragged(GroupedOperand& op, int64_t ragged_dim, int64_t groups) {
 }
 
 // The planner's input for `d`: no_scale operands, the sizes on the operands gemm.py's MoE
-// layers put them on (see grouped_plan.hpp), no group_offset, no v2 library.
+// layers put them on (docs/GROUPED_GEMM.md), no group_offset, no v2 library.
 GroupedGemmInput planner_input(const GroupedGemmDesc& d, const Backend& be) {
   GroupedGemmInput in;
   in.lhs.original_shape = d.lhs_shape;

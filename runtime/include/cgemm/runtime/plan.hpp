@@ -52,8 +52,9 @@ class GemmPlan {
   /// reorder checks. Then it allocates every workspace execute() uses (PlanBytes::workspace:
   /// the ring symmetrically over the TP group, so making a plan is collective: every rank
   /// makes the same plans in the same order) and sets the FP8 scale state, so no call
-  /// allocates. Throws PlanError when gemm.py would raise, cgemm::Error for layouts the
-  /// runtime does not run and for a failed allocation.
+  /// allocates the plan's workspaces; a failed allocation on any rank throws cgemm::Error on
+  /// every rank (naming the rank). Throws PlanError when gemm.py would raise, cgemm::Error for
+  /// layouts the runtime does not run.
   GemmPlan(Context& ctx, GemmDesc desc);
   ~GemmPlan();
   GemmPlan(const GemmPlan&) = delete;

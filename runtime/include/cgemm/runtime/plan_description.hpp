@@ -89,8 +89,8 @@ struct PlanBytes {
   // This rank's operand shards (the caller's buffers); bias 0 without a bias.
   int64_t lhs = 0, rhs = 0, bias = 0, out = 0;
   WorkspaceSizes overlapped, sequential;
-  // Both paths' workspaces held at once (a plan keeps each buffer at the larger of the two
-  // paths' sizes once both have run).
+  // The workspaces the plan holds from when it is made: each buffer at the largest size any
+  // path execute() may run needs (both paths, and their gathered-lhs variants).
   int64_t workspace = 0;
   // CUDA: the cuBLAS workspace of one stream, and gemm_abstract's workspace (one per stream
   // of a collective GEMM, plus 256 bytes of alignment). 0 on the CPU backend.

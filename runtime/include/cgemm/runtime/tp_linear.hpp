@@ -61,9 +61,9 @@
 // kernel of their own): a ones tensor [B/dp, S] (or [S, B/dp]) contracted with dy's (the
 // column layer's local dy, the row layer's AG(dy)) batch and sequence dims.
 //
-// Every call is collective over the TP group (the GEMMs' collectives; the plans' ring
-// allocation on first use): every rank calls the same methods in the same order. Calls are on
-// the backend's stream 0, asynchronous on CUDA (as GemmPlan::execute). A layer is not safe for
+// Every call is collective over the TP group (the GEMMs' collectives), and so is making a layer
+// (its plans allocate their rings): every rank calls the same methods in the same order. Calls are
+// on the backend's stream 0, asynchronous on CUDA (as GemmPlan::execute). A layer is not safe for
 // concurrent calls (it holds the kept activation and the plans' buffers); the Context must
 // outlive it. Buffers: outputs must not overlap inputs. The order of the backward GEMMs:
 //   column-parallel: wgrad, bias gradient, then the dgrad (the wgrad and db read dy first);

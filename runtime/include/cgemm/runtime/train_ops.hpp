@@ -3,7 +3,7 @@
 // backend's stream 0: what cgemm-train and a user's training loop call between the layers'
 // collective GEMMs (tp_linear.hpp). Each call is one Backend::elementwise task, asynchronous on
 // the CUDA backend and ordered after the GEMMs queued on stream 0; only squared_error waits, to
-// bring the loss to the host.
+// bring the loss to the host (Backend::copy_to_host: for all the device's issued work).
 //
 // Conventions and errors: elementwise.hpp's (pointers are backend memory of `n` elements; t is
 // fp32, bf16 or fp16; refusals name the call, e.g. "TrainOps::gelu: dtype ..."). Not
