@@ -76,7 +76,7 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
   }
   int failed = failure ? ctx.comms().world_rank() : INT_MAX;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, ctx.comms().world()),
-            "MPI_Allreduce(GEMM '" + desc_.name + "' workspaces allocated)");
+            "MPI_Allreduce(plan workspaces allocated)");
   if (failure) std::rethrow_exception(failure);
   if (failed != INT_MAX) {
     throw Error("GEMM '" + desc_.name + "': world rank " + std::to_string(failed) +

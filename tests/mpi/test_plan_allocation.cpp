@@ -55,7 +55,9 @@ TEST(PlanAllocation, ARankThatCannotAllocateFailsThePlanOnEveryRank) {
   } catch (const Error& e) {
     message = e.what();
   }
-  if (rank == victim) ASSERT_EQ(setrlimit(RLIMIT_AS, &old), 0);
+  if (rank == victim) {
+    ASSERT_EQ(setrlimit(RLIMIT_AS, &old), 0);
+  }
   ASSERT_FALSE(message.empty()) << "rank " << rank << ": the plan was made";
   if (rank == victim) {
     EXPECT_NE(message.find("out of host memory"), std::string::npos) << message;
