@@ -207,18 +207,8 @@ MlpTrainer::~MlpTrainer() = default;
 
 int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
   const std::string what = "the MLP block's bytes";
-  PlanningMesh m;
-  m.dp = ctx.comms().dp();
-  m.tp = ctx.comms().tp();
-  m.dp_axis = ctx.mesh_config().dp_axis;
-  m.tpsp_axis = ctx.mesh_config().tpsp_axis;
-  m.dp_rank = ctx.comms().dp_rank();
-  m.tp_rank = ctx.comms().tp_rank();
-  PlanningOptions o;
-  o.overlap = ctx.overlap();
-  o.backend = ctx.backend().kind();
-  o.compute_capability = ctx.backend().compute_capability();
-  o.backend_streams = ctx.backend().num_streams();
+  const PlanningMesh m = planning_mesh(ctx);
+  const PlanningOptions o = planning_options(ctx);
   const auto es = static_cast<int64_t>(dtype_size(cfg.dtype));
   const bool adam = cfg.optimizer == Optimizer::kAdam, dp_sum = m.dp > 1;
   // Per element of a parameter: the student's value and gradient in dtype, its fp32 master,

@@ -591,19 +591,9 @@ Fields plan_fields(const cgemm_plan_desc& d, const cgemm_plan_options* given) {
 // workspaces and the scale state; the operands are the caller's): every rank refuses alike
 // with the message of the lowest rank whose memory cannot hold them.
 void check_plan_memory(const cgemm::Context& ctx, const cgemm::GemmDesc& g) {
-  cgemm::PlanningOptions opt;
-  opt.overlap = ctx.overlap();
-  const bool cpu = ctx.backend().kind() == cgemm::BackendKind::kCpu;
-  opt.backend = cpu ? cgemm::BackendKind::kCpu : cgemm::BackendKind::kCuda;
-  opt.compute_capability = ctx.backend().compute_capability();
-  opt.backend_streams = ctx.backend().num_streams();
-  cgemm::PlanningMesh m;
-  m.dp = ctx.comms().dp();
-  m.tp = ctx.comms().tp();
-  m.dp_axis = ctx.mesh_config().dp_axis;
-  m.tpsp_axis = ctx.mesh_config().tpsp_axis;
-  m.dp_rank = ctx.comms().dp_rank();
-  m.tp_rank = ctx.comms().tp_rank();
+  const cgemm::PlanningOptions opt = cgemm::planning_options(ctx);
+  const cgemm::PlanningMesh m = cgemm::planning_mesh(ctx);
+  const bool cpu = opt.backend == cgemm::BackendKind::kCpu;
   // Planning is a function of the arguments, which the ranks agreed: its errors are alike.
   const cgemm::PlanBytes b = cgemm::plan_gemm(g, m, opt).bytes;
   const int64_t mine = b.total() - b.operands();

@@ -13,8 +13,6 @@
 
 namespace cgemm {
 
-namespace {
-
 PlanningMesh planning_mesh(const Context& ctx) {
   PlanningMesh m;
   m.dp = ctx.comms().dp();
@@ -26,7 +24,15 @@ PlanningMesh planning_mesh(const Context& ctx) {
   return m;
 }
 
-}  // namespace
+PlanningOptions planning_options(const Context& ctx) {
+  PlanningOptions opt;
+  opt.overlap = ctx.overlap();
+  opt.backend = ctx.backend().kind();
+  // The CPU backend has no compute capability (0): planning then sizes for sm 90.
+  opt.compute_capability = ctx.backend().compute_capability();
+  opt.backend_streams = ctx.backend().num_streams();
+  return opt;
+}
 
 GemmDesc tensor_sequence_parallel_gemm(const Context& ctx, std::string name,
                                        CollectiveOp collective, int64_t batch, int64_t seq_len,
@@ -40,13 +46,7 @@ GemmDesc tensor_sequence_parallel_gemm(const Context& ctx, std::string name,
 }
 
 GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(desc)) {
-  PlanningOptions opt;
-  opt.overlap = ctx.overlap();
-  opt.backend = ctx.backend().kind();
-  // The CPU backend has no compute capability (0): planning then sizes for sm 90.
-  opt.compute_capability = ctx.backend().compute_capability();
-  opt.backend_streams = ctx.backend().num_streams();
-  PlannedGemm p = plan_gemm_programs(desc_, planning_mesh(ctx), opt);
+  PlannedGemm p = plan_gemm_programs(desc_, planning_mesh(ctx), planning_options(ctx));
   sharding_ = p.description.sharding;
   abstract_ = p.description.abstract;
   lhs_local_ = p.description.lhs_local;

@@ -44,6 +44,13 @@ GemmDesc tensor_sequence_parallel_gemm(const Context& ctx, std::string name,
                                        int64_t hidden_in, int64_t hidden_out, DType dtype,
                                        bool bias, bool transpose_batch_sequence);
 
+/// What GemmPlan plans with on ctx (plan_description.hpp's plan_gemm takes them): this rank's
+/// place in ctx's mesh, and ctx's overlap options and backend (kind, compute capability,
+/// streams). A tool that asks plan_gemm about a plan before making it (its bytes, say) passes
+/// these, so both answer alike.
+PlanningMesh planning_mesh(const Context& ctx);
+PlanningOptions planning_options(const Context& ctx);
+
 class GemmPlan {
  public:
   /// Plans `desc` on ctx's mesh with plan_gemm (plan_description.hpp), taking the backend
