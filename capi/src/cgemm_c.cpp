@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "capi_errors.hpp"
 #include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
@@ -34,13 +35,18 @@
 #include "cgemm/runtime/plan_description.hpp"
 #include "cgemm/runtime/quantization_names.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
+#include "handles.hpp"
+#include "plan_memory.hpp"
 #include "printable_text.hpp"
+#include "rank_agreement.hpp"
 
 #ifndef CGEMM_VERSION_STRING
 #error "CGEMM_VERSION_STRING must be defined by the build (the project's version)"
 #endif
 
 namespace {
+
+using namespace cgemm::capi;
 
 // What a cgemm_context handle stands for. The handles the caller holds are not addresses of
 // these (see Handles).
@@ -55,63 +61,6 @@ struct PlanObject {
 };
 
 thread_local std::string last_error;
-
-// A caller's argument the descriptor conversion refused: CGEMM_ERROR_INVALID_ARGUMENT.
-class ArgumentError : public cgemm::Error {
- public:
-  using cgemm::Error::Error;
-};
-
-// The plan's buffers do not fit the memory they would take: CGEMM_ERROR_OUT_OF_MEMORY.
-class OutOfMemoryError : public cgemm::Error {
- public:
-  using cgemm::Error::Error;
-};
-
-// The live objects behind the caller's handles. A handle is a serial number (never reused)
-// with a tag for its kind, not an address: a destroyed handle, a copy of one, a plan passed as
-// a context or any other value is found missing and refused, never dereferenced, and a new
-// object can never be reached through an old handle.
-template <typename T>
-class Handles {
- public:
-  Handles(uintptr_t tag, const char* type) : tag_(tag), type_(type) {}
-
-  uintptr_t add(std::unique_ptr<T> object) {
-    const std::lock_guard<std::mutex> lock(mu_);
-    const uintptr_t h = (next_++ << 2) | tag_;
-    live_.emplace(h, std::move(object));
-    return h;
-  }
-  // The object of a live handle; throws ArgumentError naming `what` otherwise.
-  T& get(uintptr_t h, const char* what) {
-    const std::lock_guard<std::mutex> lock(mu_);
-    const auto it = live_.find(h);
-    if (it == live_.end()) throw ArgumentError(stale(h, what));
-    return *it->second;
-  }
-  std::unique_ptr<T> take(uintptr_t h, const char* what) {
-    const std::lock_guard<std::mutex> lock(mu_);
-    const auto it = live_.find(h);
-    if (it == live_.end()) throw ArgumentError(stale(h, what));
-    std::unique_ptr<T> object = std::move(it->second);
-    live_.erase(it);
-    return object;
-  }
-
- private:
-  std::string stale(uintptr_t h, const char* what) const {
-    const bool ours = (h & 3u) == tag_ && h >> 2 > 0 && h >> 2 < next_;
-    return std::string(what) + " is not a live " + type_ +
-           (ours ? ": it was destroyed already" : ": not a handle cgemm returned");
-  }
-
-  std::mutex mu_;
-  std::unordered_map<uintptr_t, std::unique_ptr<T>> live_;
-  uintptr_t next_ = 1;
-  const uintptr_t tag_;
-  const char* const type_;
-};
 
 // Never destroyed: a caller may destroy its handles from an exit handler that runs after the
 // library's static destructors would have.
@@ -132,13 +81,6 @@ PlanObject& plan_of(const cgemm_plan* plan) {
   if (plan == nullptr) throw ArgumentError("plan is NULL");
   return plans().get(reinterpret_cast<uintptr_t>(plan), "plan");
 }
-
-// MPI_Init_thread failed (cgemm_context_create_world[_ex]), or MPI's world disagrees with the
-// launcher's (a torchrun-style launch): CGEMM_ERROR_MPI.
-class MpiInitError : public cgemm::Error {
- public:
-  using cgemm::Error::Error;
-};
 
 // Set when cgemm_context_create_world initialized MPI, so that cgemm_mpi_finalize finalizes
 // only what it started.
@@ -353,132 +295,6 @@ cgemm::QuantizationDesc quantization_arg(const cgemm_plan_options* given) {
   return q;
 }
 
-std::string mpi_error_text(int rc) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
-  return std::string(text, static_cast<size_t>(std::max(len, 0)));
-}
-
-void check_mpi_call(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw cgemm::Error(std::string(call) + " failed: " + mpi_error_text(rc));
-}
-
-// While it lives, MPI errors on `comm` (and on the communicators the context makes from it,
-// which inherit the handler) and on a handle that names no communicator (which Open MPI raises
-// on MPI_COMM_WORLD) return a code the library turns into a status, where the default
-// MPI_ERRORS_ARE_FATAL would end the caller's process. The caller's handlers come back after.
-class ReturningErrors {
- public:
-  explicit ReturningErrors(MPI_Comm comm) : comm_(comm) {
-    if (MPI_Comm_get_errhandler(comm_, &old_) != MPI_SUCCESS) {
-      old_ = MPI_ERRHANDLER_NULL;
-      return;
-    }
-    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  }
-  ~ReturningErrors() {
-    if (old_ == MPI_ERRHANDLER_NULL) return;
-    MPI_Comm_set_errhandler(comm_, old_);
-    MPI_Errhandler_free(&old_);
-  }
-  ReturningErrors(const ReturningErrors&) = delete;
-  ReturningErrors& operator=(const ReturningErrors&) = delete;
-
- private:
-  MPI_Comm comm_;
-  MPI_Errhandler old_ = MPI_ERRHANDLER_NULL;
-};
-
-// `comm` names a communicator: MPI_Comm_f2c of an index that names none gives no
-// MPI_COMM_NULL but a null or dangling handle, which MPI would only meet inside a call.
-void require_communicator(MPI_Comm comm, const std::string& what) {
-  if (comm == MPI_COMM_NULL) throw ArgumentError(what + " is MPI_COMM_NULL");
-  if (comm == MPI_Comm{}) throw ArgumentError(what + ": not a communicator");
-  int size = 0, inter = 0;
-  if (const int rc = MPI_Comm_size(comm, &size); rc != MPI_SUCCESS) {
-    throw ArgumentError(what + ": not a communicator (MPI_Comm_size: " + mpi_error_text(rc) + ")");
-  }
-  if (MPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && inter) {
-    throw ArgumentError(what + ": an intercommunicator; cgemm needs an intracommunicator");
-  }
-}
-
-// The lowest rank of `comm` whose `error` is not empty, and its error, on every rank (collective
-// over comm); -1 and "" when none.
-std::pair<int, std::string> first_failing_rank(MPI_Comm comm, const std::string& error) {
-  int rank = 0, size = 0;
-  check_mpi_call(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check_mpi_call(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  int first = error.empty() ? size : rank;
-  check_mpi_call(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-  if (first == size) return {-1, ""};
-  std::string text = rank == first ? error : std::string();
-  int64_t n = static_cast<int64_t>(text.size());
-  check_mpi_call(MPI_Bcast(&n, 1, MPI_INT64_T, first, comm), "MPI_Bcast");
-  text.resize(static_cast<size_t>(n));
-  check_mpi_call(MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, first, comm), "MPI_Bcast");
-  return {first, text};
-}
-
-// A call's arguments as given, field by field ("name", "value"), for the ranks to compare.
-using Fields = std::vector<std::pair<std::string, std::string>>;
-
-std::string text_field(const char* s) {
-  return s == nullptr ? "NULL" : "\"" + cgemm::launcher::printable(s) + "\"";
-}
-
-template <typename T>
-std::string dims_field(int ndim, const T* dims) {
-  if (ndim < 0 || ndim > CGEMM_MAX_NDIM) return "ndim " + std::to_string(ndim);
-  std::string t = "[";
-  for (int d = 0; d < ndim; ++d) t += (d ? ", " : "") + std::to_string(dims[d]);
-  return t + "]";
-}
-
-std::string joined(const Fields& fields) {
-  std::string t;
-  for (const auto& [name, value] : fields) t += name + "=" + value + "\n";
-  return t;
-}
-
-// Collective over comm, before anything else of the call: every rank passes the same
-// arguments, or every rank throws one ArgumentError naming the first field that differs, the
-// lowest rank that differs from rank 0 and both values. Ranks that differ would otherwise plan
-// different GEMMs and meet in collectives of different sizes: garbage on one, a hang or an
-// abort on another. Under the watchdog: a rank that never makes the call ends the job after
-// the timeout, naming it.
-void agree(MPI_Comm comm, const Fields& mine) {
-  const std::string text = joined(mine);
-  const cgemm::watchdog::WaitScope wait(
-      "the other ranks' arguments of the same call (every rank must make it)");
-  int rank = 0;
-  check_mpi_call(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  std::string root = text;
-  int64_t n = static_cast<int64_t>(root.size());
-  check_mpi_call(MPI_Bcast(&n, 1, MPI_INT64_T, 0, comm), "MPI_Bcast");
-  root.resize(static_cast<size_t>(n));
-  check_mpi_call(MPI_Bcast(root.data(), static_cast<int>(n), MPI_CHAR, 0, comm), "MPI_Bcast");
-  const auto [first, theirs] = first_failing_rank(comm, root == text ? "" : text);
-  if (first < 0) return;
-  // Both texts list the same fields in the same order (one function built them).
-  size_t a = 0, b = 0;
-  while (a < root.size() && b < theirs.size()) {
-    const size_t ea = root.find('\n', a), eb = theirs.find('\n', b);
-    const std::string la = root.substr(a, ea - a), lb = theirs.substr(b, eb - b);
-    if (la != lb) {
-      const size_t eq = lb.find('=');
-      throw ArgumentError("the ranks' arguments differ: rank " + std::to_string(first) +
-                          " of the communicator passes " + lb.substr(0, eq) + " " +
-                          lb.substr(eq + 1) + ", rank 0 passes " + la.substr(la.find('=') + 1) +
-                          " (every rank makes the same call with the same arguments)");
-    }
-    a = ea + 1, b = eb + 1;
-  }
-  throw ArgumentError("the ranks' arguments differ: rank " + std::to_string(first) +
-                      " of the communicator passes others than rank 0");
-}
-
 Fields context_fields(const cgemm_context_desc& d, const cgemm_context_options& o) {
   return {{"dp", std::to_string(d.dp)},
           {"tp", std::to_string(d.tp)},
@@ -585,38 +401,6 @@ Fields plan_fields(const cgemm_plan_desc& d, const cgemm_plan_options* given) {
                      {"options->amax_history_len", std::to_string(o.amax_history_len)},
                      {"options->amax_compute_algo", text_field(o.amax_compute_algo)}});
   return f;
-}
-
-// The memory check cgemm-run makes before it allocates, for the plan's own buffers (its
-// workspaces and the scale state; the operands are the caller's): every rank refuses alike
-// with the message of the lowest rank whose memory cannot hold them.
-void check_plan_memory(const cgemm::Context& ctx, const cgemm::GemmDesc& g) {
-  const cgemm::PlanningOptions opt = cgemm::planning_options(ctx);
-  const cgemm::PlanningMesh m = cgemm::planning_mesh(ctx);
-  const bool cpu = opt.backend == cgemm::BackendKind::kCpu;
-  // Planning is a function of the arguments, which the ranks agreed: its errors are alike.
-  const cgemm::PlanBytes b = cgemm::plan_gemm(g, m, opt).bytes;
-  const int64_t mine = b.total() - b.operands();
-  const int sharing = ctx.ranks_sharing_memory();
-  int64_t together = 0;
-  MPI_Comm node = ctx.comms().node_comm();
-  if (cpu) {
-    check_mpi_call(MPI_Allreduce(&mine, &together, 1, MPI_INT64_T, MPI_SUM, node),
-                   "MPI_Allreduce(memory need)");
-  } else {
-    // The ranks on one GPU: each needs at most the largest need of its host.
-    int64_t most = 0;
-    check_mpi_call(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, node),
-                   "MPI_Allreduce(memory need)");
-    together = cgemm::checked_mul(most, sharing, "memory need");
-  }
-  const cgemm::MemoryCheck c = cgemm::check_memory(opt.backend, together, sharing, mine);
-  const std::string error =
-      c.ok ? ""
-           : c.message + " (GEMM '" + g.name + "': its workspaces and scale state need " +
-                 std::to_string(mine) + " bytes on each rank; nothing was allocated)";
-  const auto [first, message] = first_failing_rank(ctx.comms().world(), error);
-  if (first >= 0) throw OutOfMemoryError("world rank " + std::to_string(first) + ": " + message);
 }
 
 // cgemm_plan_create[_ex]: the arguments, then the planner (collective).
