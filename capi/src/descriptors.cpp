@@ -1,0 +1,125 @@
+// The C API's descriptors and options as the runtime's (descriptors.hpp).
+
+#include "descriptors.hpp"
+
+#include <algorithm>
+
+#include "cgemm/core/collective_op.hpp"
+#include "cgemm/core/dtype.hpp"
+#include "cgemm/core/process_timer.hpp"  // kMaxTimeoutSeconds
+#include "cgemm/gemm/quantize_task.hpp"
+#include "cgemm/gemm/scaling_recipe.hpp"
+#include "cgemm/runtime/quantization_names.hpp"
+#include "cgemm/sharding/partition_spec.hpp"
+
+namespace cgemm::capi {
+
+void require(const void* p, const char* what) {
+  if (p == nullptr) throw ArgumentError(std::string(what) + " is NULL");
+}
+
+cgemm::Shape shape_arg(int ndim, const int64_t* dims, const char* what) {
+  if (ndim < 0 || ndim > CGEMM_MAX_NDIM) {
+    throw ArgumentError(std::string(what) + " " + std::to_string(ndim) + ": must be 0.." +
+                        std::to_string(CGEMM_MAX_NDIM));
+  }
+  cgemm::Shape s(dims, dims + ndim);
+  for (int d = 0; d < ndim; ++d) {
+    if (s[static_cast<size_t>(d)] <= 0) {
+      throw ArgumentError(std::string(what) + ": dim " + std::to_string(d) + " is " +
+                          std::to_string(s[static_cast<size_t>(d)]) + ", must be positive");
+    }
+  }
+  return s;
+}
+
+std::vector<int> dims_arg(int ndim, const int* dims, const char* what) {
+  if (ndim < 1 || ndim > CGEMM_MAX_NDIM) {
+    throw ArgumentError(std::string(what) + " " + std::to_string(ndim) + ": must be 1.." +
+                        std::to_string(CGEMM_MAX_NDIM));
+  }
+  return std::vector<int>(dims, dims + ndim);
+}
+
+cgemm::PartitionSpec spec_arg(const char* text, const char* what) {
+  if (text == nullptr) return {};
+  try {
+    return cgemm::parse_spec(text);
+  } catch (const cgemm::Error& e) {
+    throw ArgumentError(std::string(what) + ": " + e.what());
+  }
+}
+
+cgemm::GemmDesc gemm_desc(const cgemm_plan_desc& d) {
+  cgemm::GemmDesc g;
+  g.name = d.name ? d.name : "gemm";
+  g.lhs_shape = shape_arg(d.lhs_ndim, d.lhs_shape, "lhs_ndim");
+  g.rhs_shape = shape_arg(d.rhs_ndim, d.rhs_shape, "rhs_ndim");
+  if (d.bias_ndim != 0) g.bias_shape = shape_arg(d.bias_ndim, d.bias_shape, "bias_ndim");
+  g.dtype = parse_arg(d.dtype, "bfloat16", "dtype", cgemm::parse_dtype);
+  g.out_dtype = d.out_dtype ? parse_arg(d.out_dtype, "", "out_dtype", cgemm::parse_dtype) : g.dtype;
+  g.lhs_spec = spec_arg(d.lhs_spec, "lhs_spec");
+  g.rhs_spec = spec_arg(d.rhs_spec, "rhs_spec");
+  if (d.bias_ndim == 0 && d.bias_spec != nullptr) {
+    // Planned without a bias, the spec would be dropped without a word.
+    throw ArgumentError(std::string("bias_spec \"") + d.bias_spec +
+                        "\" is given but the plan has no bias (bias_ndim 0): set bias_ndim and "
+                        "bias_shape, or leave bias_spec NULL");
+  }
+  g.bias_spec = spec_arg(d.bias_spec, "bias_spec");
+  g.contracting_dims = {
+      dims_arg(d.lhs_contracting_ndim, d.lhs_contracting, "lhs_contracting_ndim"),
+      dims_arg(d.rhs_contracting_ndim, d.rhs_contracting, "rhs_contracting_ndim")};
+  g.collective = parse_arg(d.collective, "none", "collective", cgemm::parse_collective);
+  g.transpose_batch_sequence = d.transpose_batch_sequence != 0;
+  return g;
+}
+
+void check_options_size(size_t struct_size, size_t first_version, const char* what) {
+  if (struct_size < first_version || struct_size > kMaxOptionsSize) {
+    throw ArgumentError(std::string(what) + "->struct_size " + std::to_string(struct_size) +
+                        ": must be " + std::to_string(first_version) + ".." +
+                        std::to_string(kMaxOptionsSize) +
+                        " bytes (set it with the struct's _init and sizeof)");
+  }
+}
+
+cgemm_context_options read_options(const cgemm_context_options* given) {
+  cgemm_context_options o = read_struct(given, kContextOptionsV1);
+  if (o.gpu_sharing != 0 && o.gpu_sharing != 1) {
+    throw ArgumentError("options->gpu_sharing " + std::to_string(o.gpu_sharing) +
+                        ": must be 0 or 1");
+  }
+  if (!(o.timeout_s == 0.0 || (o.timeout_s > 0.0 && o.timeout_s <= cgemm::kMaxTimeoutSeconds))) {
+    throw ArgumentError("options->timeout_s " + std::to_string(o.timeout_s) +
+                        ": must be 0 (the default) or more than 0 up to " +
+                        std::to_string(static_cast<int64_t>(cgemm::kMaxTimeoutSeconds)) +
+                        " seconds");
+  }
+  return o;
+}
+
+cgemm::QuantizationDesc quantization_arg(const cgemm_plan_options* given) {
+  const cgemm_plan_options o = read_struct(given, kPlanOptionsV1);
+  cgemm::QuantizationDesc q;
+  q.mode = parse_arg(o.scaling, "none", "options->scaling", cgemm::parse_scaling_option);
+  q.lhs_format = parse_arg(o.lhs_format, "e4m3", "options->lhs_format", cgemm::parse_fp8_format);
+  q.rhs_format = parse_arg(o.rhs_format, "e4m3", "options->rhs_format", cgemm::parse_fp8_format);
+  q.recipe.algo =
+      parse_arg(o.amax_compute_algo, "max", "options->amax_compute_algo",
+                [](const std::string& t) { return cgemm::quant::parse_amax_compute_algo(t); });
+  if (o.margin < 0 || o.margin > 127) {
+    throw ArgumentError("options->margin " + std::to_string(o.margin) +
+                        ": must be 0..127 (powers of 2)");
+  }
+  q.recipe.margin = o.margin;
+  if (o.amax_history_len < 0 || o.amax_history_len > cgemm::kMaxAmaxHistoryLen) {
+    throw ArgumentError("options->amax_history_len " + std::to_string(o.amax_history_len) +
+                        ": must be 1.." + std::to_string(cgemm::kMaxAmaxHistoryLen) +
+                        " (2^23; 0: 1024)");
+  }
+  if (o.amax_history_len > 0) q.recipe.amax_history_len = o.amax_history_len;
+  return q;
+}
+
+}  // namespace cgemm::capi
