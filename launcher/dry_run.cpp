@@ -344,14 +344,44 @@ static nlohmann::json shapes_json(const Shape& global, const PartitionSpec& spec
 }
 
 // Prints the plan and returns it as the report's JSON (the same facts, one key each).
-static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<RankPlace>& places,
-                                    const PredictedBackend& predicted) {
-  const int world = cfg.dp * cfg.tp;
-  const BackendKind backend = predicted.kind;
+namespace {
 
-  std::ostringstream out;
+// What a described dry run computes once for its parts: every rank's plans and bytes, and how
+// many ranks share each host and each GPU.
+struct DryRunJob {
+  const RunConfig& cfg;
+  const std::vector<RankPlace>& places;
+  BackendKind backend;
+  int world;
+  std::vector<std::vector<PlanDescription>> plans;  // by rank, one per GEMM
+  std::vector<int64_t> need;                        // by rank
   std::map<std::string, int> per_host;
-  for (const RankPlace& p : places) ++per_host[p.host];
+  std::map<std::pair<std::string, int>, int> per_gpu;
+};
+
+DryRunJob plan_dry_run(const RunConfig& cfg, const std::vector<RankPlace>& places,
+                       BackendKind backend) {
+  DryRunJob j{cfg, places, backend, cfg.dp * cfg.tp, {}, {}, {}, {}};
+  const int world = j.world;
+  j.need.resize(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    j.plans.push_back(plans_of(cfg, r, backend));
+    j.need[static_cast<size_t>(r)] = job_bytes(j.plans.back(), backend);
+  }
+  for (const RankPlace& p : places) {
+    ++j.per_gpu[{p.host, p.gpu}];
+    ++j.per_host[p.host];
+  }
+  return j;
+}
+
+// The job's line: ranks, hosts, backend and why; the report's head.
+void describe_job(const DryRunJob& j, const PredictedBackend& predicted, std::ostream& out,
+                  nlohmann::json& report) {
+  const RunConfig& cfg = j.cfg;
+  const int world = j.world;
+  const BackendKind backend = j.backend;
+  const auto& per_host = j.per_host;
   out << "cgemm-run --dry_run: " << world << " ranks (dp " << cfg.dp << " x tp " << cfg.tp
       << ") on " << per_host.size() << " host(s)"
       << (cfg.ranks_per_node > 0
@@ -367,7 +397,6 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
   }
   out << "nothing created: no backend, no allocation, no CUDA call\n";
 
-  nlohmann::json report;
   report["dry_run"] = true;
   report["config"] = to_ini(cfg);
   report["world_size"] = world;
@@ -381,16 +410,16 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
   report["placement"] = cfg.ranks_per_node > 0 ? "described" : "mpi";
   report["compute_capability"] =
       backend == BackendKind::kCuda ? nlohmann::json(cfg.compute_capability) : nullptr;
+}
 
-  // Every rank: place, coordinates, transports to its TP peers, bytes.
-  std::vector<int64_t> need(static_cast<size_t>(world));
-  std::vector<std::vector<PlanDescription>> plans;
-  for (int r = 0; r < world; ++r) {
-    plans.push_back(plans_of(cfg, r, backend));
-    need[static_cast<size_t>(r)] = job_bytes(plans.back(), backend);
-  }
-  std::map<std::pair<std::string, int>, int> per_gpu;
-  for (const RankPlace& p : places) ++per_gpu[{p.host, p.gpu}];
+// Every rank: place, coordinates, transports to its TP peers, bytes.
+void describe_ranks(const DryRunJob& j, std::ostream& out, nlohmann::json& report) {
+  const RunConfig& cfg = j.cfg;
+  const auto& places = j.places;
+  const auto& need = j.need;
+  const int world = j.world;
+  const BackendKind backend = j.backend;
+  auto per_gpu = j.per_gpu;
   report["ranks"] = nlohmann::json::array();
   for (int r = 0; r < world; ++r) {
     const RankPlace& p = places[static_cast<size_t>(r)];
@@ -428,9 +457,14 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
     out << "; needs " << bytes_str(need[static_cast<size_t>(r)]) << "\n";
     report["ranks"].push_back(std::move(rank));
   }
+}
 
-  // Every GEMM: specs and shapes, schedule, bytes (rank 0's; the mesh splits evenly, so
-  // every rank's shards have the same shapes).
+// Every GEMM: specs and shapes, schedule, bytes (rank 0's; the mesh splits evenly, so every
+// rank's shards have the same shapes).
+void describe_gemms(const DryRunJob& j, std::ostream& out, nlohmann::json& report) {
+  const RunConfig& cfg = j.cfg;
+  const auto& plans = j.plans;
+  const BackendKind backend = j.backend;
   report["gemms"] = nlohmann::json::array();
   for (size_t i = 0; i < cfg.gemms.size(); ++i) {
     const PlanDescription& d = plans[0][i];
@@ -503,7 +537,16 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
     out << "\n";
     report["gemms"].push_back(std::move(g));
   }
-  // What shares one memory, as the memory check before a run sums it.
+}
+
+// What shares one memory, as the memory check before a run sums it.
+void describe_memory(const DryRunJob& j, std::ostream& out, nlohmann::json& report) {
+  const auto& places = j.places;
+  const auto& need = j.need;
+  const int world = j.world;
+  const BackendKind backend = j.backend;
+  auto per_host = j.per_host;
+  auto per_gpu = j.per_gpu;
   std::map<std::string, int64_t> host_need;
   std::map<std::pair<std::string, int>, int64_t> gpu_need;
   for (int r = 0; r < world; ++r) {
@@ -533,6 +576,19 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
            {"bytes", n}});
     }
   }
+}
+
+}  // namespace
+
+static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<RankPlace>& places,
+                                    const PredictedBackend& predicted) {
+  const DryRunJob j = plan_dry_run(cfg, places, predicted.kind);
+  std::ostringstream out;
+  nlohmann::json report;
+  describe_job(j, predicted, out, report);
+  describe_ranks(j, out, report);
+  describe_gemms(j, out, report);
+  describe_memory(j, out, report);
   out << "cgemm-run --dry_run: done (nothing was run)";
   say(out.str());
   return report;
