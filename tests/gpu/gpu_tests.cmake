@@ -83,7 +83,8 @@ set_tests_properties(gpu_moe_demo_np1 PROPERTIES LABELS "gpu;mpi" TIMEOUT 120 PR
 # caller-created stream, ordered only by the call's events; and a borrowed NCCL communicator
 # (BackendOptions::nccl_comm), which skips while ranks share a GPU (NCCL refuses that): np1
 # runs it on a one-GPU machine, np2 runs the stream case with the ranks sharing the GPU there.
-add_executable(test_caller_stream ${CMAKE_CURRENT_LIST_DIR}/test_caller_stream.cpp)
+add_executable(test_caller_stream ${CMAKE_CURRENT_LIST_DIR}/test_caller_stream.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../mpi/mpi_gtest_main.cpp)
 target_link_libraries(test_caller_stream PRIVATE cgemm GTest::gtest cgemm_warnings)
 foreach(np 1 2)
   add_test(NAME gpu_caller_stream_np${np}

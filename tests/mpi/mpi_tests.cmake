@@ -697,7 +697,8 @@ endforeach()
 
 # GemmPlan's caller stream on the CPU backend (ignored: the same bits on every path) and a
 # borrowed NCCL communicator refused there (tests/mpi/test_caller_stream_cpu.cpp).
-add_executable(test_caller_stream_cpu ${CMAKE_CURRENT_LIST_DIR}/test_caller_stream_cpu.cpp)
+add_executable(test_caller_stream_cpu ${CMAKE_CURRENT_LIST_DIR}/test_caller_stream_cpu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_gtest_main.cpp)
 target_link_libraries(test_caller_stream_cpu PRIVATE cgemm GTest::gtest cgemm_warnings)
 foreach(np 1 2)
   add_test(NAME mpi_caller_stream_cpu_np${np}
@@ -709,7 +710,8 @@ endforeach()
 
 # A plan's workspaces are made when it is made; a rank that cannot allocate them fails the plan
 # on every rank (tests/mpi/test_plan_allocation.cpp).
-add_executable(test_plan_allocation ${CMAKE_CURRENT_LIST_DIR}/test_plan_allocation.cpp)
+add_executable(test_plan_allocation ${CMAKE_CURRENT_LIST_DIR}/test_plan_allocation.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_gtest_main.cpp)
 target_link_libraries(test_plan_allocation PRIVATE cgemm GTest::gtest cgemm_warnings)
 add_test(NAME mpi_plan_allocation_np2
   COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}

@@ -91,19 +91,3 @@ TEST(CallerStreamCpu, BorrowedNcclRefused) {
 
 }  // namespace
 }  // namespace cgemm
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  GTEST_FLAG_SET(catch_exceptions, false);
-  int rc = 0;
-  try {
-    rc = RUN_ALL_TESTS();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return rc;
-}

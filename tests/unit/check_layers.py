@@ -22,46 +22,47 @@ BELOW = {
 }
 
 root = sys.argv[1]
-checked, upward = 0, []
-for layer, allowed in BELOW.items():
-    for folder, _, files in os.walk(os.path.join(root, layer)):
+
+
+def includes(top, pattern):
+    """(folder, path, number, line, match) for every line of the C/C++/CUDA sources below `top`
+    that `pattern` matches."""
+    for folder, _, files in os.walk(top):
         for name in files:
-            if not re.search(r"\.(cpp|hpp|cu|h)$", name):
+            if not re.search(r"\.(cpp|hpp|cu|cuh|h)$", name):
                 continue
             path = os.path.join(folder, name)
             with open(path, errors="replace") as f:
                 for number, line in enumerate(f, 1):
-                    m = re.match(r'\s*#\s*include\s+[<"]cgemm/(\w+)/', line)
-                    if not m:
-                        continue
-                    checked += 1
-                    if m.group(1) not in allowed:
-                        upward.append(f"{os.path.relpath(path, root)}:{number}: {line.strip()}")
+                    m = re.match(pattern, line)
+                    if m:
+                        yield folder, path, number, line, m
+
+
+def where(path, number, line):
+    return f"{os.path.relpath(path, root)}:{number}: {line.strip()}"
+
+
+checked, upward = 0, []
+for layer, allowed in BELOW.items():
+    for _, path, number, line, m in includes(os.path.join(root, layer),
+                                              r'\s*#\s*include\s+[<"]cgemm/(\w+)/'):
+        checked += 1
+        if m.group(1) not in allowed:
+            upward.append(where(path, number, line))
 
 # Sideways includes between the folders of runtime/src.
 runtime_src = os.path.abspath(os.path.join(root, "runtime", "src"))
-sideways, folders = [], 0
-for folder, _, files in os.walk(runtime_src):
+folders = sum(1 for _, dirs, _ in os.walk(runtime_src) for _ in dirs)
+sideways = []
+for folder, path, number, line, m in includes(runtime_src, r'\s*#\s*include\s+"([^"]+)"'):
     rel = os.path.relpath(folder, runtime_src)
-    if rel == ".":
+    target = os.path.abspath(os.path.join(folder, m.group(1)))
+    if rel == "." or not target.startswith(runtime_src + os.sep):
         continue
-    folders += 1
-    mine = rel.split(os.sep)[0]
-    for name in files:
-        if not re.search(r"\.(cpp|hpp|cu|cuh|h)$", name):
-            continue
-        path = os.path.join(folder, name)
-        with open(path, errors="replace") as f:
-            for number, line in enumerate(f, 1):
-                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-                if not m:
-                    continue
-                target = os.path.abspath(os.path.join(folder, m.group(1)))
-                if not target.startswith(runtime_src + os.sep):
-                    continue
-                parts = os.path.relpath(target, runtime_src).split(os.sep)
-                if len(parts) > 1 and parts[0] != mine:
-                    sideways.append(f"{os.path.relpath(path, root)}:{number}: {line.strip()}")
+    parts = os.path.relpath(target, runtime_src).split(os.sep)
+    if len(parts) > 1 and parts[0] != rel.split(os.sep)[0]:
+        sideways.append(where(path, number, line))
 
 for u in upward:
     print("upward include:", u)
