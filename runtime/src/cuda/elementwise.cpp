@@ -70,10 +70,14 @@ int64_t count(const ElementwiseTask& t) {
 void Compute::elementwise(const ElementwiseTask& task, int s) {
   check_elementwise(task);
   cudaStream_t st = streams_.at(s, "elementwise");
-  check_cuda(std::visit([&](const auto& t) { return launch(t, st); }, task),
-             std::string("TrainOps::") + elementwise_name(task) + " kernel launch (" +
-                 std::to_string(count(task)) + " elements)",
-             where_);
+  const cudaError_t rc = std::visit([&](const auto& t) { return launch(t, st); }, task);
+  // The message is built only on failure: this runs several times per training step.
+  if (rc != cudaSuccess) {
+    check_cuda(rc,
+               std::string("TrainOps::") + elementwise_name(task) + " kernel launch (" +
+                   std::to_string(count(task)) + " elements)",
+               where_);
+  }
 }
 
 }  // namespace cgemm::cuda
