@@ -100,9 +100,7 @@ bool quantized(const QuantizationDesc& q) { return q.mode != ScalingMode::kNoSca
 std::string quantization_text(const QuantizationDesc& q) {
   if (!quantized(q)) return "none";
   const std::string mode = scaling_option_name(q.mode);
-  if (q.mode == ScalingMode::kNvfp4_1d || q.mode == ScalingMode::kNvfp4_2d) {
-    return mode + " e2m1 x e2m1";
-  }
+  if (is_nvfp4(q.mode)) return mode + " e2m1 x e2m1";
   return mode + " " + fp8_format_name(q.lhs_format) + " x " + fp8_format_name(q.rhs_format);
 }
 

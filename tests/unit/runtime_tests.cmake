@@ -39,6 +39,11 @@ cgemm_add_unit_test(test_trace_writer
   LIBS cgemm_launcher_lib nlohmann_json::nlohmann_json)
 # plan_gemm without a backend (runtime/src/plan_description.cpp), the memory check and the
 # checked size arithmetic.
+# The scaling-recipe table (core/include/cgemm/core/scaling_modes.hpp): a row per mode, the
+# planner's names and the options' words round-trip, the generated expected-lists.
+cgemm_add_unit_test(test_scaling_modes
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_scaling_modes.cpp
+  LIBS cgemm)
 cgemm_add_unit_test(test_plan_description
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_plan_description.cpp
   LIBS cgemm)
