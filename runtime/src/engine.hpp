@@ -7,6 +7,7 @@
 // copy-engine collectives their staging buffer).
 
 #include <array>
+#include <optional>
 #include <span>
 
 #include "cgemm/runtime/backend.hpp"
@@ -23,7 +24,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  /// Allocates what `programs` need: the ring (symmetric over the TP group: a collective call)
+  /// Allocates what `programs` need: the ring (symmetric over their ring_group: a collective
+  /// call; every program with a ring names the same group, else cgemm::Error)
   /// and each private workspace at the largest size any of them needs, and the scale state,
   /// set to its programs' scales_init. May be called again with more programs: private
   /// workspaces grow, the ring and the scale state are made once (a later program needing a
@@ -47,6 +49,7 @@ class Engine {
 
   Backend& be_;
   SymmetricBuffer ring_;
+  std::optional<Group> ring_group_;  // that of the programs with a ring (they agree)
   // The private workspaces (all but the ring), indexed by Workspace.
   std::array<void*, 6> private_{};
   WorkspaceSizes have_;
