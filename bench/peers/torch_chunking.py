@@ -9,7 +9,7 @@ splits it into; cgemm-bench --parts chunking --torch_chunks FILE puts both besid
     python3 bench/peers/torch_chunking.py --out DIR [--cases standard,small] [--tp 2,4,8]
     python3 bench/peers/torch_chunking.py --dry-run        # the shapes only; needs no torch
 
-Local GEMMs (bf16, row-major), as cgemm-bench's (launcher/parts/chunked_gemm.cpp):
+Local GEMMs (bf16, row-major), as cgemm-bench's (launcher/bench/parts/chunked_gemm.cpp):
     all_gather:     [B*S, K] @ [K, N/tp]     chunks of B*S/(tp*c) rows
     reduce_scatter: [B*S, K/tp] @ [K/tp, N]  chunks of B*S/(tp*c) rows
 A chunk here is one 2-D torch.mm on B*S/(tp*c) contiguous rows, written in place (out=).
@@ -37,7 +37,7 @@ import statistics
 import sys
 
 # name -> (batch, seq, all_gather (hidden_in, hidden_out), reduce_scatter (hidden_in, hidden_out)):
-# cgemm-bench's cases (launcher/bench_config.cpp).
+# cgemm-bench's cases (launcher/bench/bench_config.cpp).
 CASES = {
     "standard": (4, 8192, (4096, 8192), (8192, 4096)),
     "llama70b": (1, 8192, (8192, 28672), (28672, 8192)),

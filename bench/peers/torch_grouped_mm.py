@@ -9,14 +9,14 @@ sizes, as cgemm-bench --parts grouped times cgemm's loop and cuBLAS grouped path
     python3 bench/peers/torch_grouped_mm.py --out DIR [--divide D] [--warmup 5] [--iters 20]
     python3 bench/peers/torch_grouped_mm.py --dry-run        # cases and sizes; needs no torch
 
-Operands (as cgemm's study, launcher/parts/grouped.cpp): x [tokens, K] row-major; the weights
+Operands (as cgemm's study, launcher/bench/parts/grouped.cpp): x [tokens, K] row-major; the weights
 stored [G, N, K] (gemm.py's default "T" layout) and handed to torch as mat_b = w.transpose(1, 2),
 the [G, K, N] view whose K is contiguous (the layout torch's SM90 grouped kernel takes); should
 torch refuse it, a contiguous [G, K, N] copy is tried and the layout used is in the CSV. offs is
 the int32 cumulative row ends on the device (empty groups repeat an end). The loop multiplies
 x[rows of g] by mat_b[g] into out[rows of g] (out=), skipping empty groups.
 
-Group sizes: the rule of launcher/parts/grouped_sizes.hpp, line for line (integer arithmetic):
+Group sizes: the rule of launcher/bench/parts/grouped_sizes.hpp, line for line (integer arithmetic):
   uniform: tokens // G each, plus one for the first tokens % G groups.
   skewed, E = 8 empty: group g is empty when g % (G // E) == G // E - 1; the A = G - E others, in
   index order, take Zipf ranks r = 0..A-1 with weights w_r = 2**20 // (r + 1), W = sum w_r;
@@ -57,7 +57,7 @@ COLUMNS = ["case", "sizes", "tokens", "groups", "k", "n", "min_rows", "max_rows"
 
 
 def group_sizes(tokens: int, groups: int, skewed: bool, empty: int = EMPTY) -> list[int]:
-    """launcher/parts/grouped_sizes.hpp's moe_group_sizes."""
+    """launcher/bench/parts/grouped_sizes.hpp's moe_group_sizes."""
     if not skewed:
         return [tokens // groups + (1 if g < tokens % groups else 0) for g in range(groups)]
     if empty < 0 or empty >= groups or (empty > 0 and groups % empty != 0):

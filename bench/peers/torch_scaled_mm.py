@@ -24,7 +24,7 @@ sweep, the shapes of cgemm-bench's tp-1 rows):
     python3 bench/peers/torch_scaled_mm.py --out DIR [--cases standard,small] [--tp 1,2,4,8]
     python3 bench/peers/torch_scaled_mm.py --dry-run        # the shapes only; needs no torch
 
-Local GEMMs, as torch_chunking.py's (cgemm's launcher/parts/chunked_gemm.cpp):
+Local GEMMs, as torch_chunking.py's (cgemm's launcher/bench/parts/chunked_gemm.cpp):
     all_gather:     [B*S, K] @ [K, N/tp]     chunks of B*S/(tp*c) rows
     reduce_scatter: [B*S, K/tp] @ [K/tp, N]  chunks of B*S/(tp*c) rows
 

@@ -3,7 +3,7 @@
 cgemm-train --timed_passes on one GPU (tp 1: the GEMM-time floor of a training step).
 
 A benchmark harness, not part of cgemm. One process, one GPU, no communication. The block is
-cgemm-train's (launcher/train_model.hpp):
+cgemm-train's (launcher/train/train_model.hpp):
 
     y = x + GELU(x W1 [+ b1]) W2 [+ b2],  loss = mean((y - target)^2)
 

@@ -11,6 +11,7 @@
 
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/core/env.hpp"
+#include "cgemm/core/scaling_modes.hpp"
 #include "cublaslt_autotune.hpp"
 #include "cublaslt_kernels.hpp"
 #include "cublaslt_plan.hpp"
@@ -124,11 +125,13 @@ struct CublasLtGemm::Impl {
       }
       return;
     }
-    if (t.block_scaling != BlockScaling::kTensor) {
-      const std::string mode = t.block_scaling == BlockScaling::kMxfp8 ? "MXFP8" : "NVFP4";
-      if (cc < 100) {
-        fail(mode + " block scaling needs compute capability 10.0; this GPU is " +
-             std::to_string(cc / 10) + "." + std::to_string(cc % 10));
+    if (const ScalingModeRow& row = block_scaling_row(t.block_scaling); !row.cuda_kernels) {
+      const std::string mode(row.label);
+      const int need = row.cuda_min_compute_capability;
+      if (cc < need) {
+        fail(mode + " block scaling needs compute capability " + std::to_string(need / 10) + "." +
+             std::to_string(need % 10) + "; this GPU is " + std::to_string(cc / 10) + "." +
+             std::to_string(cc % 10));
       }
       fail(mode + " block scaling is not implemented on cuBLASLt here (the CPU backend runs it)");
     }

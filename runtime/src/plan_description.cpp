@@ -418,7 +418,7 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
     // The GEMM cgemm runs: both operands quantized into copies contracting their trailing
     // dims, the lhs as [M..., K...] and the rhs as [N..., K...] (the NT layout gemm.py
     // requires of FP8 below SM100; quantization.cpp transposes an operand stored otherwise).
-    const bool fp4 = is_nvfp4(q.mode);
+    const ScalingModeRow& row = scaling_mode_row(q.mode);
     const auto nt = [](const Shape& s, const OperandLayout& l, std::vector<int>& dims) {
       Shape copy = l.kept_shape(s);
       std::vector<int64_t> contracting = l.contracting;
@@ -431,9 +431,9 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
       return copy;
     };
     ai.lhs = {nt(r.lhs_local, layout.lhs, ai.contracting_dims.first),
-              fp4 ? DType::kFloat4E2M1 : q.lhs_format};
+              row.fp8_formats ? q.lhs_format : row.fixed_format};
     ai.rhs = {nt(r.rhs_local, layout.rhs, ai.contracting_dims.second),
-              fp4 ? DType::kFloat4E2M1 : q.rhs_format};
+              row.fp8_formats ? q.rhs_format : row.fixed_format};
     ai.lhs_scale_shape = {1};
     ai.rhs_scale_shape = {1};
     ai.scaling_mode = q.mode;

@@ -4,6 +4,7 @@
 
 #include "cgemm/core/env.hpp"
 #include "cgemm/core/float8.hpp"
+#include "cgemm/runtime/quantization_names.hpp"
 
 namespace cgemm {
 
@@ -62,9 +63,10 @@ void check_mxfp8_collective(const GemmGeometry& g, const PlanDescription& r, int
 // capability 10.0); the CPU backend emulates every mode.
 void check_backend(const GemmDesc& d, const PlanningOptions& opt) {
   const ScalingMode m = d.quantization.mode;
-  if (!is_1d_block_scaling(m) || opt.backend == BackendKind::kCpu) return;
+  const ScalingModeRow& row = scaling_mode_row(m);
+  if (opt.backend == BackendKind::kCpu && row.cpu) return;
   const int cc = opt.compute_capability > 0 ? opt.compute_capability : 90;
-  if (cc < 100) {
+  if (cc < row.cuda_min_compute_capability) {
     throw Error("GEMM '" + d.name + "': scaling " + std::string(scaling_mode_name(m)) +
                 " needs cuBLASLt's block-scaled GEMMs, on a GPU of compute capability 10.0 or "
                 "newer; this GPU is " +
@@ -112,7 +114,9 @@ void check_fp8_alignment(const GemmDesc& d, const GemmGeometry& g, const PlanDes
 std::string quantization_summary(const QuantizationDesc& q) {
   if (q.mode == ScalingMode::kNoScaling) return "";
   std::string s = std::string(scaling_mode_name(q.mode));
-  if (is_nvfp4(q.mode)) return s + " e2m1 x e2m1";
+  const ScalingModeRow& row = scaling_mode_row(q.mode);
+  if (!row.fp8_formats)
+    return s + " " + fmt_name(row.fixed_format) + " x " + fmt_name(row.fixed_format);
   s += " " + fmt_name(q.lhs_format) + " x " + fmt_name(q.rhs_format);
   if (q.mode == ScalingMode::kDelayedTensorScaling) {
     s += " (history " + std::to_string(q.recipe.amax_history_len) + ", " +
@@ -133,8 +137,8 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   if (q.mode == ScalingMode::kNoScaling) {
     if (is_fp8(d.dtype) || d.dtype == DType::kFloat4E2M1) {
       throw Error(where + ": dtype " + std::string(dtype_name(d.dtype)) +
-                  " needs a scaling mode (scaling = delayed, current, mxfp8, nvfp4 or " +
-                  "nvfp4_2d); cgemm quantizes high-precision inputs itself");
+                  " needs a scaling mode (scaling = " + scaling_option_choices(false) +
+                  "); cgemm quantizes high-precision inputs itself");
     }
     return std::nullopt;
   }
@@ -149,7 +153,8 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   if (q.recipe.margin < 0 || q.recipe.margin > 127) {
     throw Error(where + ": margin must be in [0, 127], got " + std::to_string(q.recipe.margin));
   }
-  if (is_nvfp4(q.mode) && d.collective != CollectiveOp::kNone) {
+  const ScalingModeRow& row = scaling_mode_row(q.mode);
+  if (!row.collective && d.collective != CollectiveOp::kNone) {
     // gemm.py's _te_gemm asserts it before binding the primitive.
     throw PlanError(where + ": Collective GEMM is not yet supported with " +
                     std::string(scaling_mode_name(q.mode)) +
@@ -167,23 +172,16 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   p.n = g.n;
   p.rhs_source_transposed = g.rhs_transposed;
   p.lhs_source_transposed = g.lhs_transposed;
-  if (is_nvfp4(q.mode)) {
-    p.desc.lhs_format = p.desc.rhs_format = DType::kFloat4E2M1;
-    p.scaling = BlockScaling::kNvfp4;
-    p.rule = ScaleRule::kNvfp4;
-  } else if (is_mxfp8(q.mode)) {
-    p.scaling = BlockScaling::kMxfp8;
-  } else {
-    p.rule =
-        q.mode == ScalingMode::kDelayedTensorScaling ? ScaleRule::kDelayed : ScaleRule::kCurrent;
-  }
+  if (!row.fp8_formats) p.desc.lhs_format = p.desc.rhs_format = row.fixed_format;
+  p.scaling = row.layout;
+  p.rule = row.rule;
   if (is_mxfp8(q.mode) && g.collective != CollectiveOp::kNone) {
     check_mxfp8_collective(g, r, p.k, p.n);
   }
   static_cast<void>(mesh);
 
   // kQuant's layout; sizes are below the checked lhs and rhs byte counts of planning.
-  const int block = block_size(p.scaling);
+  const int block = row.block;
   if (block > 0 && p.k % block != 0) {
     // Each scale covers `block` consecutive elements of the contracting dim: a partial block
     // has no scale, and the quantization would fail only when the GEMM runs.
@@ -224,7 +222,7 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   g.lhs_src = {Workspace::kQuant, p.lhs_at};
   g.rhs_src = {Workspace::kQuant, p.rhs_at};
   g.fast_accumulation = !fp8_gemm_high_precision_accumulation();
-  if (p.scaling != BlockScaling::kMxfp8) {
+  if (row.tensor_scale_dtype != ScaleDType::kNone) {
     g.scales.lhs_scale_inv = Ref{Workspace::kScales, ScaleStateLayout::kScaleInv * sizeof(float)};
     g.scales.rhs_scale_inv =
         Ref{Workspace::kScales, p.rhs_state_at + ScaleStateLayout::kScaleInv * sizeof(float)};
@@ -281,7 +279,7 @@ void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std
   rhs.rows = p.rhs_source_transposed ? p.n : p.k;
   rhs.cols = p.rhs_source_transposed ? p.k : p.n;
   rhs.transpose = !p.rhs_source_transposed;
-  rhs.two_d = p.desc.mode == ScalingMode::kNvfp4_2d;
+  rhs.two_d = scaling_mode_row(p.desc.mode).two_d;
   const bool blocks = p.scaling != BlockScaling::kTensor;
   ops.push_back(
       QuantizeOp{lhs,
@@ -311,7 +309,7 @@ void add_quantization(CollectiveGemm& c, const QuantizationPlan& q, const std::s
     add_quantize_ops(before, q, name);
     add_scale_ops(after, q, name);
   } else {
-    if (q.scaling != BlockScaling::kMxfp8) add_scale_ops(before, q, name);
+    if (scaling_mode_row(q.desc.mode).amax) add_scale_ops(before, q, name);
     add_quantize_ops(before, q, name);
   }
   for (Program* p : {&c.overlapped, &c.sequential, &c.gemm_only, &c.collective_only}) {

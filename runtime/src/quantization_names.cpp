@@ -1,40 +1,38 @@
 // The quantization options' words (see quantization_names.hpp).
 #include "cgemm/runtime/quantization_names.hpp"
 
-#include <array>
-#include <utility>
-
 #include "cgemm/core/error.hpp"
 
 namespace cgemm {
 
-namespace {
-
-// The option's words and the modes they name, in --help order.
-constexpr std::array<std::pair<const char*, ScalingMode>, 6> kScalings{{
-    {"none", ScalingMode::kNoScaling},
-    {"delayed", ScalingMode::kDelayedTensorScaling},
-    {"current", ScalingMode::kCurrentTensorScaling},
-    {"mxfp8", ScalingMode::kMxfp8_1d},
-    {"nvfp4", ScalingMode::kNvfp4_1d},
-    {"nvfp4_2d", ScalingMode::kNvfp4_2d},
-}};
-
-}  // namespace
-
 ScalingMode parse_scaling_option(const std::string& text) {
-  for (const auto& [name, mode] : kScalings) {
-    if (text == name) return mode;
+  for (const ScalingModeRow& row : kScalingModeTable) {
+    if (text == row.option) return row.mode;
   }
-  throw Error("unknown scaling '" + text +
-              "' (expected none, delayed, current, mxfp8, nvfp4 or nvfp4_2d)");
+  throw Error("unknown scaling '" + text + "' (expected " + scaling_option_choices() + ")");
 }
 
 std::string scaling_option_name(ScalingMode m) {
-  for (const auto& [name, mode] : kScalings) {
-    if (m == mode) return name;
+  for (const ScalingModeRow& row : kScalingModeTable) {
+    if (m == row.mode) return std::string(row.option);
   }
   return "none";
+}
+
+std::string scaling_option_choices(bool with_none) {
+  std::string out;
+  size_t count = 0;
+  for (const ScalingModeRow& row : kScalingModeTable) {
+    if (with_none || is_quantized(row.mode)) ++count;
+  }
+  size_t i = 0;
+  for (const ScalingModeRow& row : kScalingModeTable) {
+    if (!with_none && !is_quantized(row.mode)) continue;
+    if (i > 0) out += i + 1 == count ? " or " : ", ";
+    out += row.option;
+    ++i;
+  }
+  return out;
 }
 
 DType parse_fp8_format(const std::string& text) {

@@ -42,8 +42,8 @@ int64_t contracting_size(const Shape& shape, const std::vector<int64_t>& dims,
 
 // gemm.py's assert_cublas_requirements.
 void check_cublas_alignment(ScalingMode mode, int64_t contracting_size, const std::string& name) {
-  if (mode == ScalingMode::kNoScaling) return;
-  const int64_t alignment = is_nvfp4(mode) ? 32 : 16;
+  if (!is_quantized(mode)) return;
+  const int64_t alignment = scaling_mode_row(mode).contracting_alignment;
   if (contracting_size % alignment != 0) {
     throw PlanError(
         "cuBLAS GEMM " + name + " tensor's contracting dimension must be a multiple of " +
@@ -123,7 +123,7 @@ GemmAbstract gemm_abstract(const GemmAbstractInput& in) {
       throw PlanError("Quantized cuBLAS GEMM requires inverse scaling factors for both operands.");
     }
     // ...but only MXFP8 is exempt from the NT-layout requirement below compute capability 10.0.
-    if (in.scaling_mode != ScalingMode::kMxfp8_1d &&
+    if (scaling_mode_row(in.scaling_mode).nt_layout_below_sm100 &&
         !is_fp8_gemm_with_all_layouts_supported(in.compute_capability)) {
       if (layout.lhs_transposed || !layout.rhs_transposed) {
         throw PlanError(

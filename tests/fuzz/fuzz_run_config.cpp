@@ -1,4 +1,4 @@
-// Fuzz target (b): cgemm-run's option parser on an INI file (launcher/option_table.cpp,
+// Fuzz target (b): cgemm-run's option parser on an INI file (launcher/common/option_table.cpp,
 // parse_run_config with --config FILE). Built as a libFuzzer binary with CGEMM_FUZZ_MAIN
 // defined (tests/fuzz/fuzz_tests.cmake), and into test_fuzz_regressions.
 
@@ -12,8 +12,8 @@
 #include <string>
 #include <system_error>
 
+#include "common/run_config.hpp"
 #include "fuzz_checks.hpp"
-#include "run_config.hpp"
 
 namespace cgemm::fuzz {
 

@@ -7,7 +7,7 @@ set(CGEMM_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 cgemm_add_unit_test(test_fuzz_regressions
   SOURCES ${CGEMM_FUZZ_DIR}/test_fuzz_regressions.cpp ${CGEMM_FUZZ_DIR}/fuzz_plan_line.cpp
           ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp
-  LIBS cgemm_plan_json cgemm_launcher_lib)
+  LIBS cgemm_plan_json cgemm_launcher_common)
 target_include_directories(test_fuzz_regressions PRIVATE ${CGEMM_FUZZ_DIR})
 target_compile_definitions(test_fuzz_regressions PRIVATE CGEMM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
@@ -39,7 +39,7 @@ if(CGEMM_FUZZ)
                      run_config.cpp output_files.cpp input_files.cpp
                      option_list.cpp output_target.cpp printable_text.cpp temp_files.cpp
                      moe_options.cpp moe_router.cpp)
-  list(TRANSFORM option_sources PREPEND ${CMAKE_SOURCE_DIR}/launcher/)
+  list(TRANSFORM option_sources PREPEND ${CMAKE_SOURCE_DIR}/launcher/common/)
   add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp ${option_sources}
                  ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp
                  ${CMAKE_SOURCE_DIR}/runtime/src/quantization_names.cpp
@@ -48,8 +48,9 @@ if(CGEMM_FUZZ)
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include
                              ${CMAKE_SOURCE_DIR}/launcher ${CMAKE_SOURCE_DIR}/core/include
                              ${CMAKE_SOURCE_DIR}/gemm/include ${CMAKE_SOURCE_DIR}/collective/include)
-  # MPI for its headers only: run_config.cpp reads the dry run's rank bound (dry_run.hpp).
-  target_link_libraries(fuzz_run_config PRIVATE Boost::program_options Threads::Threads MPI::MPI_C
+  # No MPI: run_config.cpp reads the described dry run's bounds from dry_run_limits.hpp, which
+  # (unlike dry_run.hpp) pulls in no runtime, collective or MPI header.
+  target_link_libraries(fuzz_run_config PRIVATE Boost::program_options Threads::Threads
                         cgemm_build_info cgemm_warnings)
 
   foreach(t fuzz_plan_line fuzz_run_config)

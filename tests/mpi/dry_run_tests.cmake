@@ -1,4 +1,4 @@
-# cgemm-run --dry_run (launcher/dry_run.cpp) and the checks before a run: sizes, --std and
+# cgemm-run --dry_run (launcher/common/dry_run.cpp) and the checks before a run: sizes, --std and
 # memory, each refused with one message and exit status 2 before anything is allocated.
 
 function(cgemm_add_dry_run_test name np ranks hosts)

@@ -1,4 +1,4 @@
-# cgemm-run's MoE expert block (experiment = moe, launcher/moe_block.hpp) on the CPU backend:
+# cgemm-run's MoE expert block (experiment = moe, launcher/run/moe_block.hpp) on the CPU backend:
 # configs/moe_demo.ini with each router passes its per-group fp64 check and reports the
 # ragged work (check_moe.sh); small shapes in fp16 and fp32, empty groups, one group holding
 # every token, sampled rows and several check rounds; bad options end the job with one

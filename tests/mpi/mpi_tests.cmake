@@ -256,7 +256,7 @@ set_tests_properties(mpi_tp2_bench_peers PROPERTIES LABELS mpi TIMEOUT 90 PROCES
   PASS_REGULAR_EXPRESSION "Against PyTorch.*\\| tiny \\| all_gather \\| [0-9.]+ \\| 2\\.000 \\| 3\\.000 \\|.*\\| tiny \\| reduce_scatter \\| [0-9.]+ \\| 2\\.000 \\| n/a \\| [0-9.]+ \\| n/a \\|.*n/a: the peer ran no async-TP"
   FAIL_REGULAR_EXPRESSION "\\| nan \\||nanx")
 
-# cgemm-bench --parts: the one-GPU studies (launcher/parts/) on the CPU backend, tiny case.
+# cgemm-bench --parts: the one-GPU studies (launcher/bench/parts/) on the CPU backend, tiny case.
 add_test(NAME mpi_bench_parts
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_parts.sh ${MPIEXEC_EXECUTABLE}
           $<TARGET_FILE:cgemm-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_parts_out)
@@ -405,7 +405,7 @@ foreach(stall "init;MPI_Init;cgemm-run;3" "finalize:1;MPI_Finalize;cgemm-run;6"
   set_tests_properties(mpi_timer_${kind}_stall_${tool} PROPERTIES LABELS mpi TIMEOUT 60
     PROCESSORS 2 ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
-# Output files (launcher/output_files.hpp): no output may name the config or another output,
+# Output files (launcher/common/output_files.hpp): no output may name the config or another output,
 # an explicitly empty path is a bad option, and every output is checked writable up front
 # without creating it.
 set(out ${CMAKE_CURRENT_BINARY_DIR}/outputs)
@@ -656,7 +656,7 @@ cgemm_add_train_failure_test(bad_dtype 2
 # cgemm-train's model on 1 rank: its gradients against finite differences of its loss, and the
 # first SGD and Adam updates (the meshes are held to this by check_train.sh's loss curves).
 add_executable(test_train_model ${CMAKE_CURRENT_LIST_DIR}/test_train_model.cpp)
-target_link_libraries(test_train_model PRIVATE cgemm_launcher_lib GTest::gtest cgemm_warnings)
+target_link_libraries(test_train_model PRIVATE cgemm_launcher_train GTest::gtest cgemm_warnings)
 add_test(NAME mpi_train_model
   COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
           $<TARGET_FILE:test_train_model>)

@@ -1,7 +1,7 @@
 # Quantized GEMMs (--scaling) on the CPU backend, which emulates every mode: each mode with
 # each collective on tp 2, tp 3 and dp 2 x tp 2, checked against the sequential path (the
 # same quantized operands: tight) and against the unquantized GEMM (TE's FP8 tolerances and a
-# relative bound per mode, launcher/quantization_check.hpp), over two check rounds so delayed
+# relative bound per mode, launcher/run/quantization_check.hpp), over two check rounds so delayed
 # scaling's history moves. Shapes keep MXFP8's collective rule (both sides of each operand's
 # flatten axis multiples of 128, the lhs scale's sequence dim divisible by tp). Inputs of
 # standard deviation 1, as TE's tests.

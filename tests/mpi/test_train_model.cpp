@@ -1,4 +1,4 @@
-// cgemm-train's model (launcher/train_model.hpp) on the CPU backend under mpirun, 1 rank:
+// cgemm-train's model (launcher/train/train_model.hpp) on the CPU backend under mpirun, 1 rank:
 // its gradients against central finite differences of its loss (in fp64, from the fp32
 // block), and the first SGD and Adam updates. The mesh runs (tp 2, dp 2 x tp 2) are held to
 // this one by the loss curves of tests/mpi/check_train.sh.
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cgemm/runtime/context.hpp"
-#include "train_model.hpp"
+#include "train/train_model.hpp"
 
 namespace cgemm::launcher {
 namespace {

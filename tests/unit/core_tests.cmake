@@ -7,6 +7,10 @@ find_package(Python3 COMPONENTS Interpreter REQUIRED)
 add_test(NAME include_layers
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_layers.py ${CMAKE_SOURCE_DIR})
 set_tests_properties(include_layers PROPERTIES LABELS unit)
+# No source file over 650 lines outside tests/ (tests/unit/check_file_lengths.py names them).
+add_test(NAME source_file_lengths
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_file_lengths.py ${CMAKE_SOURCE_DIR})
+set_tests_properties(source_file_lengths PROPERTIES LABELS unit)
 # The watchdog and the process timers: each case in a child process (a timeout ends it).
 cgemm_add_unit_test(test_watchdog
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_watchdog.cpp LIBS cgemm_core)

@@ -1,5 +1,5 @@
 // cgemm-bench's figures and words: nccl-tests' bytes, algbw and busbw
-// (launcher/collective_bandwidth), the digits small rates keep (table.hpp's significant),
+// (launcher/bench/collective_bandwidth), the digits small rates keep (table.hpp's significant),
 // --help's shape sizes and bandwidth definitions.
 
 #include <gtest/gtest.h>
@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "bench_config.hpp"
+#include "bench/bench_config.hpp"
+#include "bench/collective_bandwidth.hpp"
 #include "cgemm/core/error.hpp"
-#include "collective_bandwidth.hpp"
-#include "table.hpp"
+#include "common/table.hpp"
 
 namespace cgemm::launcher {
 namespace {

@@ -1,4 +1,4 @@
-// cgemm-bench --parts' chunk GEMMs (launcher/parts/chunked_gemm.cpp), read from the programs
+// cgemm-bench --parts' chunk GEMMs (launcher/bench/parts/chunked_gemm.cpp), read from the programs
 // the runtime plans for each case, in bf16 and quantized to per-tensor FP8 (--scaling current):
 // the chunks of every case tile the whole local GEMM (each output row written once, from the
 // lhs row the schedule would use, inside the buffers), FP8 chunks are the runtime's FP8 GEMMs
@@ -12,14 +12,14 @@
 #include <random>
 #include <vector>
 
-#include "bench_config.hpp"
+#include "bench/bench_config.hpp"
+#include "bench/parts/grouped_sizes.hpp"
+#include "bench/parts/parts.hpp"
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/env.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/gemm/cpu_gemm.hpp"
 #include "cgemm/gemm/quantize.hpp"
-#include "parts/grouped_sizes.hpp"
-#include "parts/parts.hpp"
 
 namespace cgemm::launcher::parts {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cgemm/core/error.hpp"
-#include "check.hpp"
+#include "common/check.hpp"
 
 namespace cgemm::launcher {
 namespace {

@@ -1,12 +1,12 @@
-// cgemm-run --dry_run's backend (launcher/dry_run.cpp's predict_backend): the backend rule of
-// Context (cgemm/runtime/context.hpp) applied to the placement, without CUDA.
+// cgemm-run --dry_run's backend (launcher/common/dry_run.cpp's predict_backend): the backend rule
+// of Context (cgemm/runtime/context.hpp) applied to the placement, without CUDA.
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "dry_run.hpp"
+#include "common/dry_run.hpp"
 
 namespace cgemm::launcher {
 namespace {

@@ -1,4 +1,4 @@
-// launcher/input_files: the files the programs read must be regular files. A FIFO is refused
+// launcher/common/input_files: the files the programs read must be regular files. A FIFO is refused
 // before it is opened (an open would wait for a writer forever), as are folders and devices.
 
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <fstream>
 #include <string>
 
-#include "csv_file.hpp"
-#include "input_files.hpp"
-#include "option_table.hpp"
+#include "bench/csv_file.hpp"
+#include "common/input_files.hpp"
+#include "common/option_table.hpp"
 
 namespace cgemm::launcher {
 namespace {

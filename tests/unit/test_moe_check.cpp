@@ -1,4 +1,4 @@
-// The MoE experiment's check (launcher/moe_check.hpp): a grouped GEMM's output rounded from
+// The MoE experiment's check (launcher/run/moe_check.hpp): a grouped GEMM's output rounded from
 // the fp64 reference passes in every dtype, with empty groups and one group holding every
 // row; a deliberately broken output fails (one element off by more than its bound, a NaN left
 // from the poison, a group given another group's weights), naming the group, row and column;
@@ -17,7 +17,7 @@
 
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/error.hpp"
-#include "moe_check.hpp"
+#include "run/moe_check.hpp"
 
 namespace cgemm::launcher {
 namespace {

@@ -1,7 +1,7 @@
-// cgemm-run's MoE router (launcher/moe_router.hpp): every rule's sizes sum to the tokens, the
-// empty groups are the stated number, uniform is an even split, skewed follows the Zipf
-// weights within one token, one_group puts everything in one group, the draw is fixed for a
-// seed (a pinned case) and changes with it, and bad arguments are refused.
+// cgemm-run's MoE router (launcher/common/moe_router.hpp): every rule's sizes sum to the tokens,
+// the empty groups are the stated number, uniform is an even split, skewed follows the Zipf weights
+// within one token, one_group puts everything in one group, the draw is fixed for a seed (a pinned
+// case) and changes with it, and bad arguments are refused.
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cgemm/core/error.hpp"
-#include "moe_router.hpp"
+#include "common/moe_router.hpp"
 
 namespace cgemm::launcher {
 namespace {

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "bench_config.hpp"
-#include "dry_run.hpp"
-#include "l2_flush_memory.hpp"
-#include "option_list.hpp"
-#include "option_sweep.hpp"
-#include "printable_text.hpp"
-#include "run_config.hpp"
+#include "bench/bench_config.hpp"
+#include "bench/l2_flush_memory.hpp"
+#include "common/dry_run.hpp"
+#include "common/option_list.hpp"
+#include "common/option_sweep.hpp"
+#include "common/printable_text.hpp"
+#include "common/run_config.hpp"
 
 namespace cgemm::launcher {
 namespace {

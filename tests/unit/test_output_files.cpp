@@ -1,4 +1,4 @@
-// launcher/output_files: outputs must not name inputs or each other, the writable check
+// launcher/common/output_files: outputs must not name inputs or each other, the writable check
 // creates nothing, a replaced file is either the old one or the whole new one, symlinks are
 // followed, devices are written in place, FIFOs refused, a failed row is cut back, and stale
 // temporary files are removed.
@@ -19,10 +19,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "output_files.hpp"
-#include "run_config.hpp"
-#include "table.hpp"
-#include "temp_files.hpp"
+#include "common/output_files.hpp"
+#include "common/run_config.hpp"
+#include "common/table.hpp"
+#include "common/temp_files.hpp"
 
 namespace cgemm::launcher {
 namespace {
@@ -334,7 +334,7 @@ TEST_F(OutputFilesTest, LongOutputNamesAreWritten) {
 namespace cgemm::launcher {
 namespace {
 
-// launcher/table: one column list, every format.
+// launcher/common/table: one column list, every format.
 TEST(Table, OneDefinitionEveryFormat) {
   Table t({{"name", "", "", 0, -1, "", Column::kAll},
            {"ms", "time", "(ms)", 4, 2, "", Column::kAll},

@@ -1,6 +1,6 @@
-// launcher/report_json: the report's specs, options and provenance in JSON's own types.
+// launcher/common/report_json: the report's specs, options and provenance in JSON's own types.
 
-#include "report_json.hpp"
+#include "common/report_json.hpp"
 
 #include <gtest/gtest.h>
 

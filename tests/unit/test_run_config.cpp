@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "bench_config.hpp"
-#include "run_config.hpp"
+#include "bench/bench_config.hpp"
+#include "common/run_config.hpp"
 
 namespace cgemm::launcher {
 namespace {
@@ -708,7 +708,7 @@ TEST_F(RunConfigTest, TransformerEngineConfigs) {
 }
 
 // ---------------------------------------------------------------------------------------
-// experiment = moe (launcher/moe_options.hpp)
+// experiment = moe (launcher/common/moe_options.hpp)
 
 TEST_F(RunConfigTest, MoeDefaults) {
   const RunConfig c = parse_config({});

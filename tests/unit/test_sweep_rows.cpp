@@ -1,4 +1,4 @@
-// cgemm-run's sweep rows (launcher/sweep_rows.cpp): every sweepable option has a column in the
+// cgemm-run's sweep rows (launcher/run/sweep_rows.cpp): every sweepable option has a column in the
 // CSV and JSON Lines rows, swept or not; JSON values keep the option's type; the sweep's
 // config is printed once with its lists; an experiment's line is one line.
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "run_config.hpp"
-#include "sweep_rows.hpp"
+#include "common/run_config.hpp"
+#include "run/sweep_rows.hpp"
 
 namespace cgemm::launcher {
 namespace {

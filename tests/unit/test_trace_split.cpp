@@ -1,4 +1,4 @@
-// launcher/trace_split: the busy times of a call's GEMMs and communication are unions over
+// launcher/train/trace_split: the busy times of a call's GEMMs and communication are unions over
 // lanes (two streams' GEMMs at once count once), the hidden time their intersection, each call
 // apart from the others; spans of other categories and of no call are left out.
 
@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "trace_split.hpp"
+#include "train/trace_split.hpp"
 
 namespace cgemm::launcher {
 namespace {

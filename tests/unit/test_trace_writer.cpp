@@ -1,5 +1,5 @@
-// launcher/trace_writer and trace_svg on synthetic spans: the calls laid one after another and
-// named, bytes and FLOPs in every Chrome event's args, and the SVG's call bands, bar labels
+// launcher/common/trace_writer and trace_svg on synthetic spans: the calls laid one after another
+// and named, bytes and FLOPs in every Chrome event's args, and the SVG's call bands, bar labels
 // (shortened to fit) and the hatching of waits.
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "trace_writer.hpp"
+#include "common/trace_writer.hpp"
 
 namespace cgemm::launcher {
 namespace {

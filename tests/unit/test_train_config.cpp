@@ -1,5 +1,5 @@
-// cgemm-train's options (launcher/train_config.cpp): the defaults, the shared rows it takes and
-// those it leaves out, its own rows' errors (each naming the option and the value), the mesh
+// cgemm-train's options (launcher/train/train_config.cpp): the defaults, the shared rows it takes
+// and those it leaves out, its own rows' errors (each naming the option and the value), the mesh
 // rules, the shipped configs/train_demo.ini, and its INI text read back to the same config.
 
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "train_config.hpp"
+#include "train/train_config.hpp"
 
 namespace cgemm::launcher {
 namespace {

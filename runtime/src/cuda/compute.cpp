@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cgemm/core/cuda_check.hpp"
+#include "cgemm/core/scaling_modes.hpp"
 #include "cgemm/runtime/backend.hpp"
 #include "cuda_kernels.hpp"
 #include "device_memory.hpp"
@@ -237,11 +238,13 @@ void Compute::quantize(const QuantizeTask& t, int s) {
                            std::string(dtype_name(t.src_dtype)) + " -> " +
                            std::string(dtype_name(t.format)) + (t.transpose ? ", transposed" : "") +
                            ")";
-  if (t.scaling != BlockScaling::kTensor) {
-    const char* mode = t.scaling == BlockScaling::kMxfp8 ? "MXFP8" : "NVFP4";
+  if (const ScalingModeRow& row = block_scaling_row(t.scaling); !row.cuda_kernels) {
+    const std::string mode(row.label);
+    const int need = row.cuda_min_compute_capability;
     // Hopper's cuBLASLt has no block-scaled GEMM, so there is nothing to quantize for.
-    if (cc_ < 100) {
-      fail(what + ": " + mode + " block scaling needs compute capability 10.0; this GPU is " +
+    if (cc_ < need) {
+      fail(what + ": " + mode + " block scaling needs compute capability " +
+           std::to_string(need / 10) + "." + std::to_string(need % 10) + "; this GPU is " +
            device_);
     }
     fail(what + ": " + mode + " block scaling has no CUDA kernels yet (the CPU backend runs it)");

@@ -2,7 +2,7 @@
 // The collective fused with a GEMM. It lives in core/ rather than with the planner because it
 // is shared vocabulary: the planner infers specs from it, and runtime/ (GemmPlan's descriptor,
 // the executor), launcher/ (configs, reports) and users' programs name the collective GEMM they
-// run with it. (ScalingMode, read only by the planner, stays in sharding/.)
+// run with it. (ScalingMode and its table, shared the same way, are in scaling_modes.hpp.)
 
 #include <string_view>
 

@@ -13,20 +13,9 @@
 
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/dtype.hpp"
+#include "cgemm/core/scaling_modes.hpp"  // BlockScaling, ScaleRule, block_size
 
 namespace cgemm {
-
-/// How quantized data is scaled (TE's ScalingMode, as the runtime executes it).
-enum class BlockScaling {
-  kTensor,  // one fp32 scale_inv per tensor (delayed and current scaling)
-  kMxfp8,   // E8M0 scale_inv per 32 contracting elements (MXFP8_1D_SCALING)
-  kNvfp4,   // E4M3 scale per 16 contracting elements, times a per-tensor scale_inv (NVFP4)
-};
-
-/// Elements per block along the contracting dim: 32 (MXFP8), 16 (NVFP4), 0 (tensor).
-inline int block_size(BlockScaling b) {
-  return b == BlockScaling::kMxfp8 ? 32 : b == BlockScaling::kNvfp4 ? 16 : 0;
-}
 
 /// TE's DelayedScaling recipe knobs (transformer_engine/common/recipe): the scale of step t
 /// comes from the amaxes of the previous amax_history_len steps, reduced by `algo`.
@@ -124,13 +113,6 @@ CGEMM_HD void update_nvfp4_scale(float* state, float amax) {
 }
 
 }  // namespace numeric
-
-/// How an operand's scale follows its amax.
-enum class ScaleRule {
-  kCurrent,  // from this call's amax (Float8CurrentScaling)
-  kDelayed,  // from the history of earlier calls' amaxes (DelayedScaling)
-  kNvfp4,    // NVFP4's per-tensor scale from this call's amax
-};
 
 /// One scale update (Backend::update_scale): `state` is one operand's ScaleStateLayout,
 /// `amax` this call's amax of it (already reduced over the ranks).

@@ -1,26 +1,17 @@
 #pragma once
-// Transformer Engine's ScalingMode. Planner vocabulary only (the spec inference and shape
-// checks read it; nothing below the planner does), so it lives here and not in core/.
+// Transformer Engine's ScalingMode as the planner names it. The mode, its predicates and
+// everything else about it are rows of core's table (cgemm/core/scaling_modes.hpp); this is the
+// planner's spelling of them ("delayed_tensor_scaling", as gemm.py writes them).
 
 #include <string_view>
 
+#include "cgemm/core/scaling_modes.hpp"
+
 namespace cgemm {
 
-/// Transformer Engine's ScalingMode; predicates as in gemm.py's ScalingMode methods.
-enum class ScalingMode {
-  kNoScaling,
-  kDelayedTensorScaling,
-  kCurrentTensorScaling,
-  kMxfp8_1d,
-  kNvfp4_1d,
-  kNvfp4_2d
-};
-std::string_view scaling_mode_name(ScalingMode m);  // "no_scaling", "delayed_tensor_scaling", ...
+/// The row's planner_name: "no_scaling", "delayed_tensor_scaling", ...
+std::string_view scaling_mode_name(ScalingMode m);
 /// Throws cgemm::Error naming the value and the known names.
 ScalingMode parse_scaling_mode(std::string_view name);
-bool is_tensor_scaling(ScalingMode m);    // delayed or current
-bool is_nvfp4(ScalingMode m);             // nvfp4_1d or nvfp4_2d
-bool is_1d_block_scaling(ScalingMode m);  // mxfp8_1d, nvfp4_1d, nvfp4_2d
-bool is_mxfp8(ScalingMode m);             // mxfp8_1d
 
 }  // namespace cgemm

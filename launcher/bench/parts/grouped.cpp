@@ -1,0 +1,249 @@
+// The grouped GEMM of a mixture-of-experts layer (issue 25 item 5): for each of the issue's
+// five bf16 cases (tokens x G x K x N, uniform or skewed sizes, grouped_sizes.hpp), the two
+// ways GroupedGemmPlan runs the ragged-rows form on the CUDA backend, against one dense
+// cuBLASLt GEMM of every row as the floor:
+//   loop            GroupedPath::kLoop: one cuBLASLt GEMM per non-empty group
+//   cublas_grouped  GroupedPath::kCublasGrouped: one cublasGemmGroupedBatchedEx per call
+//   cublaslt_tiles  GroupedPath::kCublasLtTiles: a pointer-array batched cuBLASLt matmul per
+//                   tile size (runtime/src/grouped/cublaslt_tiles.cpp)
+//   dense           [tokens, K] @ [K, N] in one cuBLASLt GEMM (group 0's weights)
+// lhs [tokens, K], rhs [G, N, K] (gemm.py's default "T" layout; torch_grouped_mm.py hands
+// torch the same weights, transposed views), out [tokens, N], no bias. TFLOP/s count the real
+// ragged work, 2 * tokens * K * N (the dense GEMM does as much). The times are medians of
+// interleaved rounds (interleaved_medians); the lhs rotates over enough copies to exceed
+// twice the L2. One call of each path is compared first on the first and last row of every
+// non-empty group: max_rel_diff = max |grouped - loop| / max |loop| over those rows
+// (tiles_rel_diff the same for the tiles).
+// The CPU backend ignores the path (both columns run the loop); it is allowed only with
+// --parts_grouped_divide, which shrinks tokens, K and N for a quick check.
+
+#include <algorithm>
+#include <cmath>
+
+#include "cgemm/core/convert.hpp"
+#include "cgemm/core/error.hpp"
+#include "cgemm/runtime/grouped_plan.hpp"
+#include "common/job.hpp"
+#include "grouped_sizes.hpp"
+#include "parts.hpp"
+
+namespace cgemm::launcher::parts {
+
+namespace {
+
+struct MoeCase {
+  int64_t tokens, groups, k, n;
+  GroupSkew skew;
+};
+
+// Issue 25 item 5's table, in its order.
+const std::vector<MoeCase>& moe_cases() {
+  static const std::vector<MoeCase> cases{{32768, 8, 4096, 14336, GroupSkew::kUniform},
+                                          {65536, 64, 4096, 2048, GroupSkew::kUniform},
+                                          {65536, 64, 4096, 2048, GroupSkew::kSkewed},
+                                          {16384, 64, 2048, 1408, GroupSkew::kUniform},
+                                          {16384, 64, 2048, 1408, GroupSkew::kSkewed}};
+  return cases;
+}
+
+constexpr int64_t kEmpty = 8;  // empty groups of a skewed case
+
+Table grouped_table() {
+  return Table(
+      {{"case", "tokens x G x K x N", "", 0, -1, "", Column::kAll},
+       {"sizes", "", "", 0, -1, "", Column::kAll},
+       {"tokens", "", "", 0, -1, "", Column::kCsv | Column::kJson},
+       {"groups", "G", "", 0, -1, "", Column::kCsv | Column::kJson},
+       {"k", "", "", 0, -1, "", Column::kCsv | Column::kJson},
+       {"n", "", "", 0, -1, "", Column::kCsv | Column::kJson},
+       {"min_rows", "min rows (non-empty)", "", 0, -1, "", Column::kAll},
+       {"max_rows", "max rows", "", 0, -1, "", Column::kAll},
+       {"empty", "empty groups", "", 0, -1, "", Column::kAll},
+       {"loop_ms", "loop ms", "ms", 4, 3, "", Column::kAll},
+       {"loop_tflops", "loop TFLOP/s", "TFLOP/s", 1, 0, "", Column::kAll, 2},
+       {"grouped_path", "grouped path", "", 0, -1, "", Column::kAll},
+       {"grouped_ms", "cuBLAS grouped ms", "ms", 4, 3, "", Column::kAll},
+       {"grouped_tflops", "cuBLAS grouped TFLOP/s", "TFLOP/s", 1, 0, "", Column::kAll, 2},
+       {"dense_ms", "dense GEMM ms", "ms", 4, 3, "", Column::kAll},
+       {"dense_tflops", "dense TFLOP/s", "TFLOP/s", 1, 0, "", Column::kAll, 2},
+       {"loop_over_grouped", "loop / grouped", "", 3, 2, "x", Column::kAll},
+       {"grouped_over_dense", "grouped / dense", "", 3, 2, "x", Column::kAll},
+       {"max_rel_diff", "max rel diff (grouped vs loop)", "", 6, -1, "", Column::kAll, 2},
+       {"tiles_path", "tiles path", "", 0, -1, "", Column::kAll},
+       {"tiles_ms", "cuBLASLt tiles ms", "ms", 4, 3, "", Column::kAll},
+       {"tiles_tflops", "cuBLASLt tiles TFLOP/s", "TFLOP/s", 1, 0, "", Column::kAll, 2},
+       {"tiles_over_dense", "tiles / dense", "", 3, 2, "x", Column::kAll},
+       {"tiles_rel_diff", "max rel diff (tiles vs loop)", "", 6, -1, "", Column::kAll, 2}});
+}
+
+// Backend memory released on every path out.
+class Buffers {
+ public:
+  explicit Buffers(Backend& be) : be_(be) {}
+  ~Buffers() {
+    for (void* p : held_) be_.release(p);
+  }
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  void* get(size_t bytes) {
+    held_.push_back(be_.allocate(bytes));
+    return held_.back();
+  }
+
+ private:
+  Backend& be_;
+  std::vector<void*> held_;
+};
+
+std::vector<float> row_values(Backend& be, const void* out, int64_t row, int64_t n) {
+  std::vector<uint16_t> bits(static_cast<size_t>(n));
+  be.copy_to_host(bits.data(), static_cast<const char*>(out) + row * n * 2,
+                  bits.size() * sizeof(uint16_t));
+  std::vector<float> v(bits.size());
+  convert_to_float(bits.data(), DType::kBFloat16, v.data(), n);
+  return v;
+}
+
+// max |b - a| / max |a| over the first and last row of every non-empty group (NaN if either
+// holds a NaN there).
+double rel_diff(Backend& be, const void* a_out, const void* b_out,
+                const std::vector<int32_t>& sizes, int64_t n) {
+  double diff = 0.0, mag = 0.0;
+  int64_t off = 0;
+  for (int32_t size : sizes) {
+    for (int64_t row : {off, off + size - 1}) {
+      if (size == 0) break;
+      const std::vector<float> a = row_values(be, a_out, row, n);
+      const std::vector<float> b = row_values(be, b_out, row, n);
+      for (size_t j = 0; j < a.size(); ++j) {
+        diff = std::max(diff, static_cast<double>(std::fabs(a[j] - b[j])));
+        mag = std::max(mag, static_cast<double>(std::fabs(a[j])));
+        if (std::isnan(a[j]) || std::isnan(b[j])) diff = std::nan("");
+      }
+    }
+    off += size;
+  }
+  return mag > 0 ? diff / mag : diff;
+}
+
+}  // namespace
+
+Table grouped(Backend& be, const Settings& s) {
+  Table table = grouped_table();
+  const int64_t div = s.grouped_divide;
+  for (const MoeCase& full : moe_cases()) {
+    MoeCase c = full;
+    c.tokens = std::max<int64_t>(full.tokens / div, c.groups);
+    c.k = std::max<int64_t>(full.k / div, 1);
+    c.n = std::max<int64_t>(full.n / div, 1);
+    const std::string name = std::to_string(c.tokens) + "x" + std::to_string(c.groups) + "x" +
+                             std::to_string(c.k) + "x" + std::to_string(c.n);
+    const std::string skew = group_skew_text(c.skew, kEmpty);
+    const std::vector<int32_t> sizes = moe_group_sizes(c.tokens, c.groups, c.skew, kEmpty);
+    std::string list;
+    for (int32_t v : sizes) list += (list.empty() ? "" : ",") + std::to_string(v);
+    say("grouped: " + name + " " + skew + ": sizes " + list);
+
+    GroupedGemmDesc d;
+    d.name = "moe " + name;
+    d.form = GroupedForm::kRaggedRows;
+    d.num_groups = c.groups;
+    d.lhs_shape = {c.tokens, c.k};
+    d.lhs_contracting_dims = {1};
+    d.rhs_shape = {c.groups, c.n, c.k};
+    d.rhs_contracting_dims = {2};
+    d.dtype = DType::kBFloat16;
+    d.path = GroupedPath::kLoop;
+    GroupedGemmPlan loop(be, d);
+    d.path = GroupedPath::kCublasGrouped;
+    GroupedGemmPlan grouped(be, d);
+    d.path = GroupedPath::kCublasLtTiles;
+    GroupedGemmPlan tiles(be, d);
+
+    Buffers mem(be);
+    const size_t lhs_bytes = static_cast<size_t>(c.tokens * c.k) * 2;
+    const size_t out_bytes = static_cast<size_t>(c.tokens * c.n) * 2;
+    const size_t sets = std::max<size_t>(2, (2 * s.l2_bytes + lhs_bytes - 1) / lhs_bytes);
+    std::vector<const void*> lhs;
+    for (size_t i = 0; i < sets; ++i) {
+      lhs.push_back(mem.get(lhs_bytes));
+      be.fill_normal(const_cast<void*>(lhs.back()), DType::kBFloat16, {c.tokens * c.k},
+                     {c.tokens * c.k}, {0}, 11 + i, 1.0f);
+    }
+    const int64_t rhs_elems = c.groups * c.n * c.k;
+    void* rhs = mem.get(static_cast<size_t>(rhs_elems) * 2);
+    be.fill_normal(rhs, DType::kBFloat16, {rhs_elems}, {rhs_elems}, {0}, 7, 0.02f);
+    void* out_loop = mem.get(out_bytes);
+    void* out_grouped = mem.get(out_bytes);
+    void* out_tiles = mem.get(out_bytes);
+    void* out_dense = mem.get(out_bytes);
+
+    // One call of each into poisoned outputs, compared on the first and last row of every
+    // non-empty group.
+    be.fill_nan(out_loop, DType::kBFloat16, c.tokens * c.n);
+    be.fill_nan(out_grouped, DType::kBFloat16, c.tokens * c.n);
+    be.fill_nan(out_tiles, DType::kBFloat16, c.tokens * c.n);
+    loop.execute(sizes, lhs[0], rhs, nullptr, out_loop);
+    grouped.execute(sizes, lhs[0], rhs, nullptr, out_grouped);
+    tiles.execute(sizes, lhs[0], rhs, nullptr, out_tiles);
+    const double rel = rel_diff(be, out_loop, out_grouped, sizes, c.n);
+    const double tiles_rel = rel_diff(be, out_loop, out_tiles, sizes, c.n);
+
+    GemmTask dense;
+    dense.m = c.tokens;
+    dense.n = c.n;
+    dense.k = c.k;
+    dense.lda = c.k;
+    dense.rhs = rhs;  // group 0's [N, K]
+    dense.ldb = c.k;
+    dense.rhs_transposed = true;
+    dense.out = out_dense;
+    dense.ldc = c.n;
+    dense.label = "dense";
+    size_t turn = 0;
+    const auto next_lhs = [&] { return lhs[turn++ % lhs.size()]; };
+    const std::vector<double> ms =
+        interleaved_medians(be,
+                            {[&] { loop.execute(sizes, next_lhs(), rhs, nullptr, out_loop); },
+                             [&] { grouped.execute(sizes, next_lhs(), rhs, nullptr, out_grouped); },
+                             [&] { tiles.execute(sizes, next_lhs(), rhs, nullptr, out_tiles); },
+                             [&] {
+                               GemmTask t = dense;
+                               t.lhs = next_lhs();
+                               be.gemm(t, 0);
+                             }},
+                            s.warmup, s.iterations);
+    const double flops = loop.flops(sizes);
+    const auto tflops = [&](double t) { return flops / (t * 1e-3) / 1e12; };
+    int64_t min_rows = 0, max_rows = 0, empty = 0;
+    for (int32_t v : sizes) {
+      if (v == 0) {
+        ++empty;
+        continue;
+      }
+      min_rows = min_rows == 0 ? v : std::min<int64_t>(min_rows, v);
+      max_rows = std::max<int64_t>(max_rows, v);
+    }
+    // A call the grouped path hands to the loop (unaligned group pointers) is timed as the
+    // loop: say so in the path's name.
+    const auto path_of = [](const GroupedGemmPlan& p) {
+      return std::string(grouped_path_name(p.path())) +
+             (p.loop_fallbacks() > 0 ? " (fell back to the loop)" : "");
+    };
+    const std::string path = path_of(grouped);
+    const std::string tiles_path = path_of(tiles);
+    table.add({name,     skew,          c.tokens, c.groups,      c.k,           c.n,
+               min_rows, max_rows,      empty,    ms[0],         tflops(ms[0]), path,
+               ms[1],    tflops(ms[1]), ms[3],    tflops(ms[3]), ms[0] / ms[1], ms[1] / ms[3],
+               rel,      tiles_path,    ms[2],    tflops(ms[2]), ms[2] / ms[3], tiles_rel});
+    say("grouped: " + name + " " + skew + ": loop " + std::to_string(ms[0]) + " ms (" +
+        std::to_string(tflops(ms[0])) + " TFLOP/s), " + path + " " + std::to_string(ms[1]) +
+        " ms (" + std::to_string(tflops(ms[1])) + "), " + tiles_path + " " + std::to_string(ms[2]) +
+        " ms (" + std::to_string(tflops(ms[2])) + "), dense " + std::to_string(ms[3]) + " ms (" +
+        std::to_string(tflops(ms[3])) + "), max rel diff " + std::to_string(rel) + " (tiles " +
+        std::to_string(tiles_rel) + ")");
+  }
+  return table;
+}
+
+}  // namespace cgemm::launcher::parts

@@ -1,0 +1,436 @@
+// cgemm-train's model (train_model.hpp): the student and teacher blocks on the layer pair, the
+// host's elementwise steps and the optimizers.
+
+#include "train_model.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+
+#include "cgemm/collective/mesh_comms.hpp"
+#include "cgemm/core/convert.hpp"
+#include "cgemm/core/watchdog.hpp"
+#include "common/trace_writer.hpp"
+
+namespace cgemm::launcher {
+
+namespace {
+
+constexpr uint64_t kTeacherSeed = 1000;   // the teacher's weights: seed + this + k
+constexpr uint64_t kInputSeed = 1000000;  // step i's x: seed + this + i
+constexpr float kBiasStd = 0.1f;
+constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
+
+size_t bytes_of(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
+
+std::vector<float> to_host(Backend& be, const void* src, DType t, int64_t n) {
+  std::vector<char> raw(bytes_of(n, t));
+  be.copy_to_host(raw.data(), src, raw.size());
+  std::vector<float> out(static_cast<size_t>(n));
+  convert_to_float(raw.data(), t, out.data(), n);
+  return out;
+}
+
+void from_host(Backend& be, void* dst, const std::vector<float>& src, DType t) {
+  const auto n = static_cast<int64_t>(src.size());
+  std::vector<char> raw(bytes_of(n, t));
+  convert_from_float(src.data(), raw.data(), t, n);
+  be.copy_from_host(dst, raw.data(), raw.size());
+}
+
+}  // namespace
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::kInputs:
+      return "inputs";
+    case Phase::kTargets:
+      return "targets (teacher forward)";
+    case Phase::kUpForward:
+      return "up_proj forward (all-gather GEMM)";
+    case Phase::kGelu:
+      return "GELU";
+    case Phase::kDownForward:
+      return "down_proj forward (reduce-scatter GEMM)";
+    case Phase::kLoss:
+      return "residual + loss (loss all-reduce)";
+    case Phase::kDownBackward:
+      return "down_proj backward (all-gather dgrad GEMM, wgrad)";
+    case Phase::kGeluBackward:
+      return "GELU backward";
+    case Phase::kUpBackward:
+      return "up_proj backward (reduce-scatter dgrad GEMM, wgrad)";
+    case Phase::kDpAllReduce:
+      return "dp gradient all-reduce (wait for the buckets)";
+    case Phase::kOptimizer:
+      return "optimizer";
+    case Phase::kCount:
+      break;
+  }
+  return "?";
+}
+
+/// A weight or bias: its value in dtype (what the GEMMs read) and its gradient, both in backend
+/// memory; for the student also the fp32 master copy, Adam's moments and (dp > 1) the
+/// dp-summed gradient in fp32, in backend memory too.
+struct MlpTrainer::Param {
+  using Memory = std::unique_ptr<detail::BackendMemory>;
+  std::string name;
+  int64_t n = 0;     // local elements
+  int dp_slot = -1;  // its slot in the dp gradient buckets (student, dp > 1)
+  detail::BackendMemory value, grad;
+  Memory master, m, v, summed;  // null where not needed
+  Param(Backend& be, std::string nm, const Shape& local, DType t, bool student, bool adam,
+        bool dp_sum)
+      : name(std::move(nm)),
+        n(num_elements(local)),
+        value(be, bytes_of(n, t)),
+        grad(be, bytes_of(n, t)),
+        master(fp32_if(be, student)),
+        m(fp32_if(be, student && adam)),
+        v(fp32_if(be, student && adam)),
+        summed(fp32_if(be, student && dp_sum)) {}
+  Memory fp32_if(Backend& be, bool on) const {
+    return on ? std::make_unique<detail::BackendMemory>(be, bytes_of(n, DType::kFloat32)) : nullptr;
+  }
+  static void* get(const Memory& b) { return b ? b->get() : nullptr; }
+  // On stream 0, after the buckets' finish(): device to device on the CUDA backend.
+  void summed_from_bucket(Backend& be, const float* sum) const {
+    be.copy(summed->get(), sum, bytes_of(n, DType::kFloat32), 0, "dp-summed gradient");
+  }
+};
+
+MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
+    : ctx_(ctx), cfg_(cfg), ops_(TrainOps::for_backend(ctx.backend())) {
+  TpLinearDesc d;
+  d.batch = cfg.batch;
+  d.seq_len = cfg.seq_len;
+  d.dtype = cfg.dtype;
+  d.bias = cfg.bias;
+  d.path = cfg.path;
+  d.name = "up_proj";
+  d.hidden_in = cfg.hidden;
+  d.hidden_out = cfg.ffn;
+  up_ = std::make_unique<ColumnParallelLinear>(ctx, d);
+  d.name = "down_proj";
+  d.hidden_in = cfg.ffn;
+  d.hidden_out = cfg.hidden;
+  down_ = std::make_unique<RowParallelLinear>(ctx, d);
+
+  Backend& be = ctx.backend();
+  const GemmPlan& upf = up_->forward_plan();
+  const GemmPlan& downf = down_->forward_plan();
+  if (upf.lhs_local() != downf.out_local() || upf.lhs_offset() != downf.out_offset()) {
+    throw Error("cgemm-train: the block's input and output shards differ (" +
+                shape_str(upf.lhs_local()) + " against " + shape_str(downf.out_local()) + ")");
+  }
+  n_x_ = num_elements(upf.lhs_local());
+  n_pre_ = num_elements(upf.out_local());
+  const auto buffer = [&](int64_t n, DType t) {
+    buffers_.push_back(std::make_unique<detail::BackendMemory>(be, bytes_of(n, t)));
+    return buffers_.back()->get();
+  };
+  x_ = buffer(n_x_, cfg.dtype);
+  out_ = buffer(n_x_, cfg.dtype);
+  dy_ = buffer(n_x_, cfg.dtype);
+  dx_ = buffer(n_x_, cfg.dtype);
+  target_ = static_cast<float*>(buffer(n_x_, DType::kFloat32));
+  pre_ = buffer(n_pre_, cfg.dtype);
+  h_ = buffer(n_pre_, cfg.dtype);
+  dh_ = buffer(n_pre_, cfg.dtype);
+  dpre_ = buffer(n_pre_, cfg.dtype);
+
+  // W1, b1, W2, b2: their global shapes and this rank's shards, from the forward plans.
+  struct Spec {
+    const char* name;
+    const GemmPlan* plan;
+    bool bias;
+    float std;
+    Param** student;
+    Param** teacher;
+  };
+  const Spec specs[] = {
+      {"W1", &upf, false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.hidden))),
+       &w1_, &tw1_},
+      {"b1", &upf, true, kBiasStd, &b1_, &tb1_},
+      {"W2", &downf, false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.ffn))), &w2_,
+       &tw2_},
+      {"b2", &downf, true, kBiasStd, &b2_, &tb2_}};
+  const bool adam = cfg.optimizer == Optimizer::kAdam;
+  const bool dp_sum = ctx.comms().dp() > 1;
+  uint64_t k = 0;
+  for (const Spec& s : specs) {
+    ++k;  // the seeds stay those of the four tensors whether the biases are on or not
+    if (s.bias && !cfg.bias) continue;
+    const GemmDesc& gd = s.plan->desc();
+    const Shape& global = s.bias ? *gd.bias_shape : gd.rhs_shape;
+    const Shape& local = s.bias ? s.plan->bias_local() : s.plan->rhs_local();
+    const Shape offset = s.bias ? s.plan->bias_offset() : s.plan->rhs_offset();
+    // The student: fp32 master weights drawn by global index, then rounded to dtype.
+    auto p = std::make_unique<Param>(be, s.name, local, cfg.dtype, true, adam, dp_sum);
+    be.fill_normal(p->master->get(), DType::kFloat32, global, local, offset, cfg.seed + k, s.std);
+    from_host(be, p->value.get(), to_host(be, p->master->get(), DType::kFloat32, p->n), cfg.dtype);
+    if (adam) {
+      const std::vector<float> zeros(static_cast<size_t>(p->n), 0.0f);
+      from_host(be, p->m->get(), zeros, DType::kFloat32);
+      from_host(be, p->v->get(), zeros, DType::kFloat32);
+    }
+    *s.student = p.get();
+    params_.push_back(std::move(p));
+    // The teacher: drawn in dtype, never updated.
+    auto t = std::make_unique<Param>(be, std::string("teacher ") + s.name, local, cfg.dtype, false,
+                                     false, false);
+    be.fill_normal(t->value.get(), cfg.dtype, global, local, offset, cfg.seed + kTeacherSeed + k,
+                   s.std);
+    *s.teacher = t.get();
+    teacher_.push_back(std::move(t));
+  }
+  // The dp buckets: slots in the order the backward makes the gradients ready (down_proj's
+  // W2 and b2, then up_proj's W1 and b1), as DDP orders them.
+  if (dp_sum) {
+    std::vector<GradientSlot> slots;
+    for (Param* p : {w2_, b2_, w1_, b1_}) {
+      if (p == nullptr) continue;
+      p->dp_slot = static_cast<int>(slots.size());
+      slots.push_back({p->name, p->n});
+    }
+    buckets_ = std::make_unique<GradientBuckets>(be, std::move(slots),
+                                                 static_cast<size_t>(cfg.bucket_kib) * 1024);
+  }
+  be.synchronize();
+}
+
+MlpTrainer::~MlpTrainer() = default;
+
+int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
+  const std::string what = "the MLP block's bytes";
+  const PlanningMesh m = planning_mesh(ctx);
+  const PlanningOptions o = planning_options(ctx);
+  const auto es = static_cast<int64_t>(dtype_size(cfg.dtype));
+  const bool adam = cfg.optimizer == Optimizer::kAdam, dp_sum = m.dp > 1;
+  // Per element of a parameter: the student's value and gradient in dtype, its fp32 master,
+  // Adam's two fp32 moments, the dp sum and its bucket (fp32); the teacher's value and gradient.
+  const int64_t per_param = 2 * es + 4 + (adam ? 8 : 0) + (dp_sum ? 8 : 0) + 2 * es;
+  int64_t total = 0;
+  const auto add = [&](int64_t count, int64_t each) {
+    total = checked_add(total, checked_mul(count, each, what), what);
+  };
+  int64_t n_x = 0, n_pre = 0;
+  for (const bool up : {true, false}) {
+    const GemmDesc g = tensor_sequence_parallel_gemm(
+        ctx, up ? "up_proj" : "down_proj",
+        up ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter, cfg.batch, cfg.seq_len,
+        up ? cfg.hidden : cfg.ffn, up ? cfg.ffn : cfg.hidden, cfg.dtype, cfg.bias, false);
+    const PlanDescription p = plan_gemm(g, m, o);
+    add(p.bytes.total() - p.bytes.operands(), 3);
+    add(num_elements(p.rhs_local), per_param);
+    if (cfg.bias) add(num_elements(p.bias_local), per_param);
+    // The all-gathered activation each layer keeps for its wgrad (x for up, dy for down).
+    add(checked_mul(num_elements(up ? p.lhs_local : p.out_local), m.tp, what), es);
+    if (up) {
+      n_x = num_elements(p.lhs_local);
+      n_pre = num_elements(p.out_local);
+    }
+  }
+  // x, out, dy, dx in dtype, the fp32 target; pre, h, dh, dpre in dtype.
+  add(n_x, 4 * es + 4);
+  add(n_pre, 4 * es);
+  return total;
+}
+
+const void* MlpTrainer::value_of(const Param* p) { return p ? p->value.get() : nullptr; }
+void* MlpTrainer::grad_of(const Param* p) { return p ? p->grad.get() : nullptr; }
+
+void MlpTrainer::forward_student() { up_->forward(x_, value_of(w1_), value_of(b1_), pre_); }
+
+StepResult MlpTrainer::step(int step) {
+  StepResult r = gradients(step);
+  update(r);
+  return r;
+}
+
+void MlpTrainer::lap(StepResult* r, Clock::time_point* mark, Phase p) {
+  if (r == nullptr) return;
+  ctx_.backend().synchronize();
+  const auto now = Clock::now();
+  r->phase_ms[static_cast<int>(p)] +=
+      std::chrono::duration<double, std::milli>(now - *mark).count();
+  *mark = now;
+}
+
+StepResult MlpTrainer::gradients(int step) {
+  Backend& be = ctx_.backend();
+  const DType t = cfg_.dtype;
+  StepResult r;
+  auto mark = Clock::now();
+
+  // inputs: x ~ N(0, 1), a fresh global batch per step.
+  const GemmPlan& upf = up_->forward_plan();
+  be.fill_normal(x_, t, upf.desc().lhs_shape, upf.lhs_local(), upf.lhs_offset(),
+                 cfg_.seed + kInputSeed + static_cast<uint64_t>(step), 1.0f);
+  lap(&r, &mark, Phase::kInputs);
+
+  // targets: the teacher's block on the same x (the residual included), kept in fp32.
+  up_->forward(x_, value_of(tw1_), value_of(tb1_), pre_);
+  ops_->gelu(pre_, h_, t, n_pre_);
+  down_->forward(h_, value_of(tw2_), value_of(tb2_), out_);
+  ops_->add_to_f32(out_, x_, t, target_, n_x_);
+  lap(&r, &mark, Phase::kTargets);
+
+  forward_backward(step, &r, &mark);
+
+  // The data-parallel sum: the buckets started in forward_backward() as the gradients became
+  // ready; order stream 0 after them and copy the sums where the optimizer reads them.
+  summed_ = buckets_ != nullptr;
+  if (summed_) {
+    buckets_->finish();
+    for (const auto& p : params_) p->summed_from_bucket(be, buckets_->summed(p->dp_slot));
+  }
+  lap(&r, &mark, Phase::kDpAllReduce);
+  return r;
+}
+
+void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* mark) {
+  const DType t = cfg_.dtype;
+  forward_student();
+  lap(r, mark, Phase::kUpForward);
+  ops_->gelu(pre_, h_, t, n_pre_);
+  lap(r, mark, Phase::kGelu);
+  down_->forward(h_, value_of(w2_), value_of(b2_), out_);
+  lap(r, mark, Phase::kDownForward);
+
+  // loss = sum (y - target)^2 / count over the job; dL/dy = 2 (y - target) / count, count the
+  // global elements.
+  const double count = static_cast<double>(cfg_.batch) * static_cast<double>(cfg_.seq_len) *
+                       static_cast<double>(cfg_.hidden);
+  double sum = ops_->squared_error(out_, x_, target_, dy_, t, n_x_, 2.0 / count);
+  {
+    const watchdog::WaitScope wait(r != nullptr
+                                       ? "the other ranks' loss of step " + std::to_string(step + 1)
+                                       : std::string("the other ranks' loss of a timed "
+                                                     "or traced pass"));
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.comms().world()),
+              "MPI_Allreduce(loss)");
+  }
+  if (r != nullptr) r->loss = sum / count;
+  lap(r, mark, Phase::kLoss);
+
+  // backward (x is not trained: dx is computed, as a layer inside a network must, and left).
+  down_->backward(h_, value_of(w2_), dy_, dh_, grad_of(w2_), grad_of(b2_));
+  if (r != nullptr) start_dp_sum({w2_, b2_});
+  lap(r, mark, Phase::kDownBackward);
+  ops_->gelu_backward(dh_, pre_, dpre_, t, n_pre_);
+  lap(r, mark, Phase::kGeluBackward);
+  up_->backward(x_, value_of(w1_), dpre_, dx_, grad_of(w1_), grad_of(b1_));
+  if (r != nullptr) start_dp_sum({w1_, b1_});
+  lap(r, mark, Phase::kUpBackward);
+}
+
+void MlpTrainer::start_dp_sum(std::initializer_list<Param*> ready) {
+  if (buckets_ == nullptr) return;
+  for (Param* p : ready) {
+    if (p != nullptr) buckets_->ready(p->dp_slot, p->grad.get(), cfg_.dtype);
+  }
+}
+
+void MlpTrainer::update(StepResult& r) {
+  const auto start = Clock::now();
+  // optimizer: on the fp32 master weights, then rounded to dtype for the next step.
+  ++adam_t_;
+  for (const auto& p : params_) {
+    OptimizerStep s;
+    s.kind =
+        cfg_.optimizer == Optimizer::kSgd ? OptimizerStep::Kind::kSgd : OptimizerStep::Kind::kAdam;
+    s.master = static_cast<float*>(Param::get(p->master));
+    s.m = static_cast<float*>(Param::get(p->m));
+    s.v = static_cast<float*>(Param::get(p->v));
+    s.grad = summed_ ? Param::get(p->summed) : p->grad.get();
+    s.grad_dtype = summed_ ? DType::kFloat32 : cfg_.dtype;
+    s.value = p->value.get();
+    s.value_dtype = cfg_.dtype;
+    s.n = p->n;
+    s.lr = cfg_.lr;
+    s.beta1 = kAdamBeta1;
+    s.beta2 = kAdamBeta2;
+    s.eps = kAdamEps;
+    s.step = adam_t_;
+    ops_->optimizer_step(s);
+  }
+  ctx_.backend().synchronize();
+  r.phase_ms[static_cast<int>(Phase::kOptimizer)] +=
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::vector<float> MlpTrainer::weights() const {
+  std::vector<float> out;
+  for (const auto& p : params_) {
+    const std::vector<float> w = to_host(ctx_.backend(), p->master->get(), DType::kFloat32, p->n);
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
+std::vector<float> MlpTrainer::gradients_host() const {
+  std::vector<float> out;
+  for (const auto& p : params_) {
+    const std::vector<float> g =
+        summed_ ? to_host(ctx_.backend(), p->summed->get(), DType::kFloat32, p->n)
+                : to_host(ctx_.backend(), p->grad.get(), cfg_.dtype, p->n);
+    out.insert(out.end(), g.begin(), g.end());
+  }
+  return out;
+}
+
+void MlpTrainer::set_weights(const std::vector<float>& w) {
+  size_t total = 0;
+  for (const auto& p : params_) total += static_cast<size_t>(p->n);
+  if (w.size() != total) {
+    throw Error("MlpTrainer::set_weights: " + std::to_string(w.size()) + " values for " +
+                std::to_string(total) + " local weights");
+  }
+  size_t at = 0;
+  for (const auto& p : params_) {
+    const std::vector<float> mine(w.begin() + static_cast<std::ptrdiff_t>(at),
+                                  w.begin() + static_cast<std::ptrdiff_t>(at + p->n));
+    at += static_cast<size_t>(p->n);
+    from_host(ctx_.backend(), p->master->get(), mine, DType::kFloat32);
+    from_host(ctx_.backend(), p->value.get(), mine, cfg_.dtype);
+  }
+  ctx_.backend().synchronize();
+}
+
+std::vector<TraceSpan> MlpTrainer::trace_pass() {
+  Backend& be = ctx_.backend();
+  const DType t = cfg_.dtype;
+  const MPI_Comm world = ctx_.comms().world();
+  std::vector<TraceSpan> timeline;
+  append_after(timeline, trace_call(be, world, [&] { forward_student(); }), "up_proj forward");
+  ops_->gelu(pre_, h_, t, n_pre_);
+  append_after(
+      timeline,
+      trace_call(be, world, [&] { down_->forward(h_, value_of(w2_), value_of(b2_), out_); }),
+      "down_proj forward");
+  // dy as the last step left it: the trace shows the calls, not a new gradient.
+  append_after(
+      timeline,
+      trace_call(be, world,
+                 [&] { down_->backward(h_, value_of(w2_), dy_, dh_, grad_of(w2_), grad_of(b2_)); }),
+      "down_proj backward");
+  ops_->gelu_backward(dh_, pre_, dpre_, t, n_pre_);
+  append_after(
+      timeline,
+      trace_call(be, world,
+                 [&] { up_->backward(x_, value_of(w1_), dpre_, dx_, grad_of(w1_), grad_of(b1_)); }),
+      "up_proj backward");
+  return timeline;
+}
+
+double MlpTrainer::timed_pass() {
+  return ctx_.backend().time_ms([&] { forward_backward(0, nullptr, nullptr); });
+}
+
+}  // namespace cgemm::launcher
