@@ -62,7 +62,7 @@ class RecordingBackend final : public Backend {
   // copied (a grouped GEMM's sizes) sees the caller's values.
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
-    log("copy_to_host");
+    log("copy_to_host " + where(src) + " " + std::to_string(bytes) + " -> host");
   }
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
@@ -220,7 +220,8 @@ class RecordingBackend final : public Backend {
     return nullptr;
   }
 
-  /// "NAME+OFFSET" of the region `p` points into; "-" for null; "?" outside every region.
+  /// "NAME+OFFSET" of the region `p` points into; "-" for null; "?" outside every region (the
+  /// engine's host workspace, for one).
   std::string where(const void* p) const {
     if (p == nullptr) return "-";
     const auto* c = static_cast<const char*>(p);

@@ -331,6 +331,12 @@ double GroupedGemmPlan::flops(std::span<const int32_t> group_sizes) const {
   return f;
 }
 
+std::string GroupedGemmPlan::capture_refusal(bool sizes_in_backend_memory) const {
+  const Impl& im = *impl_;
+  return cgemm::capture_refusal(
+      sizes_in_backend_memory ? im.from_backend_sizes : im.from_host_sizes, be_.capture_refusal());
+}
+
 int64_t GroupedGemmPlan::loop_fallbacks() const { return impl_->engine.grouped_loop_fallbacks(); }
 
 const int32_t* GroupedGemmPlan::sized(std::span<const int32_t> group_sizes) const {

@@ -112,6 +112,11 @@ class GroupedGemmPlan {
   /// ragged work). Throws as check_group_sizes.
   double flops(std::span<const int32_t> group_sizes) const;
 
+  /// "" when this plan's calls could be captured into a CUDA graph and replayed; else one line
+  /// naming the first op of its program that cannot and why (runtime/src/program.hpp's
+  /// capture_refusal): with sizes in backend memory, the op that copies them to the host.
+  std::string capture_refusal(bool sizes_in_backend_memory = true) const;
+
   /// Throws cgemm::Error unless `group_sizes` has num_groups() values, none negative, summing
   /// to ragged_extent(). Returns the sum.
   int64_t check_group_sizes(std::span<const int32_t> group_sizes) const;
