@@ -695,6 +695,17 @@ foreach(mesh "tp2;2;1" "dp2tp2;4;2")
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# Context.grouped_plan (python/cgemm.py over cgemm_grouped_plan_*) on the CPU backend: every
+# form against a float64 numpy reference on fresh inputs (seed printed), poisoned outputs, each
+# rank its own sizes; the errors as cgemm.Error, ValueError.
+add_test(NAME mpi_python_grouped_np2
+  COMMAND sh -c "exec \"$@\" --seed $(date +%s)" sh
+          env CGEMM_LIBRARY=$<TARGET_FILE:cgemm_capi>
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          ${CGEMM_NUMPY_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_python_grouped.py)
+set_tests_properties(mpi_python_grouped_np2 PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+
 # GemmPlan's caller stream on the CPU backend (ignored: the same bits on every path) and a
 # borrowed NCCL communicator refused there (tests/mpi/test_caller_stream_cpu.cpp).
 add_executable(test_caller_stream_cpu ${CMAKE_CURRENT_LIST_DIR}/test_caller_stream_cpu.cpp
