@@ -15,7 +15,7 @@ Table ring_bandwidth(Context& ctx, int warmup, int iterations) {
                {"gb_s", "GB/s per rank", "GB/s", 3, 3, "", Column::kAll, 3}});
   const int tp = be.tp_size(), me = be.tp_rank();
   for (size_t bytes = 1024; bytes <= (size_t{16} << 20); bytes *= 4) {
-    SymmetricBuffer dst = be.allocate_symmetric(bytes);
+    SymmetricBuffer dst = be.allocate_symmetric(bytes, Group::kTp);
     Buffer src(be, bytes);
     // Fresh bytes, not zeros: a transport may not special-case them.
     std::vector<unsigned char> host(bytes);
@@ -29,7 +29,7 @@ Table ring_bandwidth(Context& ctx, int warmup, int iterations) {
                      .recv_offset = 0,
                      .dst = &dst,
                      .label = "ring bandwidth step"};
-    const auto step = [&] { be.wait_exchange(be.start_exchange({&x, 1}, 0), 0); };
+    const auto step = [&] { be.wait_exchange(be.start_exchange(Group::kTp, {&x, 1}, 0), 0); };
     for (int i = 0; i < warmup; ++i) step();
     const double ms = median(time_iterations(be, iterations, step));
     be.release_symmetric(dst);

@@ -98,8 +98,9 @@ struct MlpTrainer::Param {
     return on ? std::make_unique<detail::BackendMemory>(be, bytes_of(n, DType::kFloat32)) : nullptr;
   }
   static void* get(const Memory& b) { return b ? b->get() : nullptr; }
-  void summed_from_host(Backend& be, std::span<const float> sum) const {
-    be.copy_from_host(summed->get(), sum.data(), sum.size_bytes());
+  // On stream 0, after the buckets' finish(): device to device on the CUDA backend.
+  void summed_from_bucket(Backend& be, const float* sum) const {
+    be.copy(summed->get(), sum, bytes_of(n, DType::kFloat32), 0, "dp-summed gradient");
   }
 };
 
@@ -197,7 +198,7 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
       p->dp_slot = static_cast<int>(slots.size());
       slots.push_back({p->name, p->n});
     }
-    buckets_ = std::make_unique<GradientBuckets>(be, ctx.comms().dp_comm(), std::move(slots),
+    buckets_ = std::make_unique<GradientBuckets>(be, std::move(slots),
                                                  static_cast<size_t>(cfg.bucket_kib) * 1024);
   }
   be.synchronize();
@@ -283,11 +284,11 @@ StepResult MlpTrainer::gradients(int step) {
   forward_backward(step, &r, &mark);
 
   // The data-parallel sum: the buckets started in forward_backward() as the gradients became
-  // ready; wait for them and bring the sums back to the backend for the optimizer.
+  // ready; order stream 0 after them and copy the sums where the optimizer reads them.
   summed_ = buckets_ != nullptr;
   if (summed_) {
     buckets_->finish();
-    for (const auto& p : params_) p->summed_from_host(be, buckets_->summed(p->dp_slot));
+    for (const auto& p : params_) p->summed_from_bucket(be, buckets_->summed(p->dp_slot));
   }
   lap(&r, &mark, Phase::kDpAllReduce);
   return r;

@@ -72,8 +72,10 @@ std::unique_ptr<Transport> make_ucx(const MeshComms& comms, const std::string& w
 
 }  // namespace
 
-CudaTransports make_cuda_transports(const MeshComms& comms, bool use_ce, bool gpu_sharing,
+CudaTransports make_cuda_transports(const MeshComms& comms, Group g, bool use_ce, bool gpu_sharing,
                                     ncclComm_t borrowed_nccl, bool ucx, const std::string& where) {
+  const MPI_Comm comm = comms.comm(g);
+  const int size = comms.size(g);
   CudaTransports t;
   // gpu_sharing is the job's, the same on every rank: refused alike.
   if (gpu_sharing && borrowed_nccl != nullptr) {
@@ -81,26 +83,31 @@ CudaTransports make_cuda_transports(const MeshComms& comms, bool use_ce, bool gp
                 ": a borrowed NCCL communicator cannot be used while ranks share a GPU "
                 "(gpu_sharing: NCCL refuses two ranks of one communicator on one GPU)");
   }
-  if (borrowed_nccl != nullptr) {
-    t.nccl = std::make_unique<NcclTransport>(comms.tp_comm(), borrowed_nccl, where);
-  } else if (!gpu_sharing) {
-    t.nccl = std::make_unique<NcclTransport>(comms.tp_comm(), where);
+  if (g != Group::kTp && (borrowed_nccl != nullptr || ucx)) {
+    throw Error(where +
+                ": a borrowed NCCL communicator and transport = ucx serve the TP group "
+                "only");
   }
-  if (ucx && comms.tp() > 1) {
+  if (borrowed_nccl != nullptr) {
+    t.nccl = std::make_unique<NcclTransport>(comm, borrowed_nccl, where);
+  } else if (!gpu_sharing) {
+    t.nccl = std::make_unique<NcclTransport>(comm, where);
+  }
+  if (ucx && size > 1) {
     t.ce_why_not = "transport = ucx";
     t.ucx = make_ucx(comms, where);
     return t;
   }
-  if (comms.tp() == 1) {
-    t.ce_why_not = "tp = 1: nothing to move";
+  if (size == 1) {
+    t.ce_why_not = std::string(group_name(g)) + " = 1: nothing to move";
   } else if (!use_ce) {
     t.ce_why_not = "use_ce = false";
-  } else if (!comms.tp_group_on_one_node()) {
-    t.ce_why_not = "the TP group spans nodes";
+  } else if (!comms.on_one_node(g)) {
+    t.ce_why_not = g == Group::kTp ? "the TP group spans nodes" : "the DP group spans nodes";
   } else {
-    t.ce = CeTransport::create(comms.tp_comm(), where, t.ce_why_not);
+    t.ce = CeTransport::create(comm, where, t.ce_why_not);
   }
-  if (gpu_sharing && comms.tp() > 1 && !t.ce) {
+  if (gpu_sharing && size > 1 && !t.ce) {
     // create() answers alike on every TP rank, so every rank fails here, none waits.
     throw Error(where +
                 ": gpu_sharing needs the copy-engine transport (NCCL refuses two ranks of one "

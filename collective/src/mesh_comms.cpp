@@ -47,6 +47,10 @@ MeshComms::MeshComms(MPI_Comm world, int dp, int tp) : dp_(dp), tp_(tp) {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, tp_comm_), "MPI_Allreduce");
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, tp_comm_), "MPI_Allreduce");
   tp_on_node_ = lo == hi;
+  lo = hi = node_leader;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, dp_comm_), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, dp_comm_), "MPI_Allreduce");
+  dp_on_node_ = lo == hi;
 
   // Names for the watchdog's lines: a peer is told by world rank and host, not by its rank in
   // a group the reader would have to map back.
@@ -85,6 +89,22 @@ std::string MeshComms::describe_tp_group() const {
     if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
   }
   std::string text = "world ranks " + std::to_string(first) + "-" + std::to_string(last) +
+                     (hosts.size() == 1 ? " (host " : " (hosts ");
+  for (size_t i = 0; i < hosts.size(); ++i) text += (i ? ", " : "") + hosts[i];
+  return text + ")";
+}
+
+std::string MeshComms::describe_group(Group g) const {
+  if (g == Group::kTp) return describe_tp_group();
+  std::vector<std::string> hosts;
+  std::string ranks;
+  for (int m = 0; m < dp_; ++m) {
+    const int r = world_rank_of(g, m);
+    ranks += (m ? ", " : "") + std::to_string(r);
+    const std::string& h = hosts_[static_cast<size_t>(r)];
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  }
+  std::string text = (dp_ == 1 ? "world rank " : "world ranks ") + ranks +
                      (hosts.size() == 1 ? " (host " : " (hosts ");
   for (size_t i = 0; i < hosts.size(); ++i) text += (i ? ", " : "") + hosts[i];
   return text + ")";

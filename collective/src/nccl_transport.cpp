@@ -227,6 +227,11 @@ void NcclTransport::all_reduce(void* buf, DType dtype, int64_t count, cudaStream
       "ncclAllReduce(" + std::to_string(count) + " " + std::string(dtype_name(dtype)) + ")");
 }
 
+void NcclTransport::all_reduce_max(float* buf, int64_t count, cudaStream_t stream) {
+  check(ncclAllReduce(buf, buf, static_cast<size_t>(count), ncclFloat32, ncclMax, comm_, stream),
+        "ncclAllReduce(max of " + std::to_string(count) + " float32)");
+}
+
 void NcclTransport::check_async_error() {
   ncclResult_t async = ncclSuccess;
   check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");

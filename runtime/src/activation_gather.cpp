@@ -40,11 +40,11 @@ void ActivationGather::execute(const void* src, void* dst) {
     return;
   }
   if (!reorder_) {
-    be_.all_gather(src, dst, bytes, 0, label.c_str());
+    be_.all_gather(Group::kTp, src, dst, bytes, 0, label.c_str());
     return;
   }
   if (rank_major_ == nullptr) rank_major_ = be_.allocate(static_cast<size_t>(gathered_bytes_));
-  be_.all_gather(src, rank_major_, bytes, 0, label.c_str());
+  be_.all_gather(Group::kTp, src, rank_major_, bytes, 0, label.c_str());
   // dp 1: the reorder's batch split is gemm.py's dp blocks of the local batch, which the
   // rank-major layout of one dp rank's shards does not have.
   be_.reorder(ReorderKind::kDpLeading, gathered_, 1, rank_major_, dst, dtype_, 0);

@@ -1,6 +1,7 @@
 // The CPU backend: the reference implementation of the Backend interface. Host memory,
 // OpenBLAS GEMMs, MPI point-to-point (or UCX puts, transport = ucx) for the ring and MPI
-// collectives for the reference.
+// collectives for the reference. Its transport set per group: the tp group's ring runs on MPI
+// or UCX (the transport option), the dp group's exchanges on MPI.
 // Work runs synchronously in issue order, so stream arguments only matter to the schedule.
 
 #include <algorithm>
@@ -35,7 +36,7 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const MeshComms& comms, const OverlapOptions& opts, TransportKind kind)
-      : comms_(comms), opts_(opts), transport_(comms.tp_comm()) {
+      : comms_(comms), opts_(opts), transport_(comms.tp_comm()), dp_transport_(comms.dp_comm()) {
     // One BLAS thread per rank: CPU jobs run one rank per core.
     set_blas_threads(1);
     kind_ = kind;
@@ -48,6 +49,9 @@ class CpuBackend final : public Backend {
     if (kind == TransportKind::kUcx) make_ucx();
     Transport* const offered[] = {ring_};
     peer_transport_ = choose_transports(offered, comms.tp_rank(), comms.tp(), "cpu backend");
+    Transport* const dp_offered[] = {&dp_transport_};
+    dp_peer_transport_ =
+        choose_transports(dp_offered, comms.dp_rank(), comms.dp(), "cpu backend, dp group");
   }
   ~CpuBackend() override {
 #ifdef CGEMM_HAVE_UCX
@@ -84,8 +88,8 @@ class CpuBackend final : public Backend {
          "num_sm_for_communication, use_ce";
     return s.str();
   }
-  int tp_rank() const override { return comms_.tp_rank(); }
-  int tp_size() const override { return comms_.tp(); }
+  int group_rank(Group g) const override { return comms_.rank(g); }
+  int group_size(Group g) const override { return comms_.size(g); }
   int num_streams() const override { return opts_.num_max_streams; }
   int compute_capability() const override { return 0; }
   std::string capture_refusal() const override {
@@ -107,34 +111,42 @@ class CpuBackend final : public Backend {
   void release(void* p) noexcept override {
     if (allocations_.erase(p) != 0) std::free(p);
   }
-  SymmetricBuffer allocate_symmetric(size_t bytes) override {
+  SymmetricBuffer allocate_symmetric(size_t bytes, Group group) override {
+    Transport* const t = ring_of(group);
     SymmetricBuffer b{nullptr, bytes, next_id_++};
     std::string error;
     try {
       b.local = allocate(bytes);
     } catch (const Error& e) {
-      if (ring_ == &transport_) throw;
+      if (t == &transport_ || t == &dp_transport_) throw;
       error = e.what();
     }
-    // A one-sided transport registers the buffer on every TP rank; a rank whose allocation
-    // failed attaches a null buffer, so every rank throws and none waits.
+    // A one-sided transport registers the buffer on every rank of the group; a rank whose
+    // allocation failed attaches a null buffer, so every rank throws and none waits.
     try {
-      ring_->attach(b);
+      t->attach(b);
     } catch (const Error&) {
       if (!error.empty()) throw Error(error);
       release(b.local);
       throw;
     }
+    symmetric_group_[b.id] = group;
     return b;
   }
   void release_symmetric(SymmetricBuffer& b) noexcept override {
-    ring_->detach(b);
+    const auto it = symmetric_group_.find(b.id);
+    if (it != symmetric_group_.end()) {
+      ring_of(it->second)->detach(b);
+      symmetric_group_.erase(it);
+    }
     release(b.local);
     b = SymmetricBuffer{};
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    ++copies_to_host_;
     std::memcpy(dst, src, bytes);
   }
+  int64_t copies_to_host() const override { return copies_to_host_; }
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
   }
@@ -300,21 +312,23 @@ class CpuBackend final : public Backend {
     }
   }
 
-  ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override {
+  ExchangeToken start_exchange(Group over, std::span<const Exchange> group,
+                               int after_stream) override {
     // The interface's transport is a FIFO: a group starts after the previous ones finished. The
     // rank waits here, so the wait is traced on the stream the group was to follow.
     while (!groups_.empty()) wait_exchange(groups_.begin()->first, std::max(after_stream, 0));
-    validate_exchange_group(group, comms_.tp_rank(), comms_.tp(), "cpu backend");
+    validate_exchange_group(group, comms_.rank(over), comms_.size(over), "cpu backend");
     std::string what = "exchange '";
     for (size_t i = 0; i < group.size(); ++i) {
       what += (i ? " + " : "") + std::string(group[i].label ? group[i].label : "unnamed");
     }
     what += "'";
     for (const Exchange& x : group) {
-      what += " (to " + comms_.describe_rank(comms_.world_rank_of_tp(x.send_peer)) + ", from " +
-              comms_.describe_rank(comms_.world_rank_of_tp(x.recv_peer)) + ")";
+      what += " (to " + comms_.describe_rank(comms_.world_rank_of(over, x.send_peer)) + ", from " +
+              comms_.describe_rank(comms_.world_rank_of(over, x.recv_peer)) + ")";
     }
-    groups_[next_token_] = {start_group(peer_transport_, group, nullptr, "cpu backend"),
+    const auto& peers = over == Group::kTp ? peer_transport_ : dp_peer_transport_;
+    groups_[next_token_] = {start_group(peers, group, nullptr, "cpu backend"),
                             group.empty() || !group[0].label ? "exchange" : group[0].label,
                             std::move(what), now_ms(), trace_exchange_bytes(group)};
     return next_token_++;
@@ -341,35 +355,37 @@ class CpuBackend final : public Backend {
     groups_.erase(it);
   }
 
-  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
+  void all_gather(Group group, const void* src, void* dst, size_t bytes_per_rank, int stream,
                   const char* label) override {
-    const watchdog::WaitScope wait(where(group_wait(label, "all-gather")));
+    const watchdog::WaitScope wait(where(group_wait(group, label, "all-gather")));
     traced("collective", named(label, "all-gather"), stream,
-           static_cast<int64_t>(bytes_per_rank) * comms_.tp(), 0,
-           [&] { all_gather_now(src, dst, bytes_per_rank); });
+           static_cast<int64_t>(bytes_per_rank) * comms_.size(group), 0,
+           [&] { all_gather_now(group, src, dst, bytes_per_rank); });
   }
-  void all_gather_now(const void* src, void* dst, size_t bytes_per_rank) {
+  void all_gather_now(Group group, const void* src, void* dst, size_t bytes_per_rank) {
     if (bytes_per_rank > static_cast<size_t>(std::numeric_limits<int>::max())) {
       throw Error("cpu backend: all-gather of " + std::to_string(bytes_per_rank) +
                   " bytes per rank exceeds MPI's int count");
     }
     check_mpi(MPI_Allgather(src, static_cast<int>(bytes_per_rank), MPI_BYTE, dst,
-                            static_cast<int>(bytes_per_rank), MPI_BYTE, comms_.tp_comm()),
+                            static_cast<int>(bytes_per_rank), MPI_BYTE, comms_.comm(group)),
               "MPI_Allgather");
   }
-  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank, int stream,
-                      const char* label) override {
-    const int64_t bytes = count_per_rank * comms_.tp() * static_cast<int64_t>(dtype_size(dtype));
+  void reduce_scatter(Group group, const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                      int stream, const char* label) override {
+    const int64_t bytes =
+        count_per_rank * comms_.size(group) * static_cast<int64_t>(dtype_size(dtype));
     traced("collective", named(label, "reduce-scatter"), stream, bytes, 0, [&] {
-      const watchdog::WaitScope wait(where(group_wait(label, "reduce-scatter")));
-      reduce_scatter_now(src, dst, dtype, count_per_rank);
+      const watchdog::WaitScope wait(where(group_wait(group, label, "reduce-scatter")));
+      reduce_scatter_now(group, src, dst, dtype, count_per_rank);
     });
   }
-  void reduce_scatter_now(const void* src, void* dst, DType dtype, int64_t count_per_rank) {
+  void reduce_scatter_now(Group group, const void* src, void* dst, DType dtype,
+                          int64_t count_per_rank) {
     // MPI has no bf16/fp16 sum, and MPI_Reduce_scatter's order of additions is the library's:
     // exchange the blocks (all-to-all), then sum them in fp32 in rank order and round once, so
     // the reference adds in the same order as the overlapped path.
-    const int tp = comms_.tp();
+    const int tp = comms_.size(group);
     const size_t block = static_cast<size_t>(count_per_rank) * dtype_size(dtype);
     if (block > static_cast<size_t>(std::numeric_limits<int>::max())) {
       throw Error("cpu backend: reduce-scatter block of " + std::to_string(block) +
@@ -377,19 +393,20 @@ class CpuBackend final : public Backend {
     }
     std::vector<char> blocks(block * static_cast<size_t>(tp));
     check_mpi(MPI_Alltoall(src, static_cast<int>(block), MPI_BYTE, blocks.data(),
-                           static_cast<int>(block), MPI_BYTE, comms_.tp_comm()),
+                           static_cast<int>(block), MPI_BYTE, comms_.comm(group)),
               "MPI_Alltoall");
     std::vector<const void*> parts;
     for (int p = 0; p < tp; ++p) parts.push_back(blocks.data() + static_cast<size_t>(p) * block);
     sum(parts, dtype, count_per_rank, nullptr, 0, dst, dtype);
   }
-  void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) override {
-    const watchdog::WaitScope wait(where(group_wait(label, "all-reduce")));
+  void all_reduce(Group group, void* buf, DType dtype, int64_t count, int stream,
+                  const char* label) override {
+    const watchdog::WaitScope wait(where(group_wait(group, label, "all-reduce")));
     traced("collective", named(label, "all-reduce"), stream,
            count * static_cast<int64_t>(dtype_size(dtype)), 0,
-           [&] { all_reduce_now(buf, dtype, count); });
+           [&] { all_reduce_now(group, buf, dtype, count); });
   }
-  void all_reduce_now(void* buf, DType dtype, int64_t count) {
+  void all_reduce_now(Group group, void* buf, DType dtype, int64_t count) {
     if (count > std::numeric_limits<int>::max()) {
       throw Error("cpu backend: all-reduce of " + std::to_string(count) +
                   " elements exceeds MPI's int count");
@@ -397,7 +414,7 @@ class CpuBackend final : public Backend {
     std::vector<float> v(static_cast<size_t>(count));
     convert_to_float(buf, dtype, v.data(), count);
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                            comms_.tp_comm()),
+                            comms_.comm(group)),
               "MPI_Allreduce");
     convert_from_float(v.data(), buf, dtype, count);
   }
@@ -447,10 +464,13 @@ class CpuBackend final : public Backend {
   }
   // A collective of MPI cannot tell which ranks have not arrived: name the collective and the
   // whole group.
-  std::string group_wait(const char* label, const char* collective) const {
+  std::string group_wait(Group group, const char* label, const char* collective) const {
     return std::string(collective) + (label != nullptr ? " '" + std::string(label) + "'" : "") +
-           " over the TP group, " + comms_.describe_tp_group() + ", some of which have not arrived";
+           (group == Group::kTp ? " over the TP group, " : " over the DP group, ") +
+           comms_.describe_group(group) + ", some of which have not arrived";
   }
+  // The transport that symmetric buffers of `group` attach to.
+  Transport* ring_of(Group group) { return group == Group::kTp ? ring_ : &dp_transport_; }
   // "<what> (cpu backend, tp rank r)" for timeout messages.
   std::string where(const std::string& what) const {
     return what + " (cpu backend, tp rank " + std::to_string(comms_.tp_rank()) + ")";
@@ -525,8 +545,11 @@ class CpuBackend final : public Backend {
 #ifdef CGEMM_HAVE_UCX
   std::unique_ptr<UcxTransport> ucx_;
 #endif
-  Transport* ring_ = nullptr;               // the ring's transport: transport_ or the UCX one
-  std::vector<Transport*> peer_transport_;  // by TP rank: ring_
+  Transport* ring_ = nullptr;                  // the ring's transport: transport_ or the UCX one
+  std::vector<Transport*> peer_transport_;     // by TP rank: ring_
+  MpiTransport dp_transport_;                  // the dp group's exchanges
+  std::vector<Transport*> dp_peer_transport_;  // by DP rank: &dp_transport_
+  std::map<int, Group> symmetric_group_;       // each live symmetric buffer's group, by id
   std::map<void*, size_t> allocations_;
   std::map<ExchangeToken, PendingExchange> groups_;
   bool tracing_ = false;
@@ -534,6 +557,7 @@ class CpuBackend final : public Backend {
   std::vector<TraceSpan> spans_;
   ExchangeToken next_token_ = 0;
   int next_id_ = 0;
+  int64_t copies_to_host_ = 0;
 };
 
 }  // namespace

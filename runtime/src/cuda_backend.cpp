@@ -17,14 +17,16 @@
 //   grouped/         the grouped GEMM's runners (cuBLAS grouped, cuBLASLt tiles), their
 //                    staging and bias kernel; its loop is the shared grouped_loop.hpp
 //   elementwise      the training step's elementwise kernels (Compute's too)
-//   world_max        the amaxes' max over the world (current scaling's one host round trip)
+//   *_collectives    the collectives of each group (NCCL or copy engines); the world's max of
+//                    the amaxes is the tp group's max, then the dp group's, on the device
 //   exchange_fifo    the exchanges in flight, their completion events in start order
 //   device_memory    buffers, the symmetric-buffer registry, host copies
-//   *_collectives    the sequential path's collectives, NCCL or copy engines
-// The transports themselves are made in collective/ (cuda_transports.hpp).
+// The backend holds one transport set per group (tp, dp), each with its collectives; the
+// transports themselves are made in collective/ (cuda_transports.hpp).
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -42,7 +44,6 @@
 #include "cuda/sequential_collectives.hpp"
 #include "cuda/streams.hpp"
 #include "cuda/trace.hpp"
-#include "cuda/world_max.hpp"
 #include "grouped_loop.hpp"
 
 namespace cgemm {
@@ -60,8 +61,8 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string transport() const override;
   std::string describe() const override;
-  int tp_rank() const override { return comms_.tp_rank(); }
-  int tp_size() const override { return comms_.tp(); }
+  int group_rank(Group g) const override { return comms_.rank(g); }
+  int group_size(Group g) const override { return comms_.size(g); }
   int num_streams() const override { return streams_->count(); }
   int compute_capability() const override { return props_.major * 10 + props_.minor; }
   std::string capture_refusal() const override;
@@ -69,14 +70,15 @@ class CudaBackend final : public Backend {
 
   void* allocate(size_t bytes) override { return memory_->allocate(bytes); }
   void release(void* p) noexcept override { memory_->release(p); }
-  SymmetricBuffer allocate_symmetric(size_t bytes) override {
-    transports_.drain();  // attaching is collective: no peer may wait on this host meanwhile
-    return memory_->allocate_symmetric(bytes);
+  SymmetricBuffer allocate_symmetric(size_t bytes, Group group) override {
+    drain();  // attaching is collective: no peer may wait on this host meanwhile
+    return memory_->allocate_symmetric(bytes, group);
   }
   void release_symmetric(SymmetricBuffer& b) noexcept override { memory_->release_symmetric(b); }
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override {
     memory_->copy_to_host(host_dst, src, bytes);
   }
+  int64_t copies_to_host() const override { return memory_->copies_to_host(); }
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override {
     memory_->copy_from_host(dst, host_src, bytes);
   }
@@ -124,7 +126,8 @@ class CudaBackend final : public Backend {
   void quantize(const QuantizeTask& t, int s) override { compute_->quantize(t, s); }
   void elementwise(const ElementwiseTask& t, int s) override { compute_->elementwise(t, s); }
 
-  ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override;
+  ExchangeToken start_exchange(Group over, std::span<const Exchange> group,
+                               int after_stream) override;
   void wait_exchange(ExchangeToken token, int s) override {
     // Traced between two events on the waiting stream: the second completes when both the
     // stream's earlier work and the exchange have, so the span is how long the stream stood still.
@@ -134,16 +137,17 @@ class CudaBackend final : public Backend {
         [&] { exchanges_->wait(token, st); });
   }
 
-  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int s,
+  void all_gather(Group g, const void* src, void* dst, size_t bytes_per_rank, int s,
                   const char* label) override {
-    collectives_->all_gather(src, dst, bytes_per_rank, s, label);
+    set(g).collectives->all_gather(src, dst, bytes_per_rank, s, label);
   }
-  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank, int s,
-                      const char* label) override {
-    collectives_->reduce_scatter(src, dst, dtype, count_per_rank, s, label);
+  void reduce_scatter(Group g, const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                      int s, const char* label) override {
+    set(g).collectives->reduce_scatter(src, dst, dtype, count_per_rank, s, label);
   }
-  void all_reduce(void* buf, DType dtype, int64_t count, int s, const char* label) override {
-    collectives_->all_reduce(buf, dtype, count, s, label);
+  void all_reduce(Group g, void* buf, DType dtype, int64_t count, int s,
+                  const char* label) override {
+    set(g).collectives->all_reduce(buf, dtype, count, s, label);
   }
 
   void fork_streams() override { streams_->fork_from_main(); }
@@ -163,6 +167,20 @@ class CudaBackend final : public Backend {
  private:
   [[noreturn]] void fail(const std::string& why) const { throw Error(where_ + ": " + why); }
 
+  // A group's transports, the one chosen for each of its peers, and its collectives.
+  struct GroupSet {
+    CudaTransports transports;
+    std::vector<Transport*> offered;  // transports.offered()
+    std::vector<Transport*> peers;    // the one chosen for each rank of the group
+    std::unique_ptr<cuda::SequentialCollectives> collectives;
+  };
+  GroupSet& set(Group g) { return groups_[group_index(g)]; }
+  const GroupSet& set(Group g) const { return groups_[group_index(g)]; }
+  // Transport::drain of every group's transports: before any host wait on the device.
+  void drain() const {
+    for (const GroupSet& g : groups_) g.transports.drain();
+  }
+
   const MeshComms& comms_;
   OverlapOptions opts_;
   CudaPlacement placement_;
@@ -175,12 +193,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Trace> trace_;
   std::unique_ptr<cuda::Compute> compute_;
   std::unique_ptr<cuda::GroupedRunners> grouped_;
-  CudaTransports transports_;
-  std::vector<Transport*> offered_;         // transports_.offered()
-  std::vector<Transport*> peer_transport_;  // the one chosen for each TP rank
+  std::array<GroupSet, kGroups.size()> groups_;  // by group_index
   std::unique_ptr<cuda::ExchangeFifo> exchanges_;
   std::unique_ptr<cuda::DeviceMemory> memory_;
-  std::unique_ptr<cuda::SequentialCollectives> collectives_;
 };
 
 CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
@@ -200,24 +215,41 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
   compute_ = std::make_unique<cuda::Compute>(*streams_, *trace_, comms.tp(), where_);
   grouped_ = std::make_unique<cuda::GroupedRunners>(where_);
 
-  // Collective from here on: every rank of the TP group reaches these in the same order.
-  transports_ = make_cuda_transports(comms, opts.use_ce, placement.gpu_sharing,
-                                     static_cast<ncclComm_t>(placement.nccl_comm),
-                                     transport == TransportKind::kUcx, where_);
-  offered_ = transports_.offered();
-  if (comms.tp() > 1) {
-    peer_transport_ = choose_transports(offered_, comms.tp_rank(), comms.tp(), where_);
+  // Collective from here on: every rank of each group reaches these in the same order. The tp
+  // set always (the ring's, NCCL even at tp 1 for a borrowed communicator's checks); the dp
+  // set only where dp has peers (a dp group of one moves nothing: its collectives are local).
+  // The caller's NCCL communicator and transport = ucx are the tp group's.
+  for (const Group g : kGroups) {
+    GroupSet& gs = set(g);
+    if (g == Group::kTp || comms.size(g) > 1) {
+      const bool tp = g == Group::kTp;
+      gs.transports =
+          make_cuda_transports(comms, g, opts.use_ce, placement.gpu_sharing,
+                               tp ? static_cast<ncclComm_t>(placement.nccl_comm) : nullptr,
+                               tp && transport == TransportKind::kUcx,
+                               tp ? where_ : where_ + ", dp group " + comms.describe_group(g));
+    }
+    gs.offered = gs.transports.offered();
+    if (comms.size(g) > 1) {
+      gs.peers = choose_transports(gs.offered, comms.rank(g), comms.size(g), where_);
+    }
   }
   exchanges_ = std::make_unique<cuda::ExchangeFifo>(
       where_,
-      [&comms](int tp_rank) { return comms.describe_rank(comms.world_rank_of_tp(tp_rank)); },
-      [this] { transports_.drain(); });
-  memory_ = std::make_unique<cuda::DeviceMemory>(offered_, *exchanges_, where_);
-  // Chosen once: NCCL's collectives wherever there is a communicator (GPUs not shared).
-  collectives_ =
-      transports_.nccl != nullptr
-          ? cuda::make_nccl_collectives(*transports_.nccl, *streams_, *trace_, comms.tp())
-          : cuda::make_ce_collectives(*this, *streams_, where_);
+      [&comms](Group g, int rank) { return comms.describe_rank(comms.world_rank_of(g, rank)); },
+      [this] { drain(); });
+  memory_ = std::make_unique<cuda::DeviceMemory>(
+      std::array<std::vector<Transport*>, kGroups.size()>{set(Group::kTp).offered,
+                                                          set(Group::kDp).offered},
+      *exchanges_, where_);
+  // Chosen once per group: NCCL's collectives wherever it has a communicator (GPUs not shared).
+  for (const Group g : kGroups) {
+    GroupSet& gs = set(g);
+    gs.collectives =
+        gs.transports.nccl != nullptr
+            ? cuda::make_nccl_collectives(*gs.transports.nccl, *streams_, *trace_, comms.size(g))
+            : cuda::make_ce_collectives(*this, g, *streams_, *compute_, where_);
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -225,17 +257,18 @@ CudaBackend::~CudaBackend() {
   // destructor cannot report them, and the next CUDA call of the process would. A transport
   // that failed to drain has opened its stream waits (Transport::drain).
   try {
-    transports_.drain();
+    drain();
   } catch (const std::exception&) {
   }
   cudaDeviceSynchronize();
-  collectives_.reset();  // its staging buffer is freed with the other symmetric buffers
+  // Their staging buffers are freed with the other symmetric buffers.
+  for (GroupSet& g : groups_) g.collectives.reset();
   // Every peer mapping is closed before the transport that opened it goes.
   memory_->release_all_symmetric();
-  transports_.ce.reset();
+  for (GroupSet& g : groups_) g.transports.ce.reset();
   grouped_.reset();  // any runner a plan still holds: its calls are done (synchronized above)
   compute_.reset();
-  transports_.nccl.reset();
+  for (GroupSet& g : groups_) g.transports.nccl.reset();
   exchanges_.reset();
   trace_.reset();
   timer_.reset();
@@ -246,7 +279,7 @@ CudaBackend::~CudaBackend() {
 std::string CudaBackend::transport() const {
   // The transports the peers got (choose_transports); one name when they agree.
   std::string names;
-  for (const Transport* t : peer_transport_) {
+  for (const Transport* t : set(Group::kTp).peers) {
     if (t != nullptr && names.find(t->name()) == std::string::npos) {
       names += (names.empty() ? "" : " + ") + t->name();
     }
@@ -257,12 +290,14 @@ std::string CudaBackend::transport() const {
 std::string CudaBackend::capture_refusal() const {
   // The ring's exchanges go to the peers' transports, and so do the copy-engine collectives of
   // shared GPUs; NCCL's collectives are capturable.
-  for (const Transport* t : peer_transport_) {
-    if (t != nullptr && !t->capture_refusal().empty()) return t->capture_refusal();
+  for (const GroupSet& g : groups_) {
+    for (const Transport* t : g.peers) {
+      if (t != nullptr && !t->capture_refusal().empty()) return t->capture_refusal();
+    }
   }
   // Even over NCCL: the FIFO of exchanges in flight (cuda/exchange_fifo.hpp) records an event
   // per exchange and queries it from the host, which an event recorded in a capture refuses.
-  if (comms_.tp() > 1) {
+  if (comms_.tp() > 1 || comms_.dp() > 1) {
     return "the CUDA backend's exchange FIFO queries its exchanges' events from the host "
            "(cudaEventQuery), which an event recorded during a capture refuses";
   }
@@ -283,7 +318,11 @@ std::string CudaBackend::describe() const {
     << props_.totalGlobalMem / (size_t{1} << 20) << " MiB\n"
     << "libraries: CUDA runtime " << ver(runtime) << " (driver supports " << ver(driver) << "), "
     << CublasLtGemm::version() << ", " << NcclTransport::version() << "\n";
-  s << transports_.describe();
+  s << set(Group::kTp).transports.describe();
+  if (comms_.dp() > 1) {
+    s << "dp group " << comms_.describe_group(Group::kDp) << ": "
+      << set(Group::kDp).transports.describe();
+  }
   if (placement_.gpu_sharing) {
     s << "GPU shared by " << placement_.ranks_per_gpu
       << " ranks: no NCCL communicator; the sequential path's collectives run as copy-engine "
@@ -291,7 +330,8 @@ std::string CudaBackend::describe() const {
   }
   s << streams_->describe() << "num_sm_for_communication=" << opts_.num_sm_for_communication
     << ": copy engines take no SMs; NCCL is not capped by it ("
-    << (transports_.nccl ? transports_.nccl->settings() : std::string("no NCCL communicator"))
+    << (set(Group::kTp).transports.nccl ? set(Group::kTp).transports.nccl->settings()
+                                        : std::string("no NCCL communicator"))
     << ")\n"
     << compute_->describe() << "use_ce=" << (opts_.use_ce ? "true" : "false")
     << ", aggregate_all_gather=" << (opts_.aggregate_all_gather ? "true" : "false")
@@ -299,8 +339,9 @@ std::string CudaBackend::describe() const {
   return s.str();
 }
 
-ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int after_stream) {
-  validate_exchange_group(group, comms_.tp_rank(), comms_.tp(), where_);
+ExchangeToken CudaBackend::start_exchange(Group over, std::span<const Exchange> group,
+                                          int after_stream) {
+  validate_exchange_group(group, comms_.rank(over), comms_.size(over), where_);
   for (const Exchange& x : group) {
     if (!memory_->is_live(*x.dst)) {
       fail("start_exchange '" + std::string(x.label != nullptr ? x.label : "unnamed") +
@@ -311,21 +352,24 @@ ExchangeToken CudaBackend::start_exchange(std::span<const Exchange> group, int a
   cudaStream_t comm = streams_->communication();
   trace_->span(
       "transfer", [&] { return cuda::group_name(group); }, streams_->count(), comm,
-      [&] { start_group(peer_transport_, group, comm, where_); }, trace_exchange_bytes(group));
-  return exchanges_->push(group, comm);
+      [&] { start_group(set(over).peers, group, comm, where_); }, trace_exchange_bytes(group));
+  return exchanges_->push(over, group, comm);
 }
 
 void CudaBackend::all_reduce_max(float* buf, int count, int s, const char* label) {
-  cudaStream_t st = streams_->at(s, "all_reduce_max");
   const std::string what = std::string(label != nullptr ? label : "all_reduce_max") + " (" +
                            std::to_string(count) + " floats, max over " +
                            std::to_string(comms_.world_size()) + " ranks)";
-  // As the collectives count an all-reduce: the buffer's bytes.
-  transports_.drain();  // the host waits for `st` below
-  trace_->span(
-      "quantize", [&] { return what; }, s, st,
-      [&] { cuda::all_reduce_max_world(comms_.world(), buf, count, st, what, where_); },
-      int64_t{4} * count);
+  if (count < 0) fail(what + ": negative count");
+  if (count == 0 || comms_.world_size() == 1) return;
+  if (buf == nullptr) fail(what + ": null buffer");
+  // The world is the dp x tp mesh: the max over this rank's tp group, then over its dp group
+  // (whose ranks then hold their tp groups' maxes), leaves the world's max on every rank. Both
+  // steps stay on the device, on stream s: no copy to the host, no host wait.
+  static_cast<void>(streams_->at(s, "all_reduce_max"));
+  const std::string tp_what = what + ", over tp", dp_what = what + ", over dp";
+  set(Group::kTp).collectives->all_reduce_max(buf, count, s, tp_what.c_str());
+  set(Group::kDp).collectives->all_reduce_max(buf, count, s, dp_what.c_str());
 }
 
 void CudaBackend::synchronize() {
@@ -333,7 +377,7 @@ void CudaBackend::synchronize() {
     const auto wait = exchanges_->host_wait("synchronize");
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", where_);
   }
-  transports_.check_async_error();
+  for (const GroupSet& g : groups_) g.transports.check_async_error();
   exchanges_->recycle(true);
 }
 
@@ -349,7 +393,7 @@ double CudaBackend::time_ms(const std::function<void()>& body) {
     timer_->wait();
   }
   const double ms = timer_->elapsed_ms();
-  transports_.check_async_error();
+  for (const GroupSet& g : groups_) g.transports.check_async_error();
   exchanges_->recycle(true);  // everything issued so far is behind the stop event
   return ms;
 }

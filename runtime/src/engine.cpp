@@ -95,6 +95,13 @@ void Engine::prepare(std::span<const Program* const> programs) {
     }
     need.ring = std::max(need.ring, p->workspace.ring);
     need.host = std::max(need.host, p->workspace.host);
+    if (p->workspace.ring > 0) {
+      if (ring_group_ && *ring_group_ != p->ring_group) {
+        throw Error(std::string("engine: a program's ring is symmetric over ") +
+                    group_name(p->ring_group) + ", the plan's over " + group_name(*ring_group_));
+      }
+      ring_group_ = p->ring_group;
+    }
     if (p->workspace.scales == 0) continue;
     if (with_scales == nullptr) {
       with_scales = p;
@@ -102,10 +109,10 @@ void Engine::prepare(std::span<const Program* const> programs) {
       throw Error("engine: two programs of one plan start their shared scale state differently");
     }
   }
-  // The ring is allocated once at its size: every rank of the TP group prepares the same
+  // The ring is allocated once at its size: every rank of its group prepares the same
   // programs, so every rank reaches this allocation (a collective one) alike.
   if (need.ring > 0 && ring_.local == nullptr) {
-    ring_ = be_.allocate_symmetric(static_cast<size_t>(need.ring));
+    ring_ = be_.allocate_symmetric(static_cast<size_t>(need.ring), *ring_group_);
     have_.ring = need.ring;
   }
   if (need.ring > have_.ring) {
@@ -156,6 +163,10 @@ void Engine::check_prepared(const Program& p) const {
                   " (an internal error: plans prepare every program " +
                   "they run when they are made)");
     }
+  }
+  if (p.workspace.ring > 0 && ring_group_ != p.ring_group) {
+    throw Error(std::string("engine: a program's ring is over ") + group_name(p.ring_group) +
+                ", the prepared ring over another group (an internal error)");
   }
 }
 
@@ -265,7 +276,7 @@ void Engine::run(const Program& p, const Operands& x) {
           if (f.kind == Fault::kSkip) group.clear();
           if (f.kind == Fault::kDie) raise(SIGKILL);
         }
-        tokens_[static_cast<size_t>(o.token)] = be_.start_exchange(group, o.after_stream);
+        tokens_[static_cast<size_t>(o.token)] = be_.start_exchange(o.group, group, o.after_stream);
       },
       [&](const WaitOp& o) { be_.wait_exchange(tokens_[static_cast<size_t>(o.token)], o.stream); },
       [&](const SumOp& o) {
@@ -288,14 +299,15 @@ void Engine::run(const Program& p, const Operands& x) {
         }
       },
       [&](const AllGatherOp& o) {
-        be_.all_gather(at(o.src, x), at_mut(o.dst, x), o.bytes_per_rank, o.stream, label(o.label));
+        be_.all_gather(o.group, at(o.src, x), at_mut(o.dst, x), o.bytes_per_rank, o.stream,
+                       label(o.label));
       },
       [&](const ReduceScatterOp& o) {
-        be_.reduce_scatter(at(o.src, x), at_mut(o.dst, x), o.dtype, o.count_per_rank, o.stream,
-                           label(o.label));
+        be_.reduce_scatter(o.group, at(o.src, x), at_mut(o.dst, x), o.dtype, o.count_per_rank,
+                           o.stream, label(o.label));
       },
       [&](const AllReduceOp& o) {
-        be_.all_reduce(at_mut(o.buf, x), o.dtype, o.count, o.stream, label(o.label));
+        be_.all_reduce(o.group, at_mut(o.buf, x), o.dtype, o.count, o.stream, label(o.label));
       },
       [&](const AmaxOp& o) {
         be_.amax(at(o.src, x), o.dtype, o.count, static_cast<float*>(at_mut(o.amax, x)), o.stream);

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -27,7 +28,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  /// Allocates what `programs` need: the ring (symmetric over the TP group: a collective call)
+  /// Allocates what `programs` need: the ring (symmetric over their ring_group: a collective
+  /// call; every program with a ring names the same group, else cgemm::Error)
   /// and each private workspace at the largest size any of them needs, and the scale state,
   /// set to its programs' scales_init. May be called again with more programs: private
   /// workspaces grow, the ring and the scale state are made once (a later program needing a
@@ -60,6 +62,7 @@ class Engine {
 
   Backend& be_;
   SymmetricBuffer ring_;
+  std::optional<Group> ring_group_;  // that of the programs with a ring (they agree)
   // The private workspaces (all but the ring and the host one), indexed by Workspace.
   std::array<void*, kWorkspaces.size()> private_{};
   std::vector<std::byte> host_;  // Workspace::kHost

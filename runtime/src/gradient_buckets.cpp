@@ -1,17 +1,17 @@
-// The bucketed data-parallel gradient all-reduce (gradient_buckets.hpp).
+// The bucketed data-parallel gradient all-reduce (gradient_buckets.hpp): reduction programs on
+// the dp group, run by the engine (runtime/src/engine.hpp) as every collective GEMM's are.
 
 #include "cgemm/runtime/gradient_buckets.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
-#include <cmath>
 #include <set>
 #include <utility>
 
-#include "cgemm/collective/mesh_comms.hpp"
-#include "cgemm/core/convert.hpp"
 #include "cgemm/core/error.hpp"
-#include "cgemm/core/watchdog.hpp"
+#include "engine.hpp"
+#include "program.hpp"
 
 namespace cgemm {
 
@@ -19,36 +19,35 @@ namespace {
 
 constexpr size_t kFloatBytes = sizeof(float);
 
+// The gradient dtypes, and a program of each per slot (ready() picks by the call's dtype).
+constexpr std::array<DType, 3> kGradientDtypes{DType::kFloat32, DType::kBFloat16, DType::kFloat16};
+
 bool is_gradient_dtype(DType t) {
-  return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat16;
+  return std::find(kGradientDtypes.begin(), kGradientDtypes.end(), t) != kGradientDtypes.end();
 }
 
-// "world ranks 0, 2": the ranks of `comm` as world ranks, for the watchdog's line.
-std::string describe_peers(MPI_Comm comm, int size) {
-  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-  check_mpi(MPI_Comm_group(comm, &group), "MPI_Comm_group(dp)");
-  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group(world)");
-  std::vector<int> ranks(static_cast<size_t>(size)), in_world(static_cast<size_t>(size));
-  for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = i;
-  const int rc = MPI_Group_translate_ranks(group, size, ranks.data(), world, in_world.data());
-  MPI_Group_free(&group);
-  MPI_Group_free(&world);
-  check_mpi(rc, "MPI_Group_translate_ranks(dp to world)");
-  std::string out = size == 1 ? "world rank " : "world ranks ";
-  for (int i = 0; i < size; ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(in_world[static_cast<size_t>(i)]);
-  }
-  return out;
+size_t dtype_slot(DType t) {
+  return static_cast<size_t>(std::find(kGradientDtypes.begin(), kGradientDtypes.end(), t) -
+                             kGradientDtypes.begin());
 }
+
+// Operands of every program: lhs is the gradient a ready() hands in, out the buckets' buffer.
+Ref bucket_ref(size_t byte) { return {Operand::kOut, byte}; }
 
 }  // namespace
 
-GradientBuckets::GradientBuckets(Backend& be, MPI_Comm dp_comm, std::vector<GradientSlot> slots,
-                                 size_t bucket_bytes)
+// What the engine runs: per slot and gradient dtype, the conversion into the bucket; per
+// bucket, its all-reduce; and the join of finish().
+struct GradientBuckets::Programs {
+  explicit Programs(Backend& be) : engine(be, -1) {}  // -1: no CGEMM_TEST_FAULT rank
+  Engine engine;
+  std::vector<std::array<Program, kGradientDtypes.size()>> to_bucket;  // by slot
+  std::vector<Program> all_reduce;                                     // by bucket
+  Program join;
+};
+
+GradientBuckets::GradientBuckets(Backend& be, std::vector<GradientSlot> slots, size_t bucket_bytes)
     : be_(be), slots_(std::move(slots)), bucket_bytes_(bucket_bytes) {
-  // Every check comes before the collective MPI_Comm_dup: the arguments are the same on every dp
-  // rank (the ordering rule), so either every rank throws here or none does.
   if (bucket_bytes_ == 0) {
     throw Error("GradientBuckets: bucket_bytes 0: a bucket holds at least 1 byte");
   }
@@ -63,9 +62,9 @@ GradientBuckets::GradientBuckets(Backend& be, MPI_Comm dp_comm, std::vector<Grad
                   std::to_string(slots_[i].count) + ": a count is >= 0 elements");
     }
     if (slots_[i].count > INT_MAX) {
-      throw Error(
-          "GradientBuckets: " + slot_label(slot) + " has " + std::to_string(slots_[i].count) +
-          " elements: more than one MPI_Iallreduce takes (" + std::to_string(INT_MAX) + ")");
+      throw Error("GradientBuckets: " + slot_label(slot) + " has " +
+                  std::to_string(slots_[i].count) + " elements: more than one all-reduce takes (" +
+                  std::to_string(INT_MAX) + ")");
     }
     if (!names.insert(slots_[i].name).second) {
       throw Error("GradientBuckets: " + slot_label(slot) + ": the name is taken by another slot");
@@ -89,44 +88,69 @@ GradientBuckets::GradientBuckets(Backend& be, MPI_Comm dp_comm, std::vector<Grad
     Bucket& b = buckets_.back();
     places_[i] = Place{buckets_.size() - 1, static_cast<size_t>(open_count)};
     b.slots.push_back(static_cast<int>(i));
+    b.count += count;
     open_bytes += bytes;
     open_count += count;
   }
+  int64_t total = 0;
   for (Bucket& b : buckets_) {
-    int64_t count = 0;
-    for (int s : b.slots) count += slots_[static_cast<size_t>(s)].count;
-    // NaN until written: a value ready() never wrote shows in every sum it reaches.
-    b.values.assign(static_cast<size_t>(count), std::nanf(""));
+    b.offset = static_cast<size_t>(total) * kFloatBytes;
     b.pending = static_cast<int>(b.slots.size());
+    total += b.count;
   }
   ready_.assign(slots_.size(), false);
+  dp_size_ = be_.group_size(Group::kDp);
 
-  check_mpi(MPI_Comm_size(dp_comm, &dp_size_), "MPI_Comm_size(dp)");
-  if (dp_size_ > 1) {
-    peers_ = describe_peers(dp_comm, dp_size_);
-    // A communicator of their own: the buckets' non-blocking collectives then never pair with a
-    // collective the caller makes on dp_comm while they are in flight.
-    check_mpi(MPI_Comm_dup(dp_comm, &comm_), "MPI_Comm_dup(dp)");
+  // The programs, written once. The all-reduce runs on the last compute stream, so the backward
+  // GEMMs on stream 0 go on meanwhile; a dp group of one rank moves nothing.
+  programs_ = std::make_unique<Programs>(be_);
+  const int reduce_stream = be_.num_streams() - 1;
+  programs_->to_bucket.resize(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Bucket& b = buckets_[places_[i].bucket];
+    const size_t at = b.offset + places_[i].offset * kFloatBytes;
+    for (DType t : kGradientDtypes) {
+      Program& p = programs_->to_bucket[i][dtype_slot(t)];
+      if (slots_[i].count == 0) continue;
+      // A sum of one part is the conversion to fp32 (Backend::sum_partials).
+      p.ops.push_back(SumOp{.parts = {Ref{Operand::kLhs, 0}},
+                            .part_dtype = t,
+                            .count = slots_[i].count,
+                            .bias = std::nullopt,
+                            .bias_len = 0,
+                            .out = bucket_ref(at),
+                            .out_dtype = DType::kFloat32,
+                            .stream = 0});
+    }
   }
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    Program p;
+    if (dp_size_ > 1 && buckets_[k].count > 0) {
+      p.ops.push_back(ForkOp{});
+      p.ops.push_back(AllReduceOp{.buf = bucket_ref(buckets_[k].offset),
+                                  .dtype = DType::kFloat32,
+                                  .count = buckets_[k].count,
+                                  .stream = reduce_stream,
+                                  .label = bucket_label(k),
+                                  .group = Group::kDp});
+    }
+    programs_->all_reduce.push_back(std::move(p));
+  }
+  programs_->join.ops.push_back(JoinOp{.stream = 0});
+
+  values_ = static_cast<float*>(
+      be_.allocate(static_cast<size_t>(std::max<int64_t>(total, 1)) * kFloatBytes));
+  // NaN until written: a value ready() never wrote shows in every sum it reaches.
+  be_.fill_nan(values_, DType::kFloat32, total);
 }
 
 GradientBuckets::~GradientBuckets() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized != 0) return;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    MPI_Request& r = buckets_[b].request;
-    if (r == MPI_REQUEST_NULL) continue;
-    // MPI allows neither MPI_Cancel nor MPI_Request_free on a non-blocking collective: wait it,
-    // under the watchdog, so its buffer is not freed while MPI may still write it.
-    try {
-      const watchdog::WaitScope scope([this, b] { return bucket_label(b) + " (at destruction)"; });
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
-    } catch (...) {
-      if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
-    }
+  try {
+    be_.synchronize();
+  } catch (...) {
+    // The backend reports its failure at its next call; the buffer is released either way.
   }
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  be_.release(values_);
 }
 
 std::string GradientBuckets::slot_label(int slot) const {
@@ -138,8 +162,8 @@ std::string GradientBuckets::bucket_label(size_t bucket) const {
   std::string names;
   for (int s : b.slots) names += (names.empty() ? "" : ", ") + slots_[static_cast<size_t>(s)].name;
   return "the data-parallel gradient all-reduce of bucket " + std::to_string(bucket) + " of " +
-         std::to_string(buckets_.size()) + " (" + names + "; " + std::to_string(b.values.size()) +
-         " fp32 values) in round " + std::to_string(round_ + 1) + " over " + peers_;
+         std::to_string(buckets_.size()) + " (" + names + "; " + std::to_string(b.count) +
+         " fp32 values)";
 }
 
 void GradientBuckets::check_slot(int slot, const char* call) const {
@@ -169,15 +193,15 @@ size_t GradientBuckets::bucket_of(int slot) const {
 
 int64_t GradientBuckets::bucket_count(size_t bucket) const {
   bucket_slots(bucket);  // checks the index
-  return static_cast<int64_t>(buckets_[bucket].values.size());
+  return buckets_[bucket].count;
 }
 
 std::string GradientBuckets::describe() const {
   std::string out;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket& k = buckets_[b];
-    out += "bucket " + std::to_string(b) + ": " + std::to_string(k.values.size()) + " values (" +
-           std::to_string(k.values.size() * kFloatBytes) + " bytes):";
+    out += "bucket " + std::to_string(b) + ": " + std::to_string(k.count) + " values (" +
+           std::to_string(static_cast<size_t>(k.count) * kFloatBytes) + " bytes):";
     for (size_t i = 0; i < k.slots.size(); ++i) {
       out += (i == 0 ? " " : ", ") + slots_[static_cast<size_t>(k.slots[i])].name;
     }
@@ -204,56 +228,32 @@ void GradientBuckets::ready(int slot, const void* grad, DType dtype) {
   }
   const Place& at = places_[s];
   Bucket& b = buckets_[at.bucket];
-  // No bucket is in flight while one of its slots can be written: a bucket starts only once all
-  // its slots are ready, and they stay so until finish() has waited it.
+  // A bucket's all-reduce starts only once all its slots are ready, and finish() joins it before
+  // the next round's ready() writes the bucket (stream 0 waits for it).
   b.summed = false;
-  float* dst = b.values.data() + at.offset;
   if (count > 0) {
-    if (dtype == DType::kFloat32) {
-      be_.copy_to_host(dst, grad, static_cast<size_t>(count) * kFloatBytes);
-    } else {
-      staging_.resize(static_cast<size_t>(count) * dtype_size(dtype));
-      be_.copy_to_host(staging_.data(), grad, staging_.size());
-      convert_to_float(staging_.data(), dtype, dst, count);
-    }
+    Operands x;
+    x.set_input(Operand::kLhs, grad);
+    x.set_output(Operand::kOut, values_);
+    programs_->engine.run(programs_->to_bucket[s][dtype_slot(dtype)], x);
   }
   ready_[s] = true;
-  if (--b.pending == 0) start(at.bucket);
-  test_in_flight();
-}
-
-void GradientBuckets::start(size_t bucket) {
-  Bucket& b = buckets_[bucket];
-  b.started = true;
-  if (comm_ == MPI_COMM_NULL || b.values.empty()) return;  // dp 1, or nothing to sum
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, b.values.data(), static_cast<int>(b.values.size()),
-                           MPI_FLOAT, MPI_SUM, comm_, &b.request),
-            "MPI_Iallreduce(gradient bucket)");
-}
-
-void GradientBuckets::test_in_flight() {
-  // MPI progresses a non-blocking collective only inside MPI calls; a test is a cheap one.
-  for (Bucket& b : buckets_) {
-    if (b.request == MPI_REQUEST_NULL) continue;
-    int done = 0;
-    check_mpi(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), "MPI_Test(gradient bucket)");
+  if (--b.pending == 0) {
+    b.started = true;
+    Operands x;
+    x.set_output(Operand::kOut, values_);
+    programs_->engine.run(programs_->all_reduce[at.bucket], x);
   }
-}
-
-void GradientBuckets::wait(size_t bucket) {
-  Bucket& b = buckets_[bucket];
-  if (b.request != MPI_REQUEST_NULL) {
-    const watchdog::WaitScope scope([this, bucket] { return bucket_label(bucket); });
-    check_mpi(MPI_Wait(&b.request, MPI_STATUS_IGNORE), "MPI_Wait(gradient bucket)");
-  }
-  b.started = false;
-  b.summed = true;
 }
 
 void GradientBuckets::finish() {
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (buckets_[b].started) wait(b);
+  bool any = false;
+  for (Bucket& b : buckets_) {
+    any = any || b.started;
+    if (b.started) b.summed = true;
+    b.started = false;
   }
+  if (any) programs_->engine.run(programs_->join, Operands{});
   std::string missing;
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (!ready_[s]) missing += (missing.empty() ? "" : ", ") + slot_label(static_cast<int>(s));
@@ -271,7 +271,7 @@ void GradientBuckets::finish() {
   }
 }
 
-std::span<const float> GradientBuckets::summed(int slot) const {
+const float* GradientBuckets::summed(int slot) const {
   check_slot(slot, "summed");
   const auto s = static_cast<size_t>(slot);
   const Place& at = places_[s];
@@ -282,7 +282,7 @@ std::span<const float> GradientBuckets::summed(int slot) const {
                 " holds no finished sum (finish() after every slot's ready(); a ready() of the "
                 "bucket's slots starts the next round's)");
   }
-  return {b.values.data() + at.offset, static_cast<size_t>(slots_[s].count)};
+  return values_ + b.offset / kFloatBytes + at.offset;
 }
 
 }  // namespace cgemm

@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "cgemm/collective/group.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/runtime/grouped_task.hpp"
 #include "cgemm/runtime/operands.hpp"
@@ -30,7 +31,7 @@ namespace cgemm {
 /// The plan's own buffers, allocated when the plan is made (Engine::prepare) and kept (sizes in
 /// WorkspaceSizes).
 enum class Workspace {
-  kRing,     // symmetric over the TP group: chunks or partials arriving from peers
+  kRing,     // symmetric over Program::ring_group: chunks or partials arriving from peers
   kSend,     // partials computed for other ranks, read by the transport
   kWorkIn,   // input side of the sequential path: the gathered or reordered lhs
   kWorkOut,  // output side of the sequential path: GEMM results before a collective or reorder
@@ -79,8 +80,9 @@ struct GemmOp {
   GemmScales scales = {};
 };
 
-/// One transfer of an exchange group: `bytes` from `src` to TP rank send_peer, landing in its
-/// ring at send_offset; and from recv_peer into this rank's ring at recv_offset.
+/// One transfer of an exchange group: `bytes` from `src` to rank send_peer of the exchange's
+/// group, landing in its ring at send_offset; and from recv_peer into this rank's ring at
+/// recv_offset.
 struct Transfer {
   Ref src;
   size_t bytes = 0;
@@ -98,6 +100,7 @@ struct ExchangeOp {
   std::vector<Transfer> transfers;
   int after_stream = -1;
   int token = 0;
+  Group group = Group::kTp;  // the program's ring_group: the ring is symmetric over it
 };
 
 /// Later work on `stream` waits for the exchange in token slot `token`.
@@ -140,12 +143,14 @@ struct CopyOp {
   std::string label;
 };
 
-/// The sequential path's collectives over the TP group (Backend::all_gather etc.).
+/// Collectives over `group` (Backend::all_gather etc.): the sequential path's over tp, the
+/// gradient sum's all-reduce over dp.
 struct AllGatherOp {
   Ref src, dst;
   size_t bytes_per_rank = 0;
   int stream = 0;
   std::string label;
+  Group group = Group::kTp;
 };
 struct ReduceScatterOp {
   Ref src, dst;
@@ -153,6 +158,7 @@ struct ReduceScatterOp {
   int64_t count_per_rank = 0;
   int stream = 0;
   std::string label;
+  Group group = Group::kTp;
 };
 struct AllReduceOp {
   Ref buf;
@@ -160,6 +166,7 @@ struct AllReduceOp {
   int64_t count = 0;
   int stream = 0;
   std::string label;
+  Group group = Group::kTp;
 };
 
 /// Quantization (quantize_task.hpp; runtime/src/quantization.cpp writes these ops).
@@ -232,8 +239,9 @@ struct Overloaded : Fs... {
 
 struct Program {
   std::vector<Op> ops;
-  WorkspaceSizes workspace;  // bytes of each workspace the ops use (0: none)
-  int tokens = 0;            // exchange token slots the ops use
+  WorkspaceSizes workspace;       // bytes of each workspace the ops use (0: none)
+  int tokens = 0;                 // exchange token slots the ops use
+  Group ring_group = Group::kTp;  // the group kRing is symmetric over (its exchanges' group)
   /// What kScales holds before the first call (floats; its size is workspace.scales bytes):
   /// every path of a plan has the same, since they share the state.
   std::vector<float> scales_init;

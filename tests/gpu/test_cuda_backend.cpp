@@ -276,7 +276,7 @@ TEST_P(CudaBackendTest, RingAllGatherWithReuse) {
   }
   Buf src(be, staging.size() * sizeof(float)), out(be, staging.size() * sizeof(float));
   be.copy_from_host(src.p, staging.data(), staging.size() * sizeof(float));
-  SymmetricBuffer ring = be.allocate_symmetric(chunk_bytes * static_cast<size_t>(tp));
+  SymmetricBuffer ring = be.allocate_symmetric(chunk_bytes * static_cast<size_t>(tp), Group::kTp);
   char* slots = static_cast<char*>(ring.local);
 
   for (int it = 0; it < iters; ++it) {
@@ -297,7 +297,7 @@ TEST_P(CudaBackendTest, RingAllGatherWithReuse) {
       x.recv_peer = left;
       x.recv_offset = static_cast<size_t>(recv_slot) * chunk_bytes;
       x.dst = &ring;
-      last = be.start_exchange({&x, 1}, s == 0 ? 0 : -1);
+      last = be.start_exchange(Group::kTp, {&x, 1}, s == 0 ? 0 : -1);
     }
     be.wait_exchange(last, consumer);
     std::vector<const void*> parts;
@@ -336,7 +336,7 @@ TEST_P(CudaBackendTest, BidirectionalGroup) {
   for (size_t i = 0; i < n; ++i) mine[i] = static_cast<unsigned char>(me * 37 + i);
   Buf src(be, n);
   be.copy_from_host(src.p, mine.data(), n);
-  SymmetricBuffer buf = be.allocate_symmetric(2 * n * static_cast<size_t>(tp));
+  SymmetricBuffer buf = be.allocate_symmetric(2 * n * static_cast<size_t>(tp), Group::kTp);
   for (int rep = 0; rep < 10; ++rep) {
     Exchange cw, ccw;
     cw.src = src.p;
@@ -352,7 +352,7 @@ TEST_P(CudaBackendTest, BidirectionalGroup) {
     ccw.recv_peer = right;
     ccw.recv_offset = (static_cast<size_t>(tp) + static_cast<size_t>(right)) * n;
     const Exchange group[] = {cw, ccw};
-    be.wait_exchange(be.start_exchange(group, 0), 0);
+    be.wait_exchange(be.start_exchange(Group::kTp, group, 0), 0);
   }
   be.synchronize();
   std::vector<unsigned char> got(2 * n * static_cast<size_t>(tp));
@@ -377,7 +377,7 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
   Buf src(be, mine.size() * 4), dst(be, mine.size() * 4 * static_cast<size_t>(tp));
   be.copy_from_host(src.p, mine.data(), mine.size() * 4);
 
-  be.all_gather(src.p, dst.p, static_cast<size_t>(n) * 4, 0, "test all-gather");
+  be.all_gather(Group::kTp, src.p, dst.p, static_cast<size_t>(n) * 4, 0, "test all-gather");
   auto got = to_host<float>(be, dst.p, static_cast<size_t>(n * tp));
   for (int r = 0; r < tp; ++r) {
     for (int64_t i = 0; i < n; ++i) {
@@ -385,7 +385,7 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
                 static_cast<float>(r + 1) * 0.25f + static_cast<float>(i % 7));
     }
   }
-  be.reduce_scatter(src.p, dst.p, DType::kFloat32, n, 0, "test reduce-scatter");
+  be.reduce_scatter(Group::kTp, src.p, dst.p, DType::kFloat32, n, 0, "test reduce-scatter");
   got = to_host<float>(be, dst.p, static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     float want = 0.0f;
@@ -394,7 +394,7 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
     }
     ASSERT_FLOAT_EQ(got[static_cast<size_t>(i)], want);
   }
-  be.all_reduce(src.p, DType::kFloat32, n, 0, nullptr);
+  be.all_reduce(Group::kTp, src.p, DType::kFloat32, n, 0, nullptr);
   got = to_host<float>(be, src.p, static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     float want = 0.0f;
@@ -402,7 +402,8 @@ TEST_P(CudaBackendTest, ReferenceCollectives) {
       want += static_cast<float>(r + 1) * 0.25f + static_cast<float>(i % 7);
     ASSERT_FLOAT_EQ(got[static_cast<size_t>(i)], want);
   }
-  const double ms = be.time_ms([&] { be.all_reduce(src.p, DType::kFloat32, n, 0, nullptr); });
+  const double ms =
+      be.time_ms([&] { be.all_reduce(Group::kTp, src.p, DType::kFloat32, n, 0, nullptr); });
   EXPECT_GT(ms, 0.0);
 }
 

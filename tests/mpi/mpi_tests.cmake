@@ -552,8 +552,9 @@ foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "tp4;4;" "dp2tp2;4;--dp=2")
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
-# The bucketed data-parallel gradient all-reduce (issue 24 item 2, gradient_buckets.hpp) on the
-# CPU backend against an fp64 reference: dp 1 (nothing communicated), dp 2 and dp 3 (tp 1).
+# The bucketed data-parallel gradient all-reduce (issue 24 item 2, gradient_buckets.hpp) and the
+# world's amax (Backend::all_reduce_max) on the CPU backend against an fp64 reference: dp 1
+# (nothing communicated), dp 2 and dp 3 (tp 1). The GPU machine runs it with --backend=cuda.
 add_executable(test_gradient_buckets ${CMAKE_CURRENT_LIST_DIR}/test_gradient_buckets.cpp)
 target_link_libraries(test_gradient_buckets PRIVATE cgemm GTest::gtest cgemm_warnings)
 foreach(np 1 2 3)
@@ -567,7 +568,7 @@ endforeach()
 # line naming the bucket and its slot.
 add_test(NAME mpi_error_gradient_buckets_stall
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_failure.sh --program cgemm
-          "cgemm: error: .*timed out after .* waiting for the data-parallel gradient all-reduce of bucket 1 of 4 \\(b2; 3 fp32 values\\) in round 1 over world ranks 0, 1"
+          "cgemm: error: .*timed out after .* waiting for all-reduce 'the data-parallel gradient all-reduce of bucket 1 of 4 \\(b2; 3 fp32 values\\)' over the DP group, world ranks 0, 1"
           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
           $<TARGET_FILE:test_gradient_buckets> --stall)
 set_tests_properties(mpi_error_gradient_buckets_stall PROPERTIES LABELS mpi TIMEOUT 60

@@ -1,5 +1,7 @@
-// GradientBuckets (runtime/include/cgemm/runtime/gradient_buckets.hpp) on the CPU backend under
-// mpirun: every rank is a dp rank (tp 1), so 1, 2 or 3 ranks give dp 1, 2 or 3.
+// GradientBuckets (runtime/include/cgemm/runtime/gradient_buckets.hpp) and the world's amax
+// (Backend::all_reduce_max) under mpirun, on the CPU backend, or with --backend=cuda on the CUDA
+// backend (ranks may share a GPU): every rank is a dp rank (tp 1), so 1, 2 or 3 ranks give dp 1,
+// 2 or 3. Both make no copy to the host (Backend::copies_to_host counts them).
 //
 // Each rank draws its own gradients, fresh each round (never zero; rank 0's seed, broadcast, plus
 // the rank), in fp32, bf16 or fp16; the sums are checked against an fp64 sum over the dp ranks of
@@ -97,6 +99,19 @@ void reference(const std::vector<float>& mine, std::vector<double>& sum, std::ve
   }
 }
 
+// Slot `s`'s sums, read back from backend memory.
+std::vector<float> summed_host(const GradientBuckets& gb, int s) {
+  std::vector<float> v(static_cast<size_t>(gb.slot(s).count));
+  be().copy_to_host(v.data(), gb.summed(s), v.size() * sizeof(float));
+  return v;
+}
+
+// Poisons slot `s`'s sums (the memory is the object's own, writable: only the view is const): a
+// value the next round leaves unwritten reads NaN there.
+void poison(const GradientBuckets& gb, int s) {
+  be().fill_nan(const_cast<float*>(gb.summed(s)), DType::kFloat32, gb.slot(s).count);
+}
+
 // Checks every slot's summed() against the reference, then poisons it.
 void check_sums(const GradientBuckets& gb, const std::vector<Grad>& grads) {
   for (int s = 0; s < static_cast<int>(grads.size()); ++s) {
@@ -104,7 +119,7 @@ void check_sums(const GradientBuckets& gb, const std::vector<Grad>& grads) {
     const std::vector<float>& mine = grads[static_cast<size_t>(s)].host;
     std::vector<double> want, mag;
     reference(mine, want, mag);
-    const std::span<const float> got = gb.summed(s);
+    const std::vector<float> got = summed_host(gb, s);
     ASSERT_EQ(got.size(), mine.size());
     int bad = 0;
     for (size_t i = 0; i < got.size(); ++i) {
@@ -115,22 +130,22 @@ void check_sums(const GradientBuckets& gb, const std::vector<Grad>& grads) {
       }
     }
     EXPECT_EQ(bad, 0);
-    // Poison for the next round (the memory is the object's own, writable: only the view is
-    // const): a value the next round leaves unwritten reads NaN there.
-    float* p = const_cast<float*>(got.data());
-    for (size_t i = 0; i < got.size(); ++i) p[i] = std::nanf("");
+    poison(gb, s);
   }
 }
 
 void run_rounds(const std::vector<GradientSlot>& slots, size_t bucket_bytes, DType t, int rounds,
                 const std::vector<int>& order) {
-  GradientBuckets gb(be(), dp_comm(), slots, bucket_bytes);
+  GradientBuckets gb(be(), slots, bucket_bytes);
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round) + ", " + std::string(dtype_name(t)) +
                  ", bucket_bytes " + std::to_string(bucket_bytes));
     const std::vector<Grad> grads = make_grads(slots, t, round);
+    // The round itself stays on the backend: no copy to the host (check_sums makes its own).
+    const int64_t copies = be().copies_to_host();
     for (int s : order) gb.ready(s, grads[static_cast<size_t>(s)].mem->get(), t);
     gb.finish();
+    EXPECT_EQ(be().copies_to_host(), copies) << "the gradient sum copied to the host";
     check_sums(gb, grads);
   }
   EXPECT_EQ(gb.rounds(), rounds);
@@ -158,7 +173,7 @@ void expect_error(F body, const std::string& part) {
 
 TEST(GradientBucketsLayout, TinyBucketsHoldOneSlotEach) {
   const auto slots = model_slots();
-  GradientBuckets gb(be(), dp_comm(), slots, 1);
+  GradientBuckets gb(be(), slots, 1);
   ASSERT_EQ(gb.num_buckets(), slots.size());
   for (size_t b = 0; b < slots.size(); ++b) {
     EXPECT_EQ(gb.bucket_slots(b), std::vector<int>{static_cast<int>(b)});
@@ -167,7 +182,7 @@ TEST(GradientBucketsLayout, TinyBucketsHoldOneSlotEach) {
 }
 
 TEST(GradientBucketsLayout, OneHugeBucketHoldsEverySlot) {
-  GradientBuckets gb(be(), dp_comm(), model_slots(), SIZE_MAX);
+  GradientBuckets gb(be(), model_slots(), SIZE_MAX);
   ASSERT_EQ(gb.num_buckets(), 1u);
   EXPECT_EQ(gb.bucket_slots(0), declared_order(6));
   EXPECT_EQ(gb.bucket_count(0), 40 + 3 + 33 + 5 + 2 + 7);
@@ -178,7 +193,7 @@ TEST(GradientBucketsLayout, ABucketClosesBeforeItWouldPassItsBytes) {
   // bucket), {2, 8} (10 values; + 3 would pass), then {3, 9}: 12 values, exactly 48 bytes.
   const std::vector<GradientSlot> slots = {{"a", 5}, {"b", 3}, {"big", 40}, {"c", 2},
                                            {"d", 8}, {"e", 3}, {"f", 9}};
-  GradientBuckets gb(be(), dp_comm(), slots, 48);
+  GradientBuckets gb(be(), slots, 48);
   ASSERT_EQ(gb.num_buckets(), 4u);
   EXPECT_EQ(gb.bucket_slots(0), (std::vector<int>{0, 1}));
   EXPECT_EQ(gb.bucket_slots(1), (std::vector<int>{2}));
@@ -189,7 +204,7 @@ TEST(GradientBucketsLayout, ABucketClosesBeforeItWouldPassItsBytes) {
             "bucket 0: 8 values (32 bytes): a, b\nbucket 1: 40 values (160 bytes): big\n"
             "bucket 2: 10 values (40 bytes): c, d\nbucket 3: 12 values (48 bytes): e, f\n");
   // One byte less and {e, f} would pass it.
-  GradientBuckets smaller(be(), dp_comm(), slots, 47);
+  GradientBuckets smaller(be(), slots, 47);
   EXPECT_EQ(smaller.num_buckets(), 5u);
 }
 
@@ -208,7 +223,7 @@ TEST(GradientBuckets, OneHugeBucketSumsEverySlot) {
 
 TEST(GradientBuckets, ASlotLargerThanABucketSumsAlone) {
   // 64 bytes = 16 values: W2 (40) and W1 (33) stand alone; {b2} then {b1, norm, embed}.
-  GradientBuckets layout(be(), dp_comm(), model_slots(), 64);
+  GradientBuckets layout(be(), model_slots(), 64);
   ASSERT_EQ(layout.num_buckets(), 4u);
   EXPECT_EQ(layout.bucket_slots(0), std::vector<int>{0});
   EXPECT_EQ(layout.bucket_slots(3), (std::vector<int>{3, 4, 5}));
@@ -228,58 +243,81 @@ TEST(GradientBuckets, DpOneCommunicatesNothingAndSumsAreTheInput) {
   if (dp() != 1) GTEST_SKIP() << "dp " << dp();
   for (DType t : {DType::kFloat32, DType::kBFloat16}) {
     const auto slots = model_slots();
-    GradientBuckets gb(be(), dp_comm(), slots, 64);
+    GradientBuckets gb(be(), slots, 64);
     for (int round = 0; round < 2; ++round) {
       const std::vector<Grad> grads = make_grads(slots, t, round);
       for (int s = 0; s < 6; ++s) gb.ready(s, grads[static_cast<size_t>(s)].mem->get(), t);
       gb.finish();
       for (int s = 0; s < 6; ++s) {
-        const auto got = gb.summed(s);
+        const auto got = summed_host(gb, s);
         const auto& want = grads[static_cast<size_t>(s)].host;
         ASSERT_EQ(got.size(), want.size());
         EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
             << "slot " << s << " round " << round;
-        float* p = const_cast<float*>(got.data());  // poison, as check_sums
-        for (size_t i = 0; i < got.size(); ++i) p[i] = std::nanf("");
+        poison(gb, s);
       }
     }
   }
 }
 
 TEST(GradientBuckets, DestroyedMidRoundWaitsItsStartedBuckets) {
-  // As after an error thrown in the backward on every rank: bucket 0 started, never finished.
+  // As after an error thrown in the backward on every rank: buckets 0 and 1 started, never
+  // finished.
   const auto slots = model_slots();
   const std::vector<Grad> grads = make_grads(slots, DType::kFloat32, 0);
   {
-    GradientBuckets gb(be(), dp_comm(), slots, 1);
+    GradientBuckets gb(be(), slots, 1);
     gb.ready(0, grads[0].mem->get(), DType::kFloat32);
     gb.ready(1, grads[1].mem->get(), DType::kFloat32);
   }
-  // The communicator still works: nothing of the destroyed object is left pending on it.
+  // The dp group still works: nothing of the destroyed object is left pending on it.
   run_rounds(slots, 1, DType::kFloat32, 1, declared_order(6));
+}
+
+// --- the world's amax (current scaling's), through the same groups ---
+
+TEST(WorldMax, TheMaxOverEveryRankStaysOnTheBackend) {
+  // Each rank's amaxes (|x| >= 0, one NaN skipped as fmaxf skips it), max-reduced over the world;
+  // the reference is MPI's max of the same values on the host.
+  const int count = 5;
+  std::vector<float> mine = random_values(count, DType::kFloat32, 4242);
+  for (float& x : mine) x = std::abs(x);
+  std::vector<float> want(mine);
+  ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, want.data(), count, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  detail::BackendMemory buf(be(), count * sizeof(float));
+  be().copy_from_host(buf.get(), mine.data(), mine.size() * sizeof(float));
+  const int64_t copies = be().copies_to_host();
+  be().all_reduce_max(static_cast<float*>(buf.get()), count, 0, "test amaxes");
+  be().synchronize();
+  EXPECT_EQ(be().copies_to_host(), copies) << "the world's max copied to the host";
+  std::vector<float> got(count, std::nanf(""));
+  be().copy_to_host(got.data(), buf.get(), got.size() * sizeof(float));
+  for (int i = 0; i < count; ++i)
+    EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << i;
 }
 
 // --- errors ---
 
 TEST(GradientBucketsErrors, BadBucketSize) {
-  expect_error([] { GradientBuckets(be(), dp_comm(), model_slots(), 0); },
+  expect_error([] { GradientBuckets(be(), model_slots(), 0); },
                "GradientBuckets: bucket_bytes 0: a bucket holds at least 1 byte");
 }
 
 TEST(GradientBucketsErrors, BadSlots) {
   expect_error(
       [] {
-        GradientBuckets(be(), dp_comm(), {{"a", 2}, {"b", -1}}, 64);
+        GradientBuckets(be(), {{"a", 2}, {"b", -1}}, 64);
       },
       "GradientBuckets: slot 1 (b) has count -1");
   expect_error(
       [] {
-        GradientBuckets(be(), dp_comm(), {{"a", 2}, {"huge", int64_t{INT_MAX} + 1}}, 64);
+        GradientBuckets(be(), {{"a", 2}, {"huge", int64_t{INT_MAX} + 1}}, 64);
       },
-      "GradientBuckets: slot 1 (huge) has 2147483648 elements: more than one MPI_Iallreduce takes");
+      "GradientBuckets: slot 1 (huge) has 2147483648 elements: more than one all-reduce takes");
   expect_error(
       [] {
-        GradientBuckets(be(), dp_comm(), {{"a", 2}, {"b", 3}, {"a", 4}}, 64);
+        GradientBuckets(be(), {{"a", 2}, {"b", 3}, {"a", 4}}, 64);
       },
       "GradientBuckets: slot 2 (a): the name is taken by another slot");
 }
@@ -287,7 +325,7 @@ TEST(GradientBucketsErrors, BadSlots) {
 TEST(GradientBucketsErrors, UnknownSlotWrongDtypeAndNullGradient) {
   const auto slots = model_slots();
   const std::vector<Grad> grads = make_grads(slots, DType::kFloat32, 0);
-  GradientBuckets gb(be(), dp_comm(), slots, 64);
+  GradientBuckets gb(be(), slots, 64);
   const void* g = grads[0].mem->get();
   expect_error([&] { gb.ready(6, g, DType::kFloat32); },
                "GradientBuckets::ready: no slot 6 (6 slots, numbered from 0)");
@@ -307,7 +345,7 @@ TEST(GradientBucketsErrors, UnknownSlotWrongDtypeAndNullGradient) {
 TEST(GradientBucketsErrors, SlotReadyTwiceInARound) {
   const auto slots = model_slots();
   const std::vector<Grad> grads = make_grads(slots, DType::kBFloat16, 0);
-  GradientBuckets gb(be(), dp_comm(), slots, 64);
+  GradientBuckets gb(be(), slots, 64);
   gb.ready(3, grads[3].mem->get(), DType::kBFloat16);
   expect_error([&] { gb.ready(3, grads[3].mem->get(), DType::kBFloat16); },
                "GradientBuckets::ready: slot 3 (b1) is ready twice in round 1");
@@ -320,7 +358,7 @@ TEST(GradientBucketsErrors, SlotReadyTwiceInARound) {
 TEST(GradientBucketsErrors, MissingSlotAtFinishThenACleanRound) {
   // Buckets at 64 bytes: {W2}, {b2}, {W1}, {b1, norm, embed}.
   const auto slots = model_slots();
-  GradientBuckets gb(be(), dp_comm(), slots, 64);
+  GradientBuckets gb(be(), slots, 64);
   const auto round = [&](int r, const std::vector<int>& ready) {
     std::vector<Grad> grads = make_grads(slots, DType::kFloat32, r);
     for (int s : ready) gb.ready(s, grads[static_cast<size_t>(s)].mem->get(), DType::kFloat32);
@@ -338,7 +376,7 @@ TEST(GradientBucketsErrors, MissingSlotAtFinishThenACleanRound) {
                  "(embed) (every slot must be ready() once per round, on every dp rank)");
     // The buckets that started were waited and hold this round's sums; the others none: {W1}
     // untouched this round (no stale sums of round 1), {b1, norm, embed} partly written.
-    EXPECT_EQ(gb.summed(1).size(), 3u);
+    EXPECT_EQ(summed_host(gb, 1).size(), 3u);
     expect_error([&] { (void)gb.summed(2); },
                  "GradientBuckets::summed: slot 2 (W1): its bucket 2 holds no finished sum");
     expect_error([&] { (void)gb.summed(5); },
@@ -352,19 +390,19 @@ TEST(GradientBucketsErrors, MissingSlotAtFinishThenACleanRound) {
 
 TEST(GradientBucketsErrors, SummedBeforeFinish) {
   const auto slots = model_slots();
-  GradientBuckets gb(be(), dp_comm(), slots, 64);
+  GradientBuckets gb(be(), slots, 64);
   expect_error([&] { (void)gb.summed(1); },
                "GradientBuckets::summed: slot 1 (b2): its bucket 1 holds no finished sum");
   expect_error([&] { (void)gb.summed(9); }, "GradientBuckets::summed: no slot 9");
 }
 
 // --stall (2 ranks, a 3 s watchdog): rank 1 readies only bucket 0 and then stands still (as a
-// rank stuck elsewhere); rank 0's finish() waits bucket 1 until the watchdog ends the job with
-// one line naming the bucket, its slot, the round and the dp ranks.
+// rank stuck elsewhere); rank 0's all-reduce of bucket 1 waits until the watchdog ends the job
+// with one line naming the bucket, its slot and the dp ranks.
 int stall() {
   const auto slots = model_slots();
   const std::vector<Grad> grads = make_grads(slots, DType::kFloat32, 0);
-  GradientBuckets gb(be(), dp_comm(), slots, 64);
+  GradientBuckets gb(be(), slots, 64);
   const bool stuck = g_ctx->comms().dp_rank() == 1;
   for (int s = 0; s < (stuck ? 1 : 6); ++s) {
     gb.ready(s, grads[static_cast<size_t>(s)].mem->get(), DType::kFloat32);
@@ -387,11 +425,18 @@ int main(int argc, char** argv) {
   cgemm::g_seed = std::random_device{}();
   MPI_Bcast(&cgemm::g_seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
   if (rank == 0) std::printf("seed %u, dp %d x tp 1\n", cgemm::g_seed, world);
-  const bool stall = argc > 1 && std::string(argv[1]) == "--stall";
+  bool stall = false, cuda = false;
+  for (int i = 1; i < argc; ++i) {
+    stall = stall || std::string(argv[i]) == "--stall";
+    cuda = cuda || std::string(argv[i]) == "--backend=cuda";
+  }
+  // The CUDA backend with gpu_sharing: dp ranks on one GPU reduce over the copy engines.
   cgemm::g_ctx = std::make_unique<cgemm::Context>(
       MPI_COMM_WORLD, cgemm::MeshConfig{.dp = world, .tp = 1},
-      cgemm::BackendOptions{cgemm::BackendKind::kCpu, false, stall ? 3.0 : 300.0},
+      cgemm::BackendOptions{cuda ? cgemm::BackendKind::kCuda : cgemm::BackendKind::kCpu, cuda,
+                            stall ? 3.0 : 300.0},
       cgemm::OverlapOptions{});
+  if (rank == 0) std::printf("backend %s\n", cgemm::g_ctx->backend().name().c_str());
   if (stall) return cgemm::stall();
   const int rc = RUN_ALL_TESTS();
   cgemm::g_ctx.reset();

@@ -39,8 +39,9 @@ class RecordingBackend final : public Backend {
   std::string name() const override { return "recording"; }
   std::string transport() const override { return "recording"; }
   std::string describe() const override { return "recording backend"; }
-  int tp_rank() const override { return rank_; }
-  int tp_size() const override { return tp_; }
+  // A tp group of tp_ ranks; a dp group of this rank alone.
+  int group_rank(Group g) const override { return g == Group::kTp ? rank_ : 0; }
+  int group_size(Group g) const override { return g == Group::kTp ? tp_ : 1; }
   int num_streams() const override { return streams_; }
   int compute_capability() const override { return 0; }
   std::string capture_refusal() const override { return ""; }
@@ -52,9 +53,9 @@ class RecordingBackend final : public Backend {
     return p;
   }
   void release(void* p) noexcept override { static_cast<void>(p); }
-  SymmetricBuffer allocate_symmetric(size_t bytes) override {
+  SymmetricBuffer allocate_symmetric(size_t bytes, Group group) override {
     SymmetricBuffer b{region("ring", bytes), bytes, 0};
-    log("allocate_symmetric " + std::to_string(bytes));
+    log("allocate_symmetric " + std::to_string(bytes) + over(group));
     return b;
   }
   void release_symmetric(SymmetricBuffer& b) noexcept override { b.local = nullptr; }
@@ -62,8 +63,10 @@ class RecordingBackend final : public Backend {
   // copied (a grouped GEMM's sizes) sees the caller's values.
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
+    ++copies_to_host_;
     log("copy_to_host " + where(src) + " " + std::to_string(bytes) + " -> host");
   }
+  int64_t copies_to_host() const override { return copies_to_host_; }
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
     log("copy_from_host");
@@ -164,8 +167,10 @@ class RecordingBackend final : public Backend {
         (t.label != nullptr ? t.label : "") + "'");
   }
 
-  ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) override {
-    validate_exchange_group(group, rank_, tp_, "recording backend");
+  ExchangeToken start_exchange(Group over_group, std::span<const Exchange> group,
+                               int after_stream) override {
+    validate_exchange_group(group, group_rank(over_group), group_size(over_group),
+                            "recording backend");
     std::string s =
         "exchange #" + std::to_string(tokens_) + " after s" + std::to_string(after_stream) + ":";
     for (const Exchange& x : group) {
@@ -176,27 +181,34 @@ class RecordingBackend final : public Backend {
            std::to_string(x.recv_peer) + " -> @" + std::to_string(x.recv_offset) + " '" +
            (x.label != nullptr ? x.label : "") + "'}";
     }
-    log(s);
+    log(s + over(over_group));
     return tokens_++;
   }
   void wait_exchange(ExchangeToken token, int stream) override {
     log("wait #" + std::to_string(token) + " s" + std::to_string(stream));
   }
 
-  void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
+  void all_gather(Group group, const void* src, void* dst, size_t bytes_per_rank, int stream,
                   const char* label) override {
     log("all_gather s" + std::to_string(stream) + " " + where(src) + " -> " + where(dst) + " " +
-        std::to_string(bytes_per_rank) + " '" + (label != nullptr ? label : "") + "'");
+        std::to_string(bytes_per_rank) + " '" + (label != nullptr ? label : "") + "'" +
+        over(group));
   }
-  void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank, int stream,
-                      const char* label) override {
+  void reduce_scatter(Group group, const void* src, void* dst, DType dtype, int64_t count_per_rank,
+                      int stream, const char* label) override {
     log("reduce_scatter s" + std::to_string(stream) + " " + where(src) + " -> " + where(dst) + " " +
         dt(dtype) + " count=" + std::to_string(count_per_rank) + " '" +
-        (label != nullptr ? label : "") + "'");
+        (label != nullptr ? label : "") + "'" + over(group));
   }
-  void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) override {
-    log("all_reduce s" + std::to_string(stream) + " " + where(buf) + " " + dt(dtype) +
-        " count=" + std::to_string(count) + " '" + (label != nullptr ? label : "") + "'");
+  void all_reduce(Group group, void* buf, DType dtype, int64_t count, int stream,
+                  const char* label) override {
+    log("all_reduce s" + std::to_string(stream) + " " + where(buf) + " " + dt(dtype) + " count=" +
+        std::to_string(count) + " '" + (label != nullptr ? label : "") + "'" + over(group));
+  }
+  // The golden programs were recorded before groups: tp, every collective GEMM's group, is
+  // left unsaid so they stay byte-identical; any other group is named.
+  static std::string over(Group g) {
+    return g == Group::kTp ? std::string() : std::string(" over ") + group_name(g);
   }
 
   void fork_streams() override { log("fork"); }
@@ -245,6 +257,7 @@ class RecordingBackend final : public Backend {
   int tp_, rank_, streams_;
   int workspaces_ = 0;
   GroupedGemmHandle grouped_handles_ = 0;
+  int64_t copies_to_host_ = 0;
   ExchangeToken tokens_ = 0;
   std::vector<Region> regions_;
   std::vector<std::string> calls_;

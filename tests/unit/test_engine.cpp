@@ -44,9 +44,19 @@ TEST(Operands, SlotsKnowWhetherTheCallWritesThem) {
   EXPECT_THROW(x.set_input(Operand::kOut, &lhs), Error);
   EXPECT_THROW(x.set_output(Operand::kLhs, &out), Error);
   EXPECT_EQ(Operands::name(Operand::kBias), "bias");
-  EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kGatheredLhs) + 1);
+  EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kRhsScaleInv) + 1);
   EXPECT_EQ(Operands::name(Operand::kGatheredLhs), "gathered_lhs");
   EXPECT_NO_THROW(x.set_output(Operand::kGatheredLhs, &out));
+  // The grouped GEMM's slots (grouped_plan.hpp) are read only.
+  const std::pair<Operand, const char*> grouped[] = {{Operand::kGroupSizes, "group_sizes"},
+                                                     {Operand::kHostGroupSizes, "host_group_sizes"},
+                                                     {Operand::kLhsScaleInv, "lhs_scale_inv"},
+                                                     {Operand::kRhsScaleInv, "rhs_scale_inv"}};
+  for (const auto& [slot, name] : grouped) {
+    EXPECT_EQ(Operands::name(slot), name);
+    EXPECT_THROW(x.set_output(slot, &out), Error) << name;
+    EXPECT_EQ(x.set_input(slot, &lhs).input(slot), &lhs) << name;
+  }
 }
 
 TEST(Program, OperandsUsedNameEverySlotAndNoOther) {

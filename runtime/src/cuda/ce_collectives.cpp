@@ -15,14 +15,19 @@ namespace {
 
 class CeCollectives final : public SequentialCollectives {
  public:
-  CeCollectives(Backend& backend, Streams& streams, std::string where)
-      : backend_(backend), streams_(streams), where_(std::move(where)) {}
+  CeCollectives(Backend& backend, Group group, Streams& streams, Compute& compute,
+                std::string where)
+      : backend_(backend),
+        group_(group),
+        streams_(streams),
+        compute_(compute),
+        where_(std::move(where)) {}
 
   void all_gather(const void* src, void* dst, size_t bytes_per_rank, int s,
                   const char* label) override {
     cudaStream_t st = streams_.at(s, "all_gather");
     // Push this rank's block to slot `me` of every peer's staging copy.
-    const int tp = backend_.tp_size(), me = backend_.tp_rank();
+    const int tp = backend_.group_size(group_), me = backend_.group_rank(group_);
     char* out = static_cast<char*>(dst);
     if (tp > 1) {
       const SymmetricBuffer& buf = staging(bytes_per_rank * static_cast<size_t>(tp));
@@ -47,7 +52,7 @@ class CeCollectives final : public SequentialCollectives {
     static_cast<void>(streams_.at(s, "reduce_scatter"));  // a bad stream fails before any push
     // Block d of every rank goes to slot `me` of rank d's staging copy, then each rank sums its
     // tp blocks.
-    const int tp = backend_.tp_size(), me = backend_.tp_rank();
+    const int tp = backend_.group_size(group_), me = backend_.group_rank(group_);
     const size_t block = static_cast<size_t>(count_per_rank) * dtype_size(dtype);
     const char* in = static_cast<const char*>(src);
     std::vector<const void*> parts(static_cast<size_t>(tp));
@@ -67,7 +72,7 @@ class CeCollectives final : public SequentialCollectives {
   void all_reduce(void* buf, DType dtype, int64_t count, int s, const char* label) override {
     static_cast<void>(streams_.at(s, "all_reduce"));  // a bad stream fails before any push
     // Every rank's whole buffer to slot `me` of every peer, then the same sum on every rank.
-    const int tp = backend_.tp_size(), me = backend_.tp_rank();
+    const int tp = backend_.group_size(group_), me = backend_.group_rank(group_);
     if (tp == 1) return;
     const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
     const SymmetricBuffer& stage = staging(bytes * static_cast<size_t>(tp));
@@ -82,13 +87,32 @@ class CeCollectives final : public SequentialCollectives {
     backend_.sum_partials(parts, dtype, count, nullptr, 0, buf, dtype, s);
   }
 
+  void all_reduce_max(float* buf, int count, int s, const char* label) override {
+    static_cast<void>(streams_.at(s, "all_reduce_max"));  // a bad stream fails before any push
+    const int size = backend_.group_size(group_), me = backend_.group_rank(group_);
+    if (size == 1 || count == 0) return;
+    const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+    const SymmetricBuffer& stage = staging(bytes * static_cast<size_t>(size));
+    exchange(
+        stage, bytes, [&](int) { return static_cast<const void*>(buf); }, s,
+        named(label, "all-reduce max") + " (copy engines)");
+    std::vector<const float*> parts(static_cast<size_t>(size));
+    for (int p = 0; p < size; ++p) {
+      parts[static_cast<size_t>(p)] =
+          p == me ? buf
+                  : reinterpret_cast<const float*>(static_cast<const char*>(stage.local) +
+                                                   static_cast<size_t>(p) * bytes);
+    }
+    compute_.max_partials(parts, count, buf, s);
+  }
+
  private:
   const SymmetricBuffer& staging(size_t bytes) {
-    // Every TP rank calls the collectives with the same sizes in the same order, so every rank
-    // grows its staging buffer at the same call: allocate_symmetric stays collective.
+    // Every rank of the group calls the collectives with the same sizes in the same order, so every
+    // rank grows its staging buffer at the same call: allocate_symmetric stays collective.
     if (staging_.local == nullptr || staging_.bytes < bytes) {
       if (staging_.local != nullptr) backend_.release_symmetric(staging_);
-      staging_ = backend_.allocate_symmetric(bytes);
+      staging_ = backend_.allocate_symmetric(bytes, group_);
     }
     return staging_;
   }
@@ -97,7 +121,7 @@ class CeCollectives final : public SequentialCollectives {
   // peer `from` into slot `from` of this rank's copy; stream s waits for it.
   void exchange(const SymmetricBuffer& dst, size_t bytes,
                 const std::function<const void*(int)>& block_for, int s, const std::string& label) {
-    const int tp = backend_.tp_size(), me = backend_.tp_rank();
+    const int tp = backend_.group_size(group_), me = backend_.group_rank(group_);
     std::vector<Exchange> group;
     for (int i = 1; i < tp; ++i) {
       const int to = (me + i) % tp, from = (me - i + tp) % tp;
@@ -114,11 +138,13 @@ class CeCollectives final : public SequentialCollectives {
     // The staging buffer is read on any stream by the previous collective: the peers may write
     // into it again only after all of that.
     streams_.communication_after_all();
-    backend_.wait_exchange(backend_.start_exchange(group, -1), s);
+    backend_.wait_exchange(backend_.start_exchange(group_, group, -1), s);
   }
 
   Backend& backend_;
+  Group group_;
   Streams& streams_;
+  Compute& compute_;
   std::string where_;
   // Freed with the backend's other symmetric buffers, not here: the backend synchronizes
   // before it frees them.
@@ -127,9 +153,10 @@ class CeCollectives final : public SequentialCollectives {
 
 }  // namespace
 
-std::unique_ptr<SequentialCollectives> make_ce_collectives(Backend& backend, Streams& streams,
+std::unique_ptr<SequentialCollectives> make_ce_collectives(Backend& backend, Group group,
+                                                           Streams& streams, Compute& compute,
                                                            std::string where) {
-  return std::make_unique<CeCollectives>(backend, streams, std::move(where));
+  return std::make_unique<CeCollectives>(backend, group, streams, compute, std::move(where));
 }
 
 }  // namespace cgemm::cuda

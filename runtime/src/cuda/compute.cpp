@@ -113,6 +113,26 @@ void Compute::sum_partials(std::span<const void* const> parts, DType part_dtype,
       bytes);
 }
 
+void Compute::max_partials(std::span<const float* const> parts, int64_t count, float* out, int s) {
+  cudaStream_t st = streams_.at(s, "max_partials");
+  const std::string what = "max_partials(" + std::to_string(parts.size()) + " parts of " +
+                           std::to_string(count) + " float32)";
+  if (parts.empty() || parts.size() > static_cast<size_t>(kMaxParts)) {
+    fail(what + ": 1 to " + std::to_string(kMaxParts) + " parts");
+  }
+  if (count < 0) fail(what + ": negative count");
+  for (const float* p : parts) {
+    if (p == nullptr && count > 0) fail(what + ": null part");
+  }
+  trace_.span(
+      "reduce", [&] { return what; }, s, st,
+      [&] {
+        check(launch_max_partials(parts.data(), static_cast<int>(parts.size()), count, out, st),
+              what);
+      },
+      count * static_cast<int64_t>((parts.size() + 1) * sizeof(float)));
+}
+
 void Compute::fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,
                           const Shape& offset, uint64_t seed, float std) {
   const std::string what = "fill_normal(" + std::string(dtype_name(dtype)) + ", global " +

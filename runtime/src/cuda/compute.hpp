@@ -41,6 +41,8 @@ class Compute {
                DType dtype, int s);
   void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                     const void* bias, int64_t bias_len, void* out, DType out_dtype, int s);
+  /// out[i] = the max over the parts of parts[p][i] (fp32; NaNs skipped), on stream s.
+  void max_partials(std::span<const float* const> parts, int64_t count, float* out, int s);
   /// Fills are setup, not part of a schedule: ordered after everything issued so far on every
   /// stream, and everything issued later after them.
   void fill_normal(void* dst, DType dtype, const Shape& global, const Shape& local,

@@ -305,6 +305,31 @@ cudaError_t launch_sum_partials(const void* const* parts, int num_parts, DType p
   }
 }
 
+// --- max_partials: the copy-engine all-reduce's max (the amaxes of current scaling) ---
+
+__global__ void max_partials_kernel(Parts parts, int64_t count, float* out) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    float m = static_cast<const float*>(parts.p[0])[i];
+    for (int p = 1; p < parts.n; ++p) m = fmaxf(m, static_cast<const float*>(parts.p[p])[i]);
+    out[i] = m;
+  }
+}
+
+cudaError_t launch_max_partials(const float* const* parts, int num_parts, int64_t count, float* out,
+                                cudaStream_t stream) {
+  clear_stale_error();
+  if (num_parts < 1 || num_parts > kMaxParts) return cudaErrorInvalidValue;
+  if (count <= 0) return cudaSuccess;
+  Parts p{};
+  p.n = num_parts;
+  for (int i = 0; i < num_parts; ++i) p.p[i] = parts[i];
+  const int threads = 256;
+  const auto blocks =
+      static_cast<unsigned>(std::min<int64_t>((count + threads - 1) / threads, 1024));
+  max_partials_kernel<<<blocks, threads, 0, stream>>>(p, count, out);
+  return cudaGetLastError();
+}
+
 __global__ void spin_kernel(uint64_t nanoseconds) {
   uint64_t start = 0, now = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));

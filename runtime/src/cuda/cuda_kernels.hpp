@@ -39,6 +39,11 @@ cudaError_t launch_sum_partials(const void* const* parts, int num_parts, DType p
                                 int64_t count, const void* bias, int64_t bias_len, void* out,
                                 DType out_dtype, cudaStream_t stream);
 
+/// out[i] = fmaxf over p of parts[p][i] (NaNs skipped), i < count; 1 to kMaxParts float parts.
+/// `out` may be one of the parts.
+cudaError_t launch_max_partials(const float* const* parts, int num_parts, int64_t count, float* out,
+                                cudaStream_t stream);
+
 /// One thread that busy-waits `nanoseconds` of the GPU's global timer: queued ahead of a
 /// timed region, the work behind it is enqueued before the GPU reaches it, so the timing sees
 /// the GPU's time, not the host's launch latency or an idle GPU's clock ramp.

@@ -35,7 +35,8 @@ void DeviceMemory::release(void* p) noexcept {
   if (p != nullptr && allocations_.erase(p) != 0) cudaFree(p);  // cudaFree waits for the device
 }
 
-SymmetricBuffer DeviceMemory::allocate_symmetric(size_t bytes) {
+SymmetricBuffer DeviceMemory::allocate_symmetric(size_t bytes, Group group) {
+  const std::vector<Transport*>& offered = offered_[group_index(group)];
   void* p = nullptr;
   const cudaError_t rc = cudaMalloc(&p, std::max<size_t>(bytes, 1));
   if (rc != cudaSuccess) {
@@ -47,15 +48,15 @@ SymmetricBuffer DeviceMemory::allocate_symmetric(size_t bytes) {
   // null buffer has no IPC handle) and every rank throws, none hangs.
   size_t attached = 0;
   try {
-    for (; attached < offered_.size(); ++attached) offered_[attached]->attach(buf);
+    for (; attached < offered.size(); ++attached) offered[attached]->attach(buf);
   } catch (const Error&) {
-    for (size_t i = 0; i < attached; ++i) offered_[i]->detach(buf);
+    for (size_t i = 0; i < attached; ++i) offered[i]->detach(buf);
     if (p != nullptr) cudaFree(p);
     if (rc != cudaSuccess) check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
     throw;
   }
   check(rc, "cudaMalloc(symmetric buffer, " + bytes_str(bytes) + ")");
-  symmetric_[buf.id] = buf;
+  symmetric_[buf.id] = Live{buf, group};
   return buf;
 }
 
@@ -73,8 +74,8 @@ void DeviceMemory::release_symmetric(SymmetricBuffer& b) noexcept {
     }
     const auto wait = exchanges_.host_wait("releasing a symmetric buffer", false);
     cudaDeviceSynchronize();
-    for (Transport* t : offered_) t->detach(it->second);
-    cudaFree(it->second.local);
+    for (Transport* t : offered_[group_index(it->second.group)]) t->detach(it->second.buffer);
+    cudaFree(it->second.buffer.local);
     symmetric_.erase(it);
   }
   b = SymmetricBuffer{};
@@ -82,18 +83,19 @@ void DeviceMemory::release_symmetric(SymmetricBuffer& b) noexcept {
 
 bool DeviceMemory::is_live(const SymmetricBuffer& b) const {
   auto it = symmetric_.find(b.id);
-  return it != symmetric_.end() && it->second.local == b.local;
+  return it != symmetric_.end() && it->second.buffer.local == b.local;
 }
 
 void DeviceMemory::release_all_symmetric() noexcept {
   for (auto& [id, s] : symmetric_) {
-    for (Transport* t : offered_) t->detach(s);
-    cudaFree(s.local);
+    for (Transport* t : offered_[group_index(s.group)]) t->detach(s.buffer);
+    cudaFree(s.buffer.local);
   }
   symmetric_.clear();
 }
 
 void DeviceMemory::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  ++copies_to_host_;
   {
     const auto wait = exchanges_.host_wait("a copy to the host");
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before copy to host)");

@@ -1,11 +1,14 @@
 #pragma once
 // The CUDA backend's memory: plain device buffers, the registry of live symmetric buffers
-// (attached to every offered transport when made, detached before they are freed), and the
-// synchronous copies to and from the host.
+// (attached to every transport offered to their group when made, detached before they are
+// freed), and the synchronous copies to and from the host (counted: a test's proof that a path
+// makes none).
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -13,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "cgemm/collective/group.hpp"
 #include "cgemm/collective/transport.hpp"
 #include "exchange_fifo.hpp"
 
@@ -27,9 +31,10 @@ void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t st, const
 
 class DeviceMemory {
  public:
-  /// `offered`: every transport a symmetric buffer must be attached to. `exchanges` names what
-  /// a host wait is stuck behind.
-  DeviceMemory(std::vector<Transport*> offered, ExchangeFifo& exchanges, std::string where)
+  /// `offered[group_index(g)]`: every transport a symmetric buffer of group g must be attached
+  /// to. `exchanges` names what a host wait is stuck behind.
+  DeviceMemory(std::array<std::vector<Transport*>, kGroups.size()> offered, ExchangeFifo& exchanges,
+               std::string where)
       : offered_(std::move(offered)), exchanges_(exchanges), where_(std::move(where)) {}
   /// Frees the plain buffers still allocated (the owner has synchronized the device).
   ~DeviceMemory();
@@ -38,8 +43,8 @@ class DeviceMemory {
 
   void* allocate(size_t bytes);
   void release(void* p) noexcept;
-  /// Collective over the TP group (through the transports' attach).
-  SymmetricBuffer allocate_symmetric(size_t bytes);
+  /// Collective over `group` (through its transports' attach).
+  SymmetricBuffer allocate_symmetric(size_t bytes, Group group);
   void release_symmetric(SymmetricBuffer& b) noexcept;
   /// Whether `b` is a live symmetric buffer of this registry (the same id and address).
   bool is_live(const SymmetricBuffer& b) const;
@@ -50,14 +55,21 @@ class DeviceMemory {
   /// Synchronous, like the CPU backend: the copy sees every result issued before it.
   void copy_to_host(void* host_dst, const void* src, size_t bytes);
   void copy_from_host(void* dst, const void* host_src, size_t bytes);
+  /// copy_to_host calls so far.
+  int64_t copies_to_host() const { return copies_to_host_; }
 
  private:
   void check(cudaError_t rc, const std::string& call) const;
 
-  std::vector<Transport*> offered_;
+  std::array<std::vector<Transport*>, kGroups.size()> offered_;
   ExchangeFifo& exchanges_;
   std::string where_;
-  std::map<int, SymmetricBuffer> symmetric_;  // live symmetric buffers by id
+  struct Live {
+    SymmetricBuffer buffer;
+    Group group = Group::kTp;
+  };
+  std::map<int, Live> symmetric_;  // live symmetric buffers by id
+  int64_t copies_to_host_ = 0;
   int next_symmetric_id_ = 0;
   std::set<void*> allocations_;
 };

@@ -34,18 +34,19 @@ cudaEvent_t ExchangeFifo::take_event() {
   return e;
 }
 
-std::string ExchangeFifo::peer(int tp_rank) const {
-  return peer_ ? peer_(tp_rank) : "tp rank " + std::to_string(tp_rank);
+std::string ExchangeFifo::peer(Group g, int rank) const {
+  return peer_ ? peer_(g, rank)
+               : (g == Group::kTp ? "tp rank " : "dp rank ") + std::to_string(rank);
 }
 
-ExchangeToken ExchangeFifo::push(std::span<const Exchange> group, cudaStream_t comm) {
+ExchangeToken ExchangeFifo::push(Group over, std::span<const Exchange> group, cudaStream_t comm) {
   if (pending_.size() >= kMaxPending) recycle(false);
   cudaEvent_t e = take_event();
   check_cuda(cudaEventRecord(e, comm), "cudaEventRecord(exchange)", where_);
   std::string name = group_name(group);
   std::string what = "exchange '" + name + "'";
   for (const Exchange& x : group) {
-    what += " (to " + peer(x.send_peer) + ", from " + peer(x.recv_peer) + ")";
+    what += " (to " + peer(over, x.send_peer) + ", from " + peer(over, x.recv_peer) + ")";
   }
   pending_[next_token_] = {e, std::move(what), std::move(name)};
   return next_token_++;

@@ -25,11 +25,11 @@ std::string group_name(std::span<const Exchange> group);
 
 class ExchangeFifo {
  public:
-  /// `peer` names TP rank p in the watchdog's lines ("world rank R (host H)": MeshComms's
-  /// describe_rank); unset: "tp rank p".
+  /// `peer(g, p)` names rank p of group g in the watchdog's lines ("world rank R (host H)":
+  /// MeshComms's describe_rank); unset: "tp rank p" or "dp rank p".
   /// `before_host_wait`: called first by host_wait (the transports' drain: a host wait must
   /// not wait for a stream that waits on this host).
-  explicit ExchangeFifo(std::string where, std::function<std::string(int)> peer = {},
+  explicit ExchangeFifo(std::string where, std::function<std::string(Group, int)> peer = {},
                         std::function<void()> before_host_wait = {})
       : where_(std::move(where)),
         peer_(std::move(peer)),
@@ -38,9 +38,9 @@ class ExchangeFifo {
   ExchangeFifo(const ExchangeFifo&) = delete;
   ExchangeFifo& operator=(const ExchangeFifo&) = delete;
 
-  /// Records the completion of `group`, just started on `comm` (the communication stream), and
-  /// returns its token.
-  ExchangeToken push(std::span<const Exchange> group, cudaStream_t comm);
+  /// Records the completion of `group`, just started over `over` on `comm` (the communication
+  /// stream), and returns its token.
+  ExchangeToken push(Group over, std::span<const Exchange> group, cudaStream_t comm);
   /// The group's name (group_name) while it is pending, else "exchange N (complete)".
   std::string name(ExchangeToken token) const;
   /// Later work on `st` waits for exchange `token`. Throws for a token never returned by push.
@@ -63,7 +63,7 @@ class ExchangeFifo {
   static constexpr size_t kMaxPending = 256;  // beyond this, completed ones are recycled
 
   cudaEvent_t take_event();
-  std::string peer(int tp_rank) const;
+  std::string peer(Group g, int rank) const;
 
   // Exchanges not yet known to be complete: their event and what they are (for timeouts).
   struct Pending {
@@ -72,7 +72,7 @@ class ExchangeFifo {
     std::string name;  // for traces
   };
   std::string where_;
-  std::function<std::string(int)> peer_;
+  std::function<std::string(Group, int)> peer_;
   std::function<void()> before_host_wait_;
   std::map<ExchangeToken, Pending> pending_;
   std::vector<cudaEvent_t> free_events_;

@@ -38,6 +38,13 @@ class NcclCollectives final : public SequentialCollectives {
   }
 
  private:
+  void all_reduce_max(float* buf, int count, int s, const char* label) override {
+    cudaStream_t st = streams_.at(s, "all_reduce_max");
+    trace_.span(
+        "collective", [&] { return named(label, "all-reduce max") + " (NCCL)"; }, s, st,
+        [&] { nccl_.all_reduce_max(buf, count, st); }, int64_t{4} * count);
+  }
+
   NcclTransport& nccl_;
   Streams& streams_;
   Trace& trace_;
@@ -47,8 +54,8 @@ class NcclCollectives final : public SequentialCollectives {
 }  // namespace
 
 std::unique_ptr<SequentialCollectives> make_nccl_collectives(NcclTransport& nccl, Streams& streams,
-                                                             Trace& trace, int tp) {
-  return std::make_unique<NcclCollectives>(nccl, streams, trace, tp);
+                                                             Trace& trace, int size) {
+  return std::make_unique<NcclCollectives>(nccl, streams, trace, size);
 }
 
 }  // namespace cgemm::cuda

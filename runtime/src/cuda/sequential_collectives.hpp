@@ -1,7 +1,8 @@
 #pragma once
-// The sequential path's collectives (Backend::all_gather, reduce_scatter, all_reduce) on the
-// CUDA backend. One implementation per file, chosen once when the backend is made:
-//   nccl_collectives.cpp  NCCL's collectives, when the TP group has an NCCL communicator
+// The collectives of one group (Backend::all_gather, reduce_scatter, all_reduce; the world
+// max's step over the group) on the CUDA backend. One implementation per file, chosen per group
+// when the backend is made:
+//   nccl_collectives.cpp  NCCL's collectives, when the group has an NCCL communicator
 //   ce_collectives.cpp    exchanges over the copy engines into a staging buffer, then a local
 //                         copy or an fp32 sum in rank order, when GPUs are shared (NCCL refuses
 //                         two ranks of one communicator on one GPU)
@@ -14,6 +15,7 @@
 #include "cgemm/collective/nccl_transport.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/runtime/backend.hpp"
+#include "compute.hpp"
 #include "streams.hpp"
 #include "trace.hpp"
 
@@ -29,6 +31,8 @@ class SequentialCollectives {
   virtual void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
                               int stream, const char* label) = 0;
   virtual void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) = 0;
+  /// In place: buf[i] = the max over the group's ranks of buf[i] (fp32), on `stream`.
+  virtual void all_reduce_max(float* buf, int count, int stream, const char* label) = 0;
 };
 
 /// The call's label, or `what` when it has none.
@@ -36,14 +40,15 @@ inline std::string named(const char* label, const char* what) {
   return label != nullptr ? std::string(label) : std::string(what);
 }
 
-/// NCCL's collectives on `nccl`'s communicator of `tp` ranks, traced as "collective" spans.
+/// NCCL's collectives on `nccl`'s communicator of `size` ranks, traced as "collective" spans.
 std::unique_ptr<SequentialCollectives> make_nccl_collectives(NcclTransport& nccl, Streams& streams,
-                                                             Trace& trace, int tp);
+                                                             Trace& trace, int size);
 
-/// Built on `backend`'s own calls (exchanges, partial sums, symmetric buffers), so they run
-/// through the same checks, FIFO and traces as the ring's; `streams` are the backend's.
-/// `backend` owns the result and outlives it.
-std::unique_ptr<SequentialCollectives> make_ce_collectives(Backend& backend, Streams& streams,
+/// Over `group`, built on `backend`'s own calls (exchanges, partial sums, symmetric buffers),
+/// so they run through the same checks, FIFO and traces as the ring's; `streams` and `compute`
+/// (the max's kernel) are the backend's. `backend` owns the result and outlives it.
+std::unique_ptr<SequentialCollectives> make_ce_collectives(Backend& backend, Group group,
+                                                           Streams& streams, Compute& compute,
                                                            std::string where);
 
 }  // namespace cgemm::cuda

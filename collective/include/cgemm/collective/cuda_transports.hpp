@@ -33,16 +33,18 @@ struct CudaTransports {
   void check_async_error() const;
 };
 
-/// Collective over the TP group of `comms` (every rank reaches it in the same order), with the
-/// device that is current. `gpu_sharing`: some GPU of the job is shared, so no NCCL
-/// communicator is made (NCCL refuses two ranks of one on one GPU) and the copy engines must be
-/// usable: else it throws on every TP rank alike. `borrowed_nccl`: the caller's communicator
-/// over the TP group, used instead of making one (NcclTransport's borrowing constructor; null:
-/// make one); refused with gpu_sharing. `ucx` (transport = ucx): the ring's peers are reached
-/// through UCX alone, staged through pinned host memory, and no copy-engine transport is made;
-/// it throws on every TP rank alike when UCX cannot reach every peer, or cgemm was built
-/// without UCX. `where` prefixes the errors.
-CudaTransports make_cuda_transports(const MeshComms& comms, bool use_ce, bool gpu_sharing,
-                                    ncclComm_t borrowed_nccl, bool ucx, const std::string& where);
+/// Collective over group `group` of `comms` (every rank of it reaches it in the same order; the
+/// same rules for tp and dp), with the device that is current. `gpu_sharing`: some GPU of the
+/// job is shared, so no NCCL communicator is made (NCCL refuses two ranks of one on one GPU) and
+/// the copy engines must be usable: else it throws on every rank of the group alike.
+/// `borrowed_nccl`: the caller's communicator over the TP group, used instead of making one
+/// (NcclTransport's borrowing constructor; null: make one); refused with gpu_sharing. `ucx`
+/// (transport = ucx): the ring's peers are reached through UCX alone, staged through pinned host
+/// memory, and no copy-engine transport is made; it throws on every rank alike when UCX cannot
+/// reach every peer, or cgemm was built without UCX. Both are the TP group's: for dp, refused.
+/// `where` prefixes the errors.
+CudaTransports make_cuda_transports(const MeshComms& comms, Group group, bool use_ce,
+                                    bool gpu_sharing, ncclComm_t borrowed_nccl, bool ucx,
+                                    const std::string& where);
 
 }  // namespace cgemm

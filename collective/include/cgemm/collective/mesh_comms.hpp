@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/collective/group.hpp"
+
 namespace cgemm {
 
 class MeshComms {
@@ -37,6 +39,20 @@ class MeshComms {
   MPI_Comm node_comm() const { return node_comm_; }
   /// True when every rank of this rank's TP group runs on this node.
   bool tp_group_on_one_node() const { return tp_on_node_; }
+
+  // --- one group of the mesh (group.hpp): its communicator, this rank's place in it ---
+  MPI_Comm comm(Group g) const { return g == Group::kTp ? tp_comm_ : dp_comm_; }
+  int size(Group g) const { return g == Group::kTp ? tp_ : dp_; }
+  int rank(Group g) const { return g == Group::kTp ? tp_rank() : dp_rank(); }
+  /// The world rank of member `member` (its rank in group g) of this rank's group g.
+  int world_rank_of(Group g, int member) const {
+    return g == Group::kTp ? world_rank_of_tp(member) : member * tp_ + tp_rank();
+  }
+  /// True when every rank of this rank's group g runs on this node.
+  bool on_one_node(Group g) const { return g == Group::kTp ? tp_on_node_ : dp_on_node_; }
+  /// "world ranks 1, 3 (hosts H...)" of this rank's group g, for waits on a collective of it
+  /// (the tp group as describe_tp_group()).
+  std::string describe_group(Group g) const;
   /// World ranks of each TP group and each DP group (for reports).
   std::vector<std::vector<int>> tp_groups() const;
   std::vector<std::vector<int>> dp_groups() const;
@@ -52,7 +68,7 @@ class MeshComms {
   int dp_ = 1, tp_ = 1;
   int world_rank_ = 0, world_size_ = 1;
   int local_rank_ = 0, local_size_ = 1;
-  bool tp_on_node_ = true;
+  bool tp_on_node_ = true, dp_on_node_ = true;
   std::vector<std::string> hosts_;  // by world rank
   MPI_Comm world_ = MPI_COMM_NULL, tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL,
            node_comm_ = MPI_COMM_NULL;

@@ -74,6 +74,8 @@ class NcclTransport final : public Transport {
                       cudaStream_t stream);
   /// In-place sum (bf16/fp16/fp32).
   void all_reduce(void* buf, DType dtype, int64_t count, cudaStream_t stream);
+  /// In-place max of `count` floats (the amaxes of current scaling).
+  void all_reduce_max(float* buf, int64_t count, cudaStream_t stream);
 
   /// Throws cgemm::Error when NCCL has recorded an asynchronous error (e.g. a peer failure).
   void check_async_error();

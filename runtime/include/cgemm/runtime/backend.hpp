@@ -8,9 +8,13 @@
 // one stream runs in issue order. Stream 0 is the main stream: a collective GEMM starts
 // and ends on it. The CPU backend runs everything synchronously, in issue order.
 //
-// Transport. start_exchange() moves bytes between ranks of the tensor-parallel group. All
-// exchanges of a backend run in the order they were started, each after the previous one
-// finished (one FIFO), so a ring step may forward what the previous step received.
+// Groups. Exchanges, symmetric buffers and collectives run over a group of the mesh
+// (cgemm/collective/group.hpp: tp or dp); a backend holds one transport set per group, made
+// with the backend (collectively over each group). Ranks named in a call are ranks of its group.
+//
+// Transport. start_exchange() moves bytes between ranks of a group. All exchanges of a backend
+// run in the order they were started, each after the previous one finished (one FIFO, whatever
+// their groups), so a ring step may forward what the previous step received.
 // wait_exchange(t, s) makes later work on stream s wait until exchange t has delivered its
 // data here AND the data this rank sent has left its source buffer.
 //
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "cgemm/collective/exchange.hpp"
+#include "cgemm/collective/group.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
@@ -111,8 +116,11 @@ class Backend {
   virtual std::string transport() const = 0;  // e.g. "mpi", "nccl", "copy-engine (CUDA IPC)"
   /// One line per fact worth a report: device, library versions, settings.
   virtual std::string describe() const = 0;
-  virtual int tp_rank() const = 0;
-  virtual int tp_size() const = 0;
+  /// This rank's rank in its group `g`, and the group's size.
+  virtual int group_rank(Group g) const = 0;
+  virtual int group_size(Group g) const = 0;
+  int tp_rank() const { return group_rank(Group::kTp); }
+  int tp_size() const { return group_size(Group::kTp); }
   virtual int num_streams() const = 0;
   /// Compute capability of the device (e.g. 90), or 0 on the CPU backend.
   virtual int compute_capability() const = 0;
@@ -128,11 +136,16 @@ class Backend {
   // --- memory ---
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p) noexcept = 0;
-  virtual SymmetricBuffer allocate_symmetric(size_t bytes) = 0;  // collective over TP
+  /// Collective over `group`: every rank of it allocates the same sizes in the same order. The
+  /// buffer is attached to that group's transports (an exchange into it is over `group`).
+  virtual SymmetricBuffer allocate_symmetric(size_t bytes, Group group) = 0;
   virtual void release_symmetric(SymmetricBuffer& b) noexcept = 0;
   /// Synchronous: waits for all issued work first.
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  /// copy_to_host calls so far (the backend's only way to the host): a test's proof that a path
+  /// (the dp gradient sum, the world's amax) makes no copy to the host.
+  virtual int64_t copies_to_host() const = 0;
   /// Fills a shard with normal(0, std) values: element at local multi-index i of `local`
   /// (row-major) is a function of (seed, flat index of offset + i in `global`) only, so the
   /// shards of all ranks tile one global tensor. The same values on every backend, up to
@@ -182,7 +195,8 @@ class Backend {
   virtual void amax(const void* src, DType dtype, int64_t count, float* amax, int stream) = 0;
   /// In place: buf[i] = the max over every rank of the job of buf[i], for i < count (the
   /// amax of a global tensor from the amaxes of its pieces; ranks holding replicas agree).
-  /// Collective over the world: every rank calls it in the same order.
+  /// Collective over the world: every rank calls it in the same order. On the CUDA backend it
+  /// stays on the device (the max over tp, then over dp, on `stream`: no host copy, no wait).
   virtual void all_reduce_max(float* buf, int count, int stream, const char* label) = 0;
   /// Sets the operand's scale and scale_inv from its amax (current scaling), or records the
   /// amax and sets the next step's scale (delayed scaling), with the numeric:: functions of
@@ -195,23 +209,27 @@ class Backend {
   /// Runs `task` (checked with check_elementwise first: the same refusal on every backend).
   virtual void elementwise(const ElementwiseTask& task, int stream) = 0;
 
-  // --- transport (tensor-parallel group) ---
-  /// Starts the exchanges of `group` together (e.g. both directions of a ring), after all
-  /// work issued so far on stream `after_stream` (-1: no such dependency).
-  virtual ExchangeToken start_exchange(std::span<const Exchange> group, int after_stream) = 0;
+  // --- transport ---
+  /// Starts the exchanges of `exchanges` together (e.g. both directions of a ring) over
+  /// `group` (its peers are ranks of that group, its destinations symmetric buffers allocated
+  /// over it), after all work issued so far on stream `after_stream` (-1: no such dependency).
+  virtual ExchangeToken start_exchange(Group group, std::span<const Exchange> exchanges,
+                                       int after_stream) = 0;
   /// A token may be waited on more than once.
   virtual void wait_exchange(ExchangeToken token, int stream) = 0;
 
-  // --- collectives over the TP group for the sequential path, on `stream`; `label` names
-  // the call (e.g. "up_proj sequential all-gather") in traces and timeout messages, may be null ---
-  /// dst [tp, bytes_per_rank] rank-major = every rank's src.
-  virtual void all_gather(const void* src, void* dst, size_t bytes_per_rank, int stream,
+  // --- collectives over `group` (the sequential path's over tp, the gradient sum over dp), on
+  // `stream`; `label` names the call (e.g. "up_proj sequential all-gather") in traces and
+  // timeout messages, may be null ---
+  /// dst [size, bytes_per_rank] rank-major = every rank's src.
+  virtual void all_gather(Group group, const void* src, void* dst, size_t bytes_per_rank,
+                          int stream, const char* label) = 0;
+  /// dst [count_per_rank] = sum over ranks of src[rank * count_per_rank + i].
+  virtual void reduce_scatter(Group group, const void* src, void* dst, DType dtype,
+                              int64_t count_per_rank, int stream, const char* label) = 0;
+  /// In-place sum over `group`.
+  virtual void all_reduce(Group group, void* buf, DType dtype, int64_t count, int stream,
                           const char* label) = 0;
-  /// dst [count_per_rank] = sum over ranks of src[tp_rank * count_per_rank + i].
-  virtual void reduce_scatter(const void* src, void* dst, DType dtype, int64_t count_per_rank,
-                              int stream, const char* label) = 0;
-  /// In-place sum over the TP group.
-  virtual void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) = 0;
 
   // --- ordering and timing ---
   /// Later work on every compute stream and on the transport waits for all work issued so

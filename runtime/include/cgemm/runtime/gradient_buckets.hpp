@@ -19,41 +19,42 @@
 // layer's first, as DDP) so each bucket fills early and its all-reduce starts early.
 // DDP's default bucket is 25 MiB (bucket_cap_mb).
 //
-// Communication. Each bucket is one host buffer of fp32 values; ready() copies the gradient there
-// (Backend::copy_to_host, which waits for the backend's issued work, then converts to fp32), and
-// the slot that completes a bucket starts MPI_Iallreduce(MPI_IN_PLACE, SUM, MPI_FLOAT) on it over
-// a duplicate of `dp_comm` (so the buckets never match a collective the caller makes on dp_comm).
-// MPI moves a non-blocking collective only inside MPI calls: on the CPU backend the MPI calls of
-// the following layers' backward GEMMs (their TP exchanges) drive it, and every ready() also
-// calls MPI_Test on the buckets in flight. On the CUDA backend the copy to the host synchronizes
-// the device at every ready() (a first version: the sums are host-side and fp32 either way). With a
-// dp_comm of size 1 nothing is communicated: summed() is the input in fp32. Sums are fp32 in MPI's
-// order of additions (not fixed across MPI libraries).
+// Communication. A planner of reduction programs on the dp group (Group::kDp), run by the engine
+// like every collective GEMM's: all buckets lie in one fp32 buffer of backend memory. ready()
+// runs a one-op program that converts the gradient into its place in the bucket (a partial
+// sum of one part, on stream 0, after the work that made the gradient); the slot that completes
+// a bucket also runs the bucket's program: later streams fork from stream 0, then one
+// all-reduce (Backend::all_reduce over dp, fp32 sum) on the last compute stream, so it overlaps
+// the rest of the backward on the others. finish() runs a join: stream 0 waits for every
+// all-reduce. On the CUDA backend all of it is stream-ordered device work (NCCL, or the copy
+// engines where ranks share a GPU): no copy to the host and no host wait, per gradient or per
+// round. On the CPU backend every call runs when issued: the all-reduce is an MPI_Allreduce over
+// the dp communicator when the bucket completes. With a dp group of one rank nothing is
+// communicated: summed() is the input in fp32. Sums are fp32, in the transport's order of
+// additions (NCCL's or MPI's; the copy engines' in rank order).
 //
 // Ordering rule. Starting a bucket is a collective call over dp, and MPI requires the collectives
 // of a communicator to be called in the same order on all its ranks. So every dp rank must
 // construct GradientBuckets with the same slots and bucket_bytes, and call ready() for the same
 // slots in the same order each round (any order, as long as it is the same on every rank: then
 // buckets complete, and start, in the same order). A rank that departs from it makes wrong sums
-// or a wait that the watchdog ends, naming the bucket.
+// or a wait that the watchdog ends, naming the bucket's all-reduce and the dp group.
 //
 // Errors (cgemm::Error, with the slot's index and name; the object is unchanged by a refused
 // call): bucket_bytes 0, a negative count, a slot of more than INT_MAX values or duplicate names
 // (constructor); ready() of an unknown slot, of a slot already ready this round, with a dtype
 // other than float32/bfloat16/float16, or with a null gradient of count > 0; summed() of a slot
 // whose bucket has not been finished since it was last written; finish() when a slot was not
-// ready() this round (after waiting the buckets that did start; the next round starts clean);
-// a failed MPI call (check_mpi's message).
+// ready() this round (after joining the buckets that did start; the next round starts clean);
+// a failed backend call (its message).
 //
 // Thread safety: none; one thread calls every member, the thread that makes the job's MPI calls.
-// Lifetime: construction is collective over dp_comm (MPI_Comm_dup) and destruction frees the
-// duplicate: both must happen between MPI_Init and MPI_Finalize.
-
-#include <mpi.h>
+// Lifetime: the backend outlives the object; destruction waits for the backend's work (its
+// buffer may be read by an all-reduce in flight).
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,38 +71,37 @@ struct GradientSlot {
 
 class GradientBuckets {
  public:
-  /// Collective over `dp_comm` (duplicates it when its size is above 1). `be` holds the gradients
-  /// given to ready() and must outlive this object. `bucket_bytes` >= 1: fp32 bytes per bucket.
-  GradientBuckets(Backend& be, MPI_Comm dp_comm, std::vector<GradientSlot> slots,
-                  size_t bucket_bytes);
-  /// Waits for every bucket still in flight (each wait under a watchdog::WaitScope naming it, so
-  /// the watchdog ends the job if a peer never joins), then frees the duplicate communicator.
-  /// Waiting is the only way to release a bucket's buffer: MPI forbids MPI_Cancel and
-  /// MPI_Request_free on a non-blocking collective's request. So an error thrown mid-round on
-  /// this rank alone leaves the destructor waiting for its started buckets: the peers complete
-  /// them when they reach finish(), or the watchdog ends the job. Never throws; MPI errors of the
-  /// waits are dropped. Does nothing with MPI once MPI_Finalize has run.
+  /// Over `be`'s dp group (no communication here: the backend made its transports). `be` holds
+  /// the gradients given to ready() and the buckets, and must outlive this object.
+  /// `bucket_bytes` >= 1: fp32 bytes per bucket. Allocates the buckets (NaN until written).
+  GradientBuckets(Backend& be, std::vector<GradientSlot> slots, size_t bucket_bytes);
+  /// Waits for the backend's work (Backend::synchronize: an all-reduce in flight may still
+  /// write the buckets; the watchdog ends a wait for a peer that never joins), then frees them.
+  /// Never throws.
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
   /// Slot `slot`'s gradient is complete in backend memory `grad` (`dtype`, the slot's `count`
-  /// elements): copies it, as fp32, into its bucket's buffer; when it is the bucket's last slot
-  /// to be ready this round, starts the bucket's all-reduce. Then tests the buckets in flight
-  /// (MPI_Test) to let MPI progress them. Each slot once per round.
+  /// elements) once the work issued so far on stream 0 has run: converts it, as fp32, into its
+  /// bucket (on stream 0); when it is the bucket's last slot to be ready this round, starts the
+  /// bucket's all-reduce over dp. Each slot once per round. No host wait.
   void ready(int slot, const void* grad, DType dtype);
-  /// Waits every started bucket (each under a watchdog::WaitScope naming the bucket, its slots
-  /// and the round), checks every slot was ready() this round (else cgemm::Error naming the
-  /// missing ones), and starts the next round. After a finish() that threw, only the buckets
-  /// that started that round hold sums (summed() of the others throws).
+  /// Orders later work on stream 0 after every started bucket's all-reduce (no host wait),
+  /// checks every slot was ready() this round (else cgemm::Error naming the missing ones), and
+  /// starts the next round. After a finish() that threw, only the buckets that started that
+  /// round hold sums (summed() of the others throws).
   void finish();
-  /// After finish(): slot `slot`'s gradient summed over dp, fp32, its `count` values. The memory
-  /// is this object's and stays valid until the next ready() of a slot of the same bucket.
-  std::span<const float> summed(int slot) const;
+  /// After finish(): slot `slot`'s gradient summed over dp, fp32, its `count` values in backend
+  /// memory, for work issued on stream 0 after finish(). The memory is this object's and is
+  /// rewritten by the next ready() of a slot of the same bucket.
+  const float* summed(int slot) const;
 
   size_t num_slots() const { return slots_.size(); }
   const GradientSlot& slot(int slot) const;
   size_t num_buckets() const { return buckets_.size(); }
+  /// The dp group's size (1: nothing is communicated).
+  int dp_size() const { return dp_size_; }
   /// The slots of bucket `bucket`, in the order they were declared.
   const std::vector<int>& bucket_slots(size_t bucket) const;
   /// The bucket of slot `slot`.
@@ -116,34 +116,31 @@ class GradientBuckets {
  private:
   struct Bucket {
     std::vector<int> slots;
-    std::vector<float> values;  // the slots' gradients, packed in slot order
-    int pending = 0;            // slots not ready yet this round
-    MPI_Request request = MPI_REQUEST_NULL;
-    bool started = false;  // its all-reduce started this round (and not yet waited by finish)
-    bool summed = false;   // values hold the last finished round's sums
+    int64_t count = 0;     // fp32 values
+    size_t offset = 0;     // its first value's byte in the buffer
+    int pending = 0;       // slots not ready yet this round
+    bool started = false;  // its all-reduce started this round (and not yet joined by finish)
+    bool summed = false;   // it holds the last finished round's sums
   };
   struct Place {
     size_t bucket = 0;
     size_t offset = 0;  // in the bucket's values
   };
+  struct Programs;  // the reduction programs (gradient_buckets.cpp)
 
   void check_slot(int slot, const char* call) const;
   std::string slot_label(int slot) const;
   std::string bucket_label(size_t bucket) const;
-  void start(size_t bucket);
-  void wait(size_t bucket);
-  void test_in_flight();
 
   Backend& be_;
-  MPI_Comm comm_ = MPI_COMM_NULL;  // the duplicate of dp_comm; null when dp is 1
   int dp_size_ = 1;
-  std::string peers_;  // "world ranks 0, 2": dp_comm's ranks, for the watchdog's line
   std::vector<GradientSlot> slots_;
   size_t bucket_bytes_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<Place> places_;  // by slot
   std::vector<bool> ready_;    // by slot, this round
-  std::vector<char> staging_;  // a gradient in its own dtype, before the conversion
+  float* values_ = nullptr;    // every bucket's values, backend memory
+  std::unique_ptr<Programs> programs_;
   int64_t round_ = 0;
 };
 
