@@ -6,7 +6,9 @@
 #     the demo (and on 2+ GPUs its real-size configs);
 #  2. the grouped GEMM tests on the CUDA backend (test_grouped_plan --backend=cuda) and the FP8
 #     GEMM tests (test_cublaslt_fp8);
-#  3. the training math and the training parity (device-train.sh's ops, parity and backends).
+#  3. the dp gradient sum and the world's amax on the CUDA backend, 2 and 3 ranks sharing the
+#     GPU (test_gradient_buckets --backend=cuda: sums against fp64, no copy to the host);
+#  4. the training math and the training parity (device-train.sh's ops, parity and backends).
 # Writes $OUT (default /tmp/cgemm-arch): check/, grouped.log, fp8.log, train/ and summary.txt.
 # Exit 1 when a step failed.
 set -u -o pipefail
@@ -49,7 +51,19 @@ for t in "test_grouped_plan --backend=cuda:grouped" "test_cublaslt_fp8:fp8"; do
   fi
 done
 
-echo "== 3. device-train.sh ops,parity,backends"
+for np in 2 3; do
+  echo "== 3. test_gradient_buckets --backend=cuda, $np ranks"
+  if timeout 120 mpirun -np $np --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
+    "$bin"/test_gradient_buckets --backend=cuda >"$out/buckets$np.log" 2>&1; then
+    summary+=("PASS  test_gradient_buckets --backend=cuda np $np ($(counts "$out/buckets$np.log"))")
+  else
+    status=1
+    summary+=("FAIL  test_gradient_buckets --backend=cuda np $np ($(counts "$out/buckets$np.log"))")
+    tail -n 30 "$out/buckets$np.log"
+  fi
+done
+
+echo "== 4. device-train.sh ops,parity,backends"
 if STEPS=ops,parity,backends OUT=$out/train timeout 200 bash "$root/scripts/device-train.sh" \
   >"$out/train.log" 2>&1; then
   summary+=("PASS  device-train.sh ops,parity,backends ($(counts "$out/train/ops.log"))")

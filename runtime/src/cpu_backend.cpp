@@ -5,12 +5,14 @@
 // Work runs synchronously in issue order, so stream arguments only matter to the schedule.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -36,22 +38,26 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const MeshComms& comms, const OverlapOptions& opts, TransportKind kind)
-      : comms_(comms), opts_(opts), transport_(comms.tp_comm()), dp_transport_(comms.dp_comm()) {
+      : comms_(comms), opts_(opts) {
     // One BLAS thread per rank: CPU jobs run one rank per core.
     set_blas_threads(1);
     kind_ = kind;
-    ring_ = &transport_;
+    for (const Group g : kGroups) {
+      mpi_[group_index(g)] = std::make_unique<MpiTransport>(comms.comm(g));
+      ring_[group_index(g)] = mpi_[group_index(g)].get();
+    }
     // Decided alike on every rank of the world (the option is the job's; UCX's answer is
     // agreed below), so every rank throws or none does.
     if (const std::string why = transport_backend_refusal(kind, BackendKind::kCpu); !why.empty()) {
       throw BackendRuleError(why);
     }
     if (kind == TransportKind::kUcx) make_ucx();
-    Transport* const offered[] = {ring_};
-    peer_transport_ = choose_transports(offered, comms.tp_rank(), comms.tp(), "cpu backend");
-    Transport* const dp_offered[] = {&dp_transport_};
-    dp_peer_transport_ =
-        choose_transports(dp_offered, comms.dp_rank(), comms.dp(), "cpu backend, dp group");
+    for (const Group g : kGroups) {
+      Transport* const offered[] = {ring_of(g)};
+      peers_[group_index(g)] =
+          choose_transports(offered, comms.rank(g), comms.size(g),
+                            std::string("cpu backend, ") + group_name(g) + " group");
+    }
   }
   ~CpuBackend() override {
 #ifdef CGEMM_HAVE_UCX
@@ -62,7 +68,7 @@ class CpuBackend final : public Backend {
 
   BackendKind kind() const override { return BackendKind::kCpu; }
   std::string name() const override { return "cpu"; }
-  std::string transport() const override { return ring_->name(); }
+  std::string transport() const override { return ring_of(Group::kTp)->name(); }
   std::string describe() const override {
     int version = 0, subversion = 0;
     MPI_Get_version(&version, &subversion);
@@ -75,14 +81,14 @@ class CpuBackend final : public Backend {
     s << "backend: cpu (OpenBLAS dgemm on fp64 copies, one BLAS thread per rank)\n"
       << "mpi: " << libs << " (MPI " << version << "." << subversion << ")\n"
       << "transport: "
-      << (ring_ == &transport_
+      << (ring_of(Group::kTp) == mpi_[group_index(Group::kTp)].get()
               ? "MPI non-blocking send/recv on the TP communicator (transport = " +
                     transport_kind_name(kind_) +
                     (kind_ == TransportKind::kAuto
                          ? ": UCX puts are there with transport = ucx but have not measured faster"
                          : "") +
                     ")"
-              : ring_->describe() + " (transport = ucx)")
+              : ring_of(Group::kTp)->describe() + " (transport = ucx)")
       << "\n"
       << "ignored on cpu: compute_stream_priority, communication_stream_priority, "
          "num_sm_for_communication, use_ce";
@@ -118,7 +124,7 @@ class CpuBackend final : public Backend {
     try {
       b.local = allocate(bytes);
     } catch (const Error& e) {
-      if (t == &transport_ || t == &dp_transport_) throw;
+      if (t == mpi_[group_index(group)].get()) throw;
       error = e.what();
     }
     // A one-sided transport registers the buffer on every rank of the group; a rank whose
@@ -193,7 +199,8 @@ class CpuBackend final : public Backend {
   void gemm(const GemmTask& task, int stream) override {
     traced("gemm", task.label ? task.label : "gemm", stream, trace_gemm_bytes(task),
            trace_gemm_flops(task), [&] { cpu_gemm(task); });
-    ring_->progress();  // let in-flight ring transfers move between chunks
+    // Let in-flight transfers move between chunks.
+    for (Transport* t : ring_) t->progress();
   }
   void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
                DType dtype, int stream) override {
@@ -327,8 +334,7 @@ class CpuBackend final : public Backend {
       what += " (to " + comms_.describe_rank(comms_.world_rank_of(over, x.send_peer)) + ", from " +
               comms_.describe_rank(comms_.world_rank_of(over, x.recv_peer)) + ")";
     }
-    const auto& peers = over == Group::kTp ? peer_transport_ : dp_peer_transport_;
-    groups_[next_token_] = {start_group(peers, group, nullptr, "cpu backend"),
+    groups_[next_token_] = {start_group(peers_[group_index(over)], group, nullptr, "cpu backend"),
                             group.empty() || !group[0].label ? "exchange" : group[0].label,
                             std::move(what), now_ms(), trace_exchange_bytes(group)};
     return next_token_++;
@@ -470,7 +476,7 @@ class CpuBackend final : public Backend {
            comms_.describe_group(group) + ", some of which have not arrived";
   }
   // The transport that symmetric buffers of `group` attach to.
-  Transport* ring_of(Group group) { return group == Group::kTp ? ring_ : &dp_transport_; }
+  Transport* ring_of(Group group) const { return ring_[group_index(group)]; }
   // "<what> (cpu backend, tp rank r)" for timeout messages.
   std::string where(const std::string& what) const {
     return what + " (cpu backend, tp rank " + std::to_string(comms_.tp_rank()) + ")";
@@ -519,7 +525,7 @@ class CpuBackend final : public Backend {
                              " (transport = auto or mpi moves the ring over MPI)");
     }
 #ifdef CGEMM_HAVE_UCX
-    if (ucx_) ring_ = ucx_.get();
+    if (ucx_) ring_[group_index(Group::kTp)] = ucx_.get();
 #endif
   }
   // The reason of the lowest world rank with a non-empty `mine`, on every rank; empty if none.
@@ -541,15 +547,15 @@ class CpuBackend final : public Backend {
   const MeshComms& comms_;
   OverlapOptions opts_;
   TransportKind kind_ = TransportKind::kAuto;
-  MpiTransport transport_;
+  // Per group (by group_index): its MPI transport, the transport its symmetric buffers and
+  // exchanges use (the MPI one; for tp with transport = ucx, UCX's), and the one of each peer.
+  std::array<std::unique_ptr<MpiTransport>, kGroups.size()> mpi_;
 #ifdef CGEMM_HAVE_UCX
   std::unique_ptr<UcxTransport> ucx_;
 #endif
-  Transport* ring_ = nullptr;                  // the ring's transport: transport_ or the UCX one
-  std::vector<Transport*> peer_transport_;     // by TP rank: ring_
-  MpiTransport dp_transport_;                  // the dp group's exchanges
-  std::vector<Transport*> dp_peer_transport_;  // by DP rank: &dp_transport_
-  std::map<int, Group> symmetric_group_;       // each live symmetric buffer's group, by id
+  std::array<Transport*, kGroups.size()> ring_{};
+  std::array<std::vector<Transport*>, kGroups.size()> peers_;
+  std::map<int, Group> symmetric_group_;  // each live symmetric buffer's group, by id
   std::map<void*, size_t> allocations_;
   std::map<ExchangeToken, PendingExchange> groups_;
   bool tracing_ = false;

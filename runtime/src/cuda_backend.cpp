@@ -361,15 +361,22 @@ void CudaBackend::all_reduce_max(float* buf, int count, int s, const char* label
                            std::to_string(count) + " floats, max over " +
                            std::to_string(comms_.world_size()) + " ranks)";
   if (count < 0) fail(what + ": negative count");
-  if (count == 0 || comms_.world_size() == 1) return;
-  if (buf == nullptr) fail(what + ": null buffer");
+  if (buf == nullptr && count > 0) fail(what + ": null buffer");
   // The world is the dp x tp mesh: the max over this rank's tp group, then over its dp group
   // (whose ranks then hold their tp groups' maxes), leaves the world's max on every rank. Both
-  // steps stay on the device, on stream s: no copy to the host, no host wait.
-  static_cast<void>(streams_->at(s, "all_reduce_max"));
-  const std::string tp_what = what + ", over tp", dp_what = what + ", over dp";
-  set(Group::kTp).collectives->all_reduce_max(buf, count, s, tp_what.c_str());
-  set(Group::kDp).collectives->all_reduce_max(buf, count, s, dp_what.c_str());
+  // steps stay on the device, on stream s: no copy to the host, no host wait. Traced as one
+  // quantization span (the buffer's bytes, as the collectives count an all-reduce), with the
+  // groups' collectives inside it.
+  cudaStream_t st = streams_->at(s, "all_reduce_max");
+  trace_->span(
+      "quantize", [&] { return what; }, s, st,
+      [&] {
+        if (count == 0) return;
+        const std::string tp_what = what + ", over tp", dp_what = what + ", over dp";
+        set(Group::kTp).collectives->all_reduce_max(buf, count, s, tp_what.c_str());
+        set(Group::kDp).collectives->all_reduce_max(buf, count, s, dp_what.c_str());
+      },
+      int64_t{4} * count);
 }
 
 void CudaBackend::synchronize() {
