@@ -15,6 +15,7 @@ when nobody has; finalized at exit), or the communicator given as a Fortran hand
     plan.execute(x, w, b, y)
     # Device memory (CUDA backend): plan.execute_pointers(x_ptr, w_ptr, b_ptr, y_ptr, stream),
     # or python/cgemm_torch.py's op on torch tensors.
+    # A grouped GEMM (experts; local to the rank): ctx.grouped_plan(...) -> GroupedPlan.
 
 The library: $CGEMM_LIBRARY if set, else the build tree's (build/lib/libcgemm.so.0 beside
 this folder), else, for the modules `cmake --install` puts in PREFIX/LIBDIR/python, the
@@ -48,6 +49,9 @@ _NUMPY_DTYPES = {
     "float32": np.dtype(np.float32),
     "float16": np.dtype(np.float16),
     "bfloat16": np.dtype(np.uint16),
+    # numpy has no FP8 either: the bytes as uint8 (grouped plans' FP8 inputs).
+    "float8_e4m3fn": np.dtype(np.uint8),
+    "float8_e5m2": np.dtype(np.uint8),
 }
 
 _OPERANDS = {"lhs": 0, "rhs": 1, "bias": 2, "out": 3}
@@ -138,6 +142,22 @@ class _PlanOptions(ctypes.Structure):
     ]
 
 
+class _GroupedPlanDesc(ctypes.Structure):
+    _c, _i64, _s = ctypes.c_int, ctypes.c_int64, ctypes.c_char_p
+    _fields_ = [("name", _s), ("form", _s), ("num_groups", _i64),
+                ("lhs_ndim", _c), ("lhs_shape", _Dims64), ("rhs_ndim", _c), ("rhs_shape", _Dims64),
+                ("bias_ndim", _c), ("bias_shape", _Dims64),
+                ("dtype", _s), ("rhs_dtype", _s), ("out_dtype", _s),
+                ("lhs_contracting_ndim", _c), ("lhs_contracting", _Dims32),
+                ("rhs_contracting_ndim", _c), ("rhs_contracting", _Dims32),
+                ("path", _s), ("scaling", _s)]
+
+
+class _GroupedPlanInfo(ctypes.Structure):
+    _fields_ = [("num_groups", ctypes.c_int64), ("ragged_extent", ctypes.c_int64),
+                ("path", ctypes.c_char_p), ("loop_fallbacks", ctypes.c_int64)]
+
+
 class _TensorInfo(ctypes.Structure):
     _fields_ = [
         ("ndim", ctypes.c_int),
@@ -186,6 +206,15 @@ def _load():
             status, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
         "cgemm_plan_execute": (status, [ctypes.c_void_p] * 5),
         "cgemm_plan_execute_on_stream": (status, [ctypes.c_void_p] * 6),
+        "cgemm_grouped_plan_desc_init": (None, [ctypes.POINTER(_GroupedPlanDesc)]),
+        "cgemm_grouped_plan_create": (
+            status, [ctypes.c_void_p, ctypes.POINTER(_GroupedPlanDesc), c_void_pp]),
+        "cgemm_grouped_plan_destroy": (None, [ctypes.c_void_p]),
+        "cgemm_grouped_plan_tensor_info": (
+            status, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
+        "cgemm_grouped_plan_get_info": (
+            status, [ctypes.c_void_p, ctypes.POINTER(_GroupedPlanInfo)]),
+        "cgemm_grouped_plan_execute": (status, [ctypes.c_void_p] * 9),
         "cgemm_context_options_init": (
             status, [ctypes.POINTER(_ContextOptions), ctypes.c_size_t]),
         "cgemm_context_create_world_ex": (
@@ -276,6 +305,36 @@ class TensorInfo:
         return np.empty(self.local_shape, _NUMPY_DTYPES[self.dtype])
 
 
+def _numpy_pointer(array, info, name, writable=False, dtype=None, shape=None):
+    """The address of a numpy operand checked against its TensorInfo (or dtype and shape)."""
+    if info is None and dtype is None:
+        if array is not None:
+            raise ValueError(f"{name}: the plan has no {name}, pass None")
+        return None
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{name}: a numpy array is needed, got {type(array).__name__}")
+    if not array.flags.c_contiguous or (writable and not array.flags.writeable):
+        raise ValueError(f"{name}: the array must be C-contiguous" +
+                         (" and writeable" if writable else ""))
+    want_dtype = dtype if dtype is not None else _NUMPY_DTYPES[info.dtype]
+    want_shape = shape if shape is not None else info.local_shape
+    if array.dtype != want_dtype or array.shape != want_shape:
+        raise ValueError(f"{name}: {array.dtype} {array.shape} given, the plan needs "
+                         f"{want_dtype if info is None else info.dtype} {want_shape}"
+                         f"{'' if info is None else ' (this rank' + chr(39) + 's shard)'}")
+    return array.ctypes.data
+
+
+def _set_dims(desc, field, values, what):
+    lo, hi = (_INT64_MIN, _INT64_MAX) if field.endswith("_shape") else (_INT_MIN, _INT_MAX)
+    values = tuple(_int(v, f"{what}[{i}]", lo, hi) for i, v in enumerate(values))
+    if len(values) > MAX_NDIM:
+        raise ValueError(f"{what}: {len(values)} dims, at most {MAX_NDIM}")
+    for i, v in enumerate(values):
+        getattr(desc, field)[i] = v
+    return len(values)
+
+
 class Plan:
     """A GEMM planned on a Context (Context.plan). lhs, rhs, bias (None without one) and out
     are TensorInfo. Destroy with close() (collective) or a with block."""
@@ -294,19 +353,7 @@ class Plan:
         self.lhs, self.rhs, self.bias, self.out = (infos[k] for k in ("lhs", "rhs", "bias", "out"))
 
     def _pointer(self, array, info, name, writable=False):
-        if info is None:
-            if array is not None:
-                raise ValueError(f"{name}: the plan has no {name}, pass None")
-            return None
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"{name}: a numpy array is needed, got {type(array).__name__}")
-        if not array.flags.c_contiguous or (writable and not array.flags.writeable):
-            raise ValueError(f"{name}: the array must be C-contiguous" +
-                             (" and writeable" if writable else ""))
-        if array.dtype != _NUMPY_DTYPES[info.dtype] or array.shape != info.local_shape:
-            raise ValueError(f"{name}: {array.dtype} {array.shape} given, the plan needs "
-                             f"{info.dtype} {info.local_shape} (this rank's shard)")
-        return array.ctypes.data
+        return _numpy_pointer(array, info, name, writable)
 
     def execute(self, lhs, rhs, bias, out, stream=None):
         """Collective: out = lhs @ rhs (+ bias) on this rank's shards (numpy arrays of the
@@ -363,6 +410,83 @@ class Plan:
     def close(self):
         if self._handle is not None:
             _lib.cgemm_plan_destroy(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class GroupedPlan:
+    """A grouped GEMM planned on a Context (Context.grouped_plan): lhs, rhs, bias (None without
+    one) and out are TensorInfo (global = local shapes); num_groups, ragged_extent (what a
+    call's sizes sum to), path and loop_fallbacks come from cgemm_grouped_plan_get_info.
+    Destroy with close() or a with block."""
+
+    def __init__(self, ctx, desc):
+        handle = ctypes.c_void_p()
+        _check(_lib.cgemm_grouped_plan_create(ctx._handle, ctypes.byref(desc),
+                                              ctypes.byref(handle)))
+        self._handle, self._ctx = handle, ctx
+        infos = {}
+        for name, op in _OPERANDS.items():
+            info = _TensorInfo()
+            _check(_lib.cgemm_grouped_plan_tensor_info(self._handle, op, ctypes.byref(info)))
+            infos[name] = TensorInfo(info) if info.ndim > 0 else None
+        self.lhs, self.rhs, self.bias, self.out = (infos[k] for k in ("lhs", "rhs", "bias", "out"))
+        self.scaled = self.lhs.dtype.startswith("float8")
+        info = self._info()
+        self.num_groups, self.ragged_extent = int(info.num_groups), int(info.ragged_extent)
+        self.path = info.path.decode()
+
+    def _info(self):
+        if self._handle is None:
+            raise Error("CGEMM_ERROR_STATE", "the plan is closed")
+        info = _GroupedPlanInfo()
+        _check(_lib.cgemm_grouped_plan_get_info(self._handle, ctypes.byref(info)))
+        return info
+
+    loop_fallbacks = property(lambda self: int(self._info().loop_fallbacks))
+
+    def execute(self, group_sizes, lhs, rhs, bias, out, lhs_scale_inv=None,
+                rhs_scale_inv=None, stream=None):
+        """out = each group's lhs @ rhs (+ bias[g]; FP8: times lhs_scale_inv[g] *
+        rhs_scale_inv[g]) on numpy arrays (host memory: the CPU backend only). group_sizes:
+        int32 [G] summing to ragged_extent; the scale_invs float32 [G] for an FP8 plan, else
+        None. out holds the result on return. stream: as Plan.execute's (ignored on the CPU)."""
+        if self._ctx.backend != "cpu":
+            raise Error("CGEMM_ERROR_INVALID_ARGUMENT",
+                        f"GroupedPlan.execute takes numpy (host) arrays, which the "
+                        f"{self._ctx.backend} backend cannot read: use execute_pointers")
+        g = (self.num_groups,)
+        scales = [None if s is None else _numpy_pointer(s, None, n, dtype=np.dtype(np.float32),
+                                                        shape=g)
+                  for s, n in ((lhs_scale_inv, "lhs_scale_inv"), (rhs_scale_inv, "rhs_scale_inv"))]
+        self.execute_pointers(
+            _numpy_pointer(group_sizes, None, "group_sizes", dtype=np.dtype(np.int32), shape=g),
+            _numpy_pointer(lhs, self.lhs, "lhs"), _numpy_pointer(rhs, self.rhs, "rhs"),
+            _numpy_pointer(bias, self.bias, "bias"), _numpy_pointer(out, self.out, "out", True),
+            scales[0], scales[1], stream)
+
+    def execute_pointers(self, group_sizes, lhs, rhs, bias, out, lhs_scale_inv=None,
+                         rhs_scale_inv=None, stream=None):
+        """cgemm_grouped_plan_execute on raw addresses (ints; None or 0 for an absent bias or
+        scale_inv): device memory of the context's GPU on CUDA, host memory on CPU. Nothing here
+        checks the buffers: the CALLER guarantees their shapes, dtypes and lifetimes, as for
+        Plan.execute_pointers. stream: None (the backend's stream 0) or an int cudaStream_t (0,
+        torch's default stream, is passed as cudaStreamLegacy)."""
+        self._info()
+        ptrs = [ctypes.c_void_p(_handle_int(v or 0, name)) for v, name in (
+            (group_sizes, "group_sizes"), (lhs, "lhs"), (rhs, "rhs"), (bias, "bias"),
+            (out, "out"), (lhs_scale_inv, "lhs_scale_inv"), (rhs_scale_inv, "rhs_scale_inv"))]
+        handle = None if stream is None else ctypes.c_void_p(_handle_int(stream, "stream") or 1)
+        _check(_lib.cgemm_grouped_plan_execute(self._handle, *ptrs, handle))
+
+    def close(self):
+        if self._handle is not None:
+            _lib.cgemm_grouped_plan_destroy(self._handle)
             self._handle = None
 
     def __enter__(self):
@@ -459,13 +583,7 @@ class Context:
         desc.name = _bytes(name, "name")
 
         def dims(field, values, what):
-            lo, hi = (_INT64_MIN, _INT64_MAX) if field.endswith("_shape") else (_INT_MIN, _INT_MAX)
-            values = tuple(_int(v, f"{what}[{i}]", lo, hi) for i, v in enumerate(values))
-            if len(values) > MAX_NDIM:
-                raise ValueError(f"{what}: {len(values)} dims, at most {MAX_NDIM}")
-            for i, v in enumerate(values):
-                getattr(desc, field)[i] = v
-            return len(values)
+            return _set_dims(desc, field, values, what)
 
         desc.lhs_ndim = dims("lhs_shape", lhs_shape, "lhs_shape")
         desc.rhs_ndim = dims("rhs_shape", rhs_shape, "rhs_shape")
@@ -487,6 +605,35 @@ class Context:
         opts.margin = _int(margin, "margin")
         opts.amax_history_len = _int(amax_history_len, "amax_history_len")
         return Plan(self, desc, opts)
+
+    def grouped_plan(self, lhs_shape, rhs_shape, num_groups, bias_shape=None, dtype="bfloat16",
+                     rhs_dtype=None, out_dtype=None, contracting_dims=((1,), (2,)),
+                     form="ragged_rows", path="auto", scaling=None, name="grouped_gemm"):
+        """A GroupedPlan (cgemm_grouped_plan_create; local to this rank, not collective): G =
+        num_groups GEMMs in one call, one dim ragged (gemm.py's grouped_gemm). form
+        "ragged_rows": lhs [M, K] (contracting (1,)) or [K, M] ((0,)), rhs [G, K, N] ((1,)) or
+        [G, N, K] ((2,)), out [M, N]; "ragged_contracting": lhs [K, M] or [M, K], rhs [K, N] or
+        [N, K], out [G, M, N]. bias_shape None or (G, N). dtype "float32", "float16", "bfloat16"
+        or FP8 "float8_e4m3fn" / "float8_e5m2" with scaling "current" or "delayed" (a scale_inv
+        per group and operand; ragged rows, lhs [M, K], rhs [G, N, K]). out_dtype: gemm.py's
+        preferred_element_type. path (CUDA): "auto", "loop", "cublas_grouped", "cublaslt_tiles".
+        Errors as Context.plan's."""
+        desc = _GroupedPlanDesc()
+        _lib.cgemm_grouped_plan_desc_init(ctypes.byref(desc))
+        desc.name, desc.form = _bytes(name, "name"), _bytes(form, "form")
+        desc.num_groups = _int(num_groups, "num_groups", _INT64_MIN, _INT64_MAX)
+        desc.lhs_ndim = _set_dims(desc, "lhs_shape", lhs_shape, "lhs_shape")
+        desc.rhs_ndim = _set_dims(desc, "rhs_shape", rhs_shape, "rhs_shape")
+        if bias_shape is not None:
+            desc.bias_ndim = _set_dims(desc, "bias_shape", bias_shape, "bias_shape")
+        desc.dtype, desc.rhs_dtype = _bytes(dtype, "dtype"), _bytes(rhs_dtype, "rhs_dtype")
+        desc.out_dtype = _bytes(out_dtype, "out_dtype")
+        desc.lhs_contracting_ndim = _set_dims(desc, "lhs_contracting", contracting_dims[0],
+                                              "lhs dims")
+        desc.rhs_contracting_ndim = _set_dims(desc, "rhs_contracting", contracting_dims[1],
+                                              "rhs dims")
+        desc.path, desc.scaling = _bytes(path, "path"), _bytes(scaling, "scaling")
+        return GroupedPlan(self, desc)
 
     def close(self):
         """Collective; every plan of this context must be closed first."""

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "boundary.hpp"
 #include "capi_errors.hpp"
 #include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/dtype.hpp"
@@ -45,23 +46,7 @@
 #error "CGEMM_VERSION_STRING must be defined by the build (the project's version)"
 #endif
 
-namespace {
-
-using namespace cgemm::capi;
-
-// What a cgemm_context handle stands for. The handles the caller holds are not addresses of
-// these (see Handles).
-struct ContextObject {
-  std::unique_ptr<cgemm::Context> ctx;
-  std::atomic<int> plans{0};  // live plans: they hold a reference to ctx
-};
-
-struct PlanObject {
-  ContextObject* owner = nullptr;
-  std::unique_ptr<cgemm::GemmPlan> plan;
-};
-
-thread_local std::string last_error;
+namespace cgemm::capi {
 
 // Never destroyed: a caller may destroy its handles from an exit handler that runs after the
 // library's static destructors would have.
@@ -69,23 +54,15 @@ Handles<ContextObject>& contexts() {
   static auto* h = new Handles<ContextObject>(1, "cgemm_context");
   return *h;
 }
-Handles<PlanObject>& plans() {
-  static auto* h = new Handles<PlanObject>(2, "cgemm_plan");
-  return *h;
-}
 
 ContextObject& context_of(const cgemm_context* ctx) {
   if (ctx == nullptr) throw ArgumentError("ctx is NULL");
   return contexts().get(reinterpret_cast<uintptr_t>(ctx), "ctx");
 }
-PlanObject& plan_of(const cgemm_plan* plan) {
-  if (plan == nullptr) throw ArgumentError("plan is NULL");
-  return plans().get(reinterpret_cast<uintptr_t>(plan), "plan");
-}
 
-// Set when cgemm_context_create_world initialized MPI, so that cgemm_mpi_finalize finalizes
-// only what it started.
-std::atomic<bool> initialized_mpi{false};
+namespace {
+thread_local std::string last_error;
+}  // namespace
 
 // Records the message as this thread's last error. noexcept: when even the message cannot be
 // allocated, a short one that fits std::string's inline buffer is kept instead.
@@ -101,31 +78,30 @@ cgemm_status fail(cgemm_status status, const char* function, const char* what) n
   return status;
 }
 
-// Runs f, mapping what it throws to a status; the most derived type first.
-template <typename F>
-cgemm_status guarded(const char* function, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const ArgumentError& e) {
-    return fail(CGEMM_ERROR_INVALID_ARGUMENT, function, e.what());
-  } catch (const MpiInitError& e) {
-    return fail(CGEMM_ERROR_MPI, function, e.what());
-  } catch (const OutOfMemoryError& e) {
-    return fail(CGEMM_ERROR_OUT_OF_MEMORY, function, e.what());
-  } catch (const cgemm::PlanError& e) {
-    return fail(CGEMM_ERROR_PLAN, function, e.what());
-  } catch (const cgemm::BackendRuleError& e) {
-    return fail(CGEMM_ERROR_BACKEND, function, e.what());
-  } catch (const cgemm::Error& e) {
-    return fail(CGEMM_ERROR_RUNTIME, function, e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(CGEMM_ERROR_OUT_OF_MEMORY, function, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(CGEMM_ERROR_INTERNAL, function, e.what());
-  } catch (...) {
-    return fail(CGEMM_ERROR_INTERNAL, function, "an exception of unknown type");
-  }
+}  // namespace cgemm::capi
+
+namespace {
+
+using namespace cgemm::capi;
+
+struct PlanObject {
+  ContextObject* owner = nullptr;
+  std::unique_ptr<cgemm::GemmPlan> plan;
+};
+
+Handles<PlanObject>& plans() {
+  static auto* h = new Handles<PlanObject>(2, "cgemm_plan");
+  return *h;
 }
+
+PlanObject& plan_of(const cgemm_plan* plan) {
+  if (plan == nullptr) throw ArgumentError("plan is NULL");
+  return plans().get(reinterpret_cast<uintptr_t>(plan), "plan");
+}
+
+// Set when cgemm_context_create_world initialized MPI, so that cgemm_mpi_finalize finalizes
+// only what it started.
+std::atomic<bool> initialized_mpi{false};
 
 Fields context_fields(const cgemm_context_desc& d, const cgemm_context_options& o) {
   return {{"dp", std::to_string(d.dp)},

@@ -28,6 +28,7 @@
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cpu_elementwise.hpp"
+#include "grouped_loop.hpp"
 #include "transport_table.hpp"
 
 namespace cgemm {
@@ -257,6 +258,20 @@ class CpuBackend final : public Backend {
              check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_MAX, comms_.world()),
                        "MPI_Allreduce(amax)");
            });
+  }
+  // The CPU backend runs every grouped GEMM as the loop: nothing to prepare.
+  GroupedGemmHandle prepare_grouped_gemm(const GroupedGemmShape& shape,
+                                         const std::string& name) override {
+    if (shape.path != GroupedPath::kLoop) {
+      throw Error("cpu backend: grouped GEMM '" + name + "' asks for path " +
+                  grouped_path_name(shape.path) + "; the CPU backend runs the loop only");
+    }
+    return 0;
+  }
+  void release_grouped_gemm(GroupedGemmHandle) noexcept override {}
+  bool grouped_gemm(const GroupedGemmTask& t, int stream) override {
+    run_grouped_loop(*this, t, stream);
+    return true;
   }
   void update_scale(const ScaleUpdate& u, int stream) override {
     traced("quantize", "scale update", stream, 0, 0,

@@ -14,6 +14,8 @@
 //   trace            span events around traced calls
 //   event_timer      time_ms's events
 //   compute          GEMMs, copies and the backend's kernels on the compute streams
+//   grouped/         the grouped GEMM's runners (cuBLAS grouped, cuBLASLt tiles), their
+//                    staging and bias kernel; its loop is the shared grouped_loop.hpp
 //   elementwise      the training step's elementwise kernels (Compute's too)
 //   *_collectives    the collectives of each group (NCCL or copy engines); the world's max of
 //                    the amaxes is the tp group's max, then the dp group's, on the device
@@ -38,9 +40,11 @@
 #include "cuda/devices.hpp"
 #include "cuda/event_timer.hpp"
 #include "cuda/exchange_fifo.hpp"
+#include "cuda/grouped/runners.hpp"
 #include "cuda/sequential_collectives.hpp"
 #include "cuda/streams.hpp"
 #include "cuda/trace.hpp"
+#include "grouped_loop.hpp"
 
 namespace cgemm {
 namespace {
@@ -98,6 +102,20 @@ class CudaBackend final : public Backend {
                     const void* bias, int64_t bias_len, void* out, DType out_dtype,
                     int s) override {
     compute_->sum_partials(parts, part_dtype, count, bias, bias_len, out, out_dtype, s);
+  }
+
+  GroupedGemmHandle prepare_grouped_gemm(const GroupedGemmShape& shape,
+                                         const std::string& name) override {
+    return grouped_->prepare(shape, name);
+  }
+  void release_grouped_gemm(GroupedGemmHandle handle) noexcept override {
+    grouped_->release(handle);
+  }
+  bool grouped_gemm(const GroupedGemmTask& t, int s) override {
+    cudaStream_t st = streams_->at(s, "grouped_gemm");
+    if (t.shape.path != GroupedPath::kLoop && grouped_->run(t, st)) return true;
+    run_grouped_loop(*this, t, s);
+    return t.shape.path == GroupedPath::kLoop;
   }
 
   void amax(const void* src, DType dtype, int64_t count, float* amax, int s) override {
@@ -174,6 +192,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::EventTimer> timer_;
   std::unique_ptr<cuda::Trace> trace_;
   std::unique_ptr<cuda::Compute> compute_;
+  std::unique_ptr<cuda::GroupedRunners> grouped_;
   std::array<GroupSet, kGroups.size()> groups_;  // by group_index
   std::unique_ptr<cuda::ExchangeFifo> exchanges_;
   std::unique_ptr<cuda::DeviceMemory> memory_;
@@ -194,6 +213,7 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
   timer_ = std::make_unique<cuda::EventTimer>(where_);
   trace_ = std::make_unique<cuda::Trace>(where_);
   compute_ = std::make_unique<cuda::Compute>(*streams_, *trace_, comms.tp(), where_);
+  grouped_ = std::make_unique<cuda::GroupedRunners>(where_);
 
   // Collective from here on: every rank of each group reaches these in the same order. The tp
   // set always (the ring's, NCCL even at tp 1 for a borrowed communicator's checks); the dp
@@ -246,6 +266,7 @@ CudaBackend::~CudaBackend() {
   // Every peer mapping is closed before the transport that opened it goes.
   memory_->release_all_symmetric();
   for (GroupSet& g : groups_) g.transports.ce.reset();
+  grouped_.reset();  // any runner a plan still holds: its calls are done (synchronized above)
   compute_.reset();
   for (GroupSet& g : groups_) g.transports.nccl.reset();
   exchanges_.reset();

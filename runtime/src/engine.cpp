@@ -78,6 +78,7 @@ Engine::Engine(Backend& be, int world_rank) : be_(be), world_rank_(world_rank) {
 }
 
 Engine::~Engine() {
+  for (const auto& [shape, handle] : grouped_) be_.release_grouped_gemm(handle);
   if (ring_.local != nullptr) be_.release_symmetric(ring_);
   for (void* p : private_) {
     if (p != nullptr) be_.release(p);
@@ -93,6 +94,7 @@ void Engine::prepare(std::span<const Program* const> programs) {
           std::max(workspace_bytes(need, w), workspace_bytes(p->workspace, w));
     }
     need.ring = std::max(need.ring, p->workspace.ring);
+    need.host = std::max(need.host, p->workspace.host);
     if (p->workspace.ring > 0) {
       if (ring_group_ && *ring_group_ != p->ring_group) {
         throw Error(std::string("engine: a program's ring is symmetric over ") +
@@ -119,6 +121,21 @@ void Engine::prepare(std::span<const Program* const> programs) {
   }
   for (Workspace w : kPrivate) {
     grow(be_, private_[slot(w)], workspace_bytes(have_, w), workspace_bytes(need, w));
+  }
+  if (need.host > have_.host) {
+    host_.resize(static_cast<size_t>(need.host));
+    have_.host = need.host;
+  }
+  // One backend state per distinct grouped GEMM shape (a plan's programs share theirs).
+  for (const Program* p : programs) {
+    for (const Op& op : p->ops) {
+      const auto* g = std::get_if<GroupedGemmOp>(&op);
+      if (g == nullptr || std::any_of(grouped_.begin(), grouped_.end(),
+                                      [&](const auto& e) { return e.first == g->shape; })) {
+        continue;
+      }
+      grouped_.emplace_back(g->shape, be_.prepare_grouped_gemm(g->shape, g->label));
+    }
   }
   // The scale state lives as long as the plan: set once, then only the programs' scale
   // updates change it (delayed scaling's history runs across calls and both paths).
@@ -172,6 +189,7 @@ void Engine::set_scales(const Program& p, const std::vector<float>& s) {
 }
 
 void* Engine::base(Workspace w) const {
+  if (w == Workspace::kHost) return const_cast<std::byte*>(host_.data());  // NOLINT: the run's
   return w == Workspace::kRing ? ring_.local : private_[slot(w)];
 }
 
@@ -187,6 +205,26 @@ const void* Engine::at(const Ref& r, const Operands& x) const {
                                         [&](Workspace w) -> const void* { return base(w); }},
                              r.buf);
   return static_cast<const char*>(b) + r.offset;
+}
+
+void Engine::run_on(const Program& p, const Operands& x, void* external) {
+  if (external == nullptr) {
+    run(p, x);
+    return;
+  }
+  be_.after_external(external);
+  try {
+    run(p, x);
+  } catch (...) {
+    // A caching allocator would reuse the caller's buffers once its stream moves on: the stream
+    // must wait for what the call queued. The join's own failure is not the error to report.
+    try {
+      be_.external_after(external);
+    } catch (...) {
+    }
+    throw;
+  }
+  be_.external_after(external);
 }
 
 void Engine::run(const Program& p, const Operands& x) {
@@ -292,6 +330,36 @@ void Engine::run(const Program& p, const Operands& x) {
         t.block_scale = o.block_scale ? static_cast<uint8_t*>(at_mut(*o.block_scale, x)) : nullptr;
         t.label = label(o.label);
         be_.quantize(t, o.stream);
+      },
+      [&](const GroupSizesToHostOp& o) {
+        be_.copy_to_host(at_mut(o.dst, x), at(o.src, x),
+                         static_cast<size_t>(o.count) * sizeof(int32_t));
+      },
+      [&](const GroupedGemmOp& o) {
+        const auto handle = std::find_if(grouped_.begin(), grouped_.end(),
+                                         [&](const auto& e) { return e.first == o.shape; });
+        if (handle == grouped_.end()) {
+          throw Error("engine: grouped GEMM '" + o.label +
+                      "' was not prepared (an internal error: plans prepare every program they "
+                      "run when they are made)");
+        }
+        GroupedGemmTask t;
+        t.shape = o.shape;
+        t.handle = handle->second;
+        t.lhs = at(o.lhs, x);
+        t.rhs = at(o.rhs, x);
+        t.bias = maybe(o.bias);
+        t.out = at_mut(o.out, x);
+        t.host_sizes = static_cast<const int32_t*>(at(o.host_sizes, x));
+        t.sizes = static_cast<const int32_t*>(maybe(o.sizes));
+        t.lhs_scale_inv = static_cast<const float*>(maybe(o.lhs_scale_inv));
+        t.rhs_scale_inv = static_cast<const float*>(maybe(o.rhs_scale_inv));
+        t.scale_stride = o.scale_stride;
+        t.label = label(o.label);
+        t.group_labels = o.group_labels;
+        // Before anything of the call is issued: a bad size would make every offset wrong.
+        check_group_sizes(o.shape, o.label, {t.host_sizes, static_cast<size_t>(o.shape.groups)});
+        if (!be_.grouped_gemm(t, o.stream)) ++grouped_fallbacks_;
       },
   };
   for (const Op& op : p.ops) std::visit(issue, op);

@@ -4,11 +4,15 @@
 // symmetric ring: every rank prepares the same programs in the same order), and binds the
 // caller's operands to the program's buffer names on every call. A run allocates none of the
 // engine's workspaces (a backend may still make its own on first use, e.g. the CUDA backend's
-// copy-engine collectives their staging buffer).
+// copy-engine collectives their staging buffer); what a grouped GEMM's path needs on the
+// backend (Backend::prepare_grouped_gemm) is made by prepare() too.
 
 #include <array>
+#include <cstddef>
 #include <optional>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "cgemm/runtime/backend.hpp"
 #include "cgemm/runtime/operands.hpp"
@@ -34,12 +38,21 @@ class Engine {
   /// Issues every op of `p` in order (asynchronous on the CUDA backend). Throws cgemm::Error,
   /// issuing nothing, when `p` needs a workspace prepare() did not make.
   void run(const Program& p, const Operands& x);
+  /// run(), bracketed by the caller's stream when `external` is not null: stream 0 waits for
+  /// the work queued on it (Backend::after_external), and it waits for the program's work after,
+  /// also when the run throws midway (the work queued before the failure still uses the
+  /// caller's buffers). Operands are checked by the caller first, so a refused call queues no
+  /// wait on any stream.
+  void run_on(const Program& p, const Operands& x, void* external);
   Backend& backend() { return be_; }
   /// The scale state (kScales) `p` uses, as floats (host copy; synchronous). Empty when p
   /// keeps none.
   std::vector<float> scales(const Program& p);
   /// Overwrites it. Throws cgemm::Error when `s` is not the state's size.
   void set_scales(const Program& p, const std::vector<float>& s);
+  /// Grouped GEMM calls that ran the loop instead of their planned path (Backend::grouped_gemm
+  /// returned false), over every run of this engine.
+  int64_t grouped_loop_fallbacks() const { return grouped_fallbacks_; }
 
  private:
   void check_prepared(const Program& p) const;
@@ -50,8 +63,12 @@ class Engine {
   Backend& be_;
   SymmetricBuffer ring_;
   std::optional<Group> ring_group_;  // that of the programs with a ring (they agree)
-  // The private workspaces (all but the ring), indexed by Workspace.
-  std::array<void*, 6> private_{};
+  // The private workspaces (all but the ring and the host one), indexed by Workspace.
+  std::array<void*, kWorkspaces.size()> private_{};
+  std::vector<std::byte> host_;  // Workspace::kHost
+  // What the backend made for each grouped GEMM shape the prepared programs run.
+  std::vector<std::pair<GroupedGemmShape, GroupedGemmHandle>> grouped_;
+  int64_t grouped_fallbacks_ = 0;
   WorkspaceSizes have_;
   std::vector<ExchangeToken> tokens_;
   int world_rank_ = 0;

@@ -197,7 +197,17 @@ struct CpuScratch {
           at_least(scratch, checked_bytes(n, sizeof(float), what));
         },
         [&](const AmaxOp& o) { at_least(scratch, checked_bytes(o.count, sizeof(float), what)); },
+        [&](const GroupedGemmOp& o) {
+          // The loop's GEMMs: at most one group holds the whole ragged extent.
+          const GroupedGemmShape& g = o.shape;
+          const bool rows = g.form == GroupedForm::kRaggedRows;
+          const int64_t m = rows ? g.extent : g.m, k = rows ? g.k : g.extent;
+          at_least(a, checked_mul(m, k, what));
+          at_least(b, checked_mul(k, g.n, what));
+          at_least(c, checked_mul(m, g.n, what));
+        },
         // These allocate nothing on the CPU backend.
+        [](const GroupSizesToHostOp&) {},
         [](const AmaxReduceOp&) {},
         [](const ScaleOp&) {},
         [](const ForkOp&) {},
@@ -247,6 +257,9 @@ ProgramView view_of(const Program& p) {
       [](const AmaxReduceOp&) {},
       [](const ScaleOp&) {},
       [](const QuantizeOp&) {},
+      // Its GEMMs' shapes are known per call only (GroupedGemmPlan plans no ProgramView).
+      [](const GroupedGemmOp&) {},
+      [](const GroupSizesToHostOp&) {},
   };
   for (const Op& op : p.ops) std::visit(add, op);
   return v;

@@ -28,45 +28,20 @@ const Program& pick(const Program& plain, const std::optional<Program>& gatherin
   return *gathering;
 }
 
-// Runs `program` on the engine, bracketed by the caller's stream when one is given: the
-// operands were checked by pick() before, so a refused call queues no wait on any stream.
-void run_on(Engine& engine, Backend& be, const Program& program, const Operands& x, void* stream) {
-  if (stream == nullptr) {
-    engine.run(program, x);
-    return;
-  }
-  be.after_external(stream);
-  try {
-    engine.run(program, x);
-  } catch (...) {
-    // Work the call queued before it failed still reads and writes the caller's buffers: the
-    // caller's stream must wait for it before it reuses or frees them (a caching allocator
-    // would). The join's own failure is not the error to report.
-    try {
-      be.external_after(stream);
-    } catch (...) {
-    }
-    throw;
-  }
-  be.external_after(stream);
-}
-
 }  // namespace
 
 void GemmPlan::execute_overlapped(const Operands& x, void* stream) {
   Impl& im = *impl_;
-  run_on(im.engine, ctx_.backend(),
-         pick(im.kind.overlapped, im.kind.overlapped_gathering, im.overlapped_operands,
-              im.overlapped_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
-         x, stream);
+  im.engine.run_on(pick(im.kind.overlapped, im.kind.overlapped_gathering, im.overlapped_operands,
+                        im.overlapped_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
+                   x, stream);
 }
 
 void GemmPlan::execute_sequential(const Operands& x, void* stream) {
   Impl& im = *impl_;
-  run_on(im.engine, ctx_.backend(),
-         pick(im.kind.sequential, im.kind.sequential_gathering, im.sequential_operands,
-              im.sequential_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
-         x, stream);
+  im.engine.run_on(pick(im.kind.sequential, im.kind.sequential_gathering, im.sequential_operands,
+                        im.sequential_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
+                   x, stream);
 }
 
 const Shape& GemmPlan::gathered_lhs_local() const { return impl_->kind.gathered_lhs; }

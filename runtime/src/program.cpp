@@ -66,6 +66,16 @@ Access access(const Op& op) {
                         [&](const QuantizeOp& o) {
                           return Access{{o.src, o.state}, with({o.dst}, o.block_scale)};
                         },
+                        [](const GroupSizesToHostOp& o) {
+                          return Access{{o.src}, {o.dst}};
+                        },
+                        [&](const GroupedGemmOp& o) {
+                          std::vector<Ref> reads = with({o.lhs, o.rhs, o.host_sizes}, o.bias);
+                          for (const auto* r : {&o.sizes, &o.lhs_scale_inv, &o.rhs_scale_inv}) {
+                            reads = with(std::move(reads), *r);
+                          }
+                          return Access{std::move(reads), {o.out}};
+                        },
                     },
                     op);
 }
@@ -128,6 +138,8 @@ int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w) {
       return s.quant;
     case Workspace::kScales:
       return s.scales;
+    case Workspace::kHost:
+      return s.host;
   }
   return s.ring;  // unreachable: every Workspace is a case above (-Wswitch)
 }
@@ -156,6 +168,18 @@ CaptureTrait capture_trait(const Op& op) {
           },
           [&](const ScaleOp&) { return device; },
           [&](const QuantizeOp&) { return device; },
+          [&](const GroupSizesToHostOp&) {
+            return CaptureTrait{Capture::kHost,
+                                "the grouped GEMM's group sizes are copied to the host, which "
+                                "waits for the device, to compute every group's pointers"};
+          },
+          // Its pointers are computed on the host from the sizes the op before copied: a
+          // replay would run the captured call's sizes.
+          [&](const GroupedGemmOp&) {
+            return CaptureTrait{Capture::kHost,
+                                "the grouped GEMM computes its groups' pointers on the host from "
+                                "this call's sizes; a replay would reuse the captured call's"};
+          },
       },
       op);
 }
@@ -186,6 +210,8 @@ std::string op_name(const Op& op) {
           [&](const AmaxReduceOp& o) { return labelled("amax reduction", o.label); },
           [&](const ScaleOp&) { return std::string("scale update"); },
           [&](const QuantizeOp& o) { return labelled("quantize", o.label); },
+          [&](const GroupSizesToHostOp& o) { return labelled("group sizes to host", o.label); },
+          [&](const GroupedGemmOp& o) { return labelled("grouped gemm", o.label); },
       },
       op);
 }
@@ -217,6 +243,8 @@ const char* workspace_name(Workspace w) {
       return "quant";
     case Workspace::kScales:
       return "scales";
+    case Workspace::kHost:
+      return "host";
   }
   return "?";  // unreachable: every Workspace is a case above (-Wswitch)
 }

@@ -21,6 +21,7 @@
 
 #include "cgemm/collective/group.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
+#include "cgemm/runtime/grouped_task.hpp"
 #include "cgemm/runtime/operands.hpp"
 #include "cgemm/runtime/plan_description.hpp"
 #include "cgemm/sharding/reorder.hpp"
@@ -37,12 +38,13 @@ enum class Workspace {
   kQuant,    // this call's quantized operands, their block scales and amaxes
   kScales,   // the scale state of each quantized operand (quantize_task.hpp's layout): kept
              // across calls and shared by both paths, set to Program::scales_init once
+  kHost,     // HOST memory: values the host itself reads mid-program (a grouped GEMM's sizes)
 };
 
 /// Every workspace, in enum order.
-inline constexpr std::array<Workspace, 6> kWorkspaces{Workspace::kRing,   Workspace::kSend,
-                                                      Workspace::kWorkIn, Workspace::kWorkOut,
-                                                      Workspace::kQuant,  Workspace::kScales};
+inline constexpr std::array<Workspace, 7> kWorkspaces{
+    Workspace::kRing,  Workspace::kSend,   Workspace::kWorkIn, Workspace::kWorkOut,
+    Workspace::kQuant, Workspace::kScales, Workspace::kHost};
 
 /// A place in a buffer: `offset` bytes into one of the caller's operands (operands.hpp) or
 /// one of the plan's workspaces.
@@ -198,9 +200,35 @@ struct QuantizeOp {
   std::string label;
 };
 
-using Op =
-    std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, CopyOp, AllGatherOp,
-                 ReduceScatterOp, AllReduceOp, AmaxOp, AmaxReduceOp, ScaleOp, QuantizeOp>;
+/// A grouped GEMM's sizes (GroupedGemmOp) from backend memory to the host workspace: `count`
+/// int32 values, synchronously (Backend::copy_to_host: the host waits for the device). Its own
+/// op so that the host round trip is visible in the program and a CUDA-graph capture refuses it
+/// by name.
+struct GroupSizesToHostOp {
+  Ref src, dst;  // dst: Workspace::kHost
+  int64_t count = 0;
+  std::string label;
+};
+
+/// One grouped GEMM call (Backend::grouped_gemm, grouped_task.hpp): `shape` is fixed at
+/// planning; the engine checks the host sizes (check_group_sizes) before issuing it and binds
+/// the buffers to the task's pointers.
+struct GroupedGemmOp {
+  GroupedGemmShape shape;
+  Ref lhs, rhs, out;
+  std::optional<Ref> bias;
+  Ref host_sizes;            // G int32 on the host: Workspace::kHost or kHostGroupSizes
+  std::optional<Ref> sizes;  // the same in backend memory, when the call gave them there
+  std::optional<Ref> lhs_scale_inv, rhs_scale_inv;  // FP8: group g's at g * scale_stride
+  int64_t scale_stride = 0;
+  int stream = 0;
+  std::string label;                      // the plan's name
+  std::vector<std::string> group_labels;  // "NAME group g"
+};
+
+using Op = std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, CopyOp,
+                        AllGatherOp, ReduceScatterOp, AllReduceOp, AmaxOp, AmaxReduceOp, ScaleOp,
+                        QuantizeOp, GroupSizesToHostOp, GroupedGemmOp>;
 
 /// A set of lambdas as one visitor: std::visit(Overloaded{[](const GemmOp&) {...}, ...}, op).
 /// Without a catch-all lambda, an alternative no lambda takes is a compile error.
@@ -255,7 +283,7 @@ void require_operands(const std::string& gemm, const std::vector<Operand>& used,
 /// Bytes of workspace `w` in `s`.
 int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w);
 int64_t workspace_bytes(const WorkspaceSizes& s, Workspace w);
-/// "ring", "send", "work_in", "work_out", "quant" or "scales".
+/// "ring", "send", "work_in", "work_out", "quant", "scales" or "host".
 const char* workspace_name(Workspace w);
 
 }  // namespace cgemm

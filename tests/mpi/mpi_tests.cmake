@@ -696,6 +696,17 @@ foreach(mesh "tp2;2;1" "dp2tp2;4;2")
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# Context.grouped_plan (python/cgemm.py over cgemm_grouped_plan_*) on the CPU backend: every
+# form against a float64 numpy reference on fresh inputs (seed printed), poisoned outputs, each
+# rank its own sizes; the errors as cgemm.Error, ValueError.
+add_test(NAME mpi_python_grouped_np2
+  COMMAND sh -c "exec \"$@\" --seed $(date +%s)" sh
+          env CGEMM_LIBRARY=$<TARGET_FILE:cgemm_capi>
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+          ${CGEMM_NUMPY_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_python_grouped.py)
+set_tests_properties(mpi_python_grouped_np2 PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
+
 # GemmPlan's caller stream on the CPU backend (ignored: the same bits on every path) and a
 # borrowed NCCL communicator refused there (tests/mpi/test_caller_stream_cpu.cpp).
 add_executable(test_caller_stream_cpu ${CMAKE_CURRENT_LIST_DIR}/test_caller_stream_cpu.cpp
@@ -735,6 +746,21 @@ foreach(np 1 2)
     ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# The C API's grouped plans from C (tests/mpi/test_capi_grouped.c, CPU backend): both forms and
+# FP8 against float64 on fresh random inputs, poisoned outputs, each rank its own sizes (the
+# family is local), and the refusals with their statuses and messages.
+add_executable(test_capi_grouped ${CMAKE_CURRENT_LIST_DIR}/test_capi_grouped.c)
+target_link_libraries(test_capi_grouped PRIVATE cgemm_capi m)
+set_target_properties(test_capi_grouped PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
+target_compile_options(test_capi_grouped PRIVATE -Wall -Wextra -Werror)
+foreach(np 1 2)
+  add_test(NAME mpi_capi_grouped_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_capi_grouped>)
+  set_tests_properties(mpi_capi_grouped_np${np} PROPERTIES LABELS mpi TIMEOUT 60
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
 # The C API against a hostile caller (tests/mpi/test_capi_hostile.c): Fortran handles that name
 # no communicator, stale and double-destroyed handles, ranks with different arguments, the
 # timeout_s option, amax_history_len's bound and the plan's memory check, control bytes in
@@ -762,7 +788,7 @@ set_tests_properties(mpi_capi_skipped_call PROPERTIES LABELS mpi TIMEOUT 60 PROC
 # later additions (the caller's stream, the borrowed NCCL communicator, the context and plan
 # options) are among them.
 add_test(NAME capi_exports
-  COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; for f in cgemm_plan_execute cgemm_plan_execute_on_stream cgemm_context_create_nccl cgemm_context_create_nccl_fortran cgemm_context_options_init cgemm_context_create_ex cgemm_context_create_ex_fortran cgemm_context_create_world_ex cgemm_plan_options_init cgemm_plan_create_ex; do nm -D --defined-only \"$1\" | grep -q \" T $f\$\" || { echo \"missing: $f\"; exit 1; }; done" sh $<TARGET_FILE:cgemm_capi>)
+  COMMAND sh -c "nm -D --defined-only \"$1\" | awk '{print $NF}' | grep -v '^cgemm_' && exit 1; for f in cgemm_plan_execute cgemm_plan_execute_on_stream cgemm_context_create_nccl cgemm_context_create_nccl_fortran cgemm_context_options_init cgemm_context_create_ex cgemm_context_create_ex_fortran cgemm_context_create_world_ex cgemm_plan_options_init cgemm_plan_create_ex cgemm_grouped_plan_create cgemm_grouped_plan_execute cgemm_grouped_plan_destroy cgemm_grouped_plan_tensor_info cgemm_grouped_plan_get_info cgemm_grouped_plan_desc_init; do nm -D --defined-only \"$1\" | grep -q \" T $f\$\" || { echo \"missing: $f\"; exit 1; }; done" sh $<TARGET_FILE:cgemm_capi>)
 set_tests_properties(capi_exports PROPERTIES LABELS unit)
 
 # A torchrun-style launch (RANK / WORLD_SIZE / LOCAL_RANK set, no MPI launcher: each process an

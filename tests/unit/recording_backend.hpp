@@ -4,12 +4,14 @@
 // engine on it to see exactly which calls a plan issues, without MPI or a GPU.
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cgemm/runtime/backend.hpp"
+#include "grouped_loop.hpp"  // runtime/src: the loop both backends run
 
 namespace cgemm::testing {
 
@@ -57,9 +59,18 @@ class RecordingBackend final : public Backend {
     return b;
   }
   void release_symmetric(SymmetricBuffer& b) noexcept override { b.local = nullptr; }
-  void copy_to_host(void*, const void*, size_t) override { log("copy_to_host"); }
-  int64_t copies_to_host() const override { return 0; }
-  void copy_from_host(void*, const void*, size_t) override { log("copy_from_host"); }
+  // The regions are host memory: copies move the bytes, so a program that reads back what it
+  // copied (a grouped GEMM's sizes) sees the caller's values.
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    ++copies_to_host_;
+    log("copy_to_host " + where(src) + " " + std::to_string(bytes) + " -> host");
+  }
+  int64_t copies_to_host() const override { return copies_to_host_; }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    log("copy_from_host");
+  }
   void fill_normal(void*, DType, const Shape&, const Shape&, const Shape&, uint64_t,
                    float) override {
     log("fill_normal");
@@ -100,6 +111,33 @@ class RecordingBackend final : public Backend {
     for (const void* p : parts) s += " " + where(p);
     log(s + " ] " + dt(part_dtype) + " count=" + std::to_string(count) + " bias=" + where(bias) +
         "/" + std::to_string(bias_len) + " -> " + where(out) + " " + dt(out_dtype));
+  }
+
+  GroupedGemmHandle prepare_grouped_gemm(const GroupedGemmShape& s,
+                                         const std::string& name) override {
+    log("prepare_grouped_gemm '" + name + "' " + grouped_form_name(s.form) + " " +
+        grouped_path_name(s.path) + " groups=" + std::to_string(s.groups) +
+        " extent=" + std::to_string(s.extent) + " m=" + std::to_string(s.m) +
+        " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + (s.lhs_trans ? " lhs^T" : "") +
+        (s.rhs_trans ? " rhs^T" : "") + " " + dt(s.in_dtype) + "/" + dt(s.rhs_dtype) + " -> " +
+        dt(s.out_dtype) + (s.bias ? " bias" : "") + (s.scaled ? " scaled" : ""));
+    return ++grouped_handles_;
+  }
+  void release_grouped_gemm(GroupedGemmHandle) noexcept override {}
+  /// One line for the call (its sizes as the host reads them), then the loop's calls.
+  bool grouped_gemm(const GroupedGemmTask& t, int stream) override {
+    std::string sizes;
+    for (int64_t g = 0; g < t.shape.groups; ++g) {
+      sizes += (g ? "," : "") + std::to_string(t.host_sizes[g]);
+    }
+    log("grouped_gemm s" + std::to_string(stream) + " #" + std::to_string(t.handle) + " sizes=[" +
+        sizes + "] host_sizes=" + where(t.host_sizes) + " sizes=" + where(t.sizes) +
+        " lhs=" + where(t.lhs) + " rhs=" + where(t.rhs) + " out=" + where(t.out) +
+        " bias=" + where(t.bias) + " scale_inv=" + where(t.lhs_scale_inv) + "/" +
+        where(t.rhs_scale_inv) + " stride=" + std::to_string(t.scale_stride) + " '" +
+        (t.label != nullptr ? t.label : "") + "'");
+    run_grouped_loop(*this, t, stream);
+    return true;
   }
 
   void amax(const void* src, DType dtype, int64_t count, float* amax, int stream) override {
@@ -194,7 +232,8 @@ class RecordingBackend final : public Backend {
     return nullptr;
   }
 
-  /// "NAME+OFFSET" of the region `p` points into; "-" for null; "?" outside every region.
+  /// "NAME+OFFSET" of the region `p` points into; "-" for null; "?" outside every region (the
+  /// engine's host workspace, for one).
   std::string where(const void* p) const {
     if (p == nullptr) return "-";
     const auto* c = static_cast<const char*>(p);
@@ -217,6 +256,8 @@ class RecordingBackend final : public Backend {
 
   int tp_, rank_, streams_;
   int workspaces_ = 0;
+  GroupedGemmHandle grouped_handles_ = 0;
+  int64_t copies_to_host_ = 0;
   ExchangeToken tokens_ = 0;
   std::vector<Region> regions_;
   std::vector<std::string> calls_;

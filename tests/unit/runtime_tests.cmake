@@ -102,8 +102,8 @@ cgemm_add_unit_test(test_moe_router
 cgemm_add_unit_test(test_moe_check
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_moe_check.cpp
   LIBS cgemm_launcher_run)
-# The grouped GEMM's cuBLASLt tiles runner's row tiling (runtime/src/grouped/
-# ragged_rows_runner.hpp: tile_rows), fixed and random sizes.
+# The grouped GEMM's cuBLASLt tiles runner's row tiling (runtime/src/grouped_rows.hpp:
+# tile_rows), fixed and random sizes.
 cgemm_add_unit_test(test_row_tiles
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_row_tiles.cpp
   LIBS cgemm)

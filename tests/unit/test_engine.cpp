@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "cgemm/core/error.hpp"
+#include "cgemm/runtime/grouped_plan.hpp"
 #include "collective_gemm.hpp"
 #include "engine.hpp"
 #include "planning.hpp"
@@ -44,9 +45,19 @@ TEST(Operands, SlotsKnowWhetherTheCallWritesThem) {
   EXPECT_THROW(x.set_input(Operand::kOut, &lhs), Error);
   EXPECT_THROW(x.set_output(Operand::kLhs, &out), Error);
   EXPECT_EQ(Operands::name(Operand::kBias), "bias");
-  EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kGatheredLhs) + 1);
+  EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kRhsScaleInv) + 1);
   EXPECT_EQ(Operands::name(Operand::kGatheredLhs), "gathered_lhs");
   EXPECT_NO_THROW(x.set_output(Operand::kGatheredLhs, &out));
+  // The grouped GEMM's slots (grouped_plan.hpp) are read only.
+  const std::pair<Operand, const char*> grouped[] = {{Operand::kGroupSizes, "group_sizes"},
+                                                     {Operand::kHostGroupSizes, "host_group_sizes"},
+                                                     {Operand::kLhsScaleInv, "lhs_scale_inv"},
+                                                     {Operand::kRhsScaleInv, "rhs_scale_inv"}};
+  for (const auto& [slot, name] : grouped) {
+    EXPECT_EQ(Operands::name(slot), name);
+    EXPECT_THROW(x.set_output(slot, &out), Error) << name;
+    EXPECT_EQ(x.set_input(slot, &lhs).input(slot), &lhs) << name;
+  }
 }
 
 TEST(Program, OperandsUsedNameEverySlotAndNoOther) {
@@ -453,6 +464,66 @@ TEST(Capture, ProgramsAnswerByOpKindAndTransport) {
   const std::string amax = capture_refusal(current.kind.overlapped, "");
   EXPECT_EQ(amax.rfind("amax reduction", 0), 0u) << amax;
   EXPECT_NE(amax.find("MPI_Allreduce"), std::string::npos) << amax;
+}
+
+// A grouped GEMM plan (grouped_plan.hpp) on the recording backend: everything it allocates or
+// prepares comes when it is made, a call on the caller's stream is bracketed by it, and a call
+// it refuses issues nothing.
+TEST(GroupedPlanEngine, PreparedOnceBracketedAndRefusedBeforeIssuing) {
+  RecordingBackend be(1, 0, 3);
+  GroupedGemmDesc d;
+  d.name = "e";
+  d.num_groups = 2;
+  d.lhs_shape = {16, 8};
+  d.rhs_shape = {2, 4, 8};
+  GroupedGemmPlan plan(be, d);
+  const size_t made = be.calls().size();
+  const std::vector<int32_t> sizes = {10, 6};
+  void* lhs = be.region("lhs", 16 * 8 * 2);
+  void* rhs = be.region("rhs", 2 * 4 * 8 * 2);
+  void* out = be.region("out", 16 * 4 * 2);
+  auto* dev = static_cast<int32_t*>(be.region("group_sizes", 8));
+  std::copy(sizes.begin(), sizes.end(), dev);
+  const Operands x(lhs, rhs, nullptr, out);
+  const auto refused = [&](Operands y, const std::string& message) {
+    const size_t before = be.calls().size();
+    try {
+      plan.execute(y, reinterpret_cast<void*>(0x1));
+      ADD_FAILURE() << "no error; expected: " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+    EXPECT_EQ(be.calls().size(), before) << message;
+  };
+  refused(x, "grouped GEMM 'e': the group sizes pointer is null");
+  refused(Operands(x)
+              .set_input(Operand::kGroupSizes, dev)
+              .set_input(Operand::kHostGroupSizes, sizes.data()),
+          "grouped GEMM 'e': group sizes given twice (group_sizes in backend memory and "
+          "host_group_sizes in host memory); give one");
+  refused(Operands(x).set_input(Operand::kGroupSizes, dev).set_output(Operand::kGatheredLhs, out),
+          "grouped GEMM 'e': a grouped GEMM gathers no lhs; gathered_lhs must be null");
+  refused(Operands(x).set_input(Operand::kGroupSizes, dev).set_input(Operand::kLhsScaleInv, dev),
+          "grouped GEMM 'e' has bfloat16 inputs: execute_scaled is for FP8 plans, call execute");
+  plan.execute(Operands(x).set_input(Operand::kGroupSizes, dev), reinterpret_cast<void*>(0x1));
+  plan.execute(sizes, lhs, rhs, nullptr, out);
+  std::vector<std::string> calls(be.calls().begin() + static_cast<ptrdiff_t>(made),
+                                 be.calls().end());
+  ASSERT_GE(calls.size(), 4u);
+  EXPECT_EQ(calls.front(), "after external");
+  EXPECT_EQ(calls[1], "copy_to_host group_sizes+0 8 -> host");
+  for (const std::string& c : calls) {
+    EXPECT_NE(c.rfind("allocate", 0), 0u) << c;
+    EXPECT_NE(c.rfind("prepare_grouped_gemm", 0), 0u) << c;
+  }
+  int gemms = 0, brackets = 0;
+  for (const std::string& c : calls) {
+    gemms += c.rfind("gemm s0", 0) == 0;
+    brackets += c == "external after";
+  }
+  EXPECT_EQ(gemms, 4);     // two groups, two calls
+  EXPECT_EQ(brackets, 1);  // the first call's stream only
+  EXPECT_EQ(plan.loop_fallbacks(), 0);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "cgemm/core/env.hpp"
+#include "cgemm/runtime/grouped_plan.hpp"
 #include "engine.hpp"
 #include "planning.hpp"
 #include "recording_backend.hpp"
@@ -193,6 +195,87 @@ TEST(GoldenPrograms, Quantized) {
     }
   }
   compare_golden(got, std::string(CGEMM_GOLDEN_DIR) + "/quantized.txt");
+}
+
+// The grouped GEMM's programs (grouped_plan.hpp) as GroupedGemmPlan prepares and runs them on a
+// recording backend: ragged rows with a bias, ragged contracting (a weight gradient), and FP8
+// ragged rows with a scale_inv per group. Each case: what the plan makes when it is made, a
+// call with the sizes in backend memory, one with them in host memory, and the first op a
+// CUDA-graph capture would refuse. The recording backend runs the loop, so every group's GEMM
+// shows with its offsets.
+TEST(GoldenPrograms, Grouped) {
+  struct GroupedCase {
+    std::string title;
+    GroupedGemmDesc desc;
+    std::vector<int32_t> sizes;
+  };
+  std::vector<GroupedCase> cases;
+  {
+    GroupedGemmDesc d;  // lhs [92, 40] @ rhs [4, 24, 40]^T + bias [4, 24]
+    d.name = "moe_up";
+    d.num_groups = 4;
+    d.lhs_shape = {92, 40};
+    d.rhs_shape = {4, 24, 40};
+    d.bias_shape = Shape{4, 24};
+    cases.push_back({"ragged_rows bfloat16 bias", d, {61, 3, 0, 28}});
+  }
+  {
+    GroupedGemmDesc d;  // x^T [92, 20] (contracting dim 0) @ dy [92, 24] -> [4, 20, 24]
+    d.name = "moe_wgrad";
+    d.form = GroupedForm::kRaggedContracting;
+    d.num_groups = 4;
+    d.lhs_shape = {92, 20};
+    d.lhs_contracting_dims = {0};
+    d.rhs_shape = {92, 24};
+    d.rhs_contracting_dims = {0};
+    cases.push_back({"ragged_contracting bfloat16", d, {0, 61, 3, 28}});
+  }
+  {
+    GroupedGemmDesc d;  // e4m3 [96, 64] @ e4m3 [3, 32, 64]^T, a scale_inv per group
+    d.name = "moe_fp8";
+    d.num_groups = 3;
+    d.lhs_shape = {96, 64};
+    d.rhs_shape = {3, 32, 64};
+    d.dtype = DType::kFloat8E4M3;
+    d.preferred_element_type = DType::kBFloat16;
+    d.scaling = ScalingMode::kCurrentTensorScaling;
+    cases.push_back({"ragged_rows float8_e4m3fn current scaling", d, {64, 16, 16}});
+  }
+  std::string got;
+  for (const GroupedCase& c : cases) {
+    RecordingBackend be(1, 0, 3);
+    got += "== grouped " + c.title + "\n";
+    GroupedGemmPlan plan(be, c.desc);
+    const auto bytes = [](const Shape& s, DType t) {
+      return static_cast<size_t>(num_elements(s)) * dtype_size(t);
+    };
+    const GroupedGemmDesc& d = plan.desc();
+    const size_t g = c.sizes.size();
+    Operands x(be.region("lhs", bytes(d.lhs_shape, d.dtype)),
+               be.region("rhs", bytes(d.rhs_shape, d.rhs_dtype.value_or(d.dtype))),
+               d.bias_shape ? be.region("bias", bytes(*d.bias_shape, plan.out_dtype())) : nullptr,
+               be.region("out", bytes(plan.out_shape(), plan.out_dtype())));
+    if (plan.shape().scaled) {
+      x.set_input(Operand::kLhsScaleInv, be.region("lhs_scale_inv", g * sizeof(float)));
+      x.set_input(Operand::kRhsScaleInv, be.region("rhs_scale_inv", g * sizeof(float)));
+    }
+    auto* sizes = static_cast<int32_t*>(be.region("group_sizes", g * sizeof(int32_t)));
+    auto* host = static_cast<int32_t*>(be.region("host_group_sizes", g * sizeof(int32_t)));
+    std::copy(c.sizes.begin(), c.sizes.end(), sizes);
+    std::copy(c.sizes.begin(), c.sizes.end(), host);
+    size_t from = 0;
+    const auto take = [&](const std::string& title) {
+      got += "-- " + title + "\n";
+      for (; from < be.calls().size(); ++from) got += be.calls()[from] + "\n";
+    };
+    take("prepare");
+    plan.execute(Operands(x).set_input(Operand::kGroupSizes, sizes));
+    take("sizes in backend memory");
+    plan.execute(Operands(x).set_input(Operand::kHostGroupSizes, host));
+    take("sizes in host memory");
+    got += "-- capture: " + plan.capture_refusal(true) + "\n";
+  }
+  compare_golden(got, std::string(CGEMM_GOLDEN_DIR) + "/grouped.txt");
 }
 
 // Every transfer one rank posts to a peer is the one that peer posts as arriving from it, in

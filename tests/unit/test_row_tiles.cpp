@@ -1,4 +1,4 @@
-// The cuBLASLt tiles runner's row tiling (runtime/src/grouped/ragged_rows_runner.hpp:
+// The cuBLASLt tiles runner's row tiling (runtime/src/grouped_rows.hpp:
 // tile_rows, choose_tiling). With overlap allowed: every row of every group is covered, no
 // tile leaves its group, each group uses one power-of-two tile size (at most the cap, at least
 // half its rows), overlap happens only at a group's last tile. Without overlap: every row in
@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "grouped/ragged_rows_runner.hpp"
+#include "grouped_rows.hpp"
 
 namespace cgemm::grouped {
 namespace {
@@ -168,7 +168,7 @@ TEST(RowTiles, RandomSizes) {
 namespace cgemm::grouped {
 namespace {
 
-// The CUDA runners' alignment rule (ragged_rows_runner.hpp): 16-byte bases and leading dims.
+// The CUDA runners' alignment rule (grouped_rows.hpp): 16-byte bases and leading dims.
 TEST(RowTiles, Alignment16) {
   alignas(16) static char buf[256];
   EXPECT_TRUE(aligned16(buf, 0));

@@ -1,27 +1,30 @@
 // GroupedGemmPlan (cgemm/runtime/grouped_plan.hpp): the planner's grouped_gemm on the desc,
-// the layouts the runtime runs, and one call as a loop of Backend::gemm, one per group.
+// the layouts the runtime runs, and the call as a Program run by the engine.
 //
-// Not a Program (runtime/src/program.hpp): a program is a list of ops with byte offsets fixed
-// at planning, the same on every call. Here which groups run, their sizes and every offset
-// into lhs, rhs and out change per call, and with sizes in backend memory they are known only
-// after the call's one copy to the host; an op for it would be a program generator inside
-// the engine, not an operation. The plan needs no workspace and no collective either.
+// A Program (runtime/src/program.hpp) although the groups' sizes and every offset into lhs, rhs
+// and out change per call: what is fixed at planning is the call's shape (GroupedGemmShape: the
+// ragged extent, K, N, layouts, dtypes, path), and one op hands it to the backend with this
+// call's sizes, which compute the groups' offsets there (Backend::grouped_gemm). So the plan
+// gets what GemmPlan has from the engine: workspaces and the backend's per-path state (the CUDA
+// runners' handles, staging and workspace) made once when the plan is made, the caller's
+// stream, the golden programs' recording, and the host round trip of sizes in backend memory as
+// an op of its own (GroupSizesToHostOp), which a CUDA-graph capture refuses by name.
 
 #include "cgemm/runtime/grouped_plan.hpp"
 
+#include <array>
 #include <string>
+#include <tuple>
 #include <utility>
 
+#include "../engine.hpp"
+#include "../grouped_rows.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/context.hpp"
-#include "ragged_rows_runner.hpp"
 
 namespace cgemm {
 
 namespace {
-
-// One FP8 scale_inv value per slot, at cuBLASLt's alignment for scale pointers.
-constexpr int64_t kScaleSlotBytes = 16;
 
 bool runs_dtype(DType t) {
   return t == DType::kBFloat16 || t == DType::kFloat16 || t == DType::kFloat32;
@@ -84,25 +87,80 @@ GroupedGemmInput planner_input(const GroupedGemmDesc& d, const Backend& be) {
   return in;
 }
 
+// One FP8 scale_inv value per slot, at cuBLASLt's alignment for scale pointers.
+constexpr int64_t kScaleSlotBytes = 16;
+
+// The plan's two programs, which differ only in where the grouped GEMM op finds the host copy
+// of the sizes: the host workspace, filled by the op before from backend memory, or the
+// caller's host slot.
+template <class Impl>
+void write_programs(Impl& im, const GroupedGemmShape& shape, const std::string& name) {
+  const auto groups = static_cast<size_t>(shape.groups);
+  GroupedGemmOp gemm;
+  gemm.shape = shape;
+  gemm.lhs = {Operand::kLhs};
+  gemm.rhs = {Operand::kRhs};
+  gemm.out = {Operand::kOut};
+  if (shape.bias) gemm.bias = Ref{Operand::kBias};
+  gemm.label = name;
+  for (size_t g = 0; g < groups; ++g) {
+    gemm.group_labels.push_back(name + " group " + std::to_string(g));
+  }
+  std::vector<Op> scale_copies;
+  WorkspaceSizes ws;
+  if (shape.scaled) {
+    // cuBLASLt refuses a scale pointer that is not 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED
+    // from cublasLtMatmul on the H200, cuBLASLt 13.1), and group g's value of a [G] array is at
+    // 4g bytes: every value gets a slot of its own first, on stream 0 as the GEMMs that read it.
+    const size_t rhs_at = groups * kScaleSlotBytes;
+    for (const auto& [slot, at, label] :
+         {std::tuple{Operand::kLhsScaleInv, size_t{0}, "lhs_scale_inv to its slot"},
+          std::tuple{Operand::kRhsScaleInv, rhs_at, "rhs_scale_inv to its slot"}}) {
+      CopyOp c;
+      c.src = {slot};
+      c.dst = {Workspace::kQuant, at};
+      c.bytes = sizeof(float);
+      c.count = shape.groups;
+      c.src_stride = sizeof(float);
+      c.dst_stride = kScaleSlotBytes;
+      c.label = label;
+      scale_copies.push_back(c);
+    }
+    gemm.lhs_scale_inv = Ref{Workspace::kQuant, 0};
+    gemm.rhs_scale_inv = Ref{Workspace::kQuant, rhs_at};
+    gemm.scale_stride = kScaleSlotBytes;
+    ws.quant = static_cast<int64_t>(2 * rhs_at);
+  }
+  // Sizes in backend memory: copied to the host workspace (one copy per call, never one per
+  // group), and given to the backend in both places.
+  Program& b = im.from_backend_sizes;
+  b.ops.push_back(GroupSizesToHostOp{
+      {Operand::kGroupSizes}, {Workspace::kHost}, shape.groups, name + " group sizes"});
+  b.ops.insert(b.ops.end(), scale_copies.begin(), scale_copies.end());
+  GroupedGemmOp from_backend = gemm;
+  from_backend.host_sizes = {Workspace::kHost};
+  from_backend.sizes = Ref{Operand::kGroupSizes};
+  b.ops.push_back(std::move(from_backend));
+  b.workspace = ws;
+  b.workspace.host = static_cast<int64_t>(groups * sizeof(int32_t));
+
+  Program& h = im.from_host_sizes;
+  h.ops = std::move(scale_copies);
+  gemm.host_sizes = {Operand::kHostGroupSizes};
+  h.ops.push_back(std::move(gemm));
+  h.workspace = ws;
+  for (const Program* p : {&b, &h}) p->check_writes(name);
+}
+
 }  // namespace
 
-const char* grouped_form_name(GroupedForm f) {
-  return f == GroupedForm::kRaggedRows ? "ragged_rows" : "ragged_contracting";
-}
-
-const char* grouped_path_name(GroupedPath p) {
-  switch (p) {
-    case GroupedPath::kLoop:
-      return "loop";
-    case GroupedPath::kCublasGrouped:
-      return "cublas_grouped";
-    case GroupedPath::kCublasLtTiles:
-      return "cublaslt_tiles";
-    case GroupedPath::kAuto:
-      break;
-  }
-  return "auto";
-}
+// The plan's programs and the engine that runs them, at a fixed address (the plan moves).
+struct GroupedGemmPlan::Impl {
+  explicit Impl(Backend& be) : engine(be, 0) {}
+  Program from_backend_sizes;  // the sizes in backend memory: copied to the host first
+  Program from_host_sizes;     // the sizes in host memory
+  Engine engine;
+};
 
 GroupedGemmPlan::~GroupedGemmPlan() = default;
 GroupedGemmPlan::GroupedGemmPlan(GroupedGemmPlan&&) noexcept = default;
@@ -165,7 +223,7 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   const int64_t rcd = d.rhs_contracting_dims[0];
   if (lcd != 0 && lcd != 1) refuse("the lhs contracting dim must be 0 or 1");
   // GemmTask's lhs [k, m] is gemm.py's lhs_is_trans (its contracting dim is not the last).
-  lhs_trans_ = lcd == 0;
+  shape_.lhs_trans = lcd == 0;
   const int64_t lhs_k = d.lhs_shape[static_cast<size_t>(lcd)];
   const int64_t lhs_other = d.lhs_shape[static_cast<size_t>(1 - lcd)];
   int64_t rhs_k = 0;
@@ -178,23 +236,23 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
                   std::to_string(d.rhs_shape[0]) + " groups in dim 0, the plan has num_groups " +
                   std::to_string(d.num_groups));
     }
-    rhs_trans_ = rcd == 2;  // [G, N, K]: gemm.py's rhs_is_trans (K is rhs's last dim)
+    shape_.rhs_trans = rcd == 2;  // [G, N, K]: gemm.py's rhs_is_trans (K is rhs's last dim)
     rhs_k = d.rhs_shape[static_cast<size_t>(rcd)];
-    n_ = d.rhs_shape[static_cast<size_t>(3 - rcd)];
-    k_ = lhs_k;
-    ragged_ = lhs_other;  // M
-    expected_out = {ragged_, n_};
+    shape_.n = d.rhs_shape[static_cast<size_t>(3 - rcd)];
+    shape_.k = lhs_k;
+    shape_.extent = lhs_other;  // M
+    expected_out = {shape_.extent, shape_.n};
   } else {
     if (d.rhs_shape.size() != 2) refuse("rhs must be 2-D, [K, N] or [N, K]");
     if (rcd != 0 && rcd != 1) refuse("the rhs contracting dim must be 0 or 1");
-    rhs_trans_ = rcd == 1;  // [N, K]
+    shape_.rhs_trans = rcd == 1;  // [N, K]
     rhs_k = d.rhs_shape[static_cast<size_t>(rcd)];
-    n_ = d.rhs_shape[static_cast<size_t>(1 - rcd)];
-    m_ = lhs_other;
-    ragged_ = lhs_k;  // K_total
-    expected_out = {d.num_groups, m_, n_};
+    shape_.n = d.rhs_shape[static_cast<size_t>(1 - rcd)];
+    shape_.m = lhs_other;
+    shape_.extent = lhs_k;  // K_total
+    expected_out = {d.num_groups, shape_.m, shape_.n};
   }
-  if (fp8 && (d.form != GroupedForm::kRaggedRows || lhs_trans_ || !rhs_trans_)) {
+  if (fp8 && (d.form != GroupedForm::kRaggedRows || shape_.lhs_trans || !shape_.rhs_trans)) {
     refuse(
         "FP8 runs the ragged-rows form with lhs [M, K] and rhs [G, N, K] only (gemm.py's lhs "
         "\"N\" / rhs \"T\" scaled data below compute capability 100, cuBLASLt's FP8 layout)");
@@ -213,19 +271,23 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   (void)num_elements(d.lhs_shape);  // checked products: every offset below fits in int64
   (void)num_elements(d.rhs_shape);
   (void)num_elements(expected_out);
+  shape_.form = d.form;
+  shape_.groups = d.num_groups;
+  shape_.in_dtype = d.dtype;
+  shape_.rhs_dtype = d.rhs_dtype.value_or(d.dtype);
+  shape_.out_dtype = planned_.out_dtype;
+  shape_.bias = planned_.has_bias;
+  shape_.scaled = fp8;
   choose_path(what);
-  if (fp8 && d.num_groups > 0) {
-    scale_slots_ = {be_.allocate(static_cast<size_t>(2 * d.num_groups) * kScaleSlotBytes),
-                    grouped::ReleaseToBackend{&be_}};
-  }
-  labels_.reserve(static_cast<size_t>(d.num_groups));
-  for (int64_t g = 0; g < d.num_groups; ++g) {
-    labels_.push_back(d.name + " group " + std::to_string(g));
-  }
+  impl_ = std::make_unique<Impl>(be_);
+  write_programs(*impl_, shape_, d.name);
+  const std::array<const Program*, 2> programs{&impl_->from_backend_sizes, &impl_->from_host_sizes};
+  impl_->engine.prepare(programs);
 }
 
 void GroupedGemmPlan::choose_path(const std::string& what) {
   const GroupedGemmDesc& d = desc_;
+  shape_.path = GroupedPath::kLoop;
   // The CPU backend has one way to run a call.
   if (be_.kind() != BackendKind::kCuda || d.path == GroupedPath::kLoop) return;
   std::string why;  // why neither CUDA runner takes the plan
@@ -235,207 +297,106 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
     why = "the output dtype " + std::string(dtype_name(planned_.out_dtype)) +
           " differs from the inputs' " + std::string(dtype_name(d.dtype));
   }
-  grouped::RaggedRowsGeometry g;
-  g.groups = d.num_groups;
-  g.m_total = ragged_;
-  g.n = n_;
-  g.k = k_;
-  g.lhs_trans = lhs_trans_;
-  g.rhs_trans = rhs_trans_;
-  g.dtype = d.dtype;
+  const grouped::RaggedRowsGeometry g = grouped::ragged_rows_geometry(shape_);
   const std::string tiles_why = why.empty() ? grouped::cublaslt_tiles_refusal(g) : why;
   const std::string grouped_why = why.empty() ? grouped::cublas_grouped_refusal(g) : why;
   const auto refuse = [&](const std::string& reason) {
     throw Error(what + ": path " + grouped_path_name(d.path) + " does not run it: " + reason +
                 "; use path loop (or auto)");
   };
-  GroupedPath chosen = GroupedPath::kLoop;
   if (d.path == GroupedPath::kCublasGrouped) {
     if (!grouped_why.empty()) refuse(grouped_why);
-    chosen = GroupedPath::kCublasGrouped;
+    shape_.path = GroupedPath::kCublasGrouped;
   } else if (d.path == GroupedPath::kCublasLtTiles) {
     if (!tiles_why.empty()) refuse(tiles_why);
-    chosen = GroupedPath::kCublasLtTiles;
-  } else if (tiles_why.empty() && ragged_ < kAutoTilesRowsPerGroup * d.num_groups) {
+    shape_.path = GroupedPath::kCublasLtTiles;
+  } else if (tiles_why.empty() && shape_.extent < kAutoTilesRowsPerGroup * d.num_groups) {
     // kAuto: see kAutoTilesRowsPerGroup (a rule not measured on a GPU yet).
-    chosen = GroupedPath::kCublasLtTiles;
+    shape_.path = GroupedPath::kCublasLtTiles;
   }
-  if (chosen == GroupedPath::kCublasGrouped) {
-    runner_ = grouped::make_cublas_grouped(be_, g, d.name);
-  } else if (chosen == GroupedPath::kCublasLtTiles) {
-    runner_ = grouped::make_cublaslt_tiles(be_, g, planned_.has_bias, d.name);
-  }
-  path_ = chosen;
 }
 
 int64_t GroupedGemmPlan::check_group_sizes(std::span<const int32_t> group_sizes) const {
-  const std::string what = "grouped GEMM '" + desc_.name + "'";
-  const std::string dim = desc_.form == GroupedForm::kRaggedRows
-                              ? "the ragged dim M (lhs rows) = " + std::to_string(ragged_)
-                              : "the ragged contracting dim K = " + std::to_string(ragged_);
-  if (static_cast<int64_t>(group_sizes.size()) != desc_.num_groups) {
-    throw Error(what + ": got " + std::to_string(group_sizes.size()) +
-                " group sizes, the plan has num_groups " + std::to_string(desc_.num_groups));
-  }
-  int64_t sum = 0;
-  for (size_t g = 0; g < group_sizes.size(); ++g) {
-    if (group_sizes[g] < 0) {
-      throw Error(what + ": group " + std::to_string(g) + " has a negative size " +
-                  std::to_string(group_sizes[g]));
-    }
-    sum += group_sizes[g];  // at most 2^31 * G: no overflow
-  }
-  if (sum != ragged_) {
-    throw Error(what + ": the group sizes sum to " + std::to_string(sum) + ", but " + dim +
-                " (they must match)");
-  }
-  return sum;
+  return cgemm::check_group_sizes(shape_, desc_.name, group_sizes);
 }
 
 double GroupedGemmPlan::flops(std::span<const int32_t> group_sizes) const {
   check_group_sizes(group_sizes);
   double f = 0.0;
   for (int32_t s : group_sizes) {
-    f += desc_.form == GroupedForm::kRaggedRows ? 2.0 * s * static_cast<double>(n_ * k_)
-                                                : 2.0 * static_cast<double>(m_ * n_) * s;
+    f += desc_.form == GroupedForm::kRaggedRows
+             ? 2.0 * s * static_cast<double>(shape_.n * shape_.k)
+             : 2.0 * static_cast<double>(shape_.m * shape_.n) * s;
   }
   return f;
 }
 
-void GroupedGemmPlan::execute_backend_sizes(const int32_t* group_sizes, const void* lhs,
-                                            const void* rhs, const void* bias, void* out) {
-  if (group_sizes == nullptr) {
-    throw Error("grouped GEMM '" + desc_.name + "': the group sizes pointer is null");
-  }
-  // One copy of the G sizes per call (never one per group).
-  host_sizes_.resize(static_cast<size_t>(desc_.num_groups));
-  be_.copy_to_host(host_sizes_.data(), group_sizes, host_sizes_.size() * sizeof(int32_t));
-  execute(host_sizes_, lhs, rhs, bias, out);
+std::string GroupedGemmPlan::capture_refusal(bool sizes_in_backend_memory) const {
+  const Impl& im = *impl_;
+  return cgemm::capture_refusal(
+      sizes_in_backend_memory ? im.from_backend_sizes : im.from_host_sizes, be_.capture_refusal());
 }
 
-void GroupedGemmPlan::check_operands(const void* lhs, const void* rhs, const void* bias,
-                                     void* out) const {
+int64_t GroupedGemmPlan::loop_fallbacks() const { return impl_->engine.grouped_loop_fallbacks(); }
+
+const int32_t* GroupedGemmPlan::sized(std::span<const int32_t> group_sizes) const {
+  if (static_cast<int64_t>(group_sizes.size()) != desc_.num_groups) {
+    check_group_sizes(group_sizes);  // throws its message for the count
+  }
+  return group_sizes.data();
+}
+
+Operands GroupedGemmPlan::scaled(Operands x, const int32_t* host_sizes, const float* lhs_scale_inv,
+                                 const float* rhs_scale_inv) {
+  x.set_input(Operand::kHostGroupSizes, host_sizes);
+  x.set_input(Operand::kLhsScaleInv, lhs_scale_inv);
+  x.set_input(Operand::kRhsScaleInv, rhs_scale_inv);
+  return x;
+}
+
+// Every refusal with its message from before the plan ran through the engine, in that order:
+// the call for the plan's dtype, its scale_invs, the buffers, then the sizes (by the engine).
+void GroupedGemmPlan::check_call(const Operands& x) const {
   const std::string what = "grouped GEMM '" + desc_.name + "'";
-  if (lhs == nullptr || rhs == nullptr || out == nullptr) {
-    throw Error(what + ": " +
-                (lhs == nullptr   ? "lhs"
-                 : rhs == nullptr ? "rhs"
-                                  : "out") +
-                " is null");
-  }
-  if (planned_.has_bias && bias == nullptr) {
-    throw Error(what + " was planned with a bias but got none");
-  }
-  if (!planned_.has_bias && bias != nullptr) {
-    throw Error(what + " was planned without a bias but got one");
-  }
-}
-
-void GroupedGemmPlan::execute(std::span<const int32_t> group_sizes, const void* lhs,
-                              const void* rhs, const void* bias, void* out) {
-  if (is_fp8(desc_.dtype)) {
-    throw Error("grouped GEMM '" + desc_.name +
-                "' has FP8 inputs: call execute_scaled with their scale_inv");
-  }
-  run(group_sizes, lhs, nullptr, rhs, nullptr, bias, out);
-}
-
-void GroupedGemmPlan::execute_scaled(std::span<const int32_t> group_sizes, const void* lhs,
-                                     const float* lhs_scale_inv, const void* rhs,
-                                     const float* rhs_scale_inv, const void* bias, void* out) {
-  const std::string what = "grouped GEMM '" + desc_.name + "'";
-  if (!is_fp8(desc_.dtype)) {
+  const bool lhs_s = x.has(Operand::kLhsScaleInv), rhs_s = x.has(Operand::kRhsScaleInv);
+  if (shape_.scaled) {
+    if (!lhs_s && !rhs_s)
+      throw Error(what + " has FP8 inputs: call execute_scaled with their scale_inv");
+    if (!lhs_s || !rhs_s) {
+      throw Error(what + ": " + (!lhs_s ? "lhs" : "rhs") +
+                  "_scale_inv is null (an FP8 call needs G float32 values for each operand)");
+    }
+  } else if (lhs_s || rhs_s) {
     throw Error(what + " has " + std::string(dtype_name(desc_.dtype)) +
                 " inputs: execute_scaled is for FP8 plans, call execute");
   }
-  if (lhs_scale_inv == nullptr || rhs_scale_inv == nullptr) {
-    throw Error(what + ": " + (lhs_scale_inv == nullptr ? "lhs" : "rhs") +
-                "_scale_inv is null (an FP8 call needs G float32 values for each operand)");
+  const Operand missing[] = {Operand::kLhs, Operand::kRhs, Operand::kOut};
+  for (Operand o : missing) {
+    if (!x.has(o)) throw Error(what + ": " + std::string(Operands::name(o)) + " is null");
   }
-  run(group_sizes, lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, out);
+  if (planned_.has_bias && !x.has(Operand::kBias)) {
+    throw Error(what + " was planned with a bias but got none");
+  }
+  if (!planned_.has_bias && x.has(Operand::kBias)) {
+    throw Error(what + " was planned without a bias but got one");
+  }
+  if (x.has(Operand::kGatheredLhs)) {
+    throw Error(what + ": a grouped GEMM gathers no lhs; gathered_lhs must be null");
+  }
+  const bool backend = x.has(Operand::kGroupSizes), host = x.has(Operand::kHostGroupSizes);
+  if (!backend && !host) throw Error(what + ": the group sizes pointer is null");
+  if (backend && host) {
+    throw Error(what +
+                ": group sizes given twice (group_sizes in backend memory and "
+                "host_group_sizes in host memory); give one");
+  }
 }
 
-void GroupedGemmPlan::run(std::span<const int32_t> group_sizes, const void* lhs,
-                          const float* lhs_scale_inv, const void* rhs, const float* rhs_scale_inv,
-                          const void* bias, void* out) {
-  check_operands(lhs, rhs, bias, out);
-  check_group_sizes(group_sizes);
-  const auto slot = [this](int64_t i) {
-    return static_cast<float*>(
-        static_cast<void*>(static_cast<char*>(scale_slots_.get()) + i * kScaleSlotBytes));
-  };
-  if (lhs_scale_inv != nullptr) {
-    // cuBLASLt refuses a scale pointer that is not 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED
-    // from cublasLtMatmul on the H200, cuBLASLt 13.1), and group g's value of a [G] array is at
-    // 4g bytes: every value gets a slot of its own first. Stream 0, as the GEMMs that read them.
-    const auto groups = static_cast<int64_t>(group_sizes.size());
-    for (int64_t g = 0; g < groups; ++g) {
-      be_.copy(slot(g), lhs_scale_inv + g, sizeof(float), 0, "lhs_scale_inv to its slot");
-      be_.copy(slot(groups + g), rhs_scale_inv + g, sizeof(float), 0, "rhs_scale_inv to its slot");
-    }
-  }
-  if (runner_ != nullptr) {
-    if (runner_->run(group_sizes, lhs, rhs, bias, out)) return;
-    ++loop_fallbacks_;
-  }
-
-  const auto in_size = static_cast<int64_t>(dtype_size(desc_.dtype));
-  const auto out_size = static_cast<int64_t>(dtype_size(planned_.out_dtype));
-  const auto* a = static_cast<const char*>(lhs);
-  const auto* b = static_cast<const char*>(rhs);
-  const auto* c = static_cast<const char*>(bias);
-  auto* o = static_cast<char*>(out);
-  const bool rows = desc_.form == GroupedForm::kRaggedRows;
-  int64_t off = 0;  // the group's first row (kRaggedRows) or contracting index
-  for (size_t g = 0; g < group_sizes.size(); ++g) {
-    const int64_t size = group_sizes[g];
-    const auto gi = static_cast<int64_t>(g);
-    GemmTask t;
-    t.in_dtype = desc_.dtype;
-    t.out_dtype = planned_.out_dtype;
-    if (lhs_scale_inv != nullptr) {  // FP8: group g's scale_inv of each operand
-      t.rhs_dtype = desc_.rhs_dtype.value_or(desc_.dtype);
-      t.lhs_scale_inv = slot(gi);
-      t.rhs_scale_inv = slot(static_cast<int64_t>(group_sizes.size()) + gi);
-    }
-    t.lhs_transposed = lhs_trans_;
-    t.rhs_transposed = rhs_trans_;
-    t.n = n_;
-    t.ldc = n_;
-    t.bias = c != nullptr ? c + gi * n_ * out_size : nullptr;
-    t.label = labels_[g].c_str();
-    if (rows) {
-      // lhs rows [off, off + size) of [M, K] (or those columns of [K, M]); rhs[g]; out rows.
-      const int64_t m_total = ragged_;
-      t.m = size;
-      t.k = k_;
-      t.lhs = a + (lhs_trans_ ? off : off * k_) * in_size;
-      t.lda = lhs_trans_ ? m_total : k_;
-      t.rhs = b + gi * k_ * n_ * in_size;
-      t.ldb = rhs_trans_ ? k_ : n_;
-      t.out = o + off * n_ * out_size;
-    } else {
-      // Contracting indices [off, off + size): those rows of [K, M] / [K, N], or columns of
-      // [M, K] / [N, K]; out[g].
-      const int64_t k_total = ragged_;
-      t.m = m_;
-      t.k = size;
-      t.lhs = a + (lhs_trans_ ? off * m_ : off) * in_size;
-      t.lda = lhs_trans_ ? m_ : k_total;
-      t.rhs = b + (rhs_trans_ ? off : off * n_) * in_size;
-      t.ldb = rhs_trans_ ? k_total : n_;
-      t.out = o + gi * m_ * n_ * out_size;
-    }
-    off += size;
-    if (t.m == 0 || t.n == 0) continue;  // nothing to write
-    if (t.k == 0) {
-      // An empty contraction: out = 0 (+ bias), the block dense (ldc = n). cuBLASLt refuses
-      // k = 0, so no GEMM.
-      be_.sum_partials({}, t.out_dtype, t.m * t.n, t.bias, n_, t.out, t.out_dtype, 0);
-      continue;
-    }
-    be_.gemm(t, 0);
-  }
+void GroupedGemmPlan::execute(const Operands& x, void* stream) {
+  check_call(x);
+  const Impl& im = *impl_;
+  impl_->engine.run_on(x.has(Operand::kGroupSizes) ? im.from_backend_sizes : im.from_host_sizes, x,
+                       stream);
 }
 
 }  // namespace cgemm

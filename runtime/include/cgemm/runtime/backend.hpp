@@ -36,6 +36,7 @@
 #include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/gemm/quantize_task.hpp"
 #include "cgemm/runtime/elementwise.hpp"
+#include "cgemm/runtime/grouped_task.hpp"
 #include "cgemm/runtime/options.hpp"
 #include "cgemm/sharding/reorder.hpp"
 
@@ -172,6 +173,21 @@ class Backend {
   virtual void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                             const void* bias, int64_t bias_len, void* out, DType out_dtype,
                             int stream) = 0;
+
+  // --- grouped GEMMs (cgemm/runtime/grouped_task.hpp) ---
+  /// Makes what calls of `shape` need (the CUDA runners' handles, staging and workspace) and
+  /// returns its handle (0 where nothing is needed: the loop, the CPU backend). Called when a
+  /// plan is prepared, never during a call; `name` names the plan in errors. Throws
+  /// cgemm::Error where the backend does not run shape.path for it.
+  virtual GroupedGemmHandle prepare_grouped_gemm(const GroupedGemmShape& shape,
+                                                 const std::string& name) = 0;
+  /// Gives back what prepare_grouped_gemm made (after the work that uses it). 0: nothing.
+  virtual void release_grouped_gemm(GroupedGemmHandle handle) noexcept = 0;
+  /// Runs `task` on `stream`: out = the G GEMMs (+ bias per group; FP8: times each group's
+  /// scale_invs). Group sizes are checked by the caller. Returns false when the call ran the
+  /// loop instead of task.shape.path (its pointers did not suit the path, or cuBLASLt had no
+  /// algorithm for a tile size); true otherwise (the loop itself included).
+  virtual bool grouped_gemm(const GroupedGemmTask& task, int stream) = 0;
 
   // --- quantization (gemm/include/cgemm/gemm/quantize_task.hpp), on `stream` ---
   /// *amax = max |src[i]| over `count` elements of `dtype` (float32, bfloat16, float16), in

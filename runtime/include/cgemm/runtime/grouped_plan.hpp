@@ -7,21 +7,30 @@
 // others with one cgemm::Error naming the layout. docs/GROUPED_GEMM.md has the whole story: the
 // layouts in detail, the FP8 rules and why, gemm.py's lines, the CUDA paths and their timings.
 //
+// Through the engine, as GemmPlan: the plan writes its call as a program (runtime/src/
+// program.hpp: the sizes copied to the host, an explicit op, then one grouped GEMM op,
+// Backend::grouped_gemm) when it is made, prepares it (the engine's workspaces and the
+// backend's state for the path: the CUDA runners' handles, staging and workspace, sized for the
+// ragged extent, the most rows or contracting indices a call brings), and runs it on every call
+// with the caller's operands (operands.hpp) and, if given, the caller's stream.
+//
 // Forms (row-major; G = num_groups): kRaggedRows (forward, dgrad): lhs [M, K] or [K, M], rhs
 // [G, K, N] or [G, N, K], out [M, N], group g owns rows [off_g, off_g + size_g) of lhs and out.
 // kRaggedContracting (wgrad): lhs [K, M] or [M, K], rhs [K, N] or [N, K], out [G, M, N], group
 // g owns contracting indices [off_g, off_g + size_g). Empty groups are allowed in both.
 // Dtypes: lhs and rhs bfloat16, float16 or float32 (the same); out preferred_element_type or the
 // inputs'; bias [G, N] in the output dtype. FP8 (delayed or current tensor scaling, a scale_inv
-// per group and operand, through execute_scaled): the ragged-rows form with lhs [M, K] and rhs
-// [G, N, K] only; block scaling (MXFP8, NVFP4) is refused.
-// Group sizes: G int32 values per call, from host or backend memory (then copied to the host
-// once per call), checked before any GEMM is issued: none negative, summing to M or K_total.
-// Paths (CUDA backend; the CPU backend always loops): kLoop (one GEMM per group on stream 0),
-// kCublasGrouped (one cublasGemmGroupedBatchedEx), kCublasLtTiles (power-of-two row tiles, one
-// pointer-array cuBLASLt matmul per tile size), kAuto (the tiles below kAutoTilesRowsPerGroup
-// rows per group on average, else the loop). A call whose pointers do not suit a path runs the
-// loop (loop_fallbacks()).
+// per group and operand: Operand::kLhsScaleInv / kRhsScaleInv, or execute_scaled): the
+// ragged-rows form with lhs [M, K] and rhs [G, N, K] only; block scaling (MXFP8, NVFP4) is
+// refused.
+// Group sizes: G int32 values per call, in backend memory (Operand::kGroupSizes: copied to the
+// host once per call, which waits for the device) or host memory (Operand::kHostGroupSizes),
+// checked before any GEMM is issued: none negative, summing to M or K_total.
+// Paths (CUDA backend; the CPU backend always loops): kLoop (one GEMM per group), kCublasGrouped
+// (one cublasGemmGroupedBatchedEx), kCublasLtTiles (power-of-two row tiles, one pointer-array
+// cuBLASLt matmul per tile size), kAuto (the tiles below kAutoTilesRowsPerGroup rows per group
+// on average, else the loop). A call whose pointers do not suit a path runs the loop
+// (loop_fallbacks()).
 
 #include <cstdint>
 #include <memory>
@@ -33,46 +42,15 @@
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/runtime/backend.hpp"
+#include "cgemm/runtime/grouped_task.hpp"
+#include "cgemm/runtime/operands.hpp"
 #include "cgemm/sharding/grouped_gemm.hpp"
 
 namespace cgemm {
 
 class Context;
 
-/// Which dim the group sizes split (see the top of this file).
-enum class GroupedForm {
-  kRaggedRows,         // forward, dgrad: lhs (and out) rows
-  kRaggedContracting,  // wgrad: the contracting dim; out gets a leading G
-};
-
-/// "ragged_rows" or "ragged_contracting".
-const char* grouped_form_name(GroupedForm f);
-
-/// How a call runs on the CUDA backend (see the top of this file).
-/// kAuto's threshold: below this many rows per group on average, the cuBLASLt tiles.
-inline constexpr int64_t kAutoTilesRowsPerGroup = 4096;
-
-enum class GroupedPath {
-  kAuto,           // by the groups' mean rows (see the file comment); the loop on the CPU
-  kLoop,           // one cuBLASLt GEMM per non-empty group
-  kCublasGrouped,  // one cublasGemmGroupedBatchedEx per call (ragged rows, bf16 / fp16)
-  kCublasLtTiles,  // a pointer-array batched cuBLASLt matmul per tile size (ragged rows)
-};
-
-/// "auto", "loop", "cublas_grouped" or "cublaslt_tiles".
-const char* grouped_path_name(GroupedPath p);
-
-namespace grouped {
-class RaggedRowsRunner;  // runtime/src/grouped/ragged_rows_runner.hpp
-
-/// Gives a plan's backend memory back to its backend.
-struct ReleaseToBackend {
-  Backend* be = nullptr;
-  void operator()(void* p) const noexcept {
-    if (p != nullptr) be->release(p);
-  }
-};
-}  // namespace grouped
+// GroupedForm, GroupedPath and their names: grouped_task.hpp.
 
 struct GroupedGemmDesc {
   std::string name = "grouped_gemm";  // names the plan in errors and trace labels
@@ -100,14 +78,16 @@ class GroupedGemmPlan {
   /// not read). Throws PlanError where gemm.py raises, cgemm::Error for what the runtime does
   /// not run (a layout other than those at the top of this file, FP8 or other dtypes, rhs's
   /// G dim != num_groups, lhs and rhs contracting sizes that differ, path kCublasGrouped or
-  /// kCublasLtTiles on the CUDA backend where it does not run). With either (kAuto included,
-  /// where it picks the tiles) it creates a cuBLAS or cuBLASLt handle and its staging (pinned
-  /// and device memory; the tiles also a 32 MiB workspace) on the current device.
+  /// kCublasLtTiles on the CUDA backend where it does not run). Then it prepares its program:
+  /// the engine's workspaces (the host copy of the sizes; FP8: a 16-byte slot per scale_inv)
+  /// and, for kCublasGrouped or kCublasLtTiles (kAuto included, where it picks the tiles), the
+  /// backend's cuBLAS or cuBLASLt handle and staging (pinned and device memory; the tiles also
+  /// a 32 MiB workspace) on the current device. No call allocates any of them.
   GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc);
   /// The same on ctx's backend (a grouped GEMM is local to a rank: no collective).
   GroupedGemmPlan(Context& ctx, GroupedGemmDesc desc);
   ~GroupedGemmPlan();
-  GroupedGemmPlan(GroupedGemmPlan&&) noexcept;  // a CUDA runner's handle moves along
+  GroupedGemmPlan(GroupedGemmPlan&&) noexcept;  // the engine and the backend's state move along
   GroupedGemmPlan(const GroupedGemmPlan&) = delete;
   GroupedGemmPlan& operator=(const GroupedGemmPlan&) = delete;
 
@@ -119,55 +99,76 @@ class GroupedGemmPlan {
   int64_t num_groups() const { return desc_.num_groups; }
   /// The path calls run: kLoop, kCublasGrouped or kCublasLtTiles (never kAuto; always kLoop
   /// on the CPU).
-  GroupedPath path() const { return path_; }
+  GroupedPath path() const { return shape_.path; }
   /// Calls of a kCublasGrouped or kCublasLtTiles plan that ran the loop instead (unaligned
   /// group pointers; for the tiles also a tile size without a cuBLASLt algorithm).
-  int64_t loop_fallbacks() const { return loop_fallbacks_; }
+  int64_t loop_fallbacks() const;
   /// The dim the group sizes must sum to: M (kRaggedRows) or K_total (kRaggedContracting).
-  int64_t ragged_extent() const { return ragged_; }
+  /// The plan is made for it: every workspace is sized from it.
+  int64_t ragged_extent() const { return shape_.extent; }
+  /// What every call of this plan runs (Backend::grouped_gemm's shape).
+  const GroupedGemmShape& shape() const { return shape_; }
   /// FLOPs of one call with these sizes: 2 * m * n * k summed over the groups (the real,
   /// ragged work). Throws as check_group_sizes.
   double flops(std::span<const int32_t> group_sizes) const;
+
+  /// "" when this plan's calls could be captured into a CUDA graph and replayed; else one line
+  /// naming the first op of its program that cannot and why (runtime/src/program.hpp's
+  /// capture_refusal): with sizes in backend memory, the op that copies them to the host.
+  std::string capture_refusal(bool sizes_in_backend_memory = true) const;
 
   /// Throws cgemm::Error unless `group_sizes` has num_groups() values, none negative, summing
   /// to ragged_extent(). Returns the sum.
   int64_t check_group_sizes(std::span<const int32_t> group_sizes) const;
 
-  /// The grouped GEMM with sizes in host memory. lhs, rhs, bias and out are backend memory
-  /// with the desc's shapes (bias null iff the plan has none). Sizes and pointers are checked
-  /// before anything is issued. Asynchronous on the CUDA backend (stream 0).
+  /// The grouped GEMM on the slots of operands.hpp: lhs, rhs, out, bias (null iff the plan has
+  /// none; backend memory with the desc's shapes), the G int32 sizes in kGroupSizes (backend
+  /// memory) or kHostGroupSizes (host memory, G values: the caller guarantees the length),
+  /// one of the two, and for an FP8 plan kLhsScaleInv and kRhsScaleInv (G float32 each,
+  /// backend memory). Operands and sizes are checked before anything is issued (cgemm::Error
+  /// naming what is wrong). Asynchronous on the CUDA backend, except that sizes in backend
+  /// memory are copied to the host first (the host waits for the work queued before).
+  ///
+  /// `stream`: the caller's stream, as GemmPlan::execute takes it (a cudaStream_t as void*):
+  /// the call starts after the work queued on it and the work queued on it after the call
+  /// sees the output, with events. Null: the backend's stream 0. The CPU backend ignores it.
+  void execute(const Operands& x, void* stream = nullptr);
+  /// The grouped GEMM with sizes in host memory (group_sizes.size() must be num_groups()).
   void execute(std::span<const int32_t> group_sizes, const void* lhs, const void* rhs,
-               const void* bias, void* out);
+               const void* bias, void* out) {
+    execute(Operands(lhs, rhs, bias, out).set_input(Operand::kHostGroupSizes, sized(group_sizes)));
+  }
   /// An FP8 plan's call (see the top of this file): lhs_scale_inv and rhs_scale_inv hold G
   /// float32 values each in backend memory. Throws cgemm::Error for a null scale_inv, and
   /// execute / execute_backend_sizes throw for an FP8 plan (and this for another plan).
   void execute_scaled(std::span<const int32_t> group_sizes, const void* lhs,
                       const float* lhs_scale_inv, const void* rhs, const float* rhs_scale_inv,
-                      const void* bias, void* out);
+                      const void* bias, void* out) {
+    execute(
+        scaled(Operands(lhs, rhs, bias, out), sized(group_sizes), lhs_scale_inv, rhs_scale_inv));
+  }
   /// The same with the G sizes in backend memory (one copy to the host per call).
   void execute_backend_sizes(const int32_t* group_sizes, const void* lhs, const void* rhs,
-                             const void* bias, void* out);
+                             const void* bias, void* out) {
+    execute(Operands(lhs, rhs, bias, out).set_input(Operand::kGroupSizes, group_sizes));
+  }
+
+  /// Private state (runtime/src/grouped/grouped_plan.cpp): the programs and the engine.
+  struct Impl;
 
  private:
-  void choose_path(const std::string& what);  // sets path_ and runner_ (or throws)
-  void check_operands(const void* lhs, const void* rhs, const void* bias, void* out) const;
-  void run(std::span<const int32_t> group_sizes, const void* lhs, const float* lhs_scale_inv,
-           const void* rhs, const float* rhs_scale_inv, const void* bias, void* out);
+  void choose_path(const std::string& what);  // sets shape_.path (or throws)
+  void check_call(const Operands& x) const;
+  // group_sizes.data(), after checking it holds num_groups() values.
+  const int32_t* sized(std::span<const int32_t> group_sizes) const;
+  static Operands scaled(Operands x, const int32_t* host_sizes, const float* lhs_scale_inv,
+                         const float* rhs_scale_inv);
 
   Backend& be_;
   GroupedGemmDesc desc_;
   GroupedGemm planned_;
-  int64_t ragged_ = 0;                          // M or K_total
-  int64_t m_ = 0, n_ = 0, k_ = 0;               // M (kRaggedContracting) / N / K (kRaggedRows)
-  bool lhs_trans_ = false, rhs_trans_ = false;  // as GemmTask: lhs [k, m], rhs [n, k]
-  std::vector<std::string> labels_;             // one per group, for traces
-  std::vector<int32_t> host_sizes_;             // the staging copy of backend sizes
-  GroupedPath path_ = GroupedPath::kLoop;
-  int64_t loop_fallbacks_ = 0;
-  std::unique_ptr<grouped::RaggedRowsRunner> runner_;  // kCublasGrouped, kCublasLtTiles
-  // FP8: a 16-byte slot per group and operand, lhs's G then rhs's G (backend memory), into
-  // which each call spreads its scale_inv arrays (see run()).
-  std::unique_ptr<void, grouped::ReleaseToBackend> scale_slots_;
+  GroupedGemmShape shape_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace cgemm

@@ -23,6 +23,13 @@ enum class Operand : std::size_t {
   // grown along the gathered (sequence) dim, in sequence order (GemmPlan::gathered_lhs_local()).
   // Null: the call hands nothing out. Other GEMMs refuse a non-null one.
   kGatheredLhs,
+  // A grouped GEMM's call (grouped_plan.hpp): its G int32 group sizes, in backend memory...
+  kGroupSizes,
+  // ...or in host memory (GroupedGemmPlan's host-sizes call; never both).
+  kHostGroupSizes,
+  // FP8 grouped GEMMs: G float32 scale_inv values per operand (backend memory).
+  kLhsScaleInv,
+  kRhsScaleInv,
   kCount  // the number of slots; not a slot
 };
 
@@ -38,6 +45,10 @@ inline constexpr std::array<OperandSlot, static_cast<std::size_t>(Operand::kCoun
     {"bias", false},
     {"out", true},
     {"gathered_lhs", true},
+    {"group_sizes", false},
+    {"host_group_sizes", false},
+    {"lhs_scale_inv", false},
+    {"rhs_scale_inv", false},
 }};
 // A slot added to the enum without its row here leaves a row unnamed.
 static_assert(

@@ -81,6 +81,8 @@ struct WorkspaceSizes {
   int64_t work_out = 0;  // the sequential path's GEMM results before a collective or reorder
   int64_t quant = 0;     // quantized operands, their block scales and amaxes (FP8)
   int64_t scales = 0;    // the scale state of the quantized operands, kept across calls (FP8)
+  int64_t host = 0;      // host memory the host reads mid-program (a grouped GEMM's sizes)
+  /// The backend memory: every workspace but host.
   int64_t total() const;
 };
 

@@ -1,5 +1,5 @@
 // The cuBLAS grouped runner (ragged_rows_runner.hpp): a grouped GEMM's ragged-rows call as one
-// cublasGemmGroupedBatchedEx (cuBLAS 13.1, cublas_api.h) on the backend's stream 0.
+// cublasGemmGroupedBatchedEx (cuBLAS 13.1, cublas_api.h) on the call's stream.
 //
 // Row-major to column-major, as gemm/src/cublaslt_plan.cpp maps a row-major GEMM: row-major
 // out_g [m_g, N] = lhs_g [m_g, K] @ rhs_g [K, N] is column-major out_g^T [N, m_g] =
@@ -23,7 +23,6 @@
 
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/core/error.hpp"
-#include "cgemm/runtime/backend.hpp"
 #include "grouped_bias.hpp"
 #include "ragged_rows_runner.hpp"
 #include "staging_ring.hpp"
@@ -34,18 +33,15 @@ namespace {
 
 class CublasGrouped final : public RaggedRowsRunner {
  public:
-  CublasGrouped(Backend& be, const RaggedRowsGeometry& g, const std::string& name)
+  CublasGrouped(const RaggedRowsGeometry& g, const std::string& name)
       : g_(g), where_("grouped GEMM '" + name + "' (path cublas_grouped)") {
     const std::string why = cublas_grouped_refusal(g);
     if (!why.empty()) throw Error(where_ + ": not run: " + why);
-    stream_ = static_cast<cudaStream_t>(be.native_stream());
     const auto groups = static_cast<size_t>(g.groups);
     // Slot layout: A, B, C pointers (G each), then G int64 row ends.
-    ring_ = std::make_unique<StagingRing>(groups * (3 * sizeof(void*) + sizeof(int64_t)), stream_,
-                                          where_);
+    ring_ = std::make_unique<StagingRing>(groups * (3 * sizeof(void*) + sizeof(int64_t)), where_);
     try {
       check_blas(cublasCreate(&handle_), "cublasCreate");
-      check_blas(cublasSetStream(handle_, stream_), "cublasSetStream");
     } catch (...) {
       release();
       throw;
@@ -70,7 +66,7 @@ class CublasGrouped final : public RaggedRowsRunner {
   CublasGrouped& operator=(const CublasGrouped&) = delete;
 
   bool run(std::span<const int32_t> sizes, const void* lhs, const void* rhs, const void* bias,
-           void* out) override {
+           void* out, cudaStream_t stream) override {
     if (g_.m_total == 0 || g_.n == 0) return true;  // nothing to write
     const auto groups = static_cast<size_t>(g_.groups);
     if (!aligned(sizes, lhs, rhs, out)) return false;
@@ -110,14 +106,15 @@ class CublasGrouped final : public RaggedRowsRunner {
     // fixed place in the slot) only when the bias kernel reads them.
     const size_t ptr_bytes = 3 * static_cast<size_t>(count) * sizeof(void*);
     const size_t ends_at = 3 * groups * sizeof(void*);
-    ring_->commit(slot, bias != nullptr ? ring_->slot_bytes() : ptr_bytes);
+    ring_->commit(slot, bias != nullptr ? ring_->slot_bytes() : ptr_bytes, stream);
     if (bias != nullptr) {
       check_cuda(launch_fill_group_bias(out, bias, reinterpret_cast<const int64_t*>(dev + ends_at),
-                                        g_.groups, g_.m_total, g_.n, g_.dtype, stream_),
+                                        g_.groups, g_.m_total, g_.n, g_.dtype, stream),
                  "the group bias kernel (M " + std::to_string(g_.m_total) + ", N " +
                      std::to_string(g_.n) + ")",
                  where_);
     }
+    check_blas(cublasSetStream(handle_, stream), "cublasSetStream");
     const auto* dev_ptrs = reinterpret_cast<const void* const*>(dev);
     const cudaDataType_t t = g_.dtype == DType::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
     check_blas(cublasGemmGroupedBatchedEx(
@@ -127,6 +124,7 @@ class CublasGrouped final : public RaggedRowsRunner {
                    group_size_.data(), CUBLAS_COMPUTE_32F),
                "cublasGemmGroupedBatchedEx(" + std::to_string(count) + " groups, N " +
                    std::to_string(g_.n) + ", K " + std::to_string(g_.k) + ")");
+    ring_->done(slot, stream);
     return true;
   }
 
@@ -155,14 +153,13 @@ class CublasGrouped final : public RaggedRowsRunner {
   }
 
   void release() noexcept {
+    ring_.reset();  // waits for every call: its copies and the GEMMs that read them
     if (handle_ != nullptr) static_cast<void>(cublasDestroy(handle_));
     handle_ = nullptr;
-    ring_.reset();  // waits for the copies and the GEMMs that read the pointer arrays
   }
 
   RaggedRowsGeometry g_;
   std::string where_;
-  cudaStream_t stream_ = nullptr;
   cublasHandle_t handle_ = nullptr;
   std::unique_ptr<StagingRing> ring_;
   std::vector<cublasOperation_t> ta_, tb_;
@@ -172,9 +169,9 @@ class CublasGrouped final : public RaggedRowsRunner {
 
 }  // namespace
 
-std::unique_ptr<RaggedRowsRunner> make_cublas_grouped(Backend& be, const RaggedRowsGeometry& g,
+std::unique_ptr<RaggedRowsRunner> make_cublas_grouped(const RaggedRowsGeometry& g,
                                                       const std::string& name) {
-  return std::make_unique<CublasGrouped>(be, g, name);
+  return std::make_unique<CublasGrouped>(g, name);
 }
 
 }  // namespace cgemm::grouped

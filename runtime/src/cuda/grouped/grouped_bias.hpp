@@ -2,7 +2,7 @@
 // The per-group bias of the CUDA runners (cublas_grouped.cpp, cublaslt_tiles.cpp): neither
 // cublasGemmGroupedBatchedEx nor cuBLASLt's pointer-array matmuls take a bias epilogue, so the
 // output is first filled with each row's group bias and the GEMMs add into it (beta = 1).
-// Private to runtime/; compiled by nvcc too (C++17).
+// Private to the CUDA backend; compiled by nvcc too (C++17).
 
 #include <cuda_runtime_api.h>
 

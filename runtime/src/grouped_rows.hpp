@@ -1,20 +1,17 @@
 #pragma once
-// A second way to run a grouped GEMM's ragged-rows form on the CUDA backend, behind one small
-// interface so GroupedGemmPlan (grouped_plan.cpp) stays free of cuBLAS: the runner gets a
-// call whose sizes and pointers the plan has already checked and issues it on the backend's
-// stream 0. Private to runtime/.
+// The rules of a grouped GEMM's ragged-rows form that both sides of the backend boundary read:
+// which calls the CUDA backend's runners (runtime/src/cuda/grouped/) take, stated at planning by
+// GroupedGemmPlan (grouped/grouped_plan.cpp) and again by the runners, and the cuBLASLt tiles
+// runner's row tiling. Compiled in every build, so the plan states them the same way with or
+// without CUDA and the tiling is unit-tested on the CPU (tests/unit/test_row_tiles.cpp).
 
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "cgemm/core/dtype.hpp"
-
-namespace cgemm {
-class Backend;
-}
+#include "cgemm/runtime/grouped_task.hpp"
 
 namespace cgemm::grouped {
 
@@ -27,16 +24,8 @@ struct RaggedRowsGeometry {
   DType dtype = DType::kBFloat16;
 };
 
-class RaggedRowsRunner {
- public:
-  virtual ~RaggedRowsRunner() = default;
-  /// out rows of group g = lhs rows of g @ rhs[g] (+ bias[g]) for every g; `sizes` holds G
-  /// sizes, none negative, summing to M (checked by the caller). Asynchronous on stream 0.
-  /// Returns false, having issued nothing, when this call's group pointers do not suit the
-  /// runner (the caller then runs the loop); true when it issued the call.
-  virtual bool run(std::span<const int32_t> sizes, const void* lhs, const void* rhs,
-                   const void* bias, void* out) = 0;
-};
+/// The ragged-rows geometry of `s` (s.form must be kRaggedRows): m_total is s.extent.
+RaggedRowsGeometry ragged_rows_geometry(const GroupedGemmShape& s);
 
 /// The tiles runner's tile caps (rows): 256, or 128 where that computes at least 5% fewer
 /// rows (chosen per call by choose_tiling). Measured on the H200 (2026-12-03, cuBLASLt
@@ -104,18 +93,5 @@ std::string cublas_grouped_refusal(const RaggedRowsGeometry& g);
 
 /// "" when the cuBLASLt tiles runner runs `g`, else why not (a clause for an error message).
 std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g);
-
-/// The cuBLASLt tiles runner (cublaslt_tiles.cpp) on `be`'s stream 0, with its handle,
-/// workspace and staging made now on the current device; `with_bias`: its calls get a bias
-/// (tiles without overlap, the bias written into the output first).
-/// Throws cgemm::Error where cgemm was built without CUDA or `g` is refused.
-std::unique_ptr<RaggedRowsRunner> make_cublaslt_tiles(Backend& be, const RaggedRowsGeometry& g,
-                                                      bool with_bias, const std::string& name);
-
-/// The cublasGemmGroupedBatchedEx runner on `be`'s stream 0 (be is the CUDA backend), with its
-/// handle and staging made now on the current device. `name` names the plan in errors.
-/// Throws cgemm::Error where cgemm was built without CUDA or `g` is refused.
-std::unique_ptr<RaggedRowsRunner> make_cublas_grouped(Backend& be, const RaggedRowsGeometry& g,
-                                                      const std::string& name);
 
 }  // namespace cgemm::grouped

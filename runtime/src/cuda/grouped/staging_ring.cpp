@@ -8,9 +8,8 @@
 
 namespace cgemm::grouped {
 
-StagingRing::StagingRing(size_t slot_bytes, cudaStream_t stream, std::string where)
+StagingRing::StagingRing(size_t slot_bytes, std::string where)
     : slot_bytes_((slot_bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign),
-      stream_(stream),
       where_(std::move(where)) {
   const size_t bytes = kSlots * slot_bytes_;
   try {
@@ -18,7 +17,7 @@ StagingRing::StagingRing(size_t slot_bytes, cudaStream_t stream, std::string whe
                "cudaMallocHost(" + std::to_string(bytes) + " bytes of staging)", where_);
     check_cuda(cudaMalloc(&device_, bytes),
                "cudaMalloc(" + std::to_string(bytes) + " bytes of pointers)", where_);
-    for (cudaEvent_t& e : copied_) {
+    for (cudaEvent_t& e : used_) {
       check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", where_);
     }
   } catch (...) {
@@ -32,36 +31,38 @@ StagingRing::~StagingRing() { release(); }
 StagingRing::Slot StagingRing::acquire() {
   const size_t i = turn_++ % kSlots;
   if (pending_[i]) {
-    // The copy this slot made kSlots calls ago must have left it before it is rewritten.
-    check_cuda(cudaEventSynchronize(copied_[i]), "cudaEventSynchronize(staging slot)", where_);
+    // The call that used this slot kSlots calls ago must be done before it is rewritten.
+    check_cuda(cudaEventSynchronize(used_[i]), "cudaEventSynchronize(staging slot)", where_);
     pending_[i] = false;
   }
   return {static_cast<char*>(host_) + i * slot_bytes_,
           static_cast<char*>(device_) + i * slot_bytes_, i};
 }
 
-void StagingRing::commit(const Slot& slot, size_t bytes) {
-  check_cuda(cudaMemcpyAsync(slot.device, slot.host, bytes, cudaMemcpyHostToDevice, stream_),
+void StagingRing::commit(const Slot& slot, size_t bytes, cudaStream_t stream) {
+  check_cuda(cudaMemcpyAsync(slot.device, slot.host, bytes, cudaMemcpyHostToDevice, stream),
              "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes of grouped GEMM pointers)",
              where_);
-  check_cuda(cudaEventRecord(copied_[slot.index], stream_), "cudaEventRecord(staging slot)",
-             where_);
+  // Recorded now too, so a call that fails before done() still guards its copy.
+  done(slot, stream);
+}
+
+void StagingRing::done(const Slot& slot, cudaStream_t stream) {
+  // Recording again moves the event behind the later work.
+  check_cuda(cudaEventRecord(used_[slot.index], stream), "cudaEventRecord(staging slot)", where_);
   pending_[slot.index] = true;
 }
 
 void StagingRing::release() noexcept {
-  for (cudaEvent_t& e : copied_) {
+  for (cudaEvent_t& e : used_) {
     if (e != nullptr) static_cast<void>(cudaEventSynchronize(e));
   }
-  for (cudaEvent_t& e : copied_) {
+  for (cudaEvent_t& e : used_) {
     if (e != nullptr) static_cast<void>(cudaEventDestroy(e));
     e = nullptr;
   }
-  // The last GEMM may still read the device pointer arrays: let the stream drain first.
-  if (device_ != nullptr) {
-    static_cast<void>(cudaStreamSynchronize(stream_));
-    static_cast<void>(cudaFree(device_));
-  }
+  // Each slot's event follows the GEMMs that read its device copy (waited for above).
+  if (device_ != nullptr) static_cast<void>(cudaFree(device_));
   if (host_ != nullptr) static_cast<void>(cudaFreeHost(host_));
   device_ = host_ = nullptr;
 }

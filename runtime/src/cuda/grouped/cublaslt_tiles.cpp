@@ -1,6 +1,6 @@
 // The cuBLASLt tiles runner (ragged_rows_runner.hpp): a grouped GEMM's ragged-rows call as a
 // few cuBLASLt matmuls in pointer-array batch mode (CUBLASLT_BATCH_MODE_POINTER_ARRAY), one per
-// tile size, on the backend's stream 0.
+// tile size, on the call's stream.
 //
 // Why tiles: a batched matmul needs one shape for all its entries, and the groups' row counts
 // differ. choose_tiling() cuts every group into power-of-two row tiles that never leave the
@@ -41,7 +41,6 @@
 
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/core/error.hpp"
-#include "cgemm/runtime/backend.hpp"
 #include "grouped_bias.hpp"
 #include "ragged_rows_runner.hpp"
 #include "staging_ring.hpp"
@@ -68,11 +67,10 @@ cudaDataType_t lt_type(DType t) {
 
 class CublasLtTiles final : public RaggedRowsRunner {
  public:
-  CublasLtTiles(Backend& be, const RaggedRowsGeometry& g, bool with_bias, const std::string& name)
+  CublasLtTiles(const RaggedRowsGeometry& g, bool with_bias, const std::string& name)
       : g_(g), where_("grouped GEMM '" + name + "' (path cublaslt_tiles)") {
     const std::string why = cublaslt_tiles_refusal(g);
     if (!why.empty()) throw Error(where_ + ": not run: " + why);
-    stream_ = static_cast<cudaStream_t>(be.native_stream());
     // Room for either cap's tiles; each class's three arrays start on 16 bytes (one pointer of
     // padding each, at most kMaxClasses classes).
     const TileOverlap overlap = with_bias ? TileOverlap::kNone : TileOverlap::kAllowed;
@@ -81,7 +79,7 @@ class CublasLtTiles final : public RaggedRowsRunner {
                  max_row_tiles(g.m_total, g.groups, kSmallTileRowsCap, overlap)));
     ends_at_ = (3 * (tiles + kMaxClasses)) * sizeof(void*);
     ring_ = std::make_unique<StagingRing>(
-        ends_at_ + static_cast<size_t>(g.groups) * sizeof(int64_t), stream_, where_);
+        ends_at_ + static_cast<size_t>(g.groups) * sizeof(int64_t), where_);
     try {
       check_lt(cublasLtCreate(&handle_), "cublasLtCreate");
       check_cuda(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)",
@@ -97,7 +95,7 @@ class CublasLtTiles final : public RaggedRowsRunner {
   CublasLtTiles& operator=(const CublasLtTiles&) = delete;
 
   bool run(std::span<const int32_t> sizes, const void* lhs, const void* rhs, const void* bias,
-           void* out) override {
+           void* out, cudaStream_t stream) override {
     if (g_.m_total == 0 || g_.n == 0) return true;  // nothing to write
     const bool with_bias = bias != nullptr;
     const std::vector<TileClass> classes =
@@ -140,11 +138,11 @@ class CublasLtTiles final : public RaggedRowsRunner {
       for (size_t gi = 0; gi < sizes.size(); ++gi) row_ends[gi] = end += sizes[gi];
       bytes = ends_at_ + sizes.size() * sizeof(int64_t);
     }
-    ring_->commit(slot, bytes);
+    ring_->commit(slot, bytes, stream);
     if (with_bias) {
       check_cuda(launch_fill_group_bias(out, bias,
                                         reinterpret_cast<const int64_t*>(slot.device + ends_at_),
-                                        g_.groups, g_.m_total, g_.n, g_.dtype, stream_),
+                                        g_.groups, g_.m_total, g_.n, g_.dtype, stream),
                  "the group bias kernel (M " + std::to_string(g_.m_total) + ", N " +
                      std::to_string(g_.n) + ")",
                  where_);
@@ -158,11 +156,12 @@ class CublasLtTiles final : public RaggedRowsRunner {
       const auto* dev = reinterpret_cast<const void* const*>(slot.device) + starts[ci];
       void* d = const_cast<void*>(static_cast<const void*>(dev + 2 * stride));
       check_lt(cublasLtMatmul(handle_, e.desc, &alpha, dev, e.a, dev + stride, e.b, &beta, d, e.d,
-                              d, e.d, &e.algo, workspace_, kWorkspaceBytes, stream_),
+                              d, e.d, &e.algo, workspace_, kWorkspaceBytes, stream),
                "cublasLtMatmul(" + std::to_string(count) + " tiles of " +
                    std::to_string(classes[ci].rows) + " rows, N " + std::to_string(g_.n) + ", K " +
                    std::to_string(g_.k) + ")");
     }
+    ring_->done(slot, stream);
     return true;
   }
 
@@ -313,20 +312,16 @@ class CublasLtTiles final : public RaggedRowsRunner {
   }
 
   void release() noexcept {
-    ring_.reset();  // waits for the copies and the matmuls that read the pointer arrays
+    ring_.reset();  // waits for every call: its copies and the matmuls (which use the workspace)
     clear_cache();
     if (handle_ != nullptr) static_cast<void>(cublasLtDestroy(handle_));
     handle_ = nullptr;
-    if (workspace_ != nullptr) {
-      static_cast<void>(cudaStreamSynchronize(stream_));
-      static_cast<void>(cudaFree(workspace_));
-    }
+    if (workspace_ != nullptr) static_cast<void>(cudaFree(workspace_));
     workspace_ = nullptr;
   }
 
   RaggedRowsGeometry g_;
   std::string where_;
-  cudaStream_t stream_ = nullptr;
   size_t ends_at_ = 0;  // where a slot's G int64 row ends start (behind the pointers)
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
@@ -336,9 +331,9 @@ class CublasLtTiles final : public RaggedRowsRunner {
 
 }  // namespace
 
-std::unique_ptr<RaggedRowsRunner> make_cublaslt_tiles(Backend& be, const RaggedRowsGeometry& g,
-                                                      bool with_bias, const std::string& name) {
-  return std::make_unique<CublasLtTiles>(be, g, with_bias, name);
+std::unique_ptr<RaggedRowsRunner> make_cublaslt_tiles(const RaggedRowsGeometry& g, bool with_bias,
+                                                      const std::string& name) {
+  return std::make_unique<CublasLtTiles>(g, with_bias, name);
 }
 
 }  // namespace cgemm::grouped

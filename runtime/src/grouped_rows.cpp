@@ -1,14 +1,24 @@
-// The rules of which ragged-rows calls the CUDA runners take, and the tiles runner's row
-// tiling (ragged_rows_runner.hpp): compiled in every build, so the plan states them the same
-// way with or without CUDA and the tiling is unit-tested on the CPU.
+// The grouped GEMM's ragged-rows rules (grouped_rows.hpp).
 
 #include <algorithm>
 #include <bit>
 #include <limits>
 
-#include "ragged_rows_runner.hpp"
+#include "grouped_rows.hpp"
 
 namespace cgemm::grouped {
+
+RaggedRowsGeometry ragged_rows_geometry(const GroupedGemmShape& s) {
+  RaggedRowsGeometry g;
+  g.groups = s.groups;
+  g.m_total = s.extent;
+  g.n = s.n;
+  g.k = s.k;
+  g.lhs_trans = s.lhs_trans;
+  g.rhs_trans = s.rhs_trans;
+  g.dtype = s.in_dtype;
+  return g;
+}
 
 std::string cublas_grouped_refusal(const RaggedRowsGeometry& g) {
   if (g.dtype != DType::kBFloat16 && g.dtype != DType::kFloat16) {
@@ -103,7 +113,7 @@ std::vector<TileClass> choose_tiling(std::span<const int32_t> sizes, TileOverlap
   std::vector<TileClass> large = tile_rows(sizes, kTileRowsCap, overlap);
   if (overlap == TileOverlap::kNone) return large;
   std::vector<TileClass> small = tile_rows(sizes, kSmallTileRowsCap, overlap);
-  // 5%: the H200's measurement at the top of ragged_rows_runner.hpp.
+  // 5%: the H200's measurement at kTileRowsCap (grouped_rows.hpp).
   return rows_computed(small) * 105 <= rows_computed(large) * 100 ? small : large;
 }
 

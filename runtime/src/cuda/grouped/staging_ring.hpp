@@ -2,8 +2,10 @@
 // Pinned host staging for the CUDA grouped runners (cublas_grouped.cpp, cublaslt_tiles.cpp):
 // each call writes its pointer arrays on the host and moves them to the device in one
 // asynchronous copy. A ring of slots lets the host run kSlots calls ahead of the device; a
-// slot is rewritten only after an event says its previous copy has left it (a wait per
-// kSlots calls at most, never one per group). Private to runtime/.
+// slot is rewritten only after an event says the call that used it last is done, its copy and
+// the GEMMs that read the device copy both (a wait per kSlots calls at most, never one per
+// group): calls may come on different streams, so stream order alone cannot protect the
+// device copy. Private to the CUDA backend.
 
 #include <cuda_runtime_api.h>
 
@@ -23,10 +25,9 @@ class StagingRing {
   static constexpr size_t kSlotAlign = 256;
 
   /// kSlots slots of `slot_bytes` each (rounded up to kSlotAlign), pinned on the host and on
-  /// the current device, for copies on `stream`. Throws cgemm::Error (prefixed by `where`) when
-  /// memory is short.
-  StagingRing(size_t slot_bytes, cudaStream_t stream, std::string where);
-  ~StagingRing();  // waits for the slots' copies and stream's work that may read them
+  /// the current device. Throws cgemm::Error (prefixed by `where`) when memory is short.
+  StagingRing(size_t slot_bytes, std::string where);
+  ~StagingRing();  // waits for the calls that used the slots
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
 
@@ -35,22 +36,23 @@ class StagingRing {
     char* device = nullptr;
     size_t index = 0;
   };
-  /// The next slot, once its previous copy has left it.
+  /// The next slot, once the call that used it last is done.
   Slot acquire();
-  /// Copies the slot's first `bytes` to the device on the stream, ordered before what the
+  /// Copies the slot's first `bytes` to the device on `stream`, ordered before what the
   /// stream runs next.
-  void commit(const Slot& slot, size_t bytes);
+  void commit(const Slot& slot, size_t bytes, cudaStream_t stream);
+  /// Marks the slot in use until the work issued so far on `stream` (the call's GEMMs) is done.
+  void done(const Slot& slot, cudaStream_t stream);
   size_t slot_bytes() const { return slot_bytes_; }  // rounded up to kSlotAlign
 
  private:
   void release() noexcept;
 
   size_t slot_bytes_;
-  cudaStream_t stream_;
   std::string where_;
-  void* host_ = nullptr;    // pinned, kSlots slots
-  void* device_ = nullptr;  // the same slots on the device
-  std::array<cudaEvent_t, kSlots> copied_{};
+  void* host_ = nullptr;                    // pinned, kSlots slots
+  void* device_ = nullptr;                  // the same slots on the device
+  std::array<cudaEvent_t, kSlots> used_{};  // recorded after the slot's call
   std::array<bool, kSlots> pending_{};
   size_t turn_ = 0;
 };

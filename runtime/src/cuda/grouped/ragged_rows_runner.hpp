@@ -1,0 +1,41 @@
+#pragma once
+// The CUDA backend's two ways to run a grouped GEMM's ragged-rows form besides the loop, behind
+// one small interface: cuBLAS grouped (cublas_grouped.cpp) and cuBLASLt tiles
+// (cublaslt_tiles.cpp). A runner is made when a plan is prepared (Backend::
+// prepare_grouped_gemm: its handle, staging and workspace, for the plan's capacity), and gets
+// calls whose sizes the engine has checked. Private to the CUDA backend.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "../../grouped_rows.hpp"
+
+namespace cgemm::grouped {
+
+class RaggedRowsRunner {
+ public:
+  virtual ~RaggedRowsRunner() = default;
+  /// out rows of group g = lhs rows of g @ rhs[g] (+ bias[g]) for every g; `sizes` holds G
+  /// sizes, none negative, summing to M (checked by the caller). Asynchronous on `stream`.
+  /// Returns false, having issued nothing, when this call's group pointers do not suit the
+  /// runner (the caller then runs the loop); true when it issued the call.
+  virtual bool run(std::span<const int32_t> sizes, const void* lhs, const void* rhs,
+                   const void* bias, void* out, cudaStream_t stream) = 0;
+};
+
+/// The cuBLASLt tiles runner, with its handle, workspace and staging made now on the current
+/// device; `with_bias`: its calls get a bias (tiles without overlap, the bias written into the
+/// output first). Throws cgemm::Error where `g` is refused or memory is short.
+std::unique_ptr<RaggedRowsRunner> make_cublaslt_tiles(const RaggedRowsGeometry& g, bool with_bias,
+                                                      const std::string& name);
+
+/// The cublasGemmGroupedBatchedEx runner, with its handle and staging made now on the current
+/// device. `name` names the plan in errors. Throws cgemm::Error where `g` is refused.
+std::unique_ptr<RaggedRowsRunner> make_cublas_grouped(const RaggedRowsGeometry& g,
+                                                      const std::string& name);
+
+}  // namespace cgemm::grouped
