@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cgemm/core/error.hpp"
-#include "program.hpp"  // Overloaded
+#include "program/program.hpp"  // Overloaded
 
 namespace cgemm {
 

@@ -41,8 +41,8 @@ if(CGEMM_FUZZ)
                      moe_options.cpp moe_router.cpp)
   list(TRANSFORM option_sources PREPEND ${CMAKE_SOURCE_DIR}/launcher/common/)
   add_executable(fuzz_run_config ${CGEMM_FUZZ_DIR}/fuzz_run_config.cpp ${option_sources}
-                 ${CMAKE_SOURCE_DIR}/runtime/src/options.cpp
-                 ${CMAKE_SOURCE_DIR}/runtime/src/quantization_names.cpp
+                 ${CMAKE_SOURCE_DIR}/runtime/src/plan/options.cpp
+                 ${CMAKE_SOURCE_DIR}/runtime/src/quantization/quantization_names.cpp
                  ${CMAKE_SOURCE_DIR}/gemm/src/scaling_recipe.cpp ${sharding_sources})
   target_include_directories(fuzz_run_config PRIVATE ${CGEMM_FUZZ_DIR}
                              ${CMAKE_SOURCE_DIR}/sharding/include ${CMAKE_SOURCE_DIR}/runtime/include

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cgemm/runtime/backend.hpp"
-#include "grouped_loop.hpp"  // runtime/src: the loop both backends run
+#include "grouped/grouped_loop.hpp"  // runtime/src: the loop both backends run
 
 namespace cgemm::testing {
 

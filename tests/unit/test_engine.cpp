@@ -13,9 +13,9 @@
 
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/grouped_plan.hpp"
-#include "collective_gemm.hpp"
-#include "engine.hpp"
-#include "planning.hpp"
+#include "kinds/collective_gemm.hpp"
+#include "plan/planning.hpp"
+#include "program/engine.hpp"
 #include "recording_backend.hpp"
 
 namespace cgemm {

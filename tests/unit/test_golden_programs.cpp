@@ -18,8 +18,8 @@
 
 #include "cgemm/core/env.hpp"
 #include "cgemm/runtime/grouped_plan.hpp"
-#include "engine.hpp"
-#include "planning.hpp"
+#include "plan/planning.hpp"
+#include "program/engine.hpp"
 #include "recording_backend.hpp"
 
 namespace cgemm {

@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "grouped_rows.hpp"
+#include "grouped/grouped_rows.hpp"
 
 namespace cgemm::grouped {
 namespace {

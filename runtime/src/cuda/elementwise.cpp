@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
-#include "../program.hpp"  // Overloaded
 #include "compute.hpp"
+#include "program/program.hpp"  // Overloaded
 #include "train_kernels.hpp"
 
 namespace cgemm::cuda {

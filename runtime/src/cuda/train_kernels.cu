@@ -4,7 +4,7 @@
 
 #include <type_traits>
 
-#include "../elementwise_math.hpp"
+#include "elementwise_math.hpp"
 #include "kernel_common.cuh"
 #include "train_kernels.hpp"
 

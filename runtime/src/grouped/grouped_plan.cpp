@@ -17,10 +17,10 @@
 #include <tuple>
 #include <utility>
 
-#include "../engine.hpp"
-#include "../grouped_rows.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/context.hpp"
+#include "grouped_rows.hpp"
+#include "program/engine.hpp"
 
 namespace cgemm {
 

@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-#include "../../grouped_rows.hpp"
+#include "grouped/grouped_rows.hpp"
 
 namespace cgemm::grouped {
 

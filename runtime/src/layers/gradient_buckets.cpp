@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "cgemm/core/error.hpp"
-#include "engine.hpp"
-#include "program.hpp"
+#include "program/engine.hpp"
+#include "program/program.hpp"
 
 namespace cgemm {
 

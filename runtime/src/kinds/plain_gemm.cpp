@@ -2,7 +2,7 @@
 // output over the tensor-parallel axis, an all-reduce, then the bias (gemm.py adds it after
 // the reduction, so it is not fused). Nothing to overlap: both paths are the same program.
 
-#include "../collective_gemm.hpp"
+#include "collective_gemm.hpp"
 
 namespace cgemm {
 

@@ -3,7 +3,7 @@
 // the local GEMM's geometry and its collective GEMM's programs.
 
 #include "cgemm/runtime/plan_description.hpp"
-#include "collective_gemm.hpp"
+#include "kinds/collective_gemm.hpp"
 
 namespace cgemm {
 

@@ -8,7 +8,7 @@
 #include "cgemm/sharding/reorder.hpp"
 #include "gemm_layout.hpp"
 #include "planning.hpp"
-#include "quantization.hpp"
+#include "quantization/quantization.hpp"
 #include "transport_table.hpp"
 
 namespace cgemm {

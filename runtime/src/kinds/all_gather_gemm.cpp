@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "../collective_gemm.hpp"
 #include "cgemm/runtime/schedule.hpp"
+#include "collective_gemm.hpp"
 
 namespace cgemm {
 

@@ -12,7 +12,7 @@
 
 #include "cgemm/core/collective_op.hpp"
 #include "gemm_geometry.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace cgemm {
 

@@ -18,7 +18,7 @@
 #include <optional>
 
 #include "cgemm/runtime/plan_description.hpp"
-#include "collective_gemm.hpp"
+#include "kinds/collective_gemm.hpp"
 
 namespace cgemm {
 

@@ -6,8 +6,8 @@
 // first transfer back). Each rank then sums the tp partials of its rows in fp32 in rank order,
 // so a run is bit-for-bit repeatable, and adds the bias after the sum (gemm.py: output += bias).
 
-#include "../collective_gemm.hpp"
 #include "cgemm/runtime/schedule.hpp"
+#include "collective_gemm.hpp"
 
 namespace cgemm {
 

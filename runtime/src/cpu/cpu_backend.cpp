@@ -28,7 +28,7 @@
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cpu_elementwise.hpp"
-#include "grouped_loop.hpp"
+#include "grouped/grouped_loop.hpp"
 #include "transport_table.hpp"
 
 namespace cgemm {

@@ -8,7 +8,7 @@
 
 #include "cgemm/core/convert.hpp"
 #include "elementwise_math.hpp"
-#include "program.hpp"  // Overloaded
+#include "program/program.hpp"  // Overloaded
 
 namespace cgemm::cpu {
 

@@ -3,8 +3,8 @@
 // kind, the engine that runs them (and owns the workspaces), and the overlap policy's choice.
 
 #include "cgemm/runtime/plan.hpp"
-#include "collective_gemm.hpp"
-#include "engine.hpp"
+#include "kinds/collective_gemm.hpp"
+#include "program/engine.hpp"
 
 namespace cgemm {
 

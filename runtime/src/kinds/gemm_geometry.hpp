@@ -13,7 +13,7 @@
 #include "cgemm/core/shape.hpp"
 #include "cgemm/gemm/gemm_task.hpp"
 #include "cgemm/runtime/operands.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace cgemm {
 
