@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cgemm/core/error.hpp"
-#include "program/program.hpp"  // Overloaded
+#include "overloaded.hpp"
 
 namespace cgemm {
 

@@ -8,7 +8,7 @@
 
 #include "cgemm/core/convert.hpp"
 #include "elementwise_math.hpp"
-#include "program/program.hpp"  // Overloaded
+#include "overloaded.hpp"
 
 namespace cgemm::cpu {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "compute.hpp"
-#include "program/program.hpp"  // Overloaded
+#include "overloaded.hpp"
 #include "train_kernels.hpp"
 
 namespace cgemm::cuda {

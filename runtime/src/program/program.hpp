@@ -25,6 +25,7 @@
 #include "cgemm/runtime/operands.hpp"
 #include "cgemm/runtime/plan_description.hpp"
 #include "cgemm/sharding/reorder.hpp"
+#include "overloaded.hpp"  // Overloaded, for the ops' visitors
 
 namespace cgemm {
 
@@ -229,13 +230,6 @@ struct GroupedGemmOp {
 using Op = std::variant<ForkOp, JoinOp, GemmOp, ExchangeOp, WaitOp, SumOp, ReorderOp, CopyOp,
                         AllGatherOp, ReduceScatterOp, AllReduceOp, AmaxOp, AmaxReduceOp, ScaleOp,
                         QuantizeOp, GroupSizesToHostOp, GroupedGemmOp>;
-
-/// A set of lambdas as one visitor: std::visit(Overloaded{[](const GemmOp&) {...}, ...}, op).
-/// Without a catch-all lambda, an alternative no lambda takes is a compile error.
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
 
 struct Program {
   std::vector<Op> ops;
