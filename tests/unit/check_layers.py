@@ -2,9 +2,15 @@
 """The include graph keeps its layers: core <- sharding, gemm, collective <- runtime <- capi,
 launcher.
 Every #include "cgemm/LAYER/..." in a layer's sources must name that layer or one below it.
-Inside runtime/src, a file in one folder (cuda/, grouped/, collectives/, ...) includes no file
-of a sibling folder ("../other/x.hpp"): what two folders share lives in runtime/src itself, so
-no two folders depend on each other (a cycle such as train/ <-> cuda/ cannot form).
+Inside runtime/src, the folders keep a layer order of their own (RUNTIME_SRC_ORDER below, lowest
+first; folders on one level are side by side):
+    root < program < grouped, kinds < cpu, cuda, quantization < plan < layers
+A file includes headers of its own folder, of the files at runtime/src's root (what two folders
+share: transport_table, elementwise_math, overloaded), and of folders on lower levels only: never
+a folder on its own level or above, so no cycle can form; the root's files include no folder.
+A header of the file's own directory is included by its bare name ("engine.hpp"), any other by its
+path from runtime/src ("program/engine.hpp"; no "../"); a folder new to runtime/src is refused
+until it has a level.
 Inside launcher/, common/ includes no program's folder (run/, bench/, ...) and a program's folder
 includes only its own files and common/'s, so a file one program uses stays in its room.
 Usage: check_layers.py SOURCE_DIR. Exit 1, listing each upward or sideways include, when one
@@ -22,6 +28,16 @@ BELOW = {
     "capi": {"core", "sharding", "gemm", "collective", "runtime", "capi"},
     "launcher": {"core", "sharding", "gemm", "collective", "runtime", "launcher"},
 }
+
+# runtime/src's folders by level, lowest first (the root's files: level 0, below every folder).
+RUNTIME_SRC_ORDER = [
+    {"program"},                       # Program, the engine, Operands
+    {"grouped", "kinds"},              # the grouped GEMM (plan, rows, loop); the collective kinds
+    {"cpu", "cuda", "quantization"},   # the backends; quantized GEMMs as program ops
+    {"plan"},                          # GemmPlan, plan_gemm, Context, options
+    {"layers"},                        # the training-side users of plans
+]
+LEVEL = {folder: n + 1 for n, folders in enumerate(RUNTIME_SRC_ORDER) for folder in folders}
 
 root = sys.argv[1]
 
@@ -53,17 +69,36 @@ for layer, allowed in BELOW.items():
         if m.group(1) not in allowed:
             upward.append(where(path, number, line))
 
-# Sideways includes between the folders of runtime/src.
+# runtime/src's folders in their layer order.
 runtime_src = os.path.abspath(os.path.join(root, "runtime", "src"))
-folders = sum(1 for _, dirs, _ in os.walk(runtime_src) for _ in dirs)
-sideways = []
+folders = sorted(d for d in os.listdir(runtime_src) if os.path.isdir(os.path.join(runtime_src, d)))
+unordered = [f"runtime/src/{d}/" for d in folders if d not in LEVEL]
+sideways, relative = [], []
+
+
+def room(path):
+    """The runtime/src folder `path` lies in, or "." for the root's files."""
+    parts = os.path.relpath(path, runtime_src).split(os.sep)
+    return parts[0] if len(parts) > 1 else "."
+
+
 for folder, path, number, line, m in includes(runtime_src, r'\s*#\s*include\s+"([^"]+)"'):
-    rel = os.path.relpath(folder, runtime_src)
-    target = os.path.abspath(os.path.join(folder, m.group(1)))
-    if rel == "." or not target.startswith(runtime_src + os.sep):
+    name = m.group(1)
+    beside = os.path.abspath(os.path.join(folder, name))
+    from_src = os.path.abspath(os.path.join(runtime_src, name))
+    if os.path.exists(beside) and ("/" not in name or beside == from_src):
+        target = beside
+    elif os.path.exists(beside):
+        relative.append(where(path, number, line))  # "../x.hpp", "sub/x.hpp"
         continue
-    parts = os.path.relpath(target, runtime_src).split(os.sep)
-    if len(parts) > 1 and parts[0] != rel.split(os.sep)[0]:
+    elif os.path.exists(from_src):
+        target = from_src
+    else:
+        continue  # not a runtime/src header (cgemm/..., a library's)
+    here, there = room(path), room(target)
+    if there == here or there == ".":
+        continue
+    if here == "." or here not in LEVEL or there not in LEVEL or LEVEL[there] >= LEVEL[here]:
         sideways.append(where(path, number, line))
 
 # launcher/'s rooms: common/ below every program's folder, the programs side by side.
@@ -83,15 +118,21 @@ for folder, path, number, line, m in includes(launcher, r'\s*#\s*include\s+"([^"
 
 for u in upward:
     print("upward include:", u)
+for d in unordered:
+    print("runtime/src folder without a level in check_layers.py's RUNTIME_SRC_ORDER:", d)
 for s in sideways:
-    print("sideways include between runtime/src folders:", s)
+    print("include against runtime/src's layer order (a folder includes the root and lower "
+          "levels only):", s)
+for r in relative:
+    print("runtime/src include not by its path from runtime/src (or by its bare name beside the "
+          "file):", r)
 for c in crossing:
     print("include across launcher/ rooms (common/ includes no program; programs only common/):",
           c)
-print(f"{checked} includes checked, {len(upward)} upward; {folders} runtime/src folders, "
-      f"{len(sideways)} sideways includes; {len(rooms)} launcher/ folders, {len(crossing)} "
-      f"includes across them")
-if checked == 0 or folders == 0 or "common" not in rooms:
+print(f"{checked} includes checked, {len(upward)} upward; {len(folders)} runtime/src folders, "
+      f"{len(sideways)} includes against their order, {len(relative)} by a relative path; "
+      f"{len(rooms)} launcher/ folders, {len(crossing)} includes across them")
+if checked == 0 or not folders or "common" not in rooms:
     print("no includes, no runtime/src folders or no launcher/common found: wrong source dir?")
     sys.exit(1)
-sys.exit(1 if upward or sideways or crossing else 0)
+sys.exit(1 if upward or unordered or sideways or relative or crossing else 0)
