@@ -1,7 +1,7 @@
 // The GEMM layouts of a training step's backward pass (issue 24) run as plain GEMMs (collective
 // none) on the CPU backend, under mpirun on 1 rank and on dp 2 x tp 2: wgrad's transposed lhs
 // contracting two dims (x [B, S, H]^T dy [B, S, N]), lhs [K, M], rhs [N, K], an N-D rhs
-// (runtime/src/gemm_layout.hpp). Each against an fp64 reference of the global output
+// (runtime/src/plan/gemm_layout.hpp). Each against an fp64 reference of the global output
 // computed here from the same global inputs, fresh random each run, outputs poisoned with
 // NaN. Layouts that cannot run as one GEMM are refused with one clear message.
 

@@ -37,7 +37,7 @@ cgemm_add_unit_test(test_input_files
 cgemm_add_unit_test(test_trace_writer
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_trace_writer.cpp
   LIBS cgemm_launcher_common nlohmann_json::nlohmann_json)
-# plan_gemm without a backend (runtime/src/plan_description.cpp), the memory check and the
+# plan_gemm without a backend (runtime/src/plan/plan_description.cpp), the memory check and the
 # checked size arithmetic.
 # The scaling-recipe table (core/include/cgemm/core/scaling_modes.hpp): a row per mode, the
 # planner's names and the options' words round-trip, the generated expected-lists.
@@ -53,7 +53,7 @@ target_include_directories(test_plan_description PRIVATE ${CMAKE_SOURCE_DIR}/run
 cgemm_add_unit_test(test_bench_parts
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_bench_parts.cpp
   LIBS cgemm_launcher_bench cgemm_gemm)
-# The engine's programs (runtime/src/program.hpp) of every collective GEMM kind, run on a
+# The engine's programs (runtime/src/program/program.hpp) of every collective GEMM kind, run on a
 # backend that records its calls, against tests/unit/golden/ (tp 2 to 8; no MPI, no GPU).
 cgemm_add_unit_test(test_golden_programs
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_golden_programs.cpp
@@ -102,7 +102,7 @@ cgemm_add_unit_test(test_moe_router
 cgemm_add_unit_test(test_moe_check
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_moe_check.cpp
   LIBS cgemm_launcher_run)
-# The grouped GEMM's cuBLASLt tiles runner's row tiling (runtime/src/grouped_rows.hpp:
+# The grouped GEMM's cuBLASLt tiles runner's row tiling (runtime/src/grouped/grouped_rows.hpp:
 # tile_rows), fixed and random sizes.
 cgemm_add_unit_test(test_row_tiles
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_row_tiles.cpp

@@ -112,8 +112,8 @@ TEST(BenchParts, Fp8ChunksTileTheWholeGemmForEveryCase) {
 }
 
 // With a scaling the chunk GEMMs and the whole GEMM are the FP8 GEMMs runtime/src/
-// quantization.cpp plans: the formats asked, rhs [N, K] contracting its last dim, bf16 out,
-// fast accumulation as the runtime sets it.
+// quantization/quantization.cpp plans: the formats asked, rhs [N, K] contracting its last dim, bf16
+// out, fast accumulation as the runtime sets it.
 TEST(BenchParts, Fp8ChunksAreTheRuntimesFp8Gemms) {
   QuantizationDesc q = current_scaling();
   q.lhs_format = DType::kFloat8E5M2;  // e5m2 x e4m3: one of gemm.py's FP8 pairs

@@ -1,5 +1,5 @@
-// The engine's open points (runtime/src/program.hpp, engine.cpp): the caller's operand table,
-// the check that every slot a program uses is bound, the kinds table, and a side-band tensor
+// The engine's open points (runtime/src/program/program.hpp, engine.cpp): the caller's operand
+// table, the check that every slot a program uses is bound, the kinds table, and a side-band tensor
 // riding the all-gather ring beside each chunk. Recording backend; no MPI, no GPU.
 
 #include <gtest/gtest.h>

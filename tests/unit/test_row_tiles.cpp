@@ -1,4 +1,4 @@
-// The cuBLASLt tiles runner's row tiling (runtime/src/grouped_rows.hpp:
+// The cuBLASLt tiles runner's row tiling (runtime/src/grouped/grouped_rows.hpp:
 // tile_rows, choose_tiling). With overlap allowed: every row of every group is covered, no
 // tile leaves its group, each group uses one power-of-two tile size (at most the cap, at least
 // half its rows), overlap happens only at a group's last tile. Without overlap: every row in

@@ -5,7 +5,7 @@
 //   loop            GroupedPath::kLoop: one cuBLASLt GEMM per non-empty group
 //   cublas_grouped  GroupedPath::kCublasGrouped: one cublasGemmGroupedBatchedEx per call
 //   cublaslt_tiles  GroupedPath::kCublasLtTiles: a pointer-array batched cuBLASLt matmul per
-//                   tile size (runtime/src/grouped/cublaslt_tiles.cpp)
+//                   tile size (runtime/src/cuda/grouped/cublaslt_tiles.cpp)
 //   dense           [tokens, K] @ [K, N] in one cuBLASLt GEMM (group 0's weights)
 // lhs [tokens, K], rhs [G, N, K] (gemm.py's default "T" layout; torch_grouped_mm.py hands
 // torch the same weights, transposed views), out [tokens, N], no bias. TFLOP/s count the real

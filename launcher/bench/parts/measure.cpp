@@ -101,7 +101,8 @@ Operands::Operands(Backend& be, const ChunkedGemm& g, size_t l2_bytes, const Qua
 
 void Operands::quantize(const QuantizationDesc& q, DType format, const void* src, int64_t rows,
                         int64_t cols, bool transpose, void* dst, ScaleBuffers& scale) {
-  // As runtime/src/quantization.cpp's current scaling runs it on one rank: amax, scale, cast.
+  // As runtime/src/quantization/quantization.cpp's current scaling runs it on one rank: amax,
+  // scale, cast.
   be_.amax(src, DType::kBFloat16, rows * cols, scale.amax(), 0);
   ScaleUpdate u;
   u.state = scale.state();

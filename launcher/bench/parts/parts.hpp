@@ -70,9 +70,9 @@ struct ChunkedGemm {
 
 /// Read from plan_gemm's programs for TP rank 0, of the bf16 GEMM quantized as `q` says (mode
 /// kNoScaling: bf16; delayed or current: per-tensor FP8, the GEMM tasks the runtime builds for
-/// it, runtime/src/quantization.cpp). Throws cgemm::Error naming the case with the planner's
-/// reason when the case does not split (pieces that do not divide, a sequence or hidden size
-/// that tp does not divide) or the planner refuses the quantization; block scaling (mxfp8,
+/// it, runtime/src/quantization/quantization.cpp). Throws cgemm::Error naming the case with the
+/// planner's reason when the case does not split (pieces that do not divide, a sequence or hidden
+/// size that tp does not divide) or the planner refuses the quantization; block scaling (mxfp8,
 /// nvfp4) is refused, as its block scales have no buffers here.
 ChunkedGemm chunked_gemm(const BenchShape& shape, CollectiveOp op, int tp, int chunks_per_rank,
                          const QuantizationDesc& q = {});

@@ -1,8 +1,8 @@
 // Quantize bandwidth against the copy bandwidth of the same bytes: the per-tensor FP8 kernels a
 // quantized GEMM runs before its GEMMs (Backend::amax, Backend::quantize, as runtime/src/
-// quantization.cpp schedules them) on a bf16 tensor of 1 MiB up to max_copy_mib, each timed
-// alone, beside a device-to-device copy of the same bf16 bytes in the same rounds. Bytes moved
-// are what a kernel must read and write at least: amax reads the tensor (2 B an element),
+// quantization/quantization.cpp schedules them) on a bf16 tensor of 1 MiB up to max_copy_mib, each
+// timed alone, beside a device-to-device copy of the same bf16 bytes in the same rounds. Bytes
+// moved are what a kernel must read and write at least: amax reads the tensor (2 B an element),
 // quantize reads it and writes e4m3 (3 B an element), current scaling as the runtime runs it
 // (amax, scale update, quantize) reads it twice (5 B), a copy reads and writes it (4 B). A
 // quantize kernel at HBM speed moves its bytes as fast as the copy: the "% of copy" column.

@@ -1,7 +1,7 @@
 #pragma once
 // A grouped GEMM call as a loop of Backend::gemm, one per non-empty group, in group order: the
 // CPU backend's way to run every call, and the CUDA backend's path kLoop and the fallback of its
-// runners. Lives in runtime/src itself since both backends run it.
+// runners. Lives in grouped/, below both backends' folders (cpu/, cuda/), since both run it.
 
 #include "cgemm/runtime/backend.hpp"
 #include "cgemm/runtime/grouped_task.hpp"

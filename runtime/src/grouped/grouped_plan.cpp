@@ -1,8 +1,8 @@
 // GroupedGemmPlan (cgemm/runtime/grouped_plan.hpp): the planner's grouped_gemm on the desc,
 // the layouts the runtime runs, and the call as a Program run by the engine.
 //
-// A Program (runtime/src/program.hpp) although the groups' sizes and every offset into lhs, rhs
-// and out change per call: what is fixed at planning is the call's shape (GroupedGemmShape: the
+// A Program (runtime/src/program/program.hpp) although the groups' sizes and every offset into lhs,
+// rhs and out change per call: what is fixed at planning is the call's shape (GroupedGemmShape: the
 // ragged extent, K, N, layouts, dtypes, path), and one op hands it to the backend with this
 // call's sizes, which compute the groups' offsets there (Backend::grouped_gemm). So the plan
 // gets what GemmPlan has from the engine: workspaces and the backend's per-path state (the CUDA

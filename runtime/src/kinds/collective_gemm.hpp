@@ -1,6 +1,6 @@
 #pragma once
 // A collective GEMM kind (all-gather GEMM, reduce-scatter GEMM, plain GEMM): one file each in
-// runtime/src/collectives/, saying only what differs: its chunk geometry, its buffers, its
+// runtime/src/kinds/, saying only what differs: its chunk geometry, its buffers, its
 // schedule and the work of each step, as the programs of a CollectiveGemm. The engine
 // (engine.hpp) runs them; planning picks the kind from the table in collective_gemm.cpp, the
 // first row whose predicate matches the GEMM's geometry (as choose_transports picks a

@@ -1,5 +1,5 @@
 #pragma once
-// The local GEMM of one rank, flattened: what the collective GEMMs (runtime/src/collectives/)
+// The local GEMM of one rank, flattened: what the collective GEMMs (runtime/src/kinds/)
 // build their programs from. Filled by GemmPlan from the planner's shard shapes and the mesh;
 // each collective GEMM then adds its chunk geometry (chunk_rows, strided placement).
 
@@ -57,7 +57,8 @@ struct GemmGeometry {
   std::vector<SideBand> lhs_side_band;  // travels with each lhs chunk
 
   // Where the GEMMs read their operands: the caller's, or (quantized GEMMs) the plan's
-  // quantized copies; and the scales a quantized GEMM applies (runtime/src/quantization.hpp).
+  // quantized copies; and the scales a quantized GEMM applies
+  // (runtime/src/quantization/quantization.hpp).
   Ref lhs_src{Operand::kLhs}, rhs_src{Operand::kRhs};
   std::optional<DType> rhs_in;  // the rhs's dtype where it differs from `in` (FP8 pairs)
   GemmScales scales;            // lhs_block / rhs_block: of the whole local operand

@@ -1,5 +1,5 @@
 // The bucketed data-parallel gradient all-reduce (gradient_buckets.hpp): reduction programs on
-// the dp group, run by the engine (runtime/src/engine.hpp) as every collective GEMM's are.
+// the dp group, run by the engine (runtime/src/program/engine.hpp) as every collective GEMM's are.
 
 #include "cgemm/runtime/gradient_buckets.hpp"
 

@@ -158,7 +158,7 @@ void require_mesh(const PlanningMesh& m) {
   }
 }
 
-// What the CPU backend allocates around the programs' ops (runtime/src/cpu_backend.cpp and
+// What the CPU backend allocates around the programs' ops (runtime/src/cpu/cpu_backend.cpp and
 // gemm/src/cpu_gemm.cpp): fp64 copies of a GEMM's lhs block, rhs and output, kept between
 // calls at their largest (thread_local vectors), and fp32 temporaries of sums and
 // collectives, freed after each op.

@@ -1,5 +1,5 @@
 // GemmPlan's calls: each runs one of its collective GEMM's programs on the engine. The path
-// choice of the overlap policy lives here; what the paths do lives in runtime/src/collectives/.
+// choice of the overlap policy lives here; what the paths do lives in runtime/src/kinds/.
 
 #include <cstdio>
 #include <optional>

@@ -1,6 +1,6 @@
 #pragma once
 // A collective GEMM as a program: the backend calls of one call of a plan, in issue order,
-// with buffers named symbolically. Each collective GEMM (runtime/src/collectives/) writes its
+// with buffers named symbolically. Each collective GEMM (runtime/src/kinds/) writes its
 // programs once, at planning; the engine (engine.hpp) runs them on any backend, binding the
 // caller's operands and the plan's workspaces on every call. The engine knows the kinds of
 // operation below and nothing about the collectives.
@@ -170,7 +170,7 @@ struct AllReduceOp {
   Group group = Group::kTp;
 };
 
-/// Quantization (quantize_task.hpp; runtime/src/quantization.cpp writes these ops).
+/// Quantization (quantize_task.hpp; runtime/src/quantization/quantization.cpp writes these ops).
 /// amax = max |src| over this rank's `count` elements (Backend::amax).
 struct AmaxOp {
   Ref src;

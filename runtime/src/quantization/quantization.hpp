@@ -1,7 +1,7 @@
 #pragma once
 // Quantized GEMMs (GemmDesc::quantization): Transformer Engine's scaling modes as ops of a
 // collective GEMM's programs. Planning points the geometry at the plan's quantized copies of
-// lhs and rhs, so the collective GEMM kinds (runtime/src/collectives/) build their programs as
+// lhs and rhs, so the collective GEMM kinds (runtime/src/kinds/) build their programs as
 // for any dtype, and then wraps each program with the quantization:
 //
 //   current scaling   amax lhs, amax rhs, max over the job, scales, quantize lhs and rhs | GEMMs

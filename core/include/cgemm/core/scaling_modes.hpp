@@ -4,8 +4,8 @@
 // quantizes to, its scale layout and how its scales follow the amax, the collectives and the
 // backends that run it. Every reader takes what it needs from the row: the planner's names and
 // predicates (sharding/scaling_mode.hpp), the option words and their error messages
-// (runtime/quantization_names.hpp), plan_quantization (runtime/src/quantization.cpp), gemm.py's
-// operand checks (sharding/src/gemm_abstract.cpp) and the backends' capability checks
+// (runtime/quantization_names.hpp), plan_quantization (runtime/src/quantization/quantization.cpp),
+// gemm.py's operand checks (sharding/src/gemm_abstract.cpp) and the backends' capability checks
 // (gemm/src/cublaslt_gemm.cpp, runtime/src/cuda/compute.cpp). A new mode is a new enumerator and
 // a new row here (plus, for a new scale layout, its kernels).
 //

@@ -1,5 +1,5 @@
 #pragma once
-// The backend interface: everything the engine (runtime/src/engine.cpp), which runs every
+// The backend interface: everything the engine (runtime/src/program/engine.cpp), which runs every
 // collective GEMM's programs, needs from a machine. The CPU backend (BLAS + MPI) is its
 // reference implementation; the CUDA backend (cuBLASLt + NCCL / copy engines) implements the
 // same calls asynchronously.
@@ -126,7 +126,7 @@ class Backend {
   virtual int compute_capability() const = 0;
   /// "" when the work this backend's exchanges and collectives enqueue can be captured into a
   /// CUDA graph and replayed; else why not (the transport that cannot, or the CPU backend,
-  /// which has no stream to capture). Per op kind: runtime/src/program.hpp's capture_trait.
+  /// which has no stream to capture). Per op kind: runtime/src/program/program.hpp's capture_trait.
   virtual std::string capture_refusal() const = 0;
   /// Stream 0 as the native handle (a cudaStream_t on the CUDA backend; nullptr on the CPU
   /// backend). A collective GEMM starts after the work queued on it and ends on it: make it

@@ -8,7 +8,7 @@
 // layouts in detail, the FP8 rules and why, gemm.py's lines, the CUDA paths and their timings.
 //
 // Through the engine, as GemmPlan: the plan writes its call as a program (runtime/src/
-// program.hpp: the sizes copied to the host, an explicit op, then one grouped GEMM op,
+// program/program.hpp: the sizes copied to the host, an explicit op, then one grouped GEMM op,
 // Backend::grouped_gemm) when it is made, prepares it (the engine's workspaces and the
 // backend's state for the path: the CUDA runners' handles, staging and workspace, sized for the
 // ragged extent, the most rows or contracting indices a call brings), and runs it on every call
@@ -113,7 +113,7 @@ class GroupedGemmPlan {
   double flops(std::span<const int32_t> group_sizes) const;
 
   /// "" when this plan's calls could be captured into a CUDA graph and replayed; else one line
-  /// naming the first op of its program that cannot and why (runtime/src/program.hpp's
+  /// naming the first op of its program that cannot and why (runtime/src/program/program.hpp's
   /// capture_refusal): with sizes in backend memory, the op that copies them to the host.
   std::string capture_refusal(bool sizes_in_backend_memory = true) const;
 

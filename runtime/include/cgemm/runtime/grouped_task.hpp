@@ -1,8 +1,8 @@
 #pragma once
 // One grouped GEMM call as a backend runs it (Backend::grouped_gemm): G GEMMs, one dim ragged,
 // the G group sizes given per call. GroupedGemmPlan (grouped_plan.hpp) plans it from gemm.py's
-// descriptor and writes it as a program op (runtime/src/program.hpp: GroupedGemmOp); the CPU
-// backend runs it as a loop of GEMMs, the CUDA backend as that loop or one of its two runners
+// descriptor and writes it as a program op (runtime/src/program/program.hpp: GroupedGemmOp); the
+// CPU backend runs it as a loop of GEMMs, the CUDA backend as that loop or one of its two runners
 // (cuBLAS grouped, cuBLASLt tiles), whose handles and staging it makes when the plan is
 // prepared (Backend::prepare_grouped_gemm), never during a call.
 

@@ -2,7 +2,7 @@
 // A GEMM described by its global operands and PartitionSpecs, planned by the sharding
 // planner (as Transformer Engine's gemm.py) and executed on every rank's local shards.
 //
-// Supported layouts (runtime/src/gemm_layout.hpp): every layout that is one 2-D GEMM on the
+// Supported layouts (runtime/src/plan/gemm_layout.hpp): every layout that is one 2-D GEMM on the
 // operands as stored, i.e. each operand's contracting dims (consecutive, as gemm.py requires)
 // at one of its ends:
 //  - collective none (a plain GEMM): lhs [M..., K...] (contracting its trailing dims) or
@@ -125,7 +125,7 @@ class GemmPlan {
   /// any work, when the plan has no gathered lhs to hand out: a reduce-scatter or plain GEMM,
   /// or a quantized GEMM (the message says which).
   void execute(const Operands& x, void* stream = nullptr);
-  /// Always the overlapped schedule (schedule.hpp; runtime/src/collectives/), whatever the
+  /// Always the overlapped schedule (schedule.hpp; runtime/src/kinds/), whatever the
   /// policy.
   void execute_overlapped(const Operands& x, void* stream = nullptr);
   /// The sequential path: the collective, then the GEMM (all-gather), or the GEMM, then the
@@ -163,7 +163,7 @@ class GemmPlan {
   void bench_gemm_only(const void* lhs, const void* rhs, void* out);
   void bench_collective_only(const void* lhs, void* out);
 
-  /// Private state (runtime/src/plan_impl.hpp).
+  /// Private state (runtime/src/plan/plan_impl.hpp).
   struct Impl;
 
  private:

@@ -73,7 +73,7 @@ struct PlanningOptions {
   int backend_streams = 0;  // compute streams the backend has; 0: num_max_streams (both do)
 };
 
-/// Bytes of the workspaces of one path (the engine's buffers, runtime/src/program.hpp).
+/// Bytes of the workspaces of one path (the engine's buffers, runtime/src/program/program.hpp).
 struct WorkspaceSizes {
   int64_t ring = 0;      // symmetric over the TP group
   int64_t send = 0;      // partials read by the transport

@@ -1,6 +1,6 @@
 #pragma once
 // The overlap schedules, as plain data: which chunk each step computes and which chunks
-// travel while it does. Written once; the collective GEMMs (runtime/src/collectives/) turn
+// travel while it does. Written once; the collective GEMMs (runtime/src/kinds/) turn
 // them into programs that the engine runs on every backend.
 //
 // ALL_GATHER: chunk c is rank c's lhs shard. Step 0 computes this rank's own chunk while

@@ -3,7 +3,7 @@
 // (Backend::prepare_grouped_gemm): made with their cuBLAS or cuBLASLt handle, staging and
 // workspace when a plan is prepared, found by handle on every call, and given back with the
 // plan. The loop (path kLoop, and the fallback of a call a runner declines) is the backend's
-// own GEMMs (runtime/src/grouped_loop.hpp).
+// own GEMMs (runtime/src/grouped/grouped_loop.hpp).
 
 #include <cuda_runtime_api.h>
 
