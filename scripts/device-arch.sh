@@ -51,15 +51,20 @@ for t in "test_grouped_plan --backend=cuda:grouped" "test_cublaslt_fp8:fp8"; do
   fi
 done
 
-for np in 2 3; do
-  echo "== 3. test_gradient_buckets --backend=cuda, $np ranks"
-  if timeout 120 mpirun -np $np --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
-    "$bin"/test_gradient_buckets --backend=cuda >"$out/buckets$np.log" 2>&1; then
-    summary+=("PASS  test_gradient_buckets --backend=cuda np $np ($(counts "$out/buckets$np.log"))")
+# np 2 and 3 over the copy engines; np 2 again through the host (the dp group's fallback where
+# shared GPUs' dp group spans nodes), where copies to the host are expected and counted.
+for run in "2:0" "3:0" "2:1"; do
+  np=${run%%:*} host=${run##*:}
+  name="test_gradient_buckets --backend=cuda np $np$([ "$host" = 1 ] && echo ", dp through the host")"
+  echo "== 3. $name"
+  if timeout 120 mpirun -np "$np" --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
+    -x CGEMM_TEST_DP_THROUGH_HOST="$host" "$bin"/test_gradient_buckets --backend=cuda \
+    >"$out/buckets$np-$host.log" 2>&1; then
+    summary+=("PASS  $name ($(counts "$out/buckets$np-$host.log"))")
   else
     status=1
-    summary+=("FAIL  test_gradient_buckets --backend=cuda np $np ($(counts "$out/buckets$np.log"))")
-    tail -n 30 "$out/buckets$np.log"
+    summary+=("FAIL  $name ($(counts "$out/buckets$np-$host.log"))")
+    tail -n 30 "$out/buckets$np-$host.log"
   fi
 done
 

@@ -204,7 +204,7 @@ std::vector<Row> shared_train_rows() {
 
 TrainConfig read_train_config(const OptionReader& r) {
   TrainConfig cfg = read_rows(train_rows(), r);
-  // A bucket holds at most INT_MAX fp32 values (GradientBuckets: one MPI_Iallreduce count), so
+  // A bucket holds at most INT_MAX fp32 values (GradientBuckets: one all-reduce's count), so
   // any size past 8 GiB means the same; refusing it also keeps KiB x 1024 inside size_t, which
   // a larger value wraps (2^54 KiB became 0 bytes, 2^54 + 1 KiB 1 KiB buckets, silently).
   if (cfg.bucket_kib > kMaxBucketKib) {

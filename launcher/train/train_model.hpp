@@ -18,11 +18,15 @@
 // layers' plans; the elementwise steps (GELU and its derivative, the residual, the loss and its
 // gradient, the optimizer on fp32 master weights and Adam moments kept in backend memory) are
 // TrainOps (runtime/include/cgemm/runtime/train_ops.hpp): host loops on the CPU backend,
-// kernels on stream 0 on the CUDA backend. The only host round trips of a step are the loss
-// (one double per rank, summed over the job) and, with dp > 1, the data-parallel sum of the
-// gradients: GradientBuckets (gradient_buckets.hpp) in fp32 through host copies, a bucket's
-// MPI_Iallreduce started as soon as its gradients are ready (down_proj's during up_proj's
-// backward), waited after the backward pass, the sums copied back for the optimizer.
+// kernels on stream 0 on the CUDA backend. The only host round trip of a step is the loss (one
+// double per rank, summed over the job). With dp > 1 the data-parallel sum of the gradients is
+// GradientBuckets (gradient_buckets.hpp): fp32 buckets in backend memory, a bucket's all-reduce
+// over the dp group started as soon as its gradients are ready (down_proj's during up_proj's
+// backward), joined into stream 0 after the backward pass, the sums copied (device to device on
+// the CUDA backend) where the optimizer reads them. The phase times are host clocks around
+// synchronized phases: the all-reduces' time lands in the backward phases they overlap (on the
+// CPU backend, which runs each as its bucket completes, in the backward phase that completes
+// it), and "dp gradient all-reduce" is what is left to wait after the backward.
 //
 // Errors: the constructor throws PlanError when the planner refuses a shape and cgemm::Error
 // for a bad size; step() throws cgemm::Error on a failed MPI call.

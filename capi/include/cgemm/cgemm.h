@@ -498,9 +498,9 @@ CGEMM_API cgemm_status cgemm_grouped_plan_get_info(const cgemm_grouped_plan* pla
  * (+ bias[g]); FP8: times lhs_scale_inv[g] * rhs_scale_inv[g]. Every pointer is backend memory
  * (host memory on the CPU backend, device memory of the context's GPU on CUDA), row-major and
  * contiguous with cgemm_grouped_plan_tensor_info's shapes: group_sizes G int32 values, none
- * negative, summing to ragged_extent (checked before anything runs: CGEMM_ERROR_RUNTIME naming
- * the group or the sum; on CUDA the sizes are copied to the host first, which waits for the
- * work queued before the call); bias NULL iff the plan has none; lhs_scale_inv and
+ * negative, summing to ragged_extent (checked once they are on the host, before any GEMM runs:
+ * CGEMM_ERROR_RUNTIME naming the group or the sum; on CUDA the sizes are copied to the host
+ * first, which waits for the work queued before the call); bias NULL iff the plan has none; lhs_scale_inv and
  * rhs_scale_inv G float32 each for an FP8 plan, NULL otherwise; out must not overlap the
  * inputs. stream: the caller's stream as cgemm_plan_execute_on_stream takes it (a
  * cudaStream_t of the context's GPU; events only: the call starts after the work queued on it

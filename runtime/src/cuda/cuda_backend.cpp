@@ -34,6 +34,7 @@
 
 #include "cgemm/collective/cuda_transports.hpp"
 #include "cgemm/core/cuda_check.hpp"
+#include "cgemm/core/env.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "compute.hpp"
 #include "cuda/grouped/runners.hpp"
@@ -175,6 +176,15 @@ class CudaBackend final : public Backend {
     std::unique_ptr<cuda::SequentialCollectives> collectives;
   };
   GroupSet& set(Group g) { return groups_[group_index(g)]; }
+  // A dp group of a job whose GPUs are shared (no NCCL) that spans nodes (no copy engines
+  // between them) has no device transport: its collectives go through the host over MPI (the
+  // one place the gradient sum and the world amax still copy to the host). The same answer on
+  // every rank of the group. A tp group in that state refuses the job (make_cuda_transports).
+  // (CGEMM_TEST_DP_THROUGH_HOST, read once by the constructor, makes it so on one node.)
+  bool through_host(Group g) const {
+    return g == Group::kDp && comms_.size(g) > 1 &&
+           (test_dp_through_host_ || (placement_.gpu_sharing && !comms_.on_one_node(g)));
+  }
   const GroupSet& set(Group g) const { return groups_[group_index(g)]; }
   // Transport::drain of every group's transports: before any host wait on the device.
   void drain() const {
@@ -194,6 +204,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Compute> compute_;
   std::unique_ptr<cuda::GroupedRunners> grouped_;
   std::array<GroupSet, kGroups.size()> groups_;  // by group_index
+  bool test_dp_through_host_ = false;
   std::unique_ptr<cuda::ExchangeFifo> exchanges_;
   std::unique_ptr<cuda::DeviceMemory> memory_;
 };
@@ -215,12 +226,14 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
   compute_ = std::make_unique<cuda::Compute>(*streams_, *trace_, comms.tp(), where_);
   grouped_ = std::make_unique<cuda::GroupedRunners>(where_);
 
+  test_dp_through_host_ = env_flag(env::kTestDpThroughHost).value_or(false);
   // Collective from here on: every rank of each group reaches these in the same order. The tp
   // set always (the ring's, NCCL even at tp 1 for a borrowed communicator's checks); the dp
   // set only where dp has peers (a dp group of one moves nothing: its collectives are local).
   // The caller's NCCL communicator and transport = ucx are the tp group's.
   for (const Group g : kGroups) {
     GroupSet& gs = set(g);
+    if (through_host(g)) continue;  // no device transport: see through_host
     if (g == Group::kTp || comms.size(g) > 1) {
       const bool tp = g == Group::kTp;
       gs.transports =
@@ -245,10 +258,15 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
   // Chosen once per group: NCCL's collectives wherever it has a communicator (GPUs not shared).
   for (const Group g : kGroups) {
     GroupSet& gs = set(g);
-    gs.collectives =
-        gs.transports.nccl != nullptr
-            ? cuda::make_nccl_collectives(*gs.transports.nccl, *streams_, *trace_, comms.size(g))
-            : cuda::make_ce_collectives(*this, g, *streams_, *compute_, where_);
+    if (through_host(g)) {
+      gs.collectives = cuda::make_host_collectives(*memory_, *streams_, comms.comm(g),
+                                                   "DP group " + comms.describe_group(g), where_);
+    } else if (gs.transports.nccl != nullptr) {
+      gs.collectives =
+          cuda::make_nccl_collectives(*gs.transports.nccl, *streams_, *trace_, comms.size(g));
+    } else {
+      gs.collectives = cuda::make_ce_collectives(*this, g, *streams_, *compute_, where_);
+    }
   }
 }
 
@@ -295,6 +313,10 @@ std::string CudaBackend::capture_refusal() const {
       if (t != nullptr && !t->capture_refusal().empty()) return t->capture_refusal();
     }
   }
+  if (through_host(Group::kDp)) {
+    return "the dp group's collectives go through the host over MPI (GPUs shared, and the dp "
+           "group spans nodes)";
+  }
   // Even over NCCL: the FIFO of exchanges in flight (cuda/exchange_fifo.hpp) records an event
   // per exchange and queries it from the host, which an event recorded in a capture refuses.
   if (comms_.tp() > 1 || comms_.dp() > 1) {
@@ -321,7 +343,9 @@ std::string CudaBackend::describe() const {
   s << set(Group::kTp).transports.describe();
   if (comms_.dp() > 1) {
     s << "dp group " << comms_.describe_group(Group::kDp) << ": "
-      << set(Group::kDp).transports.describe();
+      << (through_host(Group::kDp) ? std::string("collectives through the host over MPI (GPUs "
+                                                 "shared, the group spans nodes)\n")
+                                   : set(Group::kDp).transports.describe());
   }
   if (placement_.gpu_sharing) {
     s << "GPU shared by " << placement_.ranks_per_gpu

@@ -6,6 +6,10 @@
 //   ce_collectives.cpp    exchanges over the copy engines into a staging buffer, then a local
 //                         copy or an fp32 sum in rank order, when GPUs are shared (NCCL refuses
 //                         two ranks of one communicator on one GPU)
+//   host_collectives.cpp  MPI through the host, for a group with neither (GPUs shared and the
+//                         group spans nodes: only a dp group can, tp's refuses the job)
+
+#include <mpi.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +51,14 @@ std::unique_ptr<SequentialCollectives> make_nccl_collectives(NcclTransport& nccl
 /// Over `group`, built on `backend`'s own calls (exchanges, partial sums, symmetric buffers),
 /// so they run through the same checks, FIFO and traces as the ring's; `streams` and `compute`
 /// (the max's kernel) are the backend's. `backend` owns the result and outlives it.
+class DeviceMemory;
+
+/// Over `comm` (`group` names it in the watchdog's lines, e.g. "DP group world ranks 0, 2"),
+/// through `memory`'s synchronous, counted copies to and from the host.
+std::unique_ptr<SequentialCollectives> make_host_collectives(DeviceMemory& memory, Streams& streams,
+                                                             MPI_Comm comm, std::string group,
+                                                             std::string where);
+
 std::unique_ptr<SequentialCollectives> make_ce_collectives(Backend& backend, Group group,
                                                            Streams& streams, Compute& compute,
                                                            std::string where);

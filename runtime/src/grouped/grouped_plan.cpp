@@ -394,6 +394,13 @@ void GroupedGemmPlan::check_call(const Operands& x) const {
 
 void GroupedGemmPlan::execute(const Operands& x, void* stream) {
   check_call(x);
+  // Sizes in host memory are checked before anything is issued (the caller's stream's event
+  // and the FP8 scale slots' copies included); those in backend memory by the engine, once
+  // their copy has brought them to the host.
+  if (x.has(Operand::kHostGroupSizes)) {
+    check_group_sizes({static_cast<const int32_t*>(x.input(Operand::kHostGroupSizes)),
+                       static_cast<size_t>(desc_.num_groups)});
+  }
   const Impl& im = *impl_;
   impl_->engine.run_on(x.has(Operand::kGroupSizes) ? im.from_backend_sizes : im.from_host_sizes, x,
                        stream);

@@ -161,11 +161,9 @@ CaptureTrait capture_trait(const Op& op) {
           [&](const ReduceScatterOp&) { return transport; },
           [&](const AllReduceOp&) { return transport; },
           [&](const AmaxOp&) { return device; },
-          [&](const AmaxReduceOp&) {
-            return CaptureTrait{Capture::kHost,
-                                "the amax reduction over the job copies the amaxes to the host "
-                                "for an MPI_Allreduce"};
-          },
+          // The max over the tp group, then over the dp group (Backend::all_reduce_max): on the
+          // CUDA backend those groups' collectives, on the device.
+          [&](const AmaxReduceOp&) { return transport; },
           [&](const ScaleOp&) { return device; },
           [&](const QuantizeOp&) { return device; },
           [&](const GroupSizesToHostOp&) {

@@ -51,6 +51,10 @@ inline constexpr EnvKnob kTestStall{
 inline constexpr EnvKnob kTestGpuSharing{
     "CGEMM_TEST_GPU_SHARING", "0",
     "tests only: flag: test_cuda_backend runs its ranks sharing the GPUs (copy engines, no NCCL)"};
+inline constexpr EnvKnob kTestDpThroughHost{
+    "CGEMM_TEST_DP_THROUGH_HOST", "0",
+    "tests only: flag: the CUDA backend's dp group runs its collectives through the host over "
+    "MPI, as when shared GPUs' dp group spans nodes (test_gradient_buckets)"};
 inline constexpr EnvKnob kUpdateGolden{"CGEMM_UPDATE_GOLDEN", "0",
                                        "tests only: 1 makes test_golden_programs rewrite "
                                        "tests/unit/golden/ from the current programs"};
@@ -58,11 +62,11 @@ inline constexpr EnvKnob kUpdateGolden{"CGEMM_UPDATE_GOLDEN", "0",
 
 /// The registry: every knob cgemm reads (a unit test checks that every EnvKnob declared in
 /// this header is listed here, and that docs/ENVIRONMENT.md's table shows each with its text).
-inline constexpr std::array<const EnvKnob*, 10> kEnvKnobs{
-    &env::kGemmAutotune, &env::kGemmCandidates, &env::kGemmLog,
-    &env::kNcclMaxCtas,  &env::kNcclMinCtas,    &env::kFp8HighPrecisionAccumulation,
-    &env::kTestFault,    &env::kTestStall,      &env::kTestGpuSharing,
-    &env::kUpdateGolden,
+inline constexpr std::array<const EnvKnob*, 11> kEnvKnobs{
+    &env::kGemmAutotune,      &env::kGemmCandidates, &env::kGemmLog,
+    &env::kNcclMaxCtas,       &env::kNcclMinCtas,    &env::kFp8HighPrecisionAccumulation,
+    &env::kTestFault,         &env::kTestStall,      &env::kTestGpuSharing,
+    &env::kTestDpThroughHost, &env::kUpdateGolden,
 };
 
 /// The flag: std::nullopt when unset or empty; true for 1/on/true/yes and false for

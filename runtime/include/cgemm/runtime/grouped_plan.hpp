@@ -125,8 +125,10 @@ class GroupedGemmPlan {
   /// none; backend memory with the desc's shapes), the G int32 sizes in kGroupSizes (backend
   /// memory) or kHostGroupSizes (host memory, G values: the caller guarantees the length),
   /// one of the two, and for an FP8 plan kLhsScaleInv and kRhsScaleInv (G float32 each,
-  /// backend memory). Operands and sizes are checked before anything is issued (cgemm::Error
-  /// naming what is wrong). Asynchronous on the CUDA backend, except that sizes in backend
+  /// backend memory). Operands, and sizes in host memory, are checked before anything is
+  /// issued (cgemm::Error naming what is wrong); sizes in backend memory once their copy to the
+  /// host (the program's first op) has them, before any GEMM (the FP8 plan's own scale slots may
+  /// have been written by then). Asynchronous on the CUDA backend, except that sizes in backend
   /// memory are copied to the host first (the host waits for the work queued before).
   ///
   /// `stream`: the caller's stream, as GemmPlan::execute takes it (a cudaStream_t as void*):
