@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "cgemm/collective/group_agreement.hpp"
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/cuda_check.hpp"
 #include "cuda_driver.hpp"
-#include "group_agreement.hpp"
 
 namespace cgemm {
 namespace {

@@ -1,6 +1,6 @@
 // agree_on_problems (group_agreement.hpp).
 
-#include "group_agreement.hpp"
+#include "cgemm/collective/group_agreement.hpp"
 
 #include <algorithm>
 #include <array>

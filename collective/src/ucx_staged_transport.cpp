@@ -18,13 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "cgemm/collective/group_agreement.hpp"
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/collective/ucx_transport.hpp"
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cuda_driver.hpp"
-#include "group_agreement.hpp"
 
 namespace cgemm {
 namespace {

@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cgemm/collective/group_agreement.hpp"
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/watchdog.hpp"
-#include "group_agreement.hpp"
 #include "ucx_context.hpp"
 
 namespace cgemm {

@@ -3,6 +3,7 @@
 #include "transport_table.hpp"
 
 #include <array>
+#include <utility>
 #include <vector>
 
 namespace cgemm {

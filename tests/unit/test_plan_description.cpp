@@ -234,6 +234,10 @@ TEST(TransportTable, OneRowPerKindAndOneRefusalRule) {
     EXPECT_TRUE(r.cpu || r.cuda) << transport_kind_name(r.kind);
     ASSERT_NE(r.offer, nullptr);
   }
+  // Every kind is made by make_transport (the backends make theirs through it: every MPI test
+  // makes mpi, the UCX tests ucx, the GPU tests nccl and ce); auto is a rule, not a transport.
+  std::string why;
+  EXPECT_THROW(static_cast<void>(make_transport(T::kAuto, TransportSite{}, why)), Error);
   EXPECT_EQ(kinds, (std::set<T>{T::kMpi, T::kUcx, T::kNccl, T::kCe}));
   for (const TransportRow& r : transport_rows()) {
     for (BackendKind b : {BackendKind::kCpu, BackendKind::kCuda}) {

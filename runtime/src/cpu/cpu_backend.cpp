@@ -17,7 +17,6 @@
 #include <utility>
 #include <vector>
 
-#include "cgemm/collective/mpi_transport.hpp"
 #ifdef CGEMM_HAVE_UCX
 #include "cgemm/collective/ucx_transport.hpp"
 #endif
@@ -43,7 +42,8 @@ class CpuBackend final : public Backend {
     set_blas_threads(1);
     kind_ = kind;
     for (const Group g : kGroups) {
-      mpi_[group_index(g)] = std::make_unique<MpiTransport>(comms.comm(g));
+      std::string unused;  // mpi always serves
+      mpi_[group_index(g)] = make_transport(TransportKind::kMpi, site(g, "cpu backend"), unused);
       ring_[group_index(g)] = mpi_[group_index(g)].get();
     }
     // Decided alike on every rank of the world (the option is the job's; UCX's answer is
@@ -475,6 +475,15 @@ class CpuBackend final : public Backend {
            (group == Group::kTp ? " over the TP group, " : " over the DP group, ") +
            comms_.describe_group(group) + ", some of which have not arrived";
   }
+  // Where the transport table's rows make this backend's transports of `group`.
+  TransportSite site(Group g, std::string where) const {
+    return {.backend = BackendKind::kCpu,
+            .comm = comms_.comm(g),
+            .where = std::move(where),
+            .describe_peer = [this, g](int m) {
+              return comms_.describe_rank(comms_.world_rank_of(g, m));
+            }};
+  }
   // The transport that symmetric buffers of `group` attach to.
   Transport* ring_of(Group group) const { return ring_[group_index(group)]; }
   // "<what> (cpu backend, tp rank r)" for timeout messages.
@@ -499,10 +508,11 @@ class CpuBackend final : public Backend {
     if (comms_.tp() > 1) {
       const watchdog::WaitScope wait(
           where("the TP group's UCX setup (contexts, workers, addresses)"));
-      ucx_ = UcxTransport::create(
-          comms_.tp_comm(),
-          "cpu backend, tp rank " + std::to_string(comms_.tp_rank()) + ", ucx transport",
-          [this](int tp) { return comms_.describe_rank(comms_.world_rank_of_tp(tp)); }, why);
+      ucx_ =
+          make_transport(TransportKind::kUcx,
+                         site(Group::kTp, "cpu backend, tp rank " +
+                                              std::to_string(comms_.tp_rank()) + ", ucx transport"),
+                         why);
       if (!ucx_) {
         why = "no UCX context on every rank of the TP group " + comms_.describe_tp_group() + ": " +
               why;
@@ -513,9 +523,8 @@ class CpuBackend final : public Backend {
       }
     }
 #else
-    why =
-        "this cgemm was built without UCX (configure found no ucx.pc: install libucx-dev, "
-        "then configure and build again)";
+    // make_transport refuses it, saying why.
+    static_cast<void>(make_transport(TransportKind::kUcx, site(Group::kTp, "cpu backend"), why));
 #endif
     // Every rank of the world learns whether any rank failed, and the lowest failing rank's
     // reason, so all throw the same message.
@@ -549,9 +558,9 @@ class CpuBackend final : public Backend {
   TransportKind kind_ = TransportKind::kAuto;
   // Per group (by group_index): its MPI transport, the transport its symmetric buffers and
   // exchanges use (the MPI one; for tp with transport = ucx, UCX's), and the one of each peer.
-  std::array<std::unique_ptr<MpiTransport>, kGroups.size()> mpi_;
+  std::array<std::unique_ptr<Transport>, kGroups.size()> mpi_;
 #ifdef CGEMM_HAVE_UCX
-  std::unique_ptr<UcxTransport> ucx_;
+  std::unique_ptr<Transport> ucx_;
 #endif
   std::array<Transport*, kGroups.size()> ring_{};
   std::array<std::vector<Transport*>, kGroups.size()> peers_;

@@ -22,7 +22,7 @@
 //   exchange_fifo    the exchanges in flight, their completion events in start order
 //   device_memory    buffers, the symmetric-buffer registry, host copies
 // The backend holds one transport set per group (tp, dp), each with its collectives; the
-// transports themselves are made in collective/ (cuda_transports.hpp).
+// set is composed in cuda_transports.cpp from the transports the transport table makes.
 
 #include <cuda_runtime_api.h>
 
@@ -32,12 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "cgemm/collective/cuda_transports.hpp"
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/core/env.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "compute.hpp"
 #include "cuda/grouped/runners.hpp"
+#include "cuda_transports.hpp"
 #include "device_memory.hpp"
 #include "devices.hpp"
 #include "event_timer.hpp"

@@ -7,10 +7,10 @@
 //   ucx_transport.hpp   UCX puts on host memory (CPU backend)
 //   ucx_staged_transport.hpp  the same for device buffers, staged through pinned host memory
 //                       (CUDA backend)
-// A backend offers its transports in order of preference (the CUDA backend's are made by
-// cuda_transports.hpp), and choose_transports() picks, for each peer, the first one that can
-// reach it (Transport::can_connect, as NCCL's canConnect): the one place where that choice is
-// made.
+// A backend offers its transports in order of preference (made by the rows of the runtime's
+// transport table; the CUDA backend's composed in runtime/src/cuda/cuda_transports.cpp), and
+// choose_transports() picks, for each peer, the first one that can reach it
+// (Transport::can_connect, as NCCL's canConnect): the one place where that choice is made.
 //
 // Ordering. Groups started on one transport complete in the order they were started (a FIFO):
 // a ring step may forward what the previous step received. Stream transports (CUDA) enqueue the

@@ -1,7 +1,8 @@
 #pragma once
-// How the transports of a TP group take one decision (private to collective/): every rank
-// states its problem, all ranks learn all of them in one allgather, so each decides the same
-// way without another round, and a refusal names every rank's reason.
+// How the transports of a group take one decision (collective/'s transports and the CUDA
+// backend's transport set): every rank states its problem, all ranks learn all of them in one
+// allgather, so each decides the same way without another round, and a refusal names every
+// rank's reason.
 
 #include <mpi.h>
 

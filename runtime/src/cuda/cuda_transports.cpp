@@ -1,14 +1,16 @@
-// The CUDA backend's transports (see cuda_transports.hpp).
+// The CUDA backend's transports (see cuda_transports.hpp), each made by the transport table's
+// make_transport (transport_table.hpp).
 
-#include "cgemm/collective/cuda_transports.hpp"
+#include "cuda_transports.hpp"
 
+#include <utility>
+
+#include "cgemm/collective/group_agreement.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/watchdog.hpp"
-#include "group_agreement.hpp"
-
+#include "transport_table.hpp"
 #ifdef CGEMM_HAVE_UCX
-#include "cgemm/collective/ucx_staged_transport.hpp"
-#include "cgemm/collective/ucx_transport.hpp"
+#include "cgemm/collective/ucx_transport.hpp"  // ucx_reach_problem
 #endif
 
 namespace cgemm {
@@ -39,6 +41,16 @@ void CudaTransports::check_async_error() const {
 
 namespace {
 
+// The site of the group g of `comms`, for the table's rows.
+TransportSite site_of(const MeshComms& comms, Group g, std::string where) {
+  return {.backend = BackendKind::kCuda,
+          .comm = comms.comm(g),
+          .where = std::move(where),
+          .describe_peer = [&comms, g](int m) {
+            return comms.describe_rank(comms.world_rank_of(g, m));
+          }};
+}
+
 // transport = ucx: UCX for every peer, or an error on every rank of the TP group alike.
 std::unique_ptr<Transport> make_ucx(const MeshComms& comms, const std::string& where) {
   std::string why;
@@ -47,9 +59,8 @@ std::unique_ptr<Transport> make_ucx(const MeshComms& comms, const std::string& w
   {
     const watchdog::WaitScope wait("the TP group's UCX setup (contexts, workers, addresses; " +
                                    where + ")");
-    t = make_ucx_staged_transport(
-        comms.tp_comm(), where + ", ucx transport",
-        [&comms](int tp) { return comms.describe_rank(comms.world_rank_of_tp(tp)); }, why);
+    t = make_transport(TransportKind::kUcx, site_of(comms, Group::kTp, where + ", ucx transport"),
+                       why);
   }
   if (!t) {
     throw Error(where + ": transport = ucx: no UCX transport on every rank of the TP group " +
@@ -74,7 +85,7 @@ std::unique_ptr<Transport> make_ucx(const MeshComms& comms, const std::string& w
 
 CudaTransports make_cuda_transports(const MeshComms& comms, Group g, bool use_ce, bool gpu_sharing,
                                     ncclComm_t borrowed_nccl, bool ucx, const std::string& where) {
-  const MPI_Comm comm = comms.comm(g);
+  const MPI_Comm comm = comms.comm(g);  // a borrowed NCCL communicator's group
   const int size = comms.size(g);
   CudaTransports t;
   // gpu_sharing is the job's, the same on every rank: refused alike.
@@ -91,7 +102,12 @@ CudaTransports make_cuda_transports(const MeshComms& comms, Group g, bool use_ce
   if (borrowed_nccl != nullptr) {
     t.nccl = std::make_unique<NcclTransport>(comm, borrowed_nccl, where);
   } else if (!gpu_sharing) {
-    t.nccl = std::make_unique<NcclTransport>(comm, where);
+    // make_transport makes an NcclTransport for kNccl (or throws): the collectives need its type.
+    std::string why;
+    std::unique_ptr<Transport> made =
+        make_transport(TransportKind::kNccl, site_of(comms, g, where), why);
+    if (!made) throw Error(where + ": transport = nccl: " + why);
+    t.nccl.reset(static_cast<NcclTransport*>(made.release()));
   }
   if (ucx && size > 1) {
     t.ce_why_not = "transport = ucx";
@@ -105,7 +121,7 @@ CudaTransports make_cuda_transports(const MeshComms& comms, Group g, bool use_ce
   } else if (!comms.on_one_node(g)) {
     t.ce_why_not = g == Group::kTp ? "the TP group spans nodes" : "the DP group spans nodes";
   } else {
-    t.ce = CeTransport::create(comm, where, t.ce_why_not);
+    t.ce = make_transport(TransportKind::kCe, site_of(comms, g, where), t.ce_why_not);
   }
   if (gpu_sharing && size > 1 && !t.ce) {
     // create() answers alike on every TP rank, so every rank fails here, none waits.

@@ -1,15 +1,15 @@
 #pragma once
-// The transports a rank of the CUDA backend offers to choose_transports (transport.hpp), made in
-// one place: copy engines over CUDA IPC when the whole TP group is on this node and use_ce
-// allows it, NCCL send/recv for every peer the copy engines do not reach, and no NCCL
-// communicator at all when GPUs are shared; or, with transport = ucx, UCX for every peer. Only
-// built with CUDA.
+// The transports a rank of the CUDA backend offers a group's peers through choose_transports
+// (cgemm/collective/transport.hpp), composed in one place from transports the transport table
+// makes (transport_table.hpp's make_transport): copy engines over CUDA IPC when the whole group is
+// on this node and use_ce allows it, NCCL send/recv for every peer the copy engines do not reach,
+// and no NCCL communicator at all when GPUs are shared; or, with transport = ucx, UCX for every
+// peer. Only built with CUDA.
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "cgemm/collective/ce_transport.hpp"
 #include "cgemm/collective/mesh_comms.hpp"
 #include "cgemm/collective/nccl_transport.hpp"
 #include "cgemm/collective/transport.hpp"
@@ -18,7 +18,7 @@ namespace cgemm {
 
 struct CudaTransports {
   std::unique_ptr<NcclTransport> nccl;  // null when GPUs are shared
-  std::unique_ptr<CeTransport> ce;      // null: ce_why_not says why
+  std::unique_ptr<Transport> ce;        // the copy engines; null: ce_why_not says why
   std::string ce_why_not;
   std::unique_ptr<Transport> ucx;  // transport = ucx only (ucx_staged_transport.hpp)
 
