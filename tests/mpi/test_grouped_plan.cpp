@@ -708,6 +708,44 @@ TEST_F(GroupedPlan, CublasLtTilesUnalignedCallRunsTheLoop) {
   EXPECT_EQ(fallbacks(even), 0);
 }
 
+// Traces: a runner's call is one "gemm" span named after the plan and its path, with the
+// call's FLOPs; the loop's are one span per non-empty group ("NAME group g"). On the CPU backend
+// every plan loops.
+TEST_F(GroupedPlan, TracedAsGemms) {
+  for (GroupedPath path : {GroupedPath::kCublasLtTiles, GroupedPath::kLoop}) {
+    Case c;
+    c.path = path;
+    c.sizes = {64, 0, 16, 16};  // aligned: the tiles run it
+    SCOPED_TRACE(describe(c));
+    const GroupedGemmDesc d = make_desc(c);
+    GroupedGemmPlan plan(*g_ctx, d);
+    const int64_t nl = num_elements(d.lhs_shape), nr = num_elements(d.rhs_shape);
+    Buffer lhs(static_cast<size_t>(nl) * 2), rhs(static_cast<size_t>(nr) * 2);
+    Buffer out(static_cast<size_t>(num_elements(plan.out_shape())) * 2);
+    be().fill_normal(lhs.p, c.dtype, {nl}, {nl}, {0}, 3, 1.0f);
+    be().fill_normal(rhs.p, c.dtype, {nr}, {nr}, {0}, 4, 1.0f);
+    be().set_tracing(true);
+    plan.execute(c.sizes, lhs.p, rhs.p, nullptr, out.p);
+    const std::vector<TraceSpan> spans = be().take_trace();
+    be().set_tracing(false);
+    std::vector<std::string> gemms;
+    int64_t flops = 0;
+    for (const TraceSpan& sp : spans) {
+      if (sp.category != "gemm") continue;
+      gemms.push_back(sp.name);
+      flops += sp.flops;
+      EXPECT_GE(sp.end_ms, sp.start_ms) << sp.name;
+    }
+    EXPECT_EQ(flops, 2 * 96 * c.n * c.other) << "the call's work: 96 rows";
+    if (plan.path() == GroupedPath::kLoop) {
+      EXPECT_EQ(gemms, (std::vector<std::string>{d.name + " group 0", d.name + " group 2",
+                                                 d.name + " group 3"}));
+    } else {
+      EXPECT_EQ(gemms, std::vector<std::string>{d.name + " (cublaslt_tiles)"});
+    }
+  }
+}
+
 // Issues every call of `calls` (group sizes summing to c's M) on one plan of `c`, back to back
 // into outputs of their own before one read, then checks each against the fp64 reference. On
 // the CUDA backend the plan must run c.path and hand no call to the loop (every case here is

@@ -114,7 +114,25 @@ class CudaBackend final : public Backend {
   }
   bool grouped_gemm(const GroupedGemmTask& t, int s) override {
     cudaStream_t st = streams_->at(s, "grouped_gemm");
-    if (t.shape.path != GroupedPath::kLoop && grouped_->run(t, st)) return true;
+    if (t.shape.path != GroupedPath::kLoop) {
+      // One span for the runner's call, as a GEMM's (the loop traces each group's GEMM). A
+      // runner decides before it issues anything whether the call suits it; one that sends the
+      // call to the loop leaves an empty span of its path's name before the loop's.
+      const GroupedGemmShape& g = t.shape;
+      const auto in = static_cast<int64_t>(dtype_size(g.in_dtype));
+      const auto out = static_cast<int64_t>(dtype_size(g.out_dtype));
+      bool ran = false;
+      trace_->span(
+          "gemm",
+          [&] {
+            return std::string(t.label != nullptr ? t.label : "grouped GEMM") + " (" +
+                   grouped_path_name(g.path) + ")";
+          },
+          s, st, [&] { ran = grouped_->run(t, st); },
+          g.extent * g.k * in + g.groups * g.k * g.n * in + g.extent * g.n * out,
+          2 * g.extent * g.n * g.k);
+      if (ran) return true;
+    }
     run_grouped_loop(*this, t, s);
     return t.shape.path == GroupedPath::kLoop;
   }
