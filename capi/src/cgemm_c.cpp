@@ -229,9 +229,9 @@ cgemm_status create_plan(cgemm_context* ctx, const cgemm_plan_desc* desc,
   return CGEMM_SUCCESS;
 }
 
-// cgemm_plan_execute and cgemm_plan_execute_on_stream: the same checks, then the C++ call.
+// cgemm_plan_execute*: the same checks, then the C++ call.
 cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const void* bias,
-                     void* out, void* stream) {
+                     void* out, void* gathered_lhs, void* stream) {
   PlanObject& p = plan_of(plan);
   require(lhs, "lhs");
   require(rhs, "rhs");
@@ -241,7 +241,9 @@ cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const v
   if (!has_bias && bias != nullptr) {
     throw ArgumentError("bias is given but the plan has none (bias_ndim 0)");
   }
-  p.plan->execute(lhs, rhs, bias, out, stream);
+  cgemm::Operands operands(lhs, rhs, bias, out);
+  if (gathered_lhs != nullptr) operands.set_output(cgemm::Operand::kGatheredLhs, gathered_lhs);
+  p.plan->execute(operands, stream);
   return CGEMM_SUCCESS;
 }
 
@@ -488,6 +490,7 @@ cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operan
     const auto& d = p.plan->description();
     cgemm_tensor_info info{};
     const cgemm::Shape *global = nullptr, *local = nullptr, *offset = nullptr;
+    cgemm::Shape gathered_offset;
     cgemm::DType dtype = d.desc.dtype;
     switch (raw_value(operand)) {
       case CGEMM_LHS:
@@ -506,9 +509,18 @@ cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operan
         dtype = d.desc.out_dtype;
         global = &d.out_global, local = &d.out_local, offset = &d.out_offset;
         break;
+      case CGEMM_GATHERED_LHS:
+        if (!p.plan->gathered_lhs_local().empty()) {
+          gathered_offset = d.lhs_offset;
+          gathered_offset[d.desc.transpose_batch_sequence ? 0 : 1] = 0;
+          global = &d.desc.lhs_shape, local = &p.plan->gathered_lhs_local();
+          offset = &gathered_offset;
+        }
+        break;
       default:
         throw ArgumentError("operand " + std::to_string(raw_value(operand)) +
-                            ": not CGEMM_LHS, CGEMM_RHS, CGEMM_BIAS or CGEMM_OUT");
+                            ": not CGEMM_LHS, CGEMM_RHS, CGEMM_BIAS, CGEMM_OUT or "
+                            "CGEMM_GATHERED_LHS");
     }
     // Static storage for the name: the dtype tables' string_views point at literals.
     info.dtype = cgemm::dtype_name(dtype).data();
@@ -532,12 +544,19 @@ cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operan
 
 cgemm_status cgemm_plan_execute(cgemm_plan* plan, const void* lhs, const void* rhs,
                                 const void* bias, void* out) {
-  return guarded(__func__, [&] { return execute(plan, lhs, rhs, bias, out, nullptr); });
+  return guarded(__func__, [&] { return execute(plan, lhs, rhs, bias, out, nullptr, nullptr); });
 }
 
 cgemm_status cgemm_plan_execute_on_stream(cgemm_plan* plan, const void* lhs, const void* rhs,
                                           const void* bias, void* out, void* stream) {
-  return guarded(__func__, [&] { return execute(plan, lhs, rhs, bias, out, stream); });
+  return guarded(__func__, [&] { return execute(plan, lhs, rhs, bias, out, nullptr, stream); });
+}
+
+cgemm_status cgemm_plan_execute_gathered(cgemm_plan* plan, const void* lhs, const void* rhs,
+                                         const void* bias, void* out, void* gathered_lhs,
+                                         void* stream) {
+  return guarded(__func__,
+                 [&] { return execute(plan, lhs, rhs, bias, out, gathered_lhs, stream); });
 }
 
 }  // extern "C"

@@ -102,6 +102,16 @@ static int run_plan(cgemm_context* ctx, int world, const cgemm_plan_options* po,
   for (int64_t i = 0; i < o.bytes / 4; ++i) y[i] = NAN;
   int failed = 0;
   for (int c = 0; c < calls; ++c) failed |= cgemm_plan_execute(plan, xs, ws, NULL, y) != 0;
+  /* A quantized plan's ring carries the quantized lhs: it hands no gathered lhs out. */
+  cgemm_tensor_info g;
+  CHECK(cgemm_plan_tensor_info(plan, CGEMM_GATHERED_LHS, &g) == CGEMM_SUCCESS);
+  if (po != NULL && po->scaling != NULL && strcmp(po->scaling, "none") != 0) {
+    CHECK(g.ndim == 0 && g.bytes == 0);
+    CHECK_FAILS(cgemm_plan_execute_gathered(plan, xs, ws, NULL, y, xs, NULL), CGEMM_ERROR_RUNTIME,
+                "gathered");
+  } else {
+    CHECK(g.ndim == 3);
+  }
   *max_err = 0.0;
   /* out [2, S, N/tp] of columns o.offset[2]..: the reference from the global values. */
   for (int64_t b = 0; b < o.local_shape[0]; ++b)
@@ -344,6 +354,32 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < y.bytes / 4; ++i) ys2[i] = NAN;
   CHECK(cgemm_plan_execute_on_stream(plan, xs, ws, NULL, ys2, NULL) == CGEMM_SUCCESS);
   CHECK(memcmp(ys, ys2, (size_t)y.bytes) == 0);
+
+  /* The gathered lhs: this rank's [2, 4, 8] grown to [2, 4 * world, 8], every rank's shard in
+   * sequence order, with the same output; refused by a plan that hands none out. */
+  cgemm_tensor_info g;
+  CHECK(cgemm_plan_tensor_info(plan, CGEMM_GATHERED_LHS, &g) == CGEMM_SUCCESS);
+  CHECK(g.ndim == 3 && g.local_shape[0] == 2 && g.local_shape[1] == 4 * world &&
+        g.local_shape[2] == 8 && g.global_shape[1] == 4 * world && g.offset[1] == 0 &&
+        g.bytes == x.bytes * world && strcmp(g.dtype, "float32") == 0);
+  float* gathered = malloc((size_t)g.bytes);
+  float* every_x = malloc((size_t)g.bytes);
+  for (int64_t i = 0; i < g.bytes / 4; ++i) gathered[i] = NAN;
+  for (int64_t i = 0; i < y.bytes / 4; ++i) ys2[i] = NAN;
+  CHECK(cgemm_plan_execute_gathered(plan, xs, ws, NULL, ys2, gathered, NULL) == CGEMM_SUCCESS);
+  CHECK(memcmp(ys, ys2, (size_t)y.bytes) == 0);
+  MPI_Allgather(xs, (int)(x.bytes / 4), MPI_FLOAT, every_x, (int)(x.bytes / 4), MPI_FLOAT,
+                MPI_COMM_WORLD);
+  int64_t misplaced = 0;
+  for (int r = 0; r < world; ++r)
+    for (int bi = 0; bi < 2; ++bi)
+      for (int si = 0; si < 4; ++si)
+        for (int k = 0; k < 8; ++k) {
+          const float want = every_x[((r * 2 + bi) * 4 + si) * 8 + k];
+          misplaced += gathered[(bi * 4 * world + r * 4 + si) * 8 + k] != want;
+        }
+  CHECK(misplaced == 0);
+  free(gathered), free(every_x);
   free(xs), free(ws), free(ys), free(ys2);
 
   /* A context outlives its plans. */

@@ -377,7 +377,14 @@ typedef enum cgemm_operand {
   CGEMM_LHS = 0,
   CGEMM_RHS = 1,
   CGEMM_BIAS = 2,
-  CGEMM_OUT = 3
+  CGEMM_OUT = 3,
+  /* An all-gather plan's gathered lhs, which cgemm_plan_execute_gathered can hand out: this
+   * rank's lhs shard with its sequence dim (1, or 0 with transpose_batch_sequence) times tp,
+   * in sequence order. Its tensor info: local_shape that shape, global_shape the lhs's global
+   * shape, offset the lhs's offset with the sequence entry 0, dtype the lhs's. ndim 0 where a
+   * plan hands none out (reduce_scatter and none; quantized plans, whose ring carries the
+   * quantized lhs). */
+  CGEMM_GATHERED_LHS = 4
 } cgemm_operand;
 
 typedef struct cgemm_tensor_info {
@@ -413,6 +420,16 @@ CGEMM_API cgemm_status cgemm_plan_execute(cgemm_plan* plan, const void* lhs, con
 CGEMM_API cgemm_status cgemm_plan_execute_on_stream(cgemm_plan* plan, const void* lhs,
                                                     const void* rhs, const void* bias, void* out,
                                                     void* stream);
+/* cgemm_plan_execute_on_stream that also writes the lhs an all-gather plan gathers into
+ * gathered_lhs (CGEMM_GATHERED_LHS's tensor info; must not overlap another operand), with no
+ * second collective: the weight gradient reuses it, as Transformer Engine's layers do (a
+ * column-parallel layer's wgrad from the forward's AG(x), a row-parallel one's from the dgrad's
+ * AG(dy)). gathered_lhs NULL: exactly cgemm_plan_execute_on_stream. A plan that hands none out
+ * (CGEMM_GATHERED_LHS's ndim 0) refuses a non-NULL one: CGEMM_ERROR_RUNTIME naming why, before
+ * any work. */
+CGEMM_API cgemm_status cgemm_plan_execute_gathered(cgemm_plan* plan, const void* lhs,
+                                                   const void* rhs, const void* bias, void* out,
+                                                   void* gathered_lhs, void* stream);
 
 /* ---- Grouped plan: G GEMMs in one call, one dim ragged, the G group sizes given per call
  * (the expert GEMMs of a mixture-of-experts layer; Transformer Engine's JAX gemm.py
@@ -500,9 +517,9 @@ CGEMM_API cgemm_status cgemm_grouped_plan_get_info(const cgemm_grouped_plan* pla
  * contiguous with cgemm_grouped_plan_tensor_info's shapes: group_sizes G int32 values, none
  * negative, summing to ragged_extent (checked once they are on the host, before any GEMM runs:
  * CGEMM_ERROR_RUNTIME naming the group or the sum; on CUDA the sizes are copied to the host
- * first, which waits for the work queued before the call); bias NULL iff the plan has none; lhs_scale_inv and
- * rhs_scale_inv G float32 each for an FP8 plan, NULL otherwise; out must not overlap the
- * inputs. stream: the caller's stream as cgemm_plan_execute_on_stream takes it (a
+ * first, which waits for the work queued before the call); bias NULL iff the plan has none;
+ * lhs_scale_inv and rhs_scale_inv G float32 each for an FP8 plan, NULL otherwise; out must not
+ * overlap the inputs. stream: the caller's stream as cgemm_plan_execute_on_stream takes it (a
  * cudaStream_t of the context's GPU; events only: the call starts after the work queued on it
  * and work queued on it afterwards sees the output), NULL: the backend's stream 0; the CPU
  * backend ignores it and returns with out written. CGEMM_ERROR_INVALID_ARGUMENT for a NULL
