@@ -18,11 +18,12 @@ packages=(
 # dependency) and libpmix-dev (Slurm's PMIx plugin loads a library only it ships). clang and
 # its libFuzzer/sanitizer runtimes (tests/fuzz/run_fuzz.sh): clang only recommends
 # libclang-rt-14-dev (Debian 12), hence named. python3-numpy: the Python module's test
-# (tests/mpi/test_python_capi.py) and examples/python_gemm.py.
+# (tests/mpi/test_python_capi.py) and examples/python_gemm.py. python3-venv: the virtual
+# environment of the pinned PyPI packages (scripts/python-venv.sh: jax for tests/jax/).
 test_packages=(
   slurmctld slurmd slurm-client munge libpmix-dev
   clang libclang-rt-14-dev
-  python3-numpy
+  python3-numpy python3-venv
 )
 [ "$with_tests" = 1 ] && packages+=("${test_packages[@]}")
 missing=()

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: installs what cgemm needs, builds it and runs the whole test suite:
+#  0. dependencies: Debian packages (scripts/install-deps.sh --test) and the pinned Python
+#     packages of python/requirements-test.txt (PyPI) in the virtual environment build-venv/
+#     (scripts/python-venv.sh; the JAX plugin is built and tested with its jax);
 #  1. the main build (the CUDA backend compiled wherever the toolkit is found, even in a build/
 #     that scripts/demo.sh configured without it; GPU tests skip without a GPU): unit tests,
 #     then MPI integration tests (2, 3 and 4 ranks), then the Slurm test (a slurmctld and two
@@ -46,8 +49,18 @@ ctest_step() {
 
 run_step() {
   case $1 in
-    deps) "$root/scripts/install-deps.sh" --test ;;
-    build) "$root/scripts/build.sh" "$root/build" -DCGEMM_WITH_CUDA=ON ;;
+    deps)
+      set -e
+      "$root/scripts/install-deps.sh" --test
+      # The pinned Python packages (jax for the JAX plugin's tests), in build-venv/.
+      "$root/scripts/python-venv.sh" "$root/build-venv" >/dev/null
+      ;;
+    build)
+      # The JAX plugin is built against the venv's jax when the venv exists.
+      jax=()
+      [ -x "$root/build-venv/bin/python" ] && jax=(-DCGEMM_JAX_PYTHON="$root/build-venv/bin/python")
+      "$root/scripts/build.sh" "$root/build" -DCGEMM_WITH_CUDA=ON "${jax[@]}"
+      ;;
     unit) ctest_step unit -L "unit|gpu" -j"$jobs" ;;
     mpi) ctest_step mpi -L mpi -j"$jobs" ;;
     slurm) ctest_step slurm -L slurm ;;
