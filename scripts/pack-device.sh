@@ -17,11 +17,18 @@ gpu_tests=(test_cublaslt_gemm test_cublaslt_fp8 test_cuda_quantize test_cuda_bac
   test_train_ops test_grouped_plan test_caller_stream test_gradient_buckets)
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+# The JAX plugin against the test venv's pinned jax (scripts/python-venv.sh), when it exists:
+# device-jax.sh runs it under that machine's JAX.
+jax=() jax_target=()
+if [ -x "$root/build-venv/bin/python" ]; then
+  jax=(-DCGEMM_JAX_PYTHON="$root/build-venv/bin/python")
+  jax_target=(cgemm_jax)
+fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCGEMM_STATIC_BOOST=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static "${launcher[@]}" >/dev/null
+  -DCGEMM_STATIC_BOOST=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static "${launcher[@]}" "${jax[@]}" >/dev/null
 # Only what is packed: the whole tree (every unit test) takes several times longer.
 cmake --build "$build" -j"$(nproc)" --target cgemm-run cgemm-bench cgemm-compare cgemm-train \
-  cgemm-ucx-info cgemm_capi "${gpu_tests[@]}"
+  cgemm-ucx-info cgemm_capi "${jax_target[@]}" "${gpu_tests[@]}"
 out=$root/.devbuild
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
@@ -34,6 +41,10 @@ for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
 done
 # The C API's library by its soname only (the loader's name; python/cgemm.py loads it).
 cp -L "$build/lib/libcgemm.so.0" "$out/lib/"
+if [ ${#jax_target[@]} -gt 0 ]; then
+  cp "$build/lib/libcgemm_jax.so" "$out/lib/"
+  strip --strip-debug "$out/lib/libcgemm_jax.so" 2>/dev/null || true
+fi
 # Programs lose their symbol tables too (17% of cgemm-run); the library keeps its dynamic ones.
 strip --strip-all "$out"/bin/* 2>/dev/null || true
 strip --strip-debug "$out/lib/libcgemm.so.0" 2>/dev/null || true
