@@ -1,5 +1,6 @@
 """The JAX plugin's dense GEMM inside jax.jit against jnp.dot (XLA's own cuBLAS call) at tp 1,
-and the FFI call's host overhead against the same plan executed directly through the C API.
+and the FFI call's host overhead against the same plan executed directly through the C API, and the
+same call marked side-effecting (what cgemm_jax does on JAX's cpu platform).
 
     python3 bench/jax_ffi_bench.py [--shapes standard,small] [--reps 7] [--calls 20]
 
@@ -9,7 +10,7 @@ back-to-back jitted calls ended by block_until_ready (the GPU runs them back to 
 host queues ahead), divided by the calls; the median of --reps such loops, after a warm-up loop.
 Both sides are measured alike in the same run, and the ratio is printed beside them. The direct
 path calls cgemm_plan_execute_on_stream through ctypes (python/cgemm.py's execute_pointers) on
-JAX's buffers, on the backend's stream, ended by cudaDeviceSynchronize.
+JAX's buffers, on a non-blocking stream of its own (as XLA's), ended by cudaDeviceSynchronize.
 """
 
 import argparse
@@ -44,14 +45,18 @@ args = parser.parse_args()
 ctx = cj.collective_gemm_bootstrap(1, 1, 0, 1)
 gpu = jax.default_backend() == "gpu"
 sync_device = None
+stream = ctypes.c_void_p()
 if gpu:
     for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
         try:
             cudart = ctypes.CDLL(name)
-            sync_device = cudart.cudaDeviceSynchronize
-            break
         except OSError:
             continue
+        # A non-blocking stream of our own, as XLA's: the direct call runs on it as a caller's
+        # stream, so both paths go through cgemm_plan_execute_on_stream's events alike.
+        if cudart.cudaStreamCreateWithFlags(ctypes.byref(stream), 1) == 0:
+            sync_device = cudart.cudaDeviceSynchronize
+        break
 
 
 def timed(run, finish):
@@ -71,7 +76,7 @@ print(f"jax_ffi_bench: JAX {jax.__version__} on {jax.default_backend()} "
       f"({jax.devices()[0].device_kind}), cgemm's {ctx.backend} backend, bf16, tp 1; "
       f"median of {args.reps} loops of {args.calls} calls")
 print(f"{'shape':>12} {'B x S, K -> N':>24} {'jnp.dot ms':>11} {'cgemm ms':>9} {'ratio':>6} "
-      f"{'direct ms':>10} {'ffi-direct us':>14}")
+      f"{'effectful ms':>12} {'direct ms':>10} {'ffi-direct us':>14}")
 for name in args.shapes.split(","):
     B, S, K, N = SHAPES[name]
     kx, kw = jax.random.split(jax.random.PRNGKey(0))
@@ -79,18 +84,28 @@ for name in args.shapes.split(","):
     w = jax.random.normal(kw, (K, N), jnp.bfloat16) / K ** 0.5
     xla = jax.jit(lambda x, w: jnp.dot(x, w))
     ours = jax.jit(lambda x, w: cj.gemm(x, w))
+    # The same call marked side-effecting (as on JAX's cpu platform, and for delayed scaling):
+    # JAX then dispatches each computation after the previous one finished.
+    side_effect = cj._side_effect
+    cj._side_effect = lambda stateful: True
+    effectful = jax.jit(lambda x, w: cj.gemm(x, w, name="effectful"))
+    effectful(x, w)
+    cj._side_effect = side_effect
     y_xla, y_ours = xla(x, w), ours(x, w)
     err = float(jnp.max(jnp.abs(y_xla.astype(jnp.float32) - y_ours.astype(jnp.float32))))
     t_xla = timed(lambda: xla(x, w), jax.block_until_ready)
     t_ours = timed(lambda: ours(x, w), jax.block_until_ready)
+    t_effectful = timed(lambda: effectful(x, w), jax.block_until_ready)
     direct = ""
     if sync_device is not None:
         plan = ctx.plan(lhs_shape=(B, S, K), rhs_shape=(K, N), dtype="bfloat16", name="direct")
         y = jnp.empty((B, S, N), jnp.bfloat16)
         ptrs = [a.unsafe_buffer_pointer() for a in (x, w, y)]
-        t_direct = timed(lambda: plan.execute_pointers(ptrs[0], ptrs[1], None, ptrs[2], 0),
-                         lambda _: sync_device())
+        t_direct = timed(
+            lambda: plan.execute_pointers(ptrs[0], ptrs[1], None, ptrs[2], stream.value),
+            lambda _: sync_device())
         plan.close()
         direct = f"{t_direct * 1e3:10.3f} {(t_ours - t_direct) * 1e6:14.1f}"
     print(f"{name:>12} {f'{B} x {S}, {K} -> {N}':>24} {t_xla * 1e3:11.3f} {t_ours * 1e3:9.3f} "
-          f"{t_xla / t_ours:5.3f}x {direct}  (max |diff| {err:.3g})", flush=True)
+          f"{t_xla / t_ours:5.3f}x {t_effectful * 1e3:12.3f} {direct}  (max |diff| {err:.3g})",
+          flush=True)

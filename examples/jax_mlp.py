@@ -51,6 +51,10 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
+# The plain-JAX reference in true float32: on GPUs XLA's default matmul precision is TF32
+# (about 1e-3), which cgemm's float32 GEMMs are not.
+jax.config.update("jax_default_matmul_precision", "highest")
+
 import cgemm_jax as cj  # noqa: E402
 
 world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))

@@ -20,6 +20,11 @@ CollectiveOpSet pairing) and jax.vmap (each vmapped call runs in turn: the ffi_c
 
 The library: $CGEMM_JAX_LIBRARY if set, else libcgemm_jax.so beside the libcgemm.so.0 that
 cgemm.py loads (build/lib, or PREFIX/LIBDIR for an installed tree).
+
+Every rank must make the same calls in the same order (as with any collective): a rank that
+raises or stops while the others are inside a collective GEMM leaves them waiting until the
+deadline (collective_gemm_bootstrap's timeout_s, default 300 s), which ends the job with one
+message and exit status 4, never a hang.
 """
 
 import atexit
@@ -220,6 +225,8 @@ def shutdown():
         return
     _plugin().cgemm_jax_release()
     _PLANS.clear()
+    # Functions compiled before hold released plans (their calls would be refused): retrace.
+    jax.clear_caches()
     _STATE["ctx"].close()
     _STATE["ctx"] = None
 
@@ -261,6 +268,7 @@ class _Config:
     transpose_batch_sequence: bool
     scaling: str
     out_dtype: str
+    name: str = ""
 
 
 def _dims(dims, ndim, what):
@@ -305,7 +313,7 @@ def _describe(lhs_shape, rhs_shape, bias_shape, dtype, cfg, tp):
         rhs_g[rhs_shard] *= tp
         if bias_g is not None and bias_shard is not None:
             bias_g[bias_shard] *= tp
-    d = {"name": f"jax_{cfg.collective}", "lhs_shape": lhs_g, "rhs_shape": rhs_g,
+    d = {"name": cfg.name or f"jax_{cfg.collective}", "lhs_shape": lhs_g, "rhs_shape": rhs_g,
          "dtype": dtype, "out_dtype": cfg.out_dtype, "collective": cfg.collective,
          "lhs_contracting": list(cfg.lhs_cdims), "rhs_contracting": list(cfg.rhs_cdims),
          "transpose_batch_sequence": cfg.transpose_batch_sequence,
@@ -316,6 +324,17 @@ def _describe(lhs_shape, rhs_shape, bias_shape, dtype, cfg, tp):
     if cfg.scaling != "none":
         d["scaling"] = cfg.scaling
     return d
+
+
+def _side_effect(stateful):
+    """Whether XLA must treat a call as side-effecting. On JAX's cpu platform always: XLA then
+    keeps the calls in program order on every rank (its CPU runtime may otherwise run
+    independent calls at once, and a collective's order must match across ranks). On the gpu
+    platform only for a plan with state (delayed scaling's amax history, which two merged calls
+    would update once): there the calls are ordered on XLA's stream anyway, and JAX dispatches
+    an effectful computation only after the previous one finished, which costs about 0.1 ms a
+    call (measured on an H100: docs/PERFORMANCE.md)."""
+    return stateful or _STATE["platform"] == "cpu"
 
 
 def _shaped(info, dtype):
@@ -341,7 +360,8 @@ def _forward(lhs, rhs, bias, cfg, gathered):
               else jax.ShapeDtypeStruct((0,), lhs.dtype))
     bias_arg = bias if bias is not None else jnp.zeros((0,), out_dtype)
     call = jax.ffi.ffi_call("cgemm_gemm", (_shaped(infos["out"], out_dtype), g_type),
-                            has_side_effect=True, vmap_method="sequential")
+                            has_side_effect=_side_effect(cfg.scaling == "delayed"),
+                            vmap_method="sequential")
     out, g = call(lhs, rhs, bias_arg, plan=text)
     return out, (g if gathered else None)
 
@@ -400,7 +420,7 @@ _dense.defvjp(_dense_fwd, _dense_bwd)
 
 
 def gemm(lhs, rhs, bias=None, contracting_dims=((-1,), (0,)), transpose_batch_sequence=False,
-         collective_op=CollectiveOp.NONE, scaling=None, **kwargs):
+         collective_op=CollectiveOp.NONE, scaling=None, name=None, **kwargs):
     """out = lhs @ rhs (+ bias) on this rank's shards, as the seed's gemm: lhs and rhs in
     float32, bfloat16 or float16 (the same dtype), bias [N] in that dtype; the output in it.
 
@@ -413,6 +433,11 @@ def gemm(lhs, rhs, bias=None, contracting_dims=((-1,), (0,)), transpose_batch_se
     (e4m3) inside, forward only. lhs_quantizer / rhs_quantizer / quantizer_set are refused:
     cgemm quantizes inside (pass scaling).
 
+    name: the plan's name (messages, traces). Calls with the same shapes and arguments share
+    one plan per process; with scaling "delayed" the plan holds the amax history, so each
+    layer needs its own: name is required then (e.g. "layer3.fc1"), and calls with one name
+    share one history (TE's per-layer FP8 meta).
+
     Differentiable (lhs [..., K] contracting its last dim, 2-D rhs): the backward runs the
     dgrad with the paired collective and the wgrad on the lhs the forward gathered."""
     for key, value in kwargs.items():
@@ -422,9 +447,9 @@ def gemm(lhs, rhs, bias=None, contracting_dims=((-1,), (0,)), transpose_batch_se
                         (" (cgemm quantizes inside: pass scaling='current' or 'delayed')"
                          if "quantizer" in key else ""))
     op = _collective(collective_op)
-    for name, x in (("lhs", lhs), ("rhs", rhs)):
+    for operand, x in (("lhs", lhs), ("rhs", rhs)):
         if jnp.dtype(x.dtype) not in _DTYPES:
-            raise TypeError(f"{name}: dtype {x.dtype} is not float32, bfloat16 or float16")
+            raise TypeError(f"{operand}: dtype {x.dtype} is not float32, bfloat16 or float16")
     if lhs.dtype != rhs.dtype:
         raise TypeError(f"rhs: dtype {rhs.dtype} differs from lhs's {lhs.dtype}")
     if bias is not None:
@@ -434,10 +459,13 @@ def gemm(lhs, rhs, bias=None, contracting_dims=((-1,), (0,)), transpose_batch_se
             raise TypeError(f"bias: dtype {bias.dtype} differs from the output's {lhs.dtype}")
     if scaling not in (None, "none", "current", "delayed"):
         raise ValueError(f"scaling {scaling!r}: None, 'current' or 'delayed'")
+    if scaling == "delayed" and not name:
+        raise ValueError("scaling 'delayed' needs name=...: the plan holds the layer's amax "
+                         "history, so each layer names its own")
     lhs_c, rhs_c = contracting_dims
     cfg = _Config(op.value, _dims(lhs_c, lhs.ndim, "lhs"), _dims(rhs_c, rhs.ndim, "rhs"),
                   bool(transpose_batch_sequence), scaling or "none",
-                  _DTYPES[jnp.dtype(lhs.dtype)])
+                  _DTYPES[jnp.dtype(lhs.dtype)], str(name or ""))
     return _dense(lhs, rhs, bias, cfg)
 
 
@@ -466,7 +494,7 @@ def _grouped_forward(group_sizes, lhs, rhs, bias, cfg):
     bias_arg = bias if bias is not None else jnp.zeros((0,), jnp.dtype(cfg.out_dtype))
     call = jax.ffi.ffi_call("cgemm_grouped_gemm",
                             _shaped(infos["out"], jnp.dtype(cfg.out_dtype)),
-                            has_side_effect=True, vmap_method="sequential")
+                            has_side_effect=_side_effect(False), vmap_method="sequential")
     return call(group_sizes.astype(jnp.int32), lhs, rhs, bias_arg, empty_f32, empty_f32,
                 plan=text)
 
@@ -528,6 +556,8 @@ def grouped_gemm(lhs, rhs, group_sizes, contracting_dims=((1,), (2,)), bias=None
     out_dtype = jnp.dtype(preferred_element_type or lhs.dtype)
     if out_dtype not in _DTYPES:
         raise TypeError(f"preferred_element_type {out_dtype}: float32, bfloat16 or float16")
+    if bias is not None and jnp.dtype(bias.dtype) != out_dtype:
+        raise TypeError(f"bias: dtype {bias.dtype} differs from the output's {out_dtype}")
     form = "ragged_rows" if rhs.ndim == 3 else "ragged_contracting"
     lhs_c, rhs_c = contracting_dims
     cfg = _GroupedConfig(form, _dims(lhs_c, lhs.ndim, "lhs"), _dims(rhs_c, rhs.ndim, "rhs"),

@@ -1,8 +1,8 @@
 """cgemm_jax under mpirun (every rank runs this file): the seed's gemm and grouped_gemm served by
 cgemm through XLA FFI, against numpy (float64) and jax.numpy on the global arrays.
 
-Every rank draws the same global arrays from a seed that is fresh per run (rank 0's clock,
-passed as argv[1] by the test's command line, or drawn here and printed) and passes its shard;
+Every rank draws the same global arrays from a seed that is fresh per run (the clock, passed
+as argv[1] by the test's command line; 12345 when none is given; printed) and passes its shard;
 each check compares this rank's output with its shard of the reference. XLA allocates the
 outputs itself (a caller cannot poison them), so every element is compared: one left unwritten
 fails. Exits 1 when any check failed on this rank (mpirun then fails).
@@ -32,6 +32,10 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+
+# The plain-JAX reference in true float32: on GPUs XLA's default matmul precision is TF32
+# (about 1e-3), which cgemm's float32 GEMMs are not.
+jax.config.update("jax_default_matmul_precision", "highest")
 
 import cgemm  # noqa: E402
 import cgemm_jax as cj  # noqa: E402
@@ -134,6 +138,100 @@ def test_eager_call():
                 collective_op=cj.CollectiveOp.ALL_GATHER)
     close(y, shard(X @ W, 2, tp, rank), shard(np.abs(X) @ np.abs(W), 2, tp, rank), 1e-5,
           "eager all-gather call")
+
+
+def test_fp8_forward():
+    """cgemm's per-tensor FP8 inside (current and delayed scaling): within e4m3's bound of the
+    unquantized product, not equal to it; its grad is refused (no FP8 backward yet)."""
+    Nf, Kf = 16 * tp, 32  # FP8: 16-byte output rows, K a multiple of 16
+    r = rng(41)
+    X, W = randn(r, (B, S, Kf), jnp.float32), randn(r, (Kf, Nf), jnp.float32)
+    x = jnp.asarray(shard(X, 1, tp, rank), jnp.float32)
+    w = jnp.asarray(shard(W, 1, tp, rank), jnp.float32)
+    ref = shard(np.einsum("bsk,kn->bsn", X, W), 2, tp, rank)
+    scale = shard(np.einsum("bsk,kn->bsn", np.abs(X), np.abs(W)), 2, tp, rank)
+    plain = cj.gemm(x, w, collective_op=cj.CollectiveOp.ALL_GATHER)
+    for scaling in ("current", "delayed"):
+        f = jax.jit(lambda x, w: cj.gemm(x, w, collective_op=cj.CollectiveOp.ALL_GATHER,
+                                         scaling=scaling, name=f"fp8_{scaling}"))
+        y = f(x, w)
+        y = f(x, w)  # delayed: the second call scales from the first call's amax
+        # e4m3 keeps 3 mantissa bits: each operand within 2^-4 relative, the product 2^-3.
+        close(y, ref, scale, 0.0625 + 0.0625 + 0.00390625 + 1e-5, f"FP8 {scaling} all-gather")
+        check(not np.array_equal(np.asarray(y), np.asarray(plain)),
+              f"FP8 {scaling}: the output equals the unquantized one (not quantized?)")
+    expect_error(lambda: jax.grad(lambda x: jnp.sum(cj.gemm(
+        x, w, collective_op=cj.CollectiveOp.ALL_GATHER, scaling="current")))(x),
+        NotImplementedError, "forward-only", "the grad of an FP8 gemm")
+
+
+def test_fp8_delayed_per_layer():
+    """Delayed scaling keeps an amax history per named layer: a layer of the same shapes with
+    inputs 10^6 times larger, called in between, leaves the first layer's scale alone."""
+    Nf, Kf = 16 * tp, 32
+    r = rng(43)
+    X, W = randn(r, (B, S, Kf), jnp.float32), randn(r, (Kf, Nf), jnp.float32)
+    x = jnp.asarray(shard(X, 1, tp, rank), jnp.float32) * 1e-3
+    w = jnp.asarray(shard(W, 1, tp, rank), jnp.float32)
+    ref = shard(np.einsum("bsk,kn->bsn", X, W), 2, tp, rank) * 1e-3
+    scale = shard(np.einsum("bsk,kn->bsn", np.abs(X), np.abs(W)), 2, tp, rank) * 1e-3
+    ag = cj.CollectiveOp.ALL_GATHER
+    a = jax.jit(lambda x, w: cj.gemm(x, w, collective_op=ag, scaling="delayed", name="layer_a"))
+    b = jax.jit(lambda x, w: cj.gemm(x, w, collective_op=ag, scaling="delayed", name="layer_b"))
+    for _ in range(3):
+        y = a(x, w)
+        jax.block_until_ready(b(x * 1e6, w))
+    close(y, ref, scale, 0.0625 + 0.0625 + 0.00390625 + 1e-5,
+          "FP8 delayed: layer_a beside a same-shape layer_b of larger inputs")
+    expect_error(lambda: cj.gemm(x, w, collective_op=ag, scaling="delayed"), ValueError,
+                 "needs name=", "delayed scaling without a layer name")
+
+
+def test_grad_matrix():
+    """dx, dw, db of every collective x rhs layout x batch/sequence-first x bias against
+    float64 numpy: L = sum(y * R) for a random R, so dy = R."""
+    Bg, Sg, Kg, Ng = 2, 6 * tp, 4 * tp, 5 * tp
+    for coll in ("none", "all_gather", "reduce_scatter"):
+        for rhs_nk in (False, True):
+            for tbs in ((False, True) if coll != "none" else (False,)):
+                for bias in (False, True):
+                    what = f"grad {coll} rhs={'NK' if rhs_nk else 'KN'} tbs={tbs} bias={bias}"
+                    r = rng(zlib.crc32(what.encode()))
+                    X = randn(r, (Sg, Bg, Kg) if tbs else (Bg, Sg, Kg), jnp.float32)
+                    W, bv = randn(r, (Kg, Ng), jnp.float32), randn(r, (Ng,), jnp.float32)
+                    R = randn(r, X.shape[:2] + (Ng,), jnp.float32)
+                    dX = np.einsum("...n,kn->...k", R, W)
+                    dW = np.tensordot(X, R, axes=([0, 1], [0, 1]))
+                    db = R.sum((0, 1))
+                    seq = 0 if tbs else 1
+                    if coll == "none":
+                        x, w, b, Rl, want = X, W, bv, R, (dX, dW, db)
+                    elif coll == "all_gather":
+                        x, w, b = shard(X, seq, tp, rank), shard(W, 1, tp, rank), \
+                            shard(bv, 0, tp, rank)
+                        Rl = shard(R, 2, tp, rank)
+                        want = (shard(dX, seq, tp, rank), shard(dW, 1, tp, rank),
+                                shard(db, 0, tp, rank))
+                    else:
+                        x, w, b = shard(X, 2, tp, rank), shard(W, 0, tp, rank), bv
+                        Rl = shard(R, seq, tp, rank)
+                        want = (shard(dX, 2, tp, rank), shard(dW, 0, tp, rank), db)
+                    dims = ((-1,), (1,)) if rhs_nk else ((-1,), (0,))
+                    want = (want[0], want[1].T if rhs_nk else want[1], want[2])
+                    rl = jnp.asarray(Rl, jnp.float32)
+
+                    def loss(x, w, b, dims=dims, coll=coll, tbs=tbs, bias=bias, rl=rl):
+                        y = cj.gemm(x, w, b if bias else None, contracting_dims=dims,
+                                    collective_op=coll, transpose_batch_sequence=tbs)
+                        return jnp.sum(y * rl)
+
+                    got = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(
+                        *(jnp.asarray(a, jnp.float32) for a in (x, w.T.copy() if rhs_nk else w,
+                                                                b)))
+                    for name, g, wv in zip(("dx", "dw", "db"), got, want):
+                        if name == "db" and not bias:
+                            continue
+                        close(g, wv, np.max(np.abs(wv)) + 1e-30, 1e-5, f"{what} {name}")
 
 
 def mlp_global(x, w1, b1, w2, b2):
@@ -317,8 +415,33 @@ def test_bad_inputs():
         Exception, "sum", "grouped sizes that do not sum to M")
 
 
-tests = [test_forward_matrix, test_eager_call, test_mlp_grad, test_grouped, test_jit_grad_vmap,
-         test_bad_inputs]
+def test_shutdown_and_bootstrap_again():
+    """An executable compiled before shutdown() is refused with a message (its plan was
+    released), never run on freed memory; after a new bootstrap, jit retraces and both run."""
+    global ctx
+    r = rng(51)
+    X, W = randn(r, (B, S, K), jnp.float32), randn(r, (K, N), jnp.float32)
+    x = jnp.asarray(shard(X, 1, tp, rank), jnp.float32)
+    w = jnp.asarray(shard(W, 1, tp, rank), jnp.float32)
+    ref = shard(X @ W, 2, tp, rank)
+    scale = shard(np.abs(X) @ np.abs(W), 2, tp, rank)
+
+    def g(x, w):
+        return cj.gemm(x, w, collective_op=cj.CollectiveOp.ALL_GATHER, name="rebootstrap")
+
+    compiled = jax.jit(g).lower(x, w).compile()
+    close(compiled(x, w), ref, scale, 1e-5, "AOT-compiled call before shutdown")
+    cj.shutdown()
+    ctx = cj.collective_gemm_bootstrap(world, 1, rank, world, gpu_sharing=args.gpu_sharing)
+    expect_error(lambda: jax.block_until_ready(compiled(x, w)), Exception,
+                 "released by cgemm_jax.shutdown()", "an executable compiled before shutdown")
+    close(jax.jit(g)(x, w), ref, scale, 1e-5, "jit after a new bootstrap")
+    close(compiled(x, w), ref, scale, 1e-5, "the old executable once the plan is made again")
+
+
+tests = [test_forward_matrix, test_eager_call, test_fp8_forward, test_fp8_delayed_per_layer,
+         test_grad_matrix, test_mlp_grad, test_grouped, test_jit_grad_vmap,
+         test_bad_inputs, test_shutdown_and_bootstrap_again]
 start = time.time()
 for t in tests:
     before = len(failures)

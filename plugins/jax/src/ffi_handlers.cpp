@@ -5,8 +5,8 @@
 // instantiate: the "plan" attribute (plan_registry.hpp's JSON description) -> the process's plan
 //   for it, made on first use (collective for a dense plan), kept as the handler's state. The
 //   plan and its workspaces exist before the first execute.
-// execute: checks each buffer against the plan (shape and XLA dtype, naming the operand), then
-//   one C API call on XLA's buffers: host memory and the CPU backend on the "cpu" platform;
+// execute: checks each buffer against the plan (shape and XLA dtype, naming the operand; no
+//   allocation unless a check fails), then one C API call on XLA's buffers: host memory and the CPU backend on the "cpu" platform;
 //   device memory, XLA's stream and the CUDA backend on "CUDA" (events on the stream, no host
 //   wait, no allocation). An absent operand (no bias, no gathered lhs asked for) is a buffer of
 //   no elements.
@@ -171,18 +171,25 @@ ffi::ErrorOr<std::unique_ptr<GroupedState>> grouped_instantiate(std::string_view
   }
 }
 
+ffi::Error released_error() {
+  return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
+                    "cgemm: this call's plan was released by cgemm_jax.shutdown(); a function "
+                    "compiled before it must be traced again (jax.clear_caches())");
+}
+
 ffi::Error dense_execute(const DensePlan& p, ffi::AnyBuffer lhs, ffi::AnyBuffer rhs,
                          ffi::AnyBuffer bias, ffi::Result<ffi::AnyBuffer> out,
                          ffi::Result<ffi::AnyBuffer> gathered, void* stream) {
+  if (p.plan == nullptr) return released_error();
   ffi::Error error;
   const void* l = bind("lhs", lhs, p.lhs, error);
   const void* r = bind("rhs", rhs, p.rhs, error);
   const void* b = bind("bias", bias, p.bias, error);
   void* o = bind("out", *out, p.out, error);
   // The gathered lhs is asked for by a buffer of its shape; none: no elements.
-  OperandInfo gathered_want = p.gathered_lhs;
-  if (gathered->element_count() == 0) gathered_want.present = false;
-  void* g = bind("gathered_lhs", *gathered, gathered_want, error);
+  static const OperandInfo kNotAsked;
+  void* g = bind("gathered_lhs", *gathered,
+                 gathered->element_count() == 0 ? kNotAsked : p.gathered_lhs, error);
   if (!error.success()) return error;
   return from_status(cgemm_plan_execute_gathered(p.plan, l, r, b, o, g, stream),
                      "cgemm_plan_execute_gathered");
@@ -207,6 +214,7 @@ ffi::Error grouped_execute(const GroupedPlan& p, ffi::AnyBuffer sizes, ffi::AnyB
                            ffi::AnyBuffer rhs, ffi::AnyBuffer bias,
                            ffi::AnyBuffer lhs_scale_inv, ffi::AnyBuffer rhs_scale_inv,
                            ffi::Result<ffi::AnyBuffer> out, void* stream) {
+  if (p.plan == nullptr) return released_error();
   ffi::Error error;
   const OperandInfo sizes_want{{p.num_groups}, "int32", true};
   // FP8 plans take a float32 scale_inv per group and operand; others none.

@@ -1,6 +1,7 @@
 // The plan registry of the JAX plugin: descriptions (JSON) -> C API plans, made once each.
 #include "plan_registry.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -212,7 +213,11 @@ cgemm_context* require_context(Registry& r) {
 void set_context(cgemm_context* ctx) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  if (ctx != r.ctx && (!r.dense.empty() || !r.grouped.empty())) {
+  const bool live = std::any_of(r.dense.begin(), r.dense.end(),
+                                [](const auto& e) { return e.second.plan != nullptr; }) ||
+                    std::any_of(r.grouped.begin(), r.grouped.end(),
+                                [](const auto& e) { return e.second.plan != nullptr; });
+  if (ctx != r.ctx && live) {
     throw Failure{CGEMM_ERROR_STATE,
                   "cgemm_jax: plans of the earlier context remain: call cgemm_jax.shutdown() "
                   "before bootstrapping again"};
@@ -243,9 +248,13 @@ const DensePlan& dense_plan(const std::string& description) {
   std::lock_guard<std::mutex> lock(r.mutex);
   cgemm_context* ctx = require_context(r);
   auto it = r.dense.find(key);
-  if (it != r.dense.end()) return it->second;
+  if (it != r.dense.end() && it->second.plan != nullptr) return it->second;
   DensePlan p = make_dense(ctx, j);
   r.dense_order.push_back(key);
+  if (it != r.dense.end()) {  // released by release_all: the same record, made again
+    it->second = std::move(p);
+    return it->second;
+  }
   return r.dense.emplace(key, std::move(p)).first->second;
 }
 
@@ -256,21 +265,30 @@ const GroupedPlan& grouped_plan(const std::string& description) {
   std::lock_guard<std::mutex> lock(r.mutex);
   cgemm_context* ctx = require_context(r);
   auto it = r.grouped.find(key);
-  if (it != r.grouped.end()) return it->second;
+  if (it != r.grouped.end() && it->second.plan != nullptr) return it->second;
   GroupedPlan p = make_grouped(ctx, j);
+  if (it != r.grouped.end()) {
+    it->second = std::move(p);
+    return it->second;
+  }
   return r.grouped.emplace(key, std::move(p)).first->second;
 }
 
 void release_all() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  // The records stay (an XLA executable's state points at them, and JAX may keep executables
+  // compiled before a shutdown): only their plans go, and execute refuses a record without one.
   for (const std::string& key : r.dense_order) {
-    cgemm_plan_destroy(r.dense.at(key).plan);
+    DensePlan& p = r.dense.at(key);
+    cgemm_plan_destroy(p.plan);
+    p.plan = nullptr;
   }
-  for (auto& [key, p] : r.grouped) cgemm_grouped_plan_destroy(p.plan);
-  r.dense.clear();
+  for (auto& [key, p] : r.grouped) {
+    cgemm_grouped_plan_destroy(p.plan);
+    p.plan = nullptr;
+  }
   r.dense_order.clear();
-  r.grouped.clear();
   r.ctx = nullptr;
   r.backend.clear();
 }

@@ -7,8 +7,10 @@
 // "plan" of every cgemm call carries the same text), and made once per process: the first
 // lookup of a description makes the plan through the C API (collective over the context for a
 // dense plan: every rank looks up the same descriptions in the same order, as every rank traces
-// and compiles the same program), later lookups return it. Plans live until release_all (the
-// module's exit hook), so an XLA executable never holds a plan that another one destroyed.
+// and compiles the same program), later lookups return it. Plans live until release_all
+// (cgemm_jax.shutdown() and the module's exit hook); their records live for the process, so an
+// XLA executable compiled earlier still points at a record, whose plan is null once released
+// (its execute refuses to run) and made again when the description is looked up again.
 //
 // The description's fields are cgemm_plan_desc's and cgemm_plan_options' (dense) or
 // cgemm_grouped_plan_desc's (grouped), under the same names; shapes are global (dense) or local
@@ -30,12 +32,12 @@ struct OperandInfo {
 };
 
 struct DensePlan {
-  cgemm_plan* plan = nullptr;
+  cgemm_plan* plan = nullptr;  // null: released (release_all)
   OperandInfo lhs, rhs, bias, out, gathered_lhs;
 };
 
 struct GroupedPlan {
-  cgemm_grouped_plan* plan = nullptr;
+  cgemm_grouped_plan* plan = nullptr;  // null: released
   int64_t num_groups = 0;
   OperandInfo lhs, rhs, bias, out;
 };
@@ -59,7 +61,7 @@ const DensePlan& dense_plan(const std::string& description);
 const GroupedPlan& grouped_plan(const std::string& description);
 
 /// Destroys every plan, in the order they were made (dense plans: collective, the same order on
-/// every rank), and forgets the context (which the caller destroys).
+/// every rank), keeping the records, and forgets the context (which the caller destroys).
 void release_all();
 
 }  // namespace cgemm_jax
