@@ -7,8 +7,9 @@ same call marked side-effecting (what cgemm_jax does on JAX's cpu platform).
 One rank, one GPU (JAX's gpu platform; the CPU platform also runs, as a smoke test). Timing:
 JAX has no CUDA-event API for XLA's stream, so each figure is wall-clock around `--calls`
 back-to-back jitted calls ended by block_until_ready (the GPU runs them back to back while the
-host queues ahead), divided by the calls; the median of --reps such loops, after a warm-up loop.
-Both sides are measured alike in the same run, and the ratio is printed beside them. The direct
+host queues ahead), divided by the calls; the median of --reps such loops, after a warm-up loop,
+the cases' loops taking turns in a rotating order. Both sides are measured alike in the same
+run, and the ratio is printed beside them. The direct
 path calls cgemm_plan_execute_on_stream through ctypes (python/cgemm.py's execute_pointers) on
 JAX's buffers, on a non-blocking stream of its own (as XLA's), ended by cudaDeviceSynchronize.
 """
@@ -59,17 +60,22 @@ if gpu:
         break
 
 
-def timed(run, finish):
-    """Median seconds per call of `run` (called --calls times, then finish())."""
-    samples = []
+def timed(cases):
+    """Median seconds per call of each case (run, finish): per rep, one loop of --calls calls
+    of each case (then finish()), the cases in a rotated order each rep, so no case always
+    runs first or last on a GPU whose clocks drift; the first rep warms up."""
+    samples = [[] for _ in cases]
     for rep in range(args.reps + 1):
-        t0 = time.perf_counter()
-        for _ in range(args.calls):
-            out = run()
-        finish(out)
-        if rep:  # the first loop warms up
-            samples.append((time.perf_counter() - t0) / args.calls)
-    return statistics.median(samples)
+        for k in range(len(cases)):
+            i = (k + rep) % len(cases)
+            run, finish = cases[i]
+            t0 = time.perf_counter()
+            for _ in range(args.calls):
+                out = run()
+            finish(out)
+            if rep:
+                samples[i].append((time.perf_counter() - t0) / args.calls)
+    return [statistics.median(x) for x in samples]
 
 
 print(f"jax_ffi_bench: JAX {jax.__version__} on {jax.default_backend()} "
@@ -93,19 +99,22 @@ for name in args.shapes.split(","):
     cj._side_effect = side_effect
     y_xla, y_ours = xla(x, w), ours(x, w)
     err = float(jnp.max(jnp.abs(y_xla.astype(jnp.float32) - y_ours.astype(jnp.float32))))
-    t_xla = timed(lambda: xla(x, w), jax.block_until_ready)
-    t_ours = timed(lambda: ours(x, w), jax.block_until_ready)
-    t_effectful = timed(lambda: effectful(x, w), jax.block_until_ready)
-    direct = ""
+    cases = [(lambda: xla(x, w), jax.block_until_ready),
+             (lambda: ours(x, w), jax.block_until_ready),
+             (lambda: effectful(x, w), jax.block_until_ready)]
+    plan = None
     if sync_device is not None:
         plan = ctx.plan(lhs_shape=(B, S, K), rhs_shape=(K, N), dtype="bfloat16", name="direct")
         y = jnp.empty((B, S, N), jnp.bfloat16)
         ptrs = [a.unsafe_buffer_pointer() for a in (x, w, y)]
-        t_direct = timed(
-            lambda: plan.execute_pointers(ptrs[0], ptrs[1], None, ptrs[2], stream.value),
-            lambda _: sync_device())
+        cases.append((lambda: plan.execute_pointers(ptrs[0], ptrs[1], None, ptrs[2],
+                                                    stream.value),
+                      lambda _: sync_device()))
+    t_xla, t_ours, t_effectful, *t_direct = timed(cases)
+    direct = ""
+    if plan is not None:
         plan.close()
-        direct = f"{t_direct * 1e3:10.3f} {(t_ours - t_direct) * 1e6:14.1f}"
+        direct = f"{t_direct[0] * 1e3:10.3f} {(t_ours - t_direct[0]) * 1e6:14.1f}"
     print(f"{name:>12} {f'{B} x {S}, {K} -> {N}':>24} {t_xla * 1e3:11.3f} {t_ours * 1e3:9.3f} "
           f"{t_xla / t_ours:5.3f}x {t_effectful * 1e3:12.3f} {direct}  (max |diff| {err:.3g})",
           flush=True)
