@@ -14,6 +14,12 @@ pydir=$(dirname "$(find "$prefix" -name cgemm.py -path '*/python/*' | head -n 1)
 [ -f "$pydir/cgemm.py" ] || fail "no cgemm.py under $prefix"
 [ -f "$pydir/cgemm_torch.py" ] || fail "no cgemm_torch.py beside $pydir/cgemm.py"
 [ -e "$(dirname "$pydir")/libcgemm.so.0" ] || fail "libcgemm.so.0 is not beside $pydir"
+# A build with the JAX plugin installs it beside libcgemm.so.0, and its module beside cgemm.py
+# (cgemm_jax.py finds the library there).
+if [ -e "$build/lib/libcgemm_jax.so" ]; then
+  [ -e "$(dirname "$pydir")/libcgemm_jax.so" ] || fail "libcgemm_jax.so is not beside $pydir"
+  [ -f "$pydir/cgemm_jax.py" ] || fail "no cgemm_jax.py beside $pydir/cgemm.py"
+fi
 cd "$prefix" || exit 1
 out=$(env -u CGEMM_LIBRARY PYTHONPATH="$pydir" "$python" -c '
 import cgemm
