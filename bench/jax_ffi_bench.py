@@ -23,7 +23,9 @@ import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "python"))
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# JAX's default allocator (a preallocated pool): with XLA_PYTHON_CLIENT_PREALLOCATE=false every
+# output of a large shape is a cudaMalloc, which both jitted paths pay and the direct one not.
+os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = os.environ.get("CGEMM_BENCH_PREALLOCATE", "true")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -55,6 +55,7 @@ _NUMPY_DTYPES = {
 }
 
 _OPERANDS = {"lhs": 0, "rhs": 1, "bias": 2, "out": 3}
+_GATHERED_LHS = 4  # CGEMM_GATHERED_LHS
 
 
 class Error(RuntimeError):
@@ -206,6 +207,7 @@ def _load():
             status, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
         "cgemm_plan_execute": (status, [ctypes.c_void_p] * 5),
         "cgemm_plan_execute_on_stream": (status, [ctypes.c_void_p] * 6),
+        "cgemm_plan_execute_gathered": (status, [ctypes.c_void_p] * 7),
         "cgemm_grouped_plan_desc_init": (None, [ctypes.POINTER(_GroupedPlanDesc)]),
         "cgemm_grouped_plan_create": (
             status, [ctypes.c_void_p, ctypes.POINTER(_GroupedPlanDesc), c_void_pp]),
@@ -337,7 +339,9 @@ def _set_dims(desc, field, values, what):
 
 class Plan:
     """A GEMM planned on a Context (Context.plan). lhs, rhs, bias (None without one) and out
-    are TensorInfo. Destroy with close() (collective) or a with block."""
+    are TensorInfo; gathered_lhs the lhs an all-gather plan gathers and can hand out (the
+    weight gradient's input: execute(..., gathered_lhs=...)), None for other plans. Destroy
+    with close() (collective) or a with block."""
 
     def __init__(self, ctx, desc, options):
         handle = ctypes.c_void_p()
@@ -351,14 +355,18 @@ class Plan:
             _check(_lib.cgemm_plan_tensor_info(self._handle, op, ctypes.byref(info)))
             infos[name] = TensorInfo(info) if info.ndim > 0 else None
         self.lhs, self.rhs, self.bias, self.out = (infos[k] for k in ("lhs", "rhs", "bias", "out"))
+        info = _TensorInfo()
+        _check(_lib.cgemm_plan_tensor_info(self._handle, _GATHERED_LHS, ctypes.byref(info)))
+        self.gathered_lhs = TensorInfo(info) if info.ndim > 0 else None
 
     def _pointer(self, array, info, name, writable=False):
         return _numpy_pointer(array, info, name, writable)
 
-    def execute(self, lhs, rhs, bias, out, stream=None):
+    def execute(self, lhs, rhs, bias, out, stream=None, gathered_lhs=None):
         """Collective: out = lhs @ rhs (+ bias) on this rank's shards (numpy arrays of the
         local shapes; host memory, so the CPU backend only: other backends raise). out holds
-        the result on return.
+        the result on return. gathered_lhs: None, or an array of gathered_lhs's local shape
+        that an all-gather plan also writes the gathered lhs into (no second collective).
 
         stream: None, or the caller's stream as an int handle (a cudaStream_t, e.g. torch's
         torch.cuda.current_stream().cuda_stream; 0, torch's default stream, is passed as
@@ -375,7 +383,14 @@ class Plan:
         args = (self._handle, self._pointer(lhs, self.lhs, "lhs"),
                 self._pointer(rhs, self.rhs, "rhs"), self._pointer(bias, self.bias, "bias"),
                 self._pointer(out, self.out, "out", True))
-        if stream is None:
+        if gathered_lhs is not None:
+            if self.gathered_lhs is None:
+                raise ValueError("gathered_lhs: this plan hands no gathered lhs out (only "
+                                 "unquantized all-gather plans do)")
+            g = self._pointer(gathered_lhs, self.gathered_lhs, "gathered_lhs", True)
+            handle = None if stream is None else (_handle_int(stream, "stream") or 1)
+            _check(_lib.cgemm_plan_execute_gathered(*args, g, ctypes.c_void_p(handle)))
+        elif stream is None:
             _check(_lib.cgemm_plan_execute(*args))
         else:
             handle = _handle_int(stream, "stream")
@@ -383,12 +398,13 @@ class Plan:
             # C API means "no stream", so 0 is passed as cudaStreamLegacy (0x1).
             _check(_lib.cgemm_plan_execute_on_stream(*args, ctypes.c_void_p(handle or 1)))
 
-    def execute_pointers(self, lhs, rhs, bias, out, stream=0):
+    def execute_pointers(self, lhs, rhs, bias, out, stream=0, gathered_lhs=None):
         """Collective, low level: cgemm_plan_execute_on_stream on raw addresses, for callers
         that hold device memory (python/cgemm_torch.py: t.data_ptr()). lhs, rhs, out: ints;
         bias: an int, or None/0 when the plan has none. stream: an int cudaStream_t of the
         context's GPU (0, torch's default stream, is passed as cudaStreamLegacy); the CPU
-        backend ignores it.
+        backend ignores it. gathered_lhs: None, or the address of a buffer of gathered_lhs's
+        local shape (cgemm_plan_execute_gathered).
 
         Nothing here checks the buffers: the CALLER guarantees that each address is the start
         of a row-major contiguous buffer of the operand's local_shape and dtype in memory the
@@ -405,6 +421,14 @@ class Plan:
                 ((lhs, "lhs"), (rhs, "rhs"), (bias or 0, "bias"), (out, "out"))]
         # 0 is torch's default stream, the legacy one; NULL in the C API means "no stream".
         handle = _handle_int(stream, "stream") or 1
+        if gathered_lhs:
+            if self.gathered_lhs is None:
+                raise ValueError("gathered_lhs: this plan hands no gathered lhs out (only "
+                                 "unquantized all-gather plans do)")
+            g = ctypes.c_void_p(_handle_int(gathered_lhs, "gathered_lhs"))
+            _check(_lib.cgemm_plan_execute_gathered(self._handle, *ptrs, g,
+                                                    ctypes.c_void_p(handle)))
+            return
         _check(_lib.cgemm_plan_execute_on_stream(self._handle, *ptrs, ctypes.c_void_p(handle)))
 
     def close(self):
@@ -559,6 +583,7 @@ class Context:
         self.rank, self.size = info.world_rank, info.world_size
         self.dp, self.tp, self.dp_rank, self.tp_rank = info.dp, info.tp, info.dp_rank, info.tp_rank
         self.backend = info.backend.decode()
+        self.dp_axis, self.tpsp_axis = str(dp_axis), str(tpsp_axis)
 
     def plan(self, lhs_shape, rhs_shape, bias_shape=None, dtype="bfloat16", out_dtype=None,
              lhs_spec=None, rhs_spec=None, bias_spec=None, contracting_dims=((-1,), (0,)),

@@ -109,6 +109,34 @@ def run_case(collective, dtype, bias, tbs, case_seed):
                               y2.ctypes.data, np.int64(0))
         if y2.tobytes() != y.tobytes():
             failures.append(f"rank {ctx.rank}: {name}: execute_pointers changed the bits")
+        # The gathered lhs (all-gather plans only): the global lhs's rows of this dp rank, in
+        # sequence order, beside the same output; other plans have none and refuse one.
+        if collective != "all_gather":
+            if plan.gathered_lhs is not None:
+                failures.append(f"rank {ctx.rank}: {name}: a gathered_lhs on a {collective} plan")
+            try:
+                plan.execute(x2, w, b, y2, gathered_lhs=np.empty_like(x2))
+                failures.append(f"rank {ctx.rank}: {name}: gathered_lhs not refused")
+            except ValueError as e:
+                if "hands no gathered lhs" not in str(e):
+                    failures.append(f"rank {ctx.rank}: {name}: {e}")
+        else:
+            g = plan.gathered_lhs
+            seq_dim = 0 if tbs else 1
+            want_slices = tuple(slice(None) if d == seq_dim else sl
+                                for d, sl in enumerate(plan.lhs.slices))
+            want = xg[want_slices]
+            for i, gathered in enumerate((g.empty(), g.empty())):
+                gathered.fill(np.nan)
+                if i == 0:
+                    plan.execute(x, w, b, y2, gathered_lhs=gathered)
+                else:
+                    plan.execute_pointers(x.ctypes.data, w.ctypes.data,
+                                          b.ctypes.data if bias else None, y2.ctypes.data, 0,
+                                          gathered_lhs=gathered.ctypes.data)
+                if gathered.shape != want.shape or gathered.tobytes() != want.tobytes():
+                    failures.append(f"rank {ctx.rank}: {name}: gathered lhs (call {i}) is not "
+                                    "the global lhs's rows of this rank")
 
 
 case = 0
