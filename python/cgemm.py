@@ -431,6 +431,20 @@ class Plan:
             return
         _check(_lib.cgemm_plan_execute_on_stream(self._handle, *ptrs, ctypes.c_void_p(handle)))
 
+    def _execute_raw(self, lhs, rhs, bias, out, stream, gathered_lhs):
+        """execute_pointers without its argument checks, for callers that pass what they just
+        read from their tensors (python/cgemm_torch.py): ints, 0 for no bias and no gathered
+        lhs, stream 0 for the legacy default stream. The C API still checks the plan and the
+        NULLs."""
+        if self._handle is None:
+            raise Error("CGEMM_ERROR_STATE", "the plan is closed")
+        if gathered_lhs:
+            _check(_lib.cgemm_plan_execute_gathered(self._handle, lhs, rhs, bias or None, out,
+                                                    gathered_lhs, stream or 1))
+        else:
+            _check(_lib.cgemm_plan_execute_on_stream(self._handle, lhs, rhs, bias or None, out,
+                                                     stream or 1))
+
     def close(self):
         if self._handle is not None:
             _lib.cgemm_plan_destroy(self._handle)
@@ -629,7 +643,9 @@ class Context:
                                                                                     "rhs_format")
         opts.margin = _int(margin, "margin")
         opts.amax_history_len = _int(amax_history_len, "amax_history_len")
-        return Plan(self, desc, opts)
+        plan = Plan(self, desc, opts)
+        plan.scaling = scaling or "none"  # quantized plans have no backward (cgemm_torch)
+        return plan
 
     def grouped_plan(self, lhs_shape, rhs_shape, num_groups, bias_shape=None, dtype="bfloat16",
                      rhs_dtype=None, out_dtype=None, contracting_dims=((1,), (2,)),

@@ -1,7 +1,8 @@
-"""cgemm as a PyTorch custom op: torch.ops.cgemm.gemm on CUDA tensors, on torch's current stream.
+"""cgemm as PyTorch custom ops with autograd, and tensor-parallel Linear modules.
 
-Pure Python over python/cgemm.py (ctypes, no build step); needs PyTorch 2.4+ (torch.library.
-custom_op) and a Context on the CUDA backend. Every rank of the plan calls it, in the same
+torch.ops.cgemm.gemm on CUDA tensors (CUDA backend, torch's current stream) or CPU tensors (CPU
+backend). Pure Python over python/cgemm.py (ctypes, no build step); needs PyTorch 2.4+
+(torch.library.custom_op, register_autograd). Every rank of the plan calls it, in the same
 order (the GEMM is collective):
 
     import cgemm, cgemm_torch, torch
@@ -22,10 +23,22 @@ so it is ordered with the torch work before and after it on that stream like any
 register(plan); gemm() registers it on first use. A register_fake implementation gives the
 output's shape and dtype, so torch.compile traces the op without running it.
 
-Checked before the call (ValueError naming the operand): CUDA tensors, all on one device,
+Checked before the call (ValueError naming the operand): tensors on the backend's device kind
+(CUDA tensors for the CUDA backend, CPU tensors for the CPU one), all on one device,
 contiguous, the plan's dtype, the plan's local shape; bias given exactly when the plan has one.
 The context's GPU is the backend's (local rank modulo the visible GPUs): a stream of another
 device is refused by the C API (cgemm.Error, CGEMM_ERROR_RUNTIME).
+
+Training (autograd): plans made by linear_plans() carry their backward plans, made with the
+forward's (collective, once), with the seed's CollectiveOpSet pairing: an all-gather forward
+(a column-parallel layer) has a reduce-scatter dgrad, a reduce-scatter forward (row-parallel)
+an all-gather dgrad, a plain GEMM a plain one. The weight gradient of a column-parallel layer
+uses the lhs its forward gathered (torch.ops.cgemm.gemm_gathered hands it out, kept for the
+backward), of a row-parallel layer the dy its dgrad gathered; bias gradients are dy summed in
+float32 over its tokens (the gathered dy for a row-parallel layer). gemm() picks the op. A
+plan without backward plans (made by Context.plan), or a quantized one, refuses a backward with
+one message. ColumnParallelLinear and RowParallelLinear are the layers (Megatron's and
+Transformer Engine's sequence-parallel pair).
 """
 
 import itertools
@@ -45,6 +58,8 @@ _TORCH_DTYPES = {
 # Plans by id: the op's schema takes ints, not Python objects.
 _PLANS = {}
 _NEXT_ID = itertools.count(1)
+# Backward plans by the forward plan's id (linear_plans): kind, dgrad plan id, wgrad plan id.
+_BACKWARD = {}
 
 
 # The launchers' local rank: Open MPI, MPICH (Hydra), Slurm.
@@ -109,8 +124,9 @@ def _check_operand(tensor, info, name, device):
         return
     if tensor is None:
         raise ValueError(f"{name}: the plan has a {name}, a tensor is needed")
-    if tensor.device.type != "cuda":
-        raise ValueError(f"{name}: a CUDA tensor is needed, got one on {tensor.device}")
+    if tensor.device.type != device.type:
+        raise ValueError(f"{name}: a {'CUDA' if device.type == 'cuda' else 'CPU'} tensor is "
+                         f"needed, got one on {tensor.device}")
     if tensor.device != device:
         raise ValueError(f"{name}: on {tensor.device}, but lhs is on {device} (one GPU for all)")
     if not tensor.is_contiguous():
@@ -121,22 +137,57 @@ def _check_operand(tensor, info, name, device):
                          f"{want} {info.local_shape} (this rank's shard)")
 
 
+class _Checked:
+    """What a call checks its tensors against, computed once per plan (the host time of a call
+    is part of every layer's cost): per operand the torch dtype and local shape."""
+
+    def __init__(self, plan):
+        self.cuda = plan._ctx.backend == "cuda"
+        self.operands = [(name, info, None if info is None else _dtype(info, name))
+                         for name, info in (("lhs", plan.lhs), ("rhs", plan.rhs),
+                                            ("bias", plan.bias))]
+        self.out_shape, self.out_dtype = plan.out.local_shape, _dtype(plan.out, "out")
+        self.gathered_shape = (None if plan.gathered_lhs is None
+                               else plan.gathered_lhs.local_shape)
+
+
+def _fits(tensor, info, dtype, device):
+    return (tensor.device == device and tensor.dtype == dtype and
+            tensor.shape == info.local_shape and tensor.is_contiguous())
+
+
+def _run(plan, lhs, rhs, bias, gathered):
+    """One cgemm call into new tensors: out, and the gathered lhs when asked for."""
+    checked = plan.__dict__.get("_cgemm_torch_checked")
+    if checked is None:
+        checked = plan._cgemm_torch_checked = _Checked(plan)
+    device = lhs.device
+    if (device.type == "cuda") != checked.cuda:
+        want = "cuda" if checked.cuda else "cpu"
+        raise ValueError(f"lhs: a {'CUDA' if want == 'cuda' else 'CPU'} tensor is needed for "
+                         f"the {plan._ctx.backend} backend, got one on {device}")
+    for tensor, (name, info, dtype) in zip((lhs, rhs, bias), checked.operands):
+        # The fast test first; the full one names what is wrong.
+        if info is None or tensor is None or not _fits(tensor, info, dtype, device):
+            _check_operand(tensor, info, name, device)
+    out = torch.empty(checked.out_shape, dtype=checked.out_dtype, device=device)
+    g = None
+    if gathered:
+        g = torch.empty(checked.gathered_shape, dtype=lhs.dtype, device=device)
+    # The current stream of the inputs' device: the GEMM follows the work queued there (the
+    # inputs' producers) and the work queued after it (the consumers) follows the GEMM. The
+    # caching allocator gave `out` for this stream, so no record_stream is needed. The CPU
+    # backend ignores the stream (its call returns with out written).
+    stream = torch.cuda.current_stream(device).cuda_stream if checked.cuda else 0
+    plan._execute_raw(lhs.data_ptr(), rhs.data_ptr(), 0 if bias is None else bias.data_ptr(),
+                      out.data_ptr(), stream, 0 if g is None else g.data_ptr())
+    return out, g
+
+
 @torch.library.custom_op("cgemm::gemm", mutates_args=())
 def _gemm_op(plan_id: int, lhs: torch.Tensor, rhs: torch.Tensor,
              bias: Optional[torch.Tensor]) -> torch.Tensor:
-    plan = _plan(plan_id)
-    device = lhs.device
-    _check_operand(lhs, plan.lhs, "lhs", device)
-    _check_operand(rhs, plan.rhs, "rhs", device)
-    _check_operand(bias, plan.bias, "bias", device)
-    out = torch.empty(plan.out.local_shape, dtype=_dtype(plan.out, "out"), device=device)
-    # The current stream of the inputs' device: the GEMM follows the work queued there (the
-    # inputs' producers) and the work queued after it (the consumers) follows the GEMM. The
-    # caching allocator gave `out` for this stream, so no record_stream is needed.
-    stream = torch.cuda.current_stream(device).cuda_stream
-    plan.execute_pointers(lhs.data_ptr(), rhs.data_ptr(),
-                          None if bias is None else bias.data_ptr(), out.data_ptr(), stream)
-    return out
+    return _run(_plan(plan_id), lhs, rhs, bias, False)[0]
 
 
 @_gemm_op.register_fake
@@ -145,7 +196,268 @@ def _gemm_fake(plan_id, lhs, rhs, bias):
     return lhs.new_empty(plan.out.local_shape, dtype=_dtype(plan.out, "out"))
 
 
+@torch.library.custom_op("cgemm::gemm_gathered", mutates_args=())
+def _gemm_gathered_op(plan_id: int, lhs: torch.Tensor, rhs: torch.Tensor,
+                      bias: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """An all-gather plan's call that also returns the lhs it gathered (for the wgrad)."""
+    plan = _plan(plan_id)
+    if plan.gathered_lhs is None:
+        raise ValueError(f"plan {plan_id}: it hands no gathered lhs out (only unquantized "
+                         "all-gather plans do)")
+    return _run(plan, lhs, rhs, bias, True)
+
+
+@_gemm_gathered_op.register_fake
+def _gemm_gathered_fake(plan_id, lhs, rhs, bias):
+    plan = _plan(plan_id)
+    return (lhs.new_empty(plan.out.local_shape, dtype=_dtype(plan.out, "out")),
+            lhs.new_empty(plan.gathered_lhs.local_shape))
+
+
+# ---- Autograd: the backward plans of linear_plans(), the seed's pairing. ----
+
+class _Backward:
+    def __init__(self, kind, dgrad, wgrad):
+        self.kind, self.dgrad, self.wgrad = kind, dgrad, wgrad
+
+
+def _backward_of(plan_id):
+    bw = _BACKWARD.get(plan_id)
+    if bw is None:
+        plan = _PLANS.get(plan_id)
+        why = ("it is quantized (FP8 plans are forward-only until cgemm has an FP8 backward)"
+               if plan is not None and getattr(plan, "scaling", "none") != "none"
+               else "it has no backward plans: make it with cgemm_torch.linear_plans(...)")
+        raise RuntimeError(f"cgemm plan {plan_id} cannot be differentiated: {why}")
+    return bw
+
+
+def _sum_tokens(dy):
+    """The bias gradient: dy summed over every dim but the last, accumulated in float32."""
+    return dy.sum(dim=tuple(range(dy.dim() - 1)), dtype=torch.float32).to(dy.dtype)
+
+
+def _linear_backward(plan_id, dy, x, w, x_gathered, has_bias):
+    bw = _backward_of(plan_id)
+    dy = dy.contiguous()
+    if bw.kind == "row":  # reduce-scatter forward: an all-gather dgrad that hands out AG(dy)
+        dx, dy_full = torch.ops.cgemm.gemm_gathered(bw.dgrad, dy, w, None)
+        dw = torch.ops.cgemm.gemm(bw.wgrad, dy_full, x, None)
+    else:  # all-gather forward (reduce-scatter dgrad), or a plain GEMM (plain dgrad)
+        dx = torch.ops.cgemm.gemm(bw.dgrad, dy, w, None)
+        dy_full = dy
+        dw = torch.ops.cgemm.gemm(bw.wgrad, dy, x_gathered if bw.kind == "column" else x, None)
+    return dx, dw, (_sum_tokens(dy_full) if has_bias else None)
+
+
+def _setup_gemm(ctx, inputs, output):
+    plan_id, lhs, rhs, bias = inputs
+    ctx.plan_id, ctx.has_bias = plan_id, bias is not None
+    ctx.save_for_backward(lhs, rhs)
+
+
+def _backward_gemm(ctx, dy):
+    lhs, rhs = ctx.saved_tensors
+    if _backward_of(ctx.plan_id).kind == "column" and _plan(ctx.plan_id)._ctx.tp == 1:
+        # At tp 1 the gathered lhs is the lhs itself.
+        dx, dw, db = _linear_backward(ctx.plan_id, dy, None, rhs, lhs, ctx.has_bias)
+        return None, dx, dw, db
+    if _backward_of(ctx.plan_id).kind == "column":
+        raise RuntimeError(
+            f"cgemm plan {ctx.plan_id}: an all-gather plan's weight gradient needs the lhs its "
+            "forward gathered, which torch.ops.cgemm.gemm does not keep: call cgemm_torch.gemm "
+            "(torch.ops.cgemm.gemm_gathered when a gradient is needed) or the modules")
+    dx, dw, db = _linear_backward(ctx.plan_id, dy, lhs, rhs, None, ctx.has_bias)
+    return None, dx, dw, db
+
+
+def _setup_gemm_gathered(ctx, inputs, output):
+    plan_id, lhs, rhs, bias = inputs
+    ctx.plan_id, ctx.has_bias = plan_id, bias is not None
+    ctx.save_for_backward(rhs, output[1])
+    ctx.set_materialize_grads(False)
+
+
+def _backward_gemm_gathered(ctx, dy, d_gathered):
+    if d_gathered is not None:
+        raise RuntimeError("cgemm: no gradient flows through the gathered lhs "
+                           "(torch.ops.cgemm.gemm_gathered's second output)")
+    rhs, gathered = ctx.saved_tensors
+    dx, dw, db = _linear_backward(ctx.plan_id, dy, None, rhs, gathered, ctx.has_bias)
+    return None, dx, dw, db
+
+
+torch.library.register_autograd("cgemm::gemm", _backward_gemm, setup_context=_setup_gemm)
+torch.library.register_autograd("cgemm::gemm_gathered", _backward_gemm_gathered,
+                                setup_context=_setup_gemm_gathered)
+
+
 def gemm(plan, lhs, rhs, bias=None):
-    """Collective: lhs @ rhs (+ bias) on this rank's shards through torch.ops.cgemm.gemm; a
-    new tensor of plan.out.local_shape."""
-    return torch.ops.cgemm.gemm(register(plan), lhs, rhs, bias)
+    """Collective: lhs @ rhs (+ bias) on this rank's shards; a new tensor of
+    plan.out.local_shape. Differentiable for plans of linear_plans(): where a gradient is
+    needed, an all-gather plan's call goes through torch.ops.cgemm.gemm_gathered, which keeps
+    the gathered lhs for the weight gradient; otherwise torch.ops.cgemm.gemm."""
+    plan_id = register(plan)
+    needs_grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (lhs, rhs, bias))
+    if needs_grad:
+        # At tp 1 nothing is gathered: torch.ops.cgemm.gemm keeps the lhs itself (no copy).
+        if _backward_of(plan_id).kind == "column" and plan._ctx.tp > 1:
+            return torch.ops.cgemm.gemm_gathered(plan_id, lhs, rhs, bias)[0]
+    return torch.ops.cgemm.gemm(plan_id, lhs, rhs, bias)
+
+
+def linear_plans(ctx, kind, batch, seq_len, in_features, out_features, dtype=torch.float32,
+                 bias=True, transpose_batch_sequence=False, name="linear"):
+    """Collective: the forward plan of a tensor-parallel Linear layer, its dgrad and wgrad
+    plans made with it (registered for autograd). kind "column": x [B, S/tp, in] (or
+    [S/tp, B, in]) all-gathered over the tp group, weight [out/tp, in] (torch's [out, in]
+    layout, sharded on out), bias [out/tp] -> y [B, S, out/tp]; "row": x [B, S, in/tp],
+    weight [out, in/tp], bias [out] -> y [B, S/tp, out] reduce-scattered (partial sums in
+    float32); "none": a replicated layer, x [B, S, in] -> [B, S, out]. batch is this dp rank's
+    (the global batch is batch x ctx.dp); seq_len the global sequence."""
+    if kind not in ("column", "row", "none"):
+        raise ValueError(f"kind {kind!r}: 'column', 'row' or 'none'")
+    tp, tbs = ctx.tp, bool(transpose_batch_sequence)
+    dtype_name = {v: k for k, v in _TORCH_DTYPES.items()}.get(dtype)
+    if dtype_name is None:
+        raise ValueError(f"dtype {dtype}: one of {', '.join(map(str, _TORCH_DTYPES.values()))}")
+    tpa, dpa = repr(ctx.tpsp_axis), (repr(ctx.dp_axis) if ctx.dp > 1 else "None")
+
+    def act(seq_entry, last_entry):  # an activation's spec [B, S, H] (or [S, B, H])
+        entries = [dpa, seq_entry, last_entry]
+        if tbs:
+            entries[0], entries[1] = entries[1], entries[0]
+        return "(" + ", ".join(entries) + ")"
+
+    def shape(b, s, h):
+        return (s, b, h) if tbs else (b, s, h)
+
+    B = batch * ctx.dp
+    K, N = in_features, out_features
+    collective = {"column": "all_gather", "row": "reduce_scatter", "none": "none"}[kind]
+    dgrad_collective = {"column": "reduce_scatter", "row": "all_gather", "none": "none"}[kind]
+    if kind == "column":
+        x_spec, w_spec, b_spec = act(tpa, "None"), f"({tpa}, None)", f"({tpa},)"
+        dy_spec = act("None", tpa)
+    elif kind == "row":
+        x_spec, w_spec, b_spec = act("None", tpa), f"(None, {tpa})", "(None,)"
+        dy_spec = act(tpa, "None")
+    else:
+        x_spec, w_spec, b_spec = act("None", "None"), "(None, None)", "(None,)"
+        dy_spec = x_spec
+    fwd = ctx.plan(lhs_shape=shape(B, seq_len, K), rhs_shape=(N, K),
+                   bias_shape=(N,) if bias else None, dtype=dtype_name, lhs_spec=x_spec,
+                   rhs_spec=w_spec, bias_spec=b_spec if bias else None,
+                   contracting_dims=((-1,), (1,)), collective=collective,
+                   transpose_batch_sequence=tbs, name=f"{name}.fwd")
+    dgrad = ctx.plan(lhs_shape=shape(B, seq_len, N), rhs_shape=(N, K), dtype=dtype_name,
+                     lhs_spec=dy_spec, rhs_spec=w_spec, contracting_dims=((-1,), (0,)),
+                     collective=dgrad_collective, transpose_batch_sequence=tbs,
+                     name=f"{name}.dgrad")
+    # The wgrad: this rank's [out, in] shard from its tokens, a local GEMM contracting the
+    # batch and sequence dims: dy (gathered for a row layer) against x (gathered for a column
+    # layer), both [B, S, *] (or [S, B, *]).
+    dy_local = dgrad.gathered_lhs.local_shape if kind == "row" else fwd.out.local_shape
+    x_local = fwd.gathered_lhs.local_shape if kind == "column" else fwd.lhs.local_shape
+    wgrad = ctx.plan(lhs_shape=dy_local, rhs_shape=x_local, dtype=dtype_name,
+                     contracting_dims=((0, 1), (0, 1)), collective="none",
+                     name=f"{name}.wgrad")
+    _BACKWARD[register(fwd)] = _Backward(kind, register(dgrad), register(wgrad))
+    fwd.backward_plans = (dgrad, wgrad)  # kept alive with the forward plan
+    return fwd
+
+
+def init_linear(seed, in_features, out_features, bias=True):
+    """The global weight [out, in] and bias [out] (float32, CPU) of a Linear layer drawn from
+    `seed` as torch.nn.Linear draws them (uniform in +-1/sqrt(in)): every mesh, and a one-rank
+    reference, builds the same global layer from the same seed."""
+    g = torch.Generator().manual_seed(seed)
+    bound = 1.0 / in_features ** 0.5
+    w = torch.empty(out_features, in_features).uniform_(-bound, bound, generator=g)
+    b = torch.empty(out_features).uniform_(-bound, bound, generator=g) if bias else None
+    return w, b
+
+
+class _ParallelLinear(torch.nn.Module):
+    def __init__(self, ctx, kind, in_features, out_features, bias, dtype, device, seed,
+                 transpose_batch_sequence, name):
+        super().__init__()
+        tp, r = ctx.tp, ctx.tp_rank
+        sharded = out_features if kind == "column" else in_features
+        if sharded % tp:
+            raise ValueError(f"{'out' if kind == 'column' else 'in'}_features {sharded} is not "
+                             f"divisible by tp {tp}")
+        self.ctx, self.kind, self.name = ctx, kind, name
+        self.in_features, self.out_features = in_features, out_features
+        self.transpose_batch_sequence = bool(transpose_batch_sequence)
+        if device is None:
+            device = local_device() if ctx.backend == "cuda" else torch.device("cpu")
+        w, b = init_linear(seed, in_features, out_features, bias)
+        if kind == "column":
+            n = out_features // tp
+            w, b = w[r * n:(r + 1) * n], (None if b is None else b[r * n:(r + 1) * n])
+        else:
+            k = in_features // tp
+            w = w[:, r * k:(r + 1) * k]
+        self.weight = torch.nn.Parameter(w.to(device=device, dtype=dtype).contiguous())
+        self.bias = (torch.nn.Parameter(b.to(device=device, dtype=dtype).contiguous())
+                     if b is not None else None)
+        self._plans = {}
+
+    def _plan(self, x):
+        if x.dim() != 3:
+            raise ValueError(f"{self.name}: input {tuple(x.shape)}: [B, S, H] (or [S, B, H] with "
+                             "transpose_batch_sequence) is needed")
+        key = (tuple(x.shape), x.dtype)
+        plan = self._plans.get(key)
+        if plan is None:
+            seq_dim, batch_dim = (0, 1) if self.transpose_batch_sequence else (1, 0)
+            seq = x.shape[seq_dim] * (self.ctx.tp if self.kind == "column" else 1)
+            plan = linear_plans(self.ctx, self.kind, x.shape[batch_dim], seq, self.in_features,
+                                self.out_features, self.weight.dtype, self.bias is not None,
+                                self.transpose_batch_sequence, self.name)
+            self._plans[key] = plan
+        return plan
+
+    def forward(self, x):
+        return gemm(self._plan(x), x.contiguous(), self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, tp={self.ctx.tp}")
+
+
+class ColumnParallelLinear(_ParallelLinear):
+    """y = x W^T + b with W's rows (out_features) sharded over the tp group, the input's
+    sequence gathered inside the GEMM (sequence parallelism): x [B, S/tp, in] (this rank's
+    sequence shard) -> y [B, S, out/tp] (this rank's features). weight: this rank's
+    [out/tp, in] shard of the global weight init_linear(seed, ...) draws (so every mesh holds
+    the same global layer), bias [out/tp]. Plans are made on the first call of each input shape
+    (collective: every rank calls the layer alike). gather_output=True (the output gathered
+    over its features) is not implemented: the layer pairs with RowParallelLinear."""
+
+    def __init__(self, ctx, in_features, out_features, bias=True, dtype=torch.float32,
+                 device=None, gather_output=False, seed=0, transpose_batch_sequence=False,
+                 name="column"):
+        if gather_output:
+            raise NotImplementedError("ColumnParallelLinear(gather_output=True): not "
+                                      "implemented; its output stays sharded on its features")
+        super().__init__(ctx, "column", in_features, out_features, bias, dtype, device, seed,
+                         transpose_batch_sequence, name)
+
+
+class RowParallelLinear(_ParallelLinear):
+    """y = x W^T + b with W's columns (in_features) sharded over the tp group and the output
+    reduce-scattered over the sequence: x [B, S, in/tp] (a ColumnParallelLinear's output) ->
+    y [B, S/tp, out] (this rank's sequence shard). weight [out, in/tp], bias [out] (the whole,
+    replicated: its gradient sums every rank's tokens). Plans as ColumnParallelLinear's."""
+
+    def __init__(self, ctx, in_features, out_features, bias=True, dtype=torch.float32,
+                 device=None, input_is_parallel=True, seed=0, transpose_batch_sequence=False,
+                 name="row"):
+        if not input_is_parallel:
+            raise NotImplementedError("RowParallelLinear(input_is_parallel=False): not "
+                                      "implemented; its input is a ColumnParallelLinear's output")
+        super().__init__(ctx, "row", in_features, out_features, bias, dtype, device, seed,
+                         transpose_batch_sequence, name)

@@ -5,7 +5,11 @@
 #     Context(gpu_sharing=True)), its reference gathered over gloo; its overhead lines;
 #  2. examples/torch_gemm.py on 2 ranks;
 #  3. on 4+ GPUs, test_caller_stream's borrowed-communicator cases on 4 ranks (tp 2 x dp 2: the
-#     membership check; NCCL refuses ranks sharing a GPU, so fewer GPUs skip it, said so).
+#     membership check; NCCL refuses ranks sharing a GPU, so fewer GPUs skip it, said so);
+#  4. training: tests/torch/test_torch_training.py (autograd, modules, torch.compile) on 1, 2
+#     and 3 ranks; examples/torch_mlp_train.py (AdamW, 50 steps against plain PyTorch) at tp 2
+#     and 3 in float32 and at tp 2 in bfloat16; bench/torch_train_bench.py (tp 1: the block's
+#     training step against plain PyTorch, the host time per op call).
 # Logs in $OUT (else /tmp/cgemm-device-torch), a summary at the end; exit 1 when anything failed.
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +29,7 @@ step() {
   shift
   local t0=$SECONDS
   if timeout 300 "$@" >"$out/$name.log" 2>&1; then
-    summary+=("PASS  $name ($((SECONDS - t0)) s; $(grep -E '^PASS|skipped|passed|max \|y' "$out/$name.log" | tail -1))")
+    summary+=("PASS  $name ($((SECONDS - t0)) s; $(grep -E '^PASS|skipped|passed|PASSED|checks|ratio|max \|y' "$out/$name.log" | tail -1))")
   else
     status=1
     summary+=("FAIL  $name ($((SECONDS - t0)) s; $out/$name.log)")
@@ -33,9 +37,11 @@ step() {
   tail -n 20 "$out/$name.log"
 }
 python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
+# One seed for every rank (the test's default, the clock, may differ between ranks' starts).
+seed=$(date +%s)
 for np in 1 2; do
   export MASTER_PORT=$((29400 + np))
-  step "test_torch_op_np$np" $mpi -np $np python3 "$root/tests/gpu/test_torch_op.py"
+  step "test_torch_op_np$np" $mpi -np $np python3 "$root/tests/gpu/test_torch_op.py" --seed "$seed"
 done
 export MASTER_PORT=29410
 step torch_gemm_example_np2 $mpi -np 2 python3 "$root/examples/torch_gemm.py"
@@ -45,5 +51,17 @@ if [ "$gpus" -ge 4 ]; then
 else
   summary+=("SKIP  test_caller_stream_np4 (the membership check needs 4 GPUs, $gpus here)")
 fi
+for np in 1 2 3; do
+  export MASTER_PORT=$((29420 + np))
+  step "test_torch_training_np$np" $mpi -np $np python3 "$root/tests/torch/test_torch_training.py" \
+    "$seed" --device cuda
+done
+for run in "2 float32" "3 float32" "2 bfloat16"; do
+  read -r np dtype <<<"$run"
+  export MASTER_PORT=$((29430 + np))
+  step "torch_mlp_train_np${np}_$dtype" $mpi -np $np python3 "$root/examples/torch_mlp_train.py" \
+    --device cuda --dtype "$dtype" --steps 50
+done
+step torch_train_bench python3 "$root/bench/torch_train_bench.py"
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 exit $status
