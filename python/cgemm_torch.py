@@ -217,8 +217,13 @@ def _gemm_gathered_fake(plan_id, lhs, rhs, bias):
 # ---- Autograd: the backward plans of linear_plans(), the seed's pairing. ----
 
 class _Backward:
-    def __init__(self, kind, dgrad, wgrad):
+    """A forward plan's backward: its layer kind, the dgrad and wgrad plan ids, and what is
+    gathered (at tp > 1: a column layer's x by its forward, a row layer's dy by its dgrad)."""
+
+    def __init__(self, kind, dgrad, wgrad, gathers):
         self.kind, self.dgrad, self.wgrad = kind, dgrad, wgrad
+        self.forward_gathers_x = gathers and kind == "column"
+        self.dgrad_gathers_dy = gathers and kind == "row"
 
 
 def _backward_of(plan_id):
@@ -237,16 +242,16 @@ def _sum_tokens(dy):
     return dy.sum(dim=tuple(range(dy.dim() - 1)), dtype=torch.float32).to(dy.dtype)
 
 
-def _linear_backward(plan_id, dy, x, w, x_gathered, has_bias):
+def _linear_backward(plan_id, dy, x_full, w, has_bias):
+    """dx, dW, db of y = x W^T + b. x_full: every token's x this rank's weight shard saw (the
+    forward's gathered lhs for a column layer at tp > 1, else x)."""
     bw = _backward_of(plan_id)
     dy = dy.contiguous()
-    if bw.kind == "row":  # reduce-scatter forward: an all-gather dgrad that hands out AG(dy)
+    if bw.dgrad_gathers_dy:  # a row layer: the all-gather dgrad hands out AG(dy)
         dx, dy_full = torch.ops.cgemm.gemm_gathered(bw.dgrad, dy, w, None)
-        dw = torch.ops.cgemm.gemm(bw.wgrad, dy_full, x, None)
-    else:  # all-gather forward (reduce-scatter dgrad), or a plain GEMM (plain dgrad)
-        dx = torch.ops.cgemm.gemm(bw.dgrad, dy, w, None)
-        dy_full = dy
-        dw = torch.ops.cgemm.gemm(bw.wgrad, dy, x_gathered if bw.kind == "column" else x, None)
+    else:  # a column layer's reduce-scatter dgrad, or a plain one
+        dx, dy_full = torch.ops.cgemm.gemm(bw.dgrad, dy, w, None), dy
+    dw = torch.ops.cgemm.gemm(bw.wgrad, dy_full, x_full, None)
     return dx, dw, (_sum_tokens(dy_full) if has_bias else None)
 
 
@@ -258,16 +263,12 @@ def _setup_gemm(ctx, inputs, output):
 
 def _backward_gemm(ctx, dy):
     lhs, rhs = ctx.saved_tensors
-    if _backward_of(ctx.plan_id).kind == "column" and _plan(ctx.plan_id)._ctx.tp == 1:
-        # At tp 1 the gathered lhs is the lhs itself.
-        dx, dw, db = _linear_backward(ctx.plan_id, dy, None, rhs, lhs, ctx.has_bias)
-        return None, dx, dw, db
-    if _backward_of(ctx.plan_id).kind == "column":
+    if _backward_of(ctx.plan_id).forward_gathers_x:
         raise RuntimeError(
             f"cgemm plan {ctx.plan_id}: an all-gather plan's weight gradient needs the lhs its "
             "forward gathered, which torch.ops.cgemm.gemm does not keep: call cgemm_torch.gemm "
             "(torch.ops.cgemm.gemm_gathered when a gradient is needed) or the modules")
-    dx, dw, db = _linear_backward(ctx.plan_id, dy, lhs, rhs, None, ctx.has_bias)
+    dx, dw, db = _linear_backward(ctx.plan_id, dy, lhs, rhs, ctx.has_bias)
     return None, dx, dw, db
 
 
@@ -283,7 +284,7 @@ def _backward_gemm_gathered(ctx, dy, d_gathered):
         raise RuntimeError("cgemm: no gradient flows through the gathered lhs "
                            "(torch.ops.cgemm.gemm_gathered's second output)")
     rhs, gathered = ctx.saved_tensors
-    dx, dw, db = _linear_backward(ctx.plan_id, dy, None, rhs, gathered, ctx.has_bias)
+    dx, dw, db = _linear_backward(ctx.plan_id, dy, gathered, rhs, ctx.has_bias)
     return None, dx, dw, db
 
 
@@ -300,10 +301,8 @@ def gemm(plan, lhs, rhs, bias=None):
     plan_id = register(plan)
     needs_grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (lhs, rhs, bias))
-    if needs_grad:
-        # At tp 1 nothing is gathered: torch.ops.cgemm.gemm keeps the lhs itself (no copy).
-        if _backward_of(plan_id).kind == "column" and plan._ctx.tp > 1:
-            return torch.ops.cgemm.gemm_gathered(plan_id, lhs, rhs, bias)[0]
+    if needs_grad and _backward_of(plan_id).forward_gathers_x:
+        return torch.ops.cgemm.gemm_gathered(plan_id, lhs, rhs, bias)[0]
     return torch.ops.cgemm.gemm(plan_id, lhs, rhs, bias)
 
 
@@ -337,10 +336,15 @@ def linear_plans(ctx, kind, batch, seq_len, in_features, out_features, dtype=tor
     K, N = in_features, out_features
     collective = {"column": "all_gather", "row": "reduce_scatter", "none": "none"}[kind]
     dgrad_collective = {"column": "reduce_scatter", "row": "all_gather", "none": "none"}[kind]
-    if kind == "column":
+    # At tp 1 nothing is sharded: plain GEMMs (a collective plan of one rank would still copy,
+    # reorder and sum partials: 1.9 ms of a 25 ms step on the H100, docs/PERFORMANCE.md).
+    gathers = tp > 1 and kind != "none"
+    if not gathers:
+        collective = dgrad_collective = "none"
+    if kind == "column" and gathers:
         x_spec, w_spec, b_spec = act(tpa, "None"), f"({tpa}, None)", f"({tpa},)"
         dy_spec = act("None", tpa)
-    elif kind == "row":
+    elif kind == "row" and gathers:
         x_spec, w_spec, b_spec = act("None", tpa), f"(None, {tpa})", "(None,)"
         dy_spec = act(tpa, "None")
     else:
@@ -358,12 +362,14 @@ def linear_plans(ctx, kind, batch, seq_len, in_features, out_features, dtype=tor
     # The wgrad: this rank's [out, in] shard from its tokens, a local GEMM contracting the
     # batch and sequence dims: dy (gathered for a row layer) against x (gathered for a column
     # layer), both [B, S, *] (or [S, B, *]).
-    dy_local = dgrad.gathered_lhs.local_shape if kind == "row" else fwd.out.local_shape
-    x_local = fwd.gathered_lhs.local_shape if kind == "column" else fwd.lhs.local_shape
+    dy_local = dgrad.gathered_lhs.local_shape if gathers and kind == "row" \
+        else fwd.out.local_shape
+    x_local = fwd.gathered_lhs.local_shape if gathers and kind == "column" \
+        else fwd.lhs.local_shape
     wgrad = ctx.plan(lhs_shape=dy_local, rhs_shape=x_local, dtype=dtype_name,
                      contracting_dims=((0, 1), (0, 1)), collective="none",
                      name=f"{name}.wgrad")
-    _BACKWARD[register(fwd)] = _Backward(kind, register(dgrad), register(wgrad))
+    _BACKWARD[register(fwd)] = _Backward(kind, register(dgrad), register(wgrad), gathers)
     fwd.backward_plans = (dgrad, wgrad)  # kept alive with the forward plan
     return fwd
 

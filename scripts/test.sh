@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh: installs what cgemm needs, builds it and runs the whole test suite:
 #  0. dependencies: Debian packages (scripts/install-deps.sh --test) and the pinned Python
-#     packages of python/requirements-test.txt (PyPI) in the virtual environment build-venv/
-#     (scripts/python-venv.sh; the JAX plugin is built and tested with its jax);
+#     packages of python/requirements-test.txt (PyPI: jax, torch) in the virtual environment
+#     build-venv/ (scripts/python-venv.sh; the JAX plugin is built and tested with its jax, the
+#     PyTorch tests run with its torch);
 #  1. the main build (the CUDA backend compiled wherever the toolkit is found, even in a build/
 #     that scripts/demo.sh configured without it; GPU tests skip without a GPU): unit tests,
 #     then MPI integration tests (2, 3 and 4 ranks), then the Slurm test (a slurmctld and two
@@ -56,9 +57,12 @@ run_step() {
       "$root/scripts/python-venv.sh" "$root/build-venv" >/dev/null
       ;;
     build)
-      # The JAX plugin is built against the venv's jax when the venv exists.
+      # The JAX plugin is built against the venv's jax, and the PyTorch tests run with its
+      # torch, when the venv exists.
       jax=()
-      [ -x "$root/build-venv/bin/python" ] && jax=(-DCGEMM_JAX_PYTHON="$root/build-venv/bin/python")
+      [ -x "$root/build-venv/bin/python" ] &&
+        jax=(-DCGEMM_JAX_PYTHON="$root/build-venv/bin/python"
+          -DCGEMM_TORCH_PYTHON="$root/build-venv/bin/python")
       "$root/scripts/build.sh" "$root/build" -DCGEMM_WITH_CUDA=ON "${jax[@]}"
       ;;
     unit) ctest_step unit -L "unit|gpu" -j"$jobs" ;;
