@@ -6,10 +6,10 @@
 //   for it, made on first use (collective for a dense plan), kept as the handler's state. The
 //   plan and its workspaces exist before the first execute.
 // execute: checks each buffer against the plan (shape and XLA dtype, naming the operand; no
-//   allocation unless a check fails), then one C API call on XLA's buffers: host memory and the CPU backend on the "cpu" platform;
-//   device memory, XLA's stream and the CUDA backend on "CUDA" (events on the stream, no host
-//   wait, no allocation). An absent operand (no bias, no gathered lhs asked for) is a buffer of
-//   no elements.
+//   allocation unless a check fails), then one C API call on XLA's buffers: host memory and the CPU
+//   backend on the "cpu" platform; device memory, XLA's stream and the CUDA backend on "CUDA"
+//   (events on the stream, no host wait, no allocation). An absent operand (no bias, no gathered
+//   lhs asked for) is a buffer of no elements.
 // The handlers do not declare XLA's command-buffer trait: a cgemm plan cannot be captured in a
 // CUDA graph yet (its copy-engine transport numbers exchanges on the host), so XLA must run the
 // call eagerly on its stream.
@@ -54,8 +54,7 @@ ffi::ErrorCode error_code(cgemm_status status) {
 
 ffi::Error from_status(cgemm_status status, const char* call) {
   if (status == CGEMM_SUCCESS) return ffi::Error::Success();
-  return ffi::Error(error_code(status),
-                    std::string("cgemm: ") + call + ": " + cgemm_last_error());
+  return ffi::Error(error_code(status), std::string("cgemm: ") + call + ": " + cgemm_last_error());
 }
 
 ffi::Error from_failure(const Failure& f) {
@@ -101,19 +100,19 @@ void* bind(const char* name, const ffi::AnyBuffer& buf, const OperandInfo& want,
   const auto d = buf.dimensions();
   if (!want.present) {
     if (buf.element_count() != 0) {
-      error = ffi::Error::InvalidArgument(std::string("cgemm: ") + name + ": the plan has no " +
-                                          name + " but a buffer of " + dims_text(d) +
-                                          " was passed");
+      error =
+          ffi::Error::InvalidArgument(std::string("cgemm: ") + name + ": the plan has no " + name +
+                                      " but a buffer of " + dims_text(d) + " was passed");
     }
     return nullptr;
   }
   const bool same_shape =
       d.size() == want.shape.size() && std::equal(d.begin(), d.end(), want.shape.begin());
   if (!same_shape || xla_dtype_name(buf.element_type()) != want.dtype) {
-    error = ffi::Error::InvalidArgument(
-        std::string("cgemm: ") + name + ": " + std::string(xla_dtype_name(buf.element_type())) +
-        " " + dims_text(d) + " given, the plan needs " + want.dtype + " " +
-        dims_text(want.shape) + " (this rank's shard)");
+    error = ffi::Error::InvalidArgument(std::string("cgemm: ") + name + ": " +
+                                        std::string(xla_dtype_name(buf.element_type())) + " " +
+                                        dims_text(d) + " given, the plan needs " + want.dtype +
+                                        " " + dims_text(want.shape) + " (this rank's shard)");
   }
   return buf.untyped_data();
 }
@@ -211,9 +210,9 @@ ffi::Error dense_cuda(void* stream, DenseState* s, ffi::AnyBuffer lhs, ffi::AnyB
 }
 
 ffi::Error grouped_execute(const GroupedPlan& p, ffi::AnyBuffer sizes, ffi::AnyBuffer lhs,
-                           ffi::AnyBuffer rhs, ffi::AnyBuffer bias,
-                           ffi::AnyBuffer lhs_scale_inv, ffi::AnyBuffer rhs_scale_inv,
-                           ffi::Result<ffi::AnyBuffer> out, void* stream) {
+                           ffi::AnyBuffer rhs, ffi::AnyBuffer bias, ffi::AnyBuffer lhs_scale_inv,
+                           ffi::AnyBuffer rhs_scale_inv, ffi::Result<ffi::AnyBuffer> out,
+                           void* stream) {
   if (p.plan == nullptr) return released_error();
   ffi::Error error;
   const OperandInfo sizes_want{{p.num_groups}, "int32", true};
@@ -228,11 +227,10 @@ ffi::Error grouped_execute(const GroupedPlan& p, ffi::AnyBuffer sizes, ffi::AnyB
   const void* rs = bind("rhs_scale_inv", rhs_scale_inv, scale_want, error);
   void* o = bind("out", *out, p.out, error);
   if (!error.success()) return error;
-  return from_status(
-      cgemm_grouped_plan_execute(p.plan, static_cast<const int32_t*>(gs), l, r, b, o,
-                                 static_cast<const float*>(ls), static_cast<const float*>(rs),
-                                 stream),
-      "cgemm_grouped_plan_execute");
+  return from_status(cgemm_grouped_plan_execute(p.plan, static_cast<const int32_t*>(gs), l, r, b, o,
+                                                static_cast<const float*>(ls),
+                                                static_cast<const float*>(rs), stream),
+                     "cgemm_grouped_plan_execute");
 }
 
 ffi::Error grouped_cpu(GroupedState* s, ffi::AnyBuffer sizes, ffi::AnyBuffer lhs,
@@ -291,11 +289,11 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_gemm_instantiate, cgemm_jax::dense_insta
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_gemm_cpu, cgemm_jax::dense_cpu,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::State<DenseState>>()
-                                  .Arg<ffi::AnyBuffer>()   // lhs
-                                  .Arg<ffi::AnyBuffer>()   // rhs
-                                  .Arg<ffi::AnyBuffer>()   // bias (no elements: none)
-                                  .Ret<ffi::AnyBuffer>()   // out
-                                  .Ret<ffi::AnyBuffer>()); // gathered lhs (no elements: none)
+                                  .Arg<ffi::AnyBuffer>()    // lhs
+                                  .Arg<ffi::AnyBuffer>()    // rhs
+                                  .Arg<ffi::AnyBuffer>()    // bias (no elements: none)
+                                  .Ret<ffi::AnyBuffer>()    // out
+                                  .Ret<ffi::AnyBuffer>());  // gathered lhs (no elements: none)
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_gemm_cuda, cgemm_jax::dense_cuda,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<void*>>()
@@ -310,13 +308,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_grouped_instantiate, cgemm_jax::grouped_
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_grouped_cpu, cgemm_jax::grouped_cpu,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::State<GroupedState>>()
-                                  .Arg<ffi::AnyBuffer>()   // group sizes, int32 [G]
-                                  .Arg<ffi::AnyBuffer>()   // lhs
-                                  .Arg<ffi::AnyBuffer>()   // rhs
-                                  .Arg<ffi::AnyBuffer>()   // bias [G, N] (no elements: none)
-                                  .Arg<ffi::AnyBuffer>()   // lhs scale_inv [G] (FP8 only)
-                                  .Arg<ffi::AnyBuffer>()   // rhs scale_inv [G] (FP8 only)
-                                  .Ret<ffi::AnyBuffer>()); // out
+                                  .Arg<ffi::AnyBuffer>()    // group sizes, int32 [G]
+                                  .Arg<ffi::AnyBuffer>()    // lhs
+                                  .Arg<ffi::AnyBuffer>()    // rhs
+                                  .Arg<ffi::AnyBuffer>()    // bias [G, N] (no elements: none)
+                                  .Arg<ffi::AnyBuffer>()    // lhs scale_inv [G] (FP8 only)
+                                  .Arg<ffi::AnyBuffer>()    // rhs scale_inv [G] (FP8 only)
+                                  .Ret<ffi::AnyBuffer>());  // out
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_grouped_cuda, cgemm_jax::grouped_cuda,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<void*>>()

@@ -57,7 +57,8 @@ json parse(const std::string& text, const std::set<std::string>& fields) {
 }
 
 // A string field kept alive in `keep` while the descriptor points at it; absent or null: NULL.
-const char* text(const json& j, const char* field, std::vector<std::unique_ptr<std::string>>& keep) {
+const char* text(const json& j, const char* field,
+                 std::vector<std::unique_ptr<std::string>>& keep) {
   if (!j.contains(field) || j[field].is_null()) return nullptr;
   if (!j[field].is_string()) invalid(std::string(field) + ": a string is needed");
   keep.push_back(std::make_unique<std::string>(j[field].get<std::string>()));
@@ -189,16 +190,29 @@ GroupedPlan make_grouped(cgemm_context* ctx, const json& j) {
   return p;
 }
 
-const std::set<std::string> kDenseFields = {
-    "name",         "lhs_shape",       "rhs_shape",       "bias_shape",
-    "dtype",        "out_dtype",       "lhs_spec",        "rhs_spec",
-    "bias_spec",    "lhs_contracting", "rhs_contracting", "collective",
-    "transpose_batch_sequence",        "scaling",         "lhs_format",
-    "rhs_format",   "margin",          "amax_history_len", "amax_compute_algo"};
+const std::set<std::string> kDenseFields = {"name",
+                                            "lhs_shape",
+                                            "rhs_shape",
+                                            "bias_shape",
+                                            "dtype",
+                                            "out_dtype",
+                                            "lhs_spec",
+                                            "rhs_spec",
+                                            "bias_spec",
+                                            "lhs_contracting",
+                                            "rhs_contracting",
+                                            "collective",
+                                            "transpose_batch_sequence",
+                                            "scaling",
+                                            "lhs_format",
+                                            "rhs_format",
+                                            "margin",
+                                            "amax_history_len",
+                                            "amax_compute_algo"};
 const std::set<std::string> kGroupedFields = {
-    "name",      "form",      "num_groups",      "lhs_shape",       "rhs_shape", "bias_shape",
-    "dtype",     "rhs_dtype", "out_dtype",       "lhs_contracting", "rhs_contracting",
-    "path",      "scaling"};
+    "name",   "form",      "num_groups", "lhs_shape",       "rhs_shape",       "bias_shape",
+    "dtype",  "rhs_dtype", "out_dtype",  "lhs_contracting", "rhs_contracting", "path",
+    "scaling"};
 
 cgemm_context* require_context(Registry& r) {
   if (r.ctx == nullptr) {
