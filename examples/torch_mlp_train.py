@@ -59,7 +59,9 @@ device = ct.local_device() if args.device == "cuda" else torch.device("cpu")
 if args.device == "cuda":
     torch.cuda.set_device(device)
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-os.environ.setdefault("MASTER_PORT", str(21000 + os.getppid() % 20000))
+# The ranks' common parent (mpirun's daemon) picks the port, below Linux's ephemeral range
+# (32768 and up, where the system hands out ports to outgoing connections).
+os.environ.setdefault("MASTER_PORT", str(20000 + os.getppid() % 12000))
 dist.init_process_group("gloo", rank=rank, world_size=ctx.size,
                         timeout=datetime.timedelta(seconds=120))
 B, S, H, F = args.batch, args.seq, args.hidden, args.ffn

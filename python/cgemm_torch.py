@@ -94,11 +94,15 @@ def register(plan):
 
 
 def unregister(plan):
-    """Forgets the plan (call before plan.close() if the registry should not keep it alive)."""
+    """Forgets the plan, and a linear_plans() plan's backward plans with it (call before
+    plan.close() if the registry should not keep them alive)."""
     plan_id = getattr(plan, "_cgemm_torch_id", None)
     if plan_id is not None:
         _PLANS.pop(plan_id, None)
+        _BACKWARD.pop(plan_id, None)
         plan._cgemm_torch_id = None
+    for backward_plan in getattr(plan, "backward_plans", ()):
+        unregister(backward_plan)
 
 
 def _plan(plan_id):
@@ -190,8 +194,25 @@ def _gemm_op(plan_id: int, lhs: torch.Tensor, rhs: torch.Tensor,
     return _run(_plan(plan_id), lhs, rhs, bias, False)[0]
 
 
+def _check_fake(lhs, rhs, bias):
+    """The fake implementations are also the ops' meta-device kernels: a real meta tensor would
+    return an unwritten tensor and skip this rank's collective (the others then wait), so meta
+    tensors and mixed devices are refused here. Tracing (torch.compile's fake tensors) reports
+    the real device, and passes."""
+    for name, t in (("lhs", lhs), ("rhs", rhs), ("bias", bias)):
+        if t is None:
+            continue
+        if t.device.type == "meta":
+            raise ValueError(f"{name}: a meta tensor: a collective GEMM needs real data "
+                             "(materialize the module first: to_empty(), then load_state_dict)")
+        if t.device != lhs.device:
+            raise ValueError(f"{name}: on {t.device}, but lhs is on {lhs.device} (one device "
+                             "for all)")
+
+
 @_gemm_op.register_fake
 def _gemm_fake(plan_id, lhs, rhs, bias):
+    _check_fake(lhs, rhs, bias)
     plan = _plan(plan_id)
     return lhs.new_empty(plan.out.local_shape, dtype=_dtype(plan.out, "out"))
 
@@ -209,6 +230,7 @@ def _gemm_gathered_op(plan_id: int, lhs: torch.Tensor, rhs: torch.Tensor,
 
 @_gemm_gathered_op.register_fake
 def _gemm_gathered_fake(plan_id, lhs, rhs, bias):
+    _check_fake(lhs, rhs, bias)
     plan = _plan(plan_id)
     return (lhs.new_empty(plan.out.local_shape, dtype=_dtype(plan.out, "out")),
             lhs.new_empty(plan.gathered_lhs.local_shape))
@@ -230,9 +252,13 @@ def _backward_of(plan_id):
     bw = _BACKWARD.get(plan_id)
     if bw is None:
         plan = _PLANS.get(plan_id)
-        why = ("it is quantized (FP8 plans are forward-only until cgemm has an FP8 backward)"
-               if plan is not None and getattr(plan, "scaling", "none") != "none"
-               else "it has no backward plans: make it with cgemm_torch.linear_plans(...)")
+        if plan is not None and getattr(plan, "_cgemm_torch_backward_plan", False):
+            why = ("it is a backward plan: differentiating a backward (create_graph=True, "
+                   "double backward) through cgemm is not supported")
+        elif plan is not None and getattr(plan, "scaling", "none") != "none":
+            why = "it is quantized (FP8 plans are forward-only until cgemm has an FP8 backward)"
+        else:
+            why = "it has no backward plans: make it with cgemm_torch.linear_plans(...)"
         raise RuntimeError(f"cgemm plan {plan_id} cannot be differentiated: {why}")
     return bw
 
@@ -369,6 +395,7 @@ def linear_plans(ctx, kind, batch, seq_len, in_features, out_features, dtype=tor
     wgrad = ctx.plan(lhs_shape=dy_local, rhs_shape=x_local, dtype=dtype_name,
                      contracting_dims=((0, 1), (0, 1)), collective="none",
                      name=f"{name}.wgrad")
+    dgrad._cgemm_torch_backward_plan = wgrad._cgemm_torch_backward_plan = True
     _BACKWARD[register(fwd)] = _Backward(kind, register(dgrad), register(wgrad), gathers)
     fwd.backward_plans = (dgrad, wgrad)  # kept alive with the forward plan
     return fwd

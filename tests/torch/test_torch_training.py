@@ -233,6 +233,22 @@ def test_refusals():
         check(False, "gather_output=True: no error")
     except NotImplementedError:
         check(True, "")
+    # Meta tensors (deferred init) would skip this rank's collective: refused on every rank.
+    meta = ct.ColumnParallelLinear(ctx, K, N, device="meta", name="meta")
+    try:
+        meta(x.detach())
+        check(False, "a module on the meta device: no error")
+    except ValueError as e:
+        check("meta tensor" in str(e), f"a module on the meta device: {e}")
+    # A double backward says so.
+    lin = ct.ColumnParallelLinear(ctx, K, N, name="double", device=device)
+    xg = x.detach().clone().requires_grad_()
+    (gx,) = torch.autograd.grad(lin(xg).square().sum(), xg, create_graph=True)
+    try:
+        gx.sum().backward()
+        check(False, "a double backward: no error")
+    except RuntimeError as e:
+        check("double backward" in str(e), f"a double backward: {e}")
 
 
 tests = [test_linear_autograd, test_modules_and_compile, test_refusals]
