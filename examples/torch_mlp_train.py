@@ -2,7 +2,7 @@
 (python/cgemm_torch.py) with torch.optim.AdamW, and checks its loss curve against the same block
 in plain PyTorch with the global weights.
 
-    mpirun -np 2 python examples/torch_mlp_train.py [--steps 50] [--dtype float32] [--device cuda]
+    mpirun -np 2 build-venv/bin/python examples/torch_mlp_train.py [--steps 50] [--device cuda]
 
 The block, on this rank's sequence shard x [B, S/tp, H]:
 
@@ -15,7 +15,8 @@ so their gradients (each rank's tokens) are summed over the ranks (torch.distrib
 Megatron does for its sequence-parallel norms; the loss is summed the same way for printing.
 The reference runs the plain block (torch.nn.Linear with the same global weights, from the
 same seeds) on the whole sequence on every rank. The run fails (exit 1) when a step's loss
-differs by more than --tolerance (default 1e-5 float32, 1e-2 bfloat16, relative).
+differs by more than --tolerance (default 1e-5 float32, 1e-2 bfloat16, relative). With
+--device cuda the ranks may share a GPU (the context is made with gpu_sharing).
 """
 
 import argparse
@@ -24,14 +25,6 @@ import os
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "python"))
-import cgemm  # noqa: E402
-import cgemm_torch as ct  # noqa: E402
-
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--steps", type=int, default=50, help="AdamW steps (default 50)")
@@ -39,15 +32,28 @@ parser.add_argument("--batch", type=int, default=2, help="B (default 2)")
 parser.add_argument("--seq", type=int, default=48, help="S, the global sequence (default 48)")
 parser.add_argument("--hidden", type=int, default=64, help="H (default 64)")
 parser.add_argument("--ffn", type=int, default=192, help="F (default 192)")
-parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                    choices=("cpu", "cuda"),
+parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                    help="the parameters' and activations' dtype (default float32)")
+parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                     help="cuda: cgemm's CUDA backend (ranks may share the GPU); cpu: its CPU "
-                         "backend (default: cuda where torch sees a GPU)")
+                         "backend; auto (default): cuda where torch sees a GPU")
 parser.add_argument("--lr", type=float, default=1e-3, help="AdamW's learning rate")
-parser.add_argument("--tolerance", type=float, default=None)
-parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--tolerance", type=float, default=None,
+                    help="largest relative difference of the loss (default 1e-5 for float32, "
+                         "1e-2 for bfloat16)")
+parser.add_argument("--seed", type=int, default=0, help="of the initial weights and the data")
 args = parser.parse_args()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "python"))
+import cgemm  # noqa: E402
+import cgemm_torch as ct  # noqa: E402
+
+if args.device == "auto":
+    args.device = "cuda" if torch.cuda.is_available() else "cpu"
 dtype = getattr(torch, args.dtype)
 tolerance = args.tolerance or (1e-5 if dtype == torch.float32 else 1e-2)
 torch.backends.cuda.matmul.allow_tf32 = False  # the reference in true float32

@@ -187,7 +187,13 @@ def _library_path():
 def _load():
     # RTLD_GLOBAL: Open MPI loads its components with dlopen and they look for libmpi's
     # symbols globally (mpi4py loads libmpi the same way).
-    lib = ctypes.CDLL(_library_path(), mode=ctypes.RTLD_GLOBAL)
+    path = _library_path()
+    try:
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as e:
+        raise ImportError(f"cgemm: cannot load the library {path} ({e}): build cgemm first "
+                          "(bash scripts/build.sh, or scripts/demo.sh), or set CGEMM_LIBRARY") \
+            from None
     status = ctypes.c_int
     c_void_pp = ctypes.POINTER(ctypes.c_void_p)
     sigs = {
