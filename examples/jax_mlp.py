@@ -57,8 +57,7 @@ jax.config.update("jax_default_matmul_precision", "highest")
 
 import cgemm_jax as cj  # noqa: E402
 
-world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
-rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
+world, rank = cj.launcher_world()
 ctx = cj.collective_gemm_bootstrap(world, 1, rank, world, gpu_sharing=args.gpu_sharing)
 tp = ctx.tp
 B, S, H, F = args.batch, args.seq, args.hidden, args.ffn

@@ -159,6 +159,21 @@ def _register(platform):
     _STATE["registered"].add(platform)
 
 
+# The launchers' world size and rank: Open MPI, MPICH/Hydra (PMI), Slurm's srun.
+_WORLD_VARS = (("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"), ("PMI_SIZE", "PMI_RANK"),
+               ("SLURM_NTASKS", "SLURM_PROCID"))
+
+
+def launcher_world():
+    """(world size, this rank) from the MPI launcher's environment, for
+    collective_gemm_bootstrap's num_total_devices and process_id before any MPI call; (1, 0)
+    outside a launcher. The bootstrap checks them against the MPI job."""
+    for size, rank in _WORLD_VARS:
+        if os.environ.get(size, "").isdigit() and os.environ.get(rank, "").isdigit():
+            return int(os.environ[size]), int(os.environ[rank])
+    return 1, 0
+
+
 def collective_gemm_bootstrap(num_total_devices, num_devices_per_process, process_id,
                               tensor_parallel_size, num_max_streams=3, compute_stream_priority=0,
                               communication_stream_priority=0, num_sm_for_communication=2,

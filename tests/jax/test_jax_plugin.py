@@ -40,8 +40,7 @@ jax.config.update("jax_default_matmul_precision", "highest")
 import cgemm  # noqa: E402
 import cgemm_jax as cj  # noqa: E402
 
-world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
-rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
+world, rank = cj.launcher_world()
 ctx = cj.collective_gemm_bootstrap(world, 1, rank, world, gpu_sharing=args.gpu_sharing)
 tp = ctx.tp
 seed = args.seed if args.seed is not None else 12345

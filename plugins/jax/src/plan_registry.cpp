@@ -87,19 +87,18 @@ int integer(const json& j, const char* field, int fallback) {
   return j[field].get<int>();
 }
 
-OperandInfo dense_info(const cgemm_plan* plan, cgemm_operand operand) {
-  cgemm_tensor_info t;
-  check(cgemm_plan_tensor_info(plan, operand, &t), "cgemm_plan_tensor_info");
-  OperandInfo o;
-  o.present = t.ndim > 0;
-  o.shape.assign(t.local_shape, t.local_shape + t.ndim);
-  o.dtype = t.dtype;
-  return o;
+// A contracting-dims field, set only when given (absent keeps the _init default).
+template <typename T>
+void optional_dims(const json& j, const char* field, int& ndim, T* out) {
+  if (j.contains(field)) ndim = dims(j, field, out);
 }
 
-OperandInfo grouped_info(const cgemm_grouped_plan* plan, cgemm_operand operand) {
+// One operand as a plan reports it (cgemm_plan_tensor_info or its grouped twin).
+template <typename Plan>
+OperandInfo operand_info(const Plan* plan, cgemm_operand operand,
+                         cgemm_status (*query)(const Plan*, cgemm_operand, cgemm_tensor_info*)) {
   cgemm_tensor_info t;
-  check(cgemm_grouped_plan_tensor_info(plan, operand, &t), "cgemm_grouped_plan_tensor_info");
+  check(query(plan, operand, &t), "cgemm tensor info");
   OperandInfo o;
   o.present = t.ndim > 0;
   o.shape.assign(t.local_shape, t.local_shape + t.ndim);
@@ -120,12 +119,8 @@ DensePlan make_dense(cgemm_context* ctx, const json& j) {
   d.lhs_spec = text(j, "lhs_spec", keep);
   d.rhs_spec = text(j, "rhs_spec", keep);
   d.bias_spec = text(j, "bias_spec", keep);
-  if (j.contains("lhs_contracting")) {
-    d.lhs_contracting_ndim = dims(j, "lhs_contracting", d.lhs_contracting);
-  }
-  if (j.contains("rhs_contracting")) {
-    d.rhs_contracting_ndim = dims(j, "rhs_contracting", d.rhs_contracting);
-  }
+  optional_dims(j, "lhs_contracting", d.lhs_contracting_ndim, d.lhs_contracting);
+  optional_dims(j, "rhs_contracting", d.rhs_contracting_ndim, d.rhs_contracting);
   d.collective = text(j, "collective", keep);
   d.transpose_batch_sequence = integer(j, "transpose_batch_sequence", 0);
   cgemm_plan_options o;
@@ -139,11 +134,11 @@ DensePlan make_dense(cgemm_context* ctx, const json& j) {
   DensePlan p;
   check(cgemm_plan_create_ex(ctx, &d, &o, &p.plan), "cgemm_plan_create_ex");
   try {
-    p.lhs = dense_info(p.plan, CGEMM_LHS);
-    p.rhs = dense_info(p.plan, CGEMM_RHS);
-    p.bias = dense_info(p.plan, CGEMM_BIAS);
-    p.out = dense_info(p.plan, CGEMM_OUT);
-    p.gathered_lhs = dense_info(p.plan, CGEMM_GATHERED_LHS);
+    const auto info = [&](cgemm_operand op) {
+      return operand_info(p.plan, op, cgemm_plan_tensor_info);
+    };
+    p.lhs = info(CGEMM_LHS), p.rhs = info(CGEMM_RHS), p.bias = info(CGEMM_BIAS);
+    p.out = info(CGEMM_OUT), p.gathered_lhs = info(CGEMM_GATHERED_LHS);
   } catch (...) {
     cgemm_plan_destroy(p.plan);
     throw;
@@ -167,22 +162,19 @@ GroupedPlan make_grouped(cgemm_context* ctx, const json& j) {
   d.dtype = text(j, "dtype", keep);
   d.rhs_dtype = text(j, "rhs_dtype", keep);
   d.out_dtype = text(j, "out_dtype", keep);
-  if (j.contains("lhs_contracting")) {
-    d.lhs_contracting_ndim = dims(j, "lhs_contracting", d.lhs_contracting);
-  }
-  if (j.contains("rhs_contracting")) {
-    d.rhs_contracting_ndim = dims(j, "rhs_contracting", d.rhs_contracting);
-  }
+  optional_dims(j, "lhs_contracting", d.lhs_contracting_ndim, d.lhs_contracting);
+  optional_dims(j, "rhs_contracting", d.rhs_contracting_ndim, d.rhs_contracting);
   d.path = text(j, "path", keep);
   d.scaling = text(j, "scaling", keep);
   GroupedPlan p;
   p.num_groups = d.num_groups;
   check(cgemm_grouped_plan_create(ctx, &d, &p.plan), "cgemm_grouped_plan_create");
   try {
-    p.lhs = grouped_info(p.plan, CGEMM_LHS);
-    p.rhs = grouped_info(p.plan, CGEMM_RHS);
-    p.bias = grouped_info(p.plan, CGEMM_BIAS);
-    p.out = grouped_info(p.plan, CGEMM_OUT);
+    const auto info = [&](cgemm_operand op) {
+      return operand_info(p.plan, op, cgemm_grouped_plan_tensor_info);
+    };
+    p.lhs = info(CGEMM_LHS), p.rhs = info(CGEMM_RHS), p.bias = info(CGEMM_BIAS);
+    p.out = info(CGEMM_OUT);
   } catch (...) {
     cgemm_grouped_plan_destroy(p.plan);
     throw;
