@@ -172,6 +172,9 @@ def _load():
         "cgemm_plan_execute": (status, [ctypes.c_void_p] * 5),
         "cgemm_plan_execute_on_stream": (status, [ctypes.c_void_p] * 6),
         "cgemm_plan_execute_gathered": (status, [ctypes.c_void_p] * 7),
+        "cgemm_plan_capture": (status, [ctypes.c_void_p] * 7 + [c_void_pp]),
+        "cgemm_graph_replay": (status, [ctypes.c_void_p] * 2),
+        "cgemm_graph_destroy": (None, [ctypes.c_void_p]),
         "cgemm_grouped_plan_desc_init": (None, [ctypes.POINTER(_GroupedPlanDesc)]),
         "cgemm_grouped_plan_create": (
             status, [ctypes.c_void_p, ctypes.POINTER(_GroupedPlanDesc), c_void_pp]),
@@ -181,6 +184,7 @@ def _load():
         "cgemm_grouped_plan_get_info": (
             status, [ctypes.c_void_p, ctypes.POINTER(_GroupedPlanInfo)]),
         "cgemm_grouped_plan_execute": (status, [ctypes.c_void_p] * 9),
+        "cgemm_grouped_plan_capture": (status, [ctypes.c_void_p] * 9 + [c_void_pp]),
         "cgemm_context_options_init": (
             status, [ctypes.POINTER(_ContextOptions), ctypes.c_size_t]),
         "cgemm_context_create_world_ex": (

@@ -254,6 +254,57 @@ class Plan:
             return
         _check(_lib.cgemm_plan_execute_on_stream(self._handle, *ptrs, ctypes.c_void_p(handle)))
 
+    def capture(self, lhs, rhs, bias, out, stream=None, gathered_lhs=None):
+        """The call execute(lhs, rhs, bias, out, stream, gathered_lhs) would make, captured into
+        a CUDA graph (cgemm_plan_capture; nothing runs now): returns a Graph whose replay()
+        runs it again on the same arrays. numpy arrays, so the CPU backend only, which emulates
+        graphs (a replay runs the call); on the GPU use capture_pointers. The Graph keeps the
+        arrays alive."""
+        if self._handle is None:
+            raise Error("CGEMM_ERROR_STATE", "the plan is closed")
+        if self._ctx.backend != "cpu":
+            raise Error("CGEMM_ERROR_INVALID_ARGUMENT",
+                        f"Plan.capture takes numpy (host) arrays, which the {self._ctx.backend} "
+                        "backend cannot read: use capture_pointers with device addresses")
+        ptrs = (self._pointer(lhs, self.lhs, "lhs"), self._pointer(rhs, self.rhs, "rhs"),
+                self._pointer(bias, self.bias, "bias"), self._pointer(out, self.out, "out", True))
+        g = None
+        if gathered_lhs is not None:
+            if self.gathered_lhs is None:
+                raise ValueError("gathered_lhs: this plan hands no gathered lhs out (only "
+                                 "unquantized all-gather plans do)")
+            g = self._pointer(gathered_lhs, self.gathered_lhs, "gathered_lhs", True)
+        graph = self._capture(*ptrs, g, stream)
+        graph._keep = (lhs, rhs, bias, out, gathered_lhs)
+        return graph
+
+    def capture_pointers(self, lhs, rhs, bias, out, stream=None, gathered_lhs=None):
+        """capture on raw addresses (ints, as execute_pointers takes them; the same caller's
+        guarantees, for as long as the Graph is replayed). stream: None (the backend's stream
+        0) or an int cudaStream_t of the context's GPU, a created stream that is not being
+        captured (torch.cuda.Stream().cuda_stream). A call that cannot be captured raises Error
+        (CGEMM_ERROR_RUNTIME) naming the op or transport, before anything is recorded."""
+        if self._handle is None:
+            raise Error("CGEMM_ERROR_STATE", "the plan is closed")
+        if (self.bias is not None) != bool(bias):
+            raise ValueError("bias: " + ("the plan has a bias, pass its address"
+                                         if self.bias is not None else
+                                         "the plan has no bias, pass None"))
+        if gathered_lhs and self.gathered_lhs is None:
+            raise ValueError("gathered_lhs: this plan hands no gathered lhs out (only "
+                             "unquantized all-gather plans do)")
+        ptrs = [_handle_int(v or 0, name) for v, name in
+                ((lhs, "lhs"), (rhs, "rhs"), (bias, "bias"), (out, "out"),
+                 (gathered_lhs, "gathered_lhs"))]
+        return self._capture(*ptrs, stream)
+
+    def _capture(self, lhs, rhs, bias, out, gathered_lhs, stream):
+        handle = ctypes.c_void_p()
+        s = None if stream is None else (_handle_int(stream, "stream") or 1)
+        _check(_lib.cgemm_plan_capture(self._handle, lhs, rhs, bias or None, out,
+                                       gathered_lhs or None, s, ctypes.byref(handle)))
+        return Graph(handle, self)
+
     def _execute_raw(self, lhs, rhs, bias, out, stream, gathered_lhs):
         """execute_pointers without its argument checks, for callers that pass what they just
         read from their tensors (python/cgemm_torch.py): ints, 0 for no bias and no gathered
@@ -272,6 +323,35 @@ class Plan:
         if self._handle is not None:
             _lib.cgemm_plan_destroy(self._handle)
             self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Graph:
+    """One plan call captured into a CUDA graph (Plan.capture, Plan.capture_pointers;
+    cgemm_graph): replay() runs it again, one cudaGraphLaunch on the CUDA backend, and gives
+    the bytes an execute call would. Destroyed with close(), a with block, or its plan."""
+
+    def __init__(self, handle, plan):
+        self._handle, self._plan = handle, plan  # the plan must outlive the graph
+
+    def replay(self, stream=None):
+        """Launches the graph on `stream` (None: the stream it was captured from; an int
+        cudaStream_t, 0 meaning the legacy default stream). Asynchronous on the CUDA backend;
+        the CPU backend runs the call and returns with out written."""
+        if self._handle is None or self._plan._handle is None:
+            raise Error("CGEMM_ERROR_STATE", "the graph or its plan is closed")
+        s = None if stream is None else (_handle_int(stream, "stream") or 1)
+        _check(_lib.cgemm_graph_replay(self._handle, s))
+
+    def close(self):
+        if self._handle is not None and self._plan._handle is not None:
+            _lib.cgemm_graph_destroy(self._handle)
+        self._handle = None
 
     def __enter__(self):
         return self

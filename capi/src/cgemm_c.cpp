@@ -37,6 +37,7 @@
 #include "cgemm/runtime/quantization_names.hpp"
 #include "cgemm/sharding/partition_spec.hpp"
 #include "descriptors.hpp"
+#include "graphs.hpp"
 #include "handles.hpp"
 #include "plan_memory.hpp"
 #include "printable_text.hpp"
@@ -229,10 +230,9 @@ cgemm_status create_plan(cgemm_context* ctx, const cgemm_plan_desc* desc,
   return CGEMM_SUCCESS;
 }
 
-// cgemm_plan_execute*: the same checks, then the C++ call.
-cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const void* bias,
-                     void* out, void* gathered_lhs, void* stream) {
-  PlanObject& p = plan_of(plan);
+// cgemm_plan_execute* and cgemm_plan_capture: the same checks, then the call's operands.
+cgemm::Operands operands_of(const PlanObject& p, const void* lhs, const void* rhs, const void* bias,
+                            void* out, void* gathered_lhs) {
   require(lhs, "lhs");
   require(rhs, "rhs");
   require(out, "out");
@@ -243,7 +243,13 @@ cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const v
   }
   cgemm::Operands operands(lhs, rhs, bias, out);
   if (gathered_lhs != nullptr) operands.set_output(cgemm::Operand::kGatheredLhs, gathered_lhs);
-  p.plan->execute(operands, stream);
+  return operands;
+}
+
+cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const void* bias,
+                     void* out, void* gathered_lhs, void* stream) {
+  PlanObject& p = plan_of(plan);
+  p.plan->execute(operands_of(p, lhs, rhs, bias, out, gathered_lhs), stream);
   return CGEMM_SUCCESS;
 }
 
@@ -475,6 +481,7 @@ void cgemm_plan_destroy(cgemm_plan* plan) {
   // free() drops none.
   (void)guarded(__func__, [&] {
     std::unique_ptr<PlanObject> p = plans().take(reinterpret_cast<uintptr_t>(plan), "plan");
+    release_graphs_of(plan);  // they name the plan's workspaces
     ContextObject* owner = p->owner;
     p.reset();
     --owner->plans;
@@ -557,6 +564,19 @@ cgemm_status cgemm_plan_execute_gathered(cgemm_plan* plan, const void* lhs, cons
                                          void* stream) {
   return guarded(__func__,
                  [&] { return execute(plan, lhs, rhs, bias, out, gathered_lhs, stream); });
+}
+
+cgemm_status cgemm_plan_capture(cgemm_plan* plan, const void* lhs, const void* rhs,
+                                const void* bias, void* out, void* gathered_lhs, void* stream,
+                                cgemm_graph** graph) {
+  return guarded(__func__, [&] {
+    require(graph, "graph");
+    *graph = nullptr;
+    PlanObject& p = plan_of(plan);
+    *graph =
+        add_graph(plan, p.plan->capture(operands_of(p, lhs, rhs, bias, out, gathered_lhs), stream));
+    return CGEMM_SUCCESS;
+  });
 }
 
 }  // extern "C"

@@ -14,6 +14,7 @@
 #include "cgemm/runtime/grouped_plan.hpp"
 #include "cgemm/runtime/quantization_names.hpp"
 #include "descriptors.hpp"
+#include "graphs.hpp"
 
 namespace {
 
@@ -102,10 +103,10 @@ cgemm_status create(cgemm_context* ctx, const cgemm_grouped_plan_desc* desc,
   return CGEMM_SUCCESS;
 }
 
-cgemm_status execute(cgemm_grouped_plan* plan, const int32_t* group_sizes, const void* lhs,
-                     const void* rhs, const void* bias, void* out, const float* lhs_scale_inv,
-                     const float* rhs_scale_inv, void* stream) {
-  GroupedPlanObject& p = grouped_plan_of(plan);
+// cgemm_grouped_plan_execute and _capture: the same checks, then the call's operands.
+cgemm::Operands operands_of(const GroupedPlanObject& p, const int32_t* group_sizes, const void* lhs,
+                            const void* rhs, const void* bias, void* out,
+                            const float* lhs_scale_inv, const float* rhs_scale_inv) {
   require(group_sizes, "group_sizes");
   require(lhs, "lhs");
   require(rhs, "rhs");
@@ -130,7 +131,15 @@ cgemm_status execute(cgemm_grouped_plan* plan, const int32_t* group_sizes, const
   x.set_input(cgemm::Operand::kGroupSizes, group_sizes);
   x.set_input(cgemm::Operand::kLhsScaleInv, lhs_scale_inv);
   x.set_input(cgemm::Operand::kRhsScaleInv, rhs_scale_inv);
-  p.plan->execute(x, stream);
+  return x;
+}
+
+cgemm_status execute(cgemm_grouped_plan* plan, const int32_t* group_sizes, const void* lhs,
+                     const void* rhs, const void* bias, void* out, const float* lhs_scale_inv,
+                     const float* rhs_scale_inv, void* stream) {
+  GroupedPlanObject& p = grouped_plan_of(plan);
+  p.plan->execute(operands_of(p, group_sizes, lhs, rhs, bias, out, lhs_scale_inv, rhs_scale_inv),
+                  stream);
   return CGEMM_SUCCESS;
 }
 
@@ -203,6 +212,7 @@ void cgemm_grouped_plan_destroy(cgemm_grouped_plan* plan) {
   (void)guarded(__func__, [&] {
     std::unique_ptr<GroupedPlanObject> p =
         grouped_plans().take(reinterpret_cast<uintptr_t>(plan), "plan");
+    release_graphs_of(plan);  // they name the plan's workspaces
     ContextObject* owner = p->owner;
     p.reset();
     --owner->plans;
@@ -236,6 +246,22 @@ cgemm_status cgemm_grouped_plan_execute(cgemm_grouped_plan* plan, const int32_t*
                                         const float* rhs_scale_inv, void* stream) {
   return guarded(__func__, [&] {
     return execute(plan, group_sizes, lhs, rhs, bias, out, lhs_scale_inv, rhs_scale_inv, stream);
+  });
+}
+
+cgemm_status cgemm_grouped_plan_capture(cgemm_grouped_plan* plan, const int32_t* group_sizes,
+                                        const void* lhs, const void* rhs, const void* bias,
+                                        void* out, const float* lhs_scale_inv,
+                                        const float* rhs_scale_inv, void* stream,
+                                        cgemm_graph** graph) {
+  return guarded(__func__, [&] {
+    require(graph, "graph");
+    *graph = nullptr;
+    GroupedPlanObject& p = grouped_plan_of(plan);
+    *graph = add_graph(plan, p.plan->capture(operands_of(p, group_sizes, lhs, rhs, bias, out,
+                                                         lhs_scale_inv, rhs_scale_inv),
+                                             stream));
+    return CGEMM_SUCCESS;
   });
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "capi_errors.hpp"
 
@@ -32,6 +33,23 @@ class Handles {
     const auto it = live_.find(h);
     if (it == live_.end()) throw ArgumentError(stale(h, what));
     return *it->second;
+  }
+  // Destroys every live object for which pred(object) holds (outside the lock: a destructor
+  // may call back into the C API's tables).
+  template <typename Pred>
+  void erase_if(Pred pred) {
+    std::vector<std::unique_ptr<T>> gone;
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = live_.begin(); it != live_.end();) {
+        if (pred(*it->second)) {
+          gone.push_back(std::move(it->second));
+          it = live_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
   }
   std::unique_ptr<T> take(uintptr_t h, const char* what) {
     const std::lock_guard<std::mutex> lock(mu_);

@@ -178,20 +178,28 @@ int64_t CeTransport::start(std::span<const Exchange> group, void* stream_handle)
       recv_peers.push_back(x.recv_peer);
     }
   }
-  const uint64_t s = ++seq_;
-  const std::string group_name = " (exchange group " + std::to_string(s) + ")";
-  // 1. Tell each sender that this rank's slots for group s may be written.
+  const std::string group_name = " (exchange group " + std::to_string(++seq_) + ")";
+  // The protocol of ce_transport.hpp; the flags go back to 0, so nothing here is numbered.
+  constexpr uint64_t kSet = 1, kClear = 0;
+  const auto set_flag = [&](uint64_t* flag, const std::string& what) {
+    check_cu(d.write_value64(stream, dptr(flag), kSet, CU_STREAM_WRITE_VALUE_DEFAULT),
+             "cuStreamWriteValue64(" + what + ")" + group_name, where_);
+  };
+  const auto take_flag = [&](uint64_t* flag, unsigned wait_flags, const std::string& what) {
+    check_cu(d.wait_value64(stream, dptr(flag), kSet, wait_flags),
+             "cuStreamWaitValue64(" + what + ")" + group_name, where_);
+    check_cu(d.write_value64(stream, dptr(flag), kClear, CU_STREAM_WRITE_VALUE_DEFAULT),
+             "cuStreamWriteValue64(clear " + what + ")" + group_name, where_);
+  };
+  // 1. Tell each sender that this rank's slots may be written.
   for (int p : recv_peers) {
-    check_cu(d.write_value64(stream, dptr(ready_slot(peer_flags_[static_cast<size_t>(p)], rank_)),
-                             s, CU_STREAM_WRITE_VALUE_DEFAULT),
-             "cuStreamWriteValue64(ready flag of tp rank " + std::to_string(p) + ")" + group_name,
-             where_);
+    set_flag(ready_slot(peer_flags_[static_cast<size_t>(p)], rank_),
+             "ready flag of tp rank " + std::to_string(p));
   }
   // 2. Wait until each receiver said the same.
   for (int q : send_peers) {
-    check_cu(d.wait_value64(stream, dptr(ready_slot(flags_, q)), s, CU_STREAM_WAIT_VALUE_GEQ),
-             "cuStreamWaitValue64(ready flag from tp rank " + std::to_string(q) + ")" + group_name,
-             where_);
+    take_flag(ready_slot(flags_, q), CU_STREAM_WAIT_VALUE_GEQ,
+              "ready flag from tp rank " + std::to_string(q));
   }
   // 3. Push.
   for (size_t i = 0; i < group.size(); ++i) {
@@ -206,18 +214,14 @@ int64_t CeTransport::start(std::span<const Exchange> group, void* stream_handle)
   }
   // 4. Announce the data; the write's implicit fence orders it after the copies.
   for (int q : send_peers) {
-    check_cu(d.write_value64(stream, dptr(data_slot(peer_flags_[static_cast<size_t>(q)], rank_)), s,
-                             CU_STREAM_WRITE_VALUE_DEFAULT),
-             "cuStreamWriteValue64(data flag of tp rank " + std::to_string(q) + ")" + group_name,
-             where_);
+    set_flag(data_slot(peer_flags_[static_cast<size_t>(q)], rank_),
+             "data flag of tp rank " + std::to_string(q));
   }
-  // 5. Wait for the data of this group from every sender.
+  // 5. Wait for the data from every sender.
   const unsigned wait_flags = static_cast<unsigned>(CU_STREAM_WAIT_VALUE_GEQ) |
                               (flush_ ? static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH) : 0u);
   for (int p : recv_peers) {
-    check_cu(d.wait_value64(stream, dptr(data_slot(flags_, p)), s, wait_flags),
-             "cuStreamWaitValue64(data flag from tp rank " + std::to_string(p) + ")" + group_name,
-             where_);
+    take_flag(data_slot(flags_, p), wait_flags, "data flag from tp rank " + std::to_string(p));
   }
   return -1;
 }

@@ -94,3 +94,14 @@ foreach(np 1 2)
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV};NCCL_NVLS_ENABLE=0"
     SKIP_REGULAR_EXPRESSION "no GPU on some rank")
 endforeach()
+
+# CUDA graphs (tests/mpi/test_capture.cpp, built with the MPI tests) on the CUDA backend, the
+# ranks sharing the GPU (copy engines): replays against eager calls byte for byte, 1 to 8 ranks.
+foreach(np 1 2 4 8)
+  add_test(NAME gpu_capture_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_capture>)
+  set_tests_properties(gpu_capture_np${np} PROPERTIES LABELS "gpu;mpi" TIMEOUT 600
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV};CGEMM_TEST_BACKEND=cuda"
+    SKIP_REGULAR_EXPRESSION "no GPU on some rank")
+endforeach()

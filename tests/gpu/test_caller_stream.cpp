@@ -11,6 +11,8 @@
 //    them with one rank per GPU: mpirun -np 1 on a one-GPU machine). A communicator over the
 //    wrong group is refused with one message on every rank (2 ranks or more), and so are
 //    communicators of the right size and ranks over the wrong members (4 ranks on 4 GPUs).
+//  - The call inside the caller's own CUDA-graph capture: the graph replays the eager bytes; a
+//    refusal records nothing and leaves the caller's capture valid.
 // Every case skips without a GPU.
 
 #include <cuda_runtime_api.h>
@@ -238,6 +240,74 @@ TEST(CallerStream, OrderedBeforeAndAfterWithoutDeviceSync) {
   EXPECT_EQ(run_on_caller_stream(ctx, Path::kOverlapped, 3, 11), 0);
   EXPECT_EQ(run_on_caller_stream(ctx, Path::kSequential, 3, 22), 0);
   EXPECT_EQ(run_on_caller_stream(ctx, Path::kDefault, 2, 33), 0);
+}
+
+// The call issued inside the caller's own capture (cudaStreamBeginCapture on its stream, as
+// torch.cuda.graph does): the caller's graph, launched 5 times into a poisoned output, gives the
+// eager call's bytes; a call that cannot be captured (a trace being taken) throws before it
+// records anything, and the caller's capture is still valid (it ends into an empty graph).
+TEST(CallerStream, InsideTheCallersCapture) {
+  if (!all_have_gpu()) GTEST_SKIP() << "no GPU on some rank";
+  Context ctx(MPI_COMM_WORLD, MeshConfig{.dp = 1, .tp = 0},
+              BackendOptions{.kind = BackendKind::kCuda, .gpu_sharing = true}, OverlapOptions{});
+  const int tp = ctx.comms().tp();
+  GemmPlan plan(
+      ctx, tensor_sequence_parallel_gemm(ctx, "in_capture", CollectiveOp::kAllGather, 2, 64 * tp,
+                                         256, 64 * tp, DType::kFloat32, false, false));
+  const std::vector<float> x = normals(static_cast<size_t>(num_elements(plan.lhs_local())),
+                                       70 + static_cast<uint64_t>(world_rank()));
+  const std::vector<float> w = normals(static_cast<size_t>(num_elements(plan.rhs_local())),
+                                       90 + static_cast<uint64_t>(world_rank()));
+  const auto out_count = static_cast<size_t>(num_elements(plan.out_local()));
+  Device x_dev(x.size() * 4), w_dev(w.size() * 4), out_dev(out_count * 4);
+  check(cudaMemcpy(x_dev.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy(x)");
+  check(cudaMemcpy(w_dev.p, w.data(), w.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy(w)");
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  const Operands ops(x_dev.p, w_dev.p, nullptr, out_dev.p);
+  std::vector<float> eager(out_count), got(out_count);
+  plan.execute(ops, stream);
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check(cudaMemcpy(eager.data(), out_dev.p, out_count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  plan.execute(ops, stream);
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  check(cudaMemsetAsync(out_dev.p, 0xff, out_count * 4, stream), "cudaMemsetAsync(poison)");
+  for (int i = 0; i < 5; ++i) check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check(cudaMemcpy(got.data(), out_dev.p, out_count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  EXPECT_EQ(std::memcmp(got.data(), eager.data(), out_count * 4), 0)
+      << "rank " << world_rank() << ": the caller's graph differs from the eager call";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  ctx.backend().set_tracing(true);
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  std::string msg;
+  try {
+    plan.execute(ops, stream);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  ctx.backend().set_tracing(false);
+  static_cast<void>(ctx.backend().take_trace());
+  EXPECT_NE(msg.find("GEMM 'in_capture' cannot be captured into a CUDA graph: "), std::string::npos)
+      << msg;
+  EXPECT_EQ(end, cudaSuccess) << "the refusal broke the caller's capture: "
+                              << cudaGetErrorString(end);
+  size_t nodes = 99;
+  if (graph != nullptr) {
+    check(cudaGraphGetNodes(graph, nullptr, &nodes), "cudaGraphGetNodes");
+    cudaGraphDestroy(graph);
+  }
+  EXPECT_EQ(nodes, 0u) << "the refused call recorded work into the caller's graph";
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 }
 
 // ncclCommInitRank over the world (the TP group with dp 1), on the GPU the backend rule gives

@@ -806,3 +806,17 @@ add_test(NAME install_python_modules
   COMMAND ${PROJECT_SOURCE_DIR}/tests/unit/check_install_python.sh ${CMAKE_BINARY_DIR}
           ${CGEMM_NUMPY_PYTHON})
 set_tests_properties(install_python_modules PROPERTIES LABELS mpi TIMEOUT 120)
+
+# CUDA graphs on the CPU backend's emulation: replays against eager calls, byte for byte, in
+# every order; the refusals, before anything is recorded (tests/mpi/test_capture.cpp; the same
+# program runs on the GPU machine with CGEMM_TEST_BACKEND=cuda, tests/gpu/gpu_tests.cmake).
+add_executable(test_capture ${CMAKE_CURRENT_LIST_DIR}/test_capture.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_gtest_main.cpp)
+target_link_libraries(test_capture PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(np 1 2 3 4)
+  add_test(NAME mpi_capture_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_capture>)
+  set_tests_properties(mpi_capture_np${np} PROPERTIES LABELS mpi TIMEOUT 300
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()

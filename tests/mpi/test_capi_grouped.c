@@ -191,6 +191,15 @@ static void check_refusals(cgemm_context* ctx) {
               CGEMM_ERROR_INVALID_ARGUMENT, "bias is NULL but the plan has a bias");
   CHECK_FAILS(cgemm_grouped_plan_execute(plan, sizes, x, x, x, out, x, x, NULL),
               CGEMM_ERROR_INVALID_ARGUMENT, "lhs_scale_inv is given but the plan's inputs are");
+  /* A grouped call needs the host mid-call: its capture is refused, naming that op, after the
+   * argument checks and with no graph made. */
+  cgemm_graph* graph = (cgemm_graph*)x;
+  CHECK_FAILS(cgemm_grouped_plan_capture(plan, sizes, x, x, NULL, out, NULL, NULL, NULL, &graph),
+              CGEMM_ERROR_INVALID_ARGUMENT, "bias is NULL but the plan has a bias");
+  CHECK_FAILS(cgemm_grouped_plan_capture(plan, sizes, x, x, x, out, NULL, NULL, NULL, &graph),
+              CGEMM_ERROR_RUNTIME,
+              "grouped GEMM 'experts' cannot be captured into a CUDA graph: group sizes to host");
+  CHECK(graph == NULL);
   const int32_t over[4] = {24, 0, 40, 33}, negative[4] = {30, -6, 40, 32};
   CHECK_FAILS(cgemm_grouped_plan_execute(plan, over, x, x, x, out, NULL, NULL, NULL),
               CGEMM_ERROR_RUNTIME,

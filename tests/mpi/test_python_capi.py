@@ -109,6 +109,30 @@ def run_case(collective, dtype, bias, tbs, case_seed):
                               y2.ctypes.data, np.int64(0))
         if y2.tobytes() != y.tobytes():
             failures.append(f"rank {ctx.rank}: {name}: execute_pointers changed the bits")
+        # A captured call (emulated on the CPU backend: each replay runs it): nothing runs at
+        # the capture; replays, eager calls between them, give the same bits; closed with it.
+        y2.fill(np.nan)
+        with plan.capture(x2, w, b, y2) as graph:
+            if not np.isnan(y2).all():
+                failures.append(f"rank {ctx.rank}: {name}: the capture ran the call")
+            for i in range(3):
+                y2.fill(np.nan)
+                graph.replay()
+                if y2.tobytes() != y.tobytes():
+                    failures.append(f"rank {ctx.rank}: {name}: replay {i} changed the bits")
+        y2.fill(np.nan)
+        graph = plan.capture_pointers(x2.ctypes.data, w.ctypes.data,
+                                      b.ctypes.data if bias else None, y2.ctypes.data)
+        graph.replay()
+        if y2.tobytes() != y.tobytes():
+            failures.append(f"rank {ctx.rank}: {name}: capture_pointers' replay changed the bits")
+        graph.close()
+        try:
+            graph.replay()
+            failures.append(f"rank {ctx.rank}: {name}: a closed graph replayed")
+        except cgemm.Error as e:
+            if "closed" not in str(e):
+                failures.append(f"rank {ctx.rank}: {name}: {e}")
         # The gathered lhs (all-gather plans only): the global lhs's rows of this dp rank, in
         # sequence order, beside the same output; other plans have none and refuse one.
         if collective != "all_gather":

@@ -216,6 +216,16 @@ class RecordingBackend final : public Backend {
   void after_external(void*) override { log("after external"); }
   void external_after(void*) override { log("external after"); }
   void synchronize() override { log("synchronize"); }
+  bool is_capturing(void*) const override { return false; }
+  void begin_capture() override { log("begin capture"); }
+  void end_capture() noexcept override { log("end capture"); }
+  int64_t capture_graph(void*, const std::function<void()>& issue) override {
+    log("capture graph");
+    issue();
+    return 0;
+  }
+  void replay_graph(int64_t, void*) override { log("replay graph"); }
+  void release_graph(int64_t) noexcept override {}
   double time_ms(const std::function<void()>& body) override {
     body();
     return 0.0;

@@ -408,9 +408,9 @@ CGEMM_API cgemm_status cgemm_plan_execute(cgemm_plan* plan, const void* lhs, con
                                           const void* bias, void* out);
 /* The same on the caller's stream (CUDA: a cudaStream_t of the context's GPU, passed as
  * void*; the legacy default stream is cudaStreamLegacy, not NULL). The plan's streams fork
- * from it and join back to it with events, never a host wait (except a quantized plan with
- * current scaling on more than one rank: its amax's max over the world waits on the host for
- * stream 0, and so for the work queued on `stream` before the call): the GEMM starts after the work
+ * from it and join back to it with events, never a host wait (except where the dp group's
+ * collectives go through the host: GPUs shared and the dp group spanning nodes, which a
+ * quantized plan with current scaling uses for its amax): the GEMM starts after the work
  * queued on `stream` before the call, and work queued on `stream` after the call starts after
  * the GEMM (its output complete), so a producer and a consumer on `stream` need no
  * synchronization of their own. The host does not wait: synchronize `stream` before reading
@@ -430,6 +430,40 @@ CGEMM_API cgemm_status cgemm_plan_execute_on_stream(cgemm_plan* plan, const void
 CGEMM_API cgemm_status cgemm_plan_execute_gathered(cgemm_plan* plan, const void* lhs,
                                                    const void* rhs, const void* bias, void* out,
                                                    void* gathered_lhs, void* stream);
+
+/* ---- CUDA graphs (docs/CUDA_GRAPHS.md) ----
+ * A graph is one plan call captured once and replayed: cgemm_graph_replay is one
+ * cudaGraphLaunch of the call's whole multi-stream work (GEMMs, copies, the copy-engine
+ * transport's flag waits, NCCL), no per-op host work. It computes the captured call on the
+ * pointers it was captured with (their contents as they are at the replay). Replays and
+ * execute calls of the plan may alternate in any order and number: both give the same bytes.
+ *
+ * cgemm_plan_capture: the call cgemm_plan_execute_gathered(plan, lhs, rhs, bias, out,
+ * gathered_lhs, stream) would make, captured from `stream` (a created cudaStream_t of the
+ * context's GPU, not capturing yet; NULL: the backend's stream 0; nothing runs now) and
+ * instantiated into *graph. The same
+ * argument checks and statuses as the execute call, then, before anything is recorded,
+ * CGEMM_ERROR_RUNTIME "GEMM 'NAME' cannot be captured into a CUDA graph: ..." naming the op or
+ * transport that cannot be (the UCX staged transport, a dp group through the host, a trace
+ * being taken). Every rank of the plan's groups must capture (and replay) the same calls, as
+ * it must execute them. A GEMM whose algorithm was never chosen gets the heuristic's first
+ * inside a capture (untimed); the copy-engine collectives of ranks sharing a GPU refuse to grow
+ * their staging buffer inside one: execute the call once before capturing it.
+ * cgemm_plan_execute_on_stream (and _gathered) may also be called inside the caller's own
+ * capture of `stream` (cudaStreamBeginCapture; torch.cuda.graph): the same checks, the same
+ * refusal before anything is recorded.
+ * The CPU backend emulates graphs: a capture records nothing and a replay runs the call again
+ * (synchronously), so the checks and refusals are the same without a GPU.
+ * A plan's graphs are destroyed with it (cgemm_plan_destroy); their handles are then refused. */
+typedef struct cgemm_graph cgemm_graph;
+CGEMM_API cgemm_status cgemm_plan_capture(cgemm_plan* plan, const void* lhs, const void* rhs,
+                                          const void* bias, void* out, void* gathered_lhs,
+                                          void* stream, cgemm_graph** graph);
+/* Launches the graph on `stream` (NULL: the stream it was captured from). Asynchronous on the
+ * CUDA backend, ordered on `stream` like cgemm_plan_execute_on_stream. */
+CGEMM_API cgemm_status cgemm_graph_replay(cgemm_graph* graph, void* stream);
+/* NULL is a no-op; the plan's other graphs are unaffected. */
+CGEMM_API void cgemm_graph_destroy(cgemm_graph* graph);
 
 /* ---- Grouped plan: G GEMMs in one call, one dim ragged, the G group sizes given per call
  * (the expert GEMMs of a mixture-of-experts layer; Transformer Engine's JAX gemm.py
@@ -529,6 +563,18 @@ CGEMM_API cgemm_status cgemm_grouped_plan_execute(cgemm_grouped_plan* plan,
                                                   const void* rhs, const void* bias, void* out,
                                                   const float* lhs_scale_inv,
                                                   const float* rhs_scale_inv, void* stream);
+/* The call cgemm_grouped_plan_execute would make, captured for replays (see "CUDA graphs"
+ * above). Today every grouped call needs the host mid-call (its sizes are copied to the host
+ * and its groups' pointers computed there), so this answers CGEMM_ERROR_RUNTIME "grouped GEMM
+ * 'NAME' cannot be captured into a CUDA graph: ..." naming that op, after the execute call's
+ * argument checks and before anything is recorded; so does cgemm_grouped_plan_execute inside
+ * the caller's capture. */
+CGEMM_API cgemm_status cgemm_grouped_plan_capture(cgemm_grouped_plan* plan,
+                                                  const int32_t* group_sizes, const void* lhs,
+                                                  const void* rhs, const void* bias, void* out,
+                                                  const float* lhs_scale_inv,
+                                                  const float* rhs_scale_inv, void* stream,
+                                                  cgemm_graph** graph);
 
 #ifdef __cplusplus
 }

@@ -98,8 +98,10 @@ class CpuBackend final : public Backend {
   int group_size(Group g) const override { return comms_.size(g); }
   int num_streams() const override { return opts_.num_max_streams; }
   int compute_capability() const override { return 0; }
+  // Capture is emulated (capture_graph): the MPI and UCX transports stand for the CUDA
+  // backend's capturable ones, so only what every backend refuses is refused.
   std::string capture_refusal() const override {
-    return "the CPU backend runs every op on this host: there is no CUDA stream to capture";
+    return tracing_ ? "a trace is being taken (a replay would record no spans)" : "";
   }
   void* native_stream() const override { return nullptr; }
 
@@ -431,6 +433,22 @@ class CpuBackend final : public Backend {
   void after_external(void*) override {}
   void external_after(void*) override {}
   void synchronize() override {}
+  bool is_capturing(void*) const override { return false; }
+  void begin_capture() override {}
+  void end_capture() noexcept override {}
+  int64_t capture_graph(void*, const std::function<void()>& issue) override {
+    // A capture runs nothing; each replay runs the call (its operands as captured).
+    graphs_.emplace(next_graph_, issue);
+    return next_graph_++;
+  }
+  void replay_graph(int64_t id, void*) override {
+    auto it = graphs_.find(id);
+    if (it == graphs_.end()) {
+      throw Error("replay of graph " + std::to_string(id) + ", which this backend never captured");
+    }
+    it->second();
+  }
+  void release_graph(int64_t id) noexcept override { graphs_.erase(id); }
   double time_ms(const std::function<void()>& body) override {
     const auto t0 = std::chrono::steady_clock::now();
     body();
@@ -573,6 +591,8 @@ class CpuBackend final : public Backend {
   ExchangeToken next_token_ = 0;
   int next_id_ = 0;
   int64_t copies_to_host_ = 0;
+  std::map<int64_t, std::function<void()>> graphs_;  // capture_graph's emulated graphs
+  int64_t next_graph_ = 0;
 };
 
 }  // namespace

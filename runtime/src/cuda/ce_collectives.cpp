@@ -111,7 +111,16 @@ class CeCollectives final : public SequentialCollectives {
     // Every rank of the group calls the collectives with the same sizes in the same order, so every
     // rank grows its staging buffer at the same call: allocate_symmetric stays collective.
     if (staging_.local == nullptr || staging_.bytes < bytes) {
-      if (staging_.local != nullptr) backend_.release_symmetric(staging_);
+      if (streams_.capturing()) {
+        // An allocation (cudaMalloc, IPC handles over MPI) is not stream work: a capture
+        // cannot hold it. Every rank of the group reaches this at the same call.
+        throw Error(where_ + ": the copy-engine collectives' staging buffer must grow to " +
+                    std::to_string(bytes) +
+                    " bytes, which cannot happen inside a CUDA-graph capture: run the call "
+                    "once outside the capture first");
+      }
+      // The old buffer is kept, not released: a graph captured earlier still names it. The
+      // backend frees every symmetric buffer when it goes.
       staging_ = backend_.allocate_symmetric(bytes, group_);
     }
     return staging_;
@@ -146,8 +155,8 @@ class CeCollectives final : public SequentialCollectives {
   Streams& streams_;
   Compute& compute_;
   std::string where_;
-  // Freed with the backend's other symmetric buffers, not here: the backend synchronizes
-  // before it frees them.
+  // Freed with the backend's other symmetric buffers, not here (nor when it grows): the backend
+  // synchronizes before it frees them.
   SymmetricBuffer staging_;
 };
 

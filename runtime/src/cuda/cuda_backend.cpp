@@ -42,6 +42,7 @@
 #include "devices.hpp"
 #include "event_timer.hpp"
 #include "exchange_fifo.hpp"
+#include "graphs.hpp"
 #include "grouped/grouped_loop.hpp"
 #include "sequential_collectives.hpp"
 #include "streams.hpp"
@@ -177,6 +178,22 @@ class CudaBackend final : public Backend {
   void external_after(void* external) override {
     streams_->external_after_all(static_cast<cudaStream_t>(external));
   }
+  bool is_capturing(void* external) const override;
+  void begin_capture() override {
+    streams_->set_capturing(true);
+    exchanges_->begin_capture();
+  }
+  void end_capture() noexcept override {
+    exchanges_->end_capture();
+    streams_->set_capturing(false);
+  }
+  int64_t capture_graph(void* stream, const std::function<void()>& issue) override {
+    return graphs_->capture(static_cast<cudaStream_t>(stream), issue);
+  }
+  void replay_graph(int64_t id, void* stream) override {
+    graphs_->replay(id, static_cast<cudaStream_t>(stream));
+  }
+  void release_graph(int64_t id) noexcept override { graphs_->release(id); }
   void synchronize() override;
   double time_ms(const std::function<void()>& body) override;
   void set_tracing(bool on) override;
@@ -225,6 +242,7 @@ class CudaBackend final : public Backend {
   bool test_dp_through_host_ = false;
   std::unique_ptr<cuda::ExchangeFifo> exchanges_;
   std::unique_ptr<cuda::DeviceMemory> memory_;
+  std::unique_ptr<cuda::Graphs> graphs_;  // they name the memory above: released first
 };
 
 CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
@@ -286,6 +304,7 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
       gs.collectives = cuda::make_ce_collectives(*this, g, *streams_, *compute_, where_);
     }
   }
+  graphs_ = std::make_unique<cuda::Graphs>(where_);
 }
 
 CudaBackend::~CudaBackend() {
@@ -297,6 +316,7 @@ CudaBackend::~CudaBackend() {
   } catch (const std::exception&) {
   }
   cudaDeviceSynchronize();
+  graphs_.reset();
   // Their staging buffers are freed with the other symmetric buffers.
   for (GroupSet& g : groups_) g.collectives.reset();
   // Every peer mapping is closed before the transport that opened it goes.
@@ -335,13 +355,16 @@ std::string CudaBackend::capture_refusal() const {
     return "the dp group's collectives go through the host over MPI (GPUs shared, and the dp "
            "group spans nodes)";
   }
-  // Even over NCCL: the FIFO of exchanges in flight (cuda/exchange_fifo.hpp) records an event
-  // per exchange and queries it from the host, which an event recorded in a capture refuses.
-  if (comms_.tp() > 1 || comms_.dp() > 1) {
-    return "the CUDA backend's exchange FIFO queries its exchanges' events from the host "
-           "(cudaEventQuery), which an event recorded during a capture refuses";
-  }
+  if (trace_->on()) return "a trace is being taken (its spans are timed with host queries)";
   return "";
+}
+
+bool CudaBackend::is_capturing(void* external) const {
+  if (external == nullptr) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(static_cast<cudaStream_t>(external), &status),
+             "cudaStreamIsCapturing(the caller's stream)", where_);
+  return status != cudaStreamCaptureStatusNone;
 }
 
 std::string CudaBackend::describe() const {

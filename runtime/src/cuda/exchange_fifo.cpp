@@ -40,7 +40,7 @@ std::string ExchangeFifo::peer(Group g, int rank) const {
 }
 
 ExchangeToken ExchangeFifo::push(Group over, std::span<const Exchange> group, cudaStream_t comm) {
-  if (pending_.size() >= kMaxPending) recycle(false);
+  if (pending_.size() >= kMaxPending && !capture_from_) recycle(false);
   cudaEvent_t e = take_event();
   check_cuda(cudaEventRecord(e, comm), "cudaEventRecord(exchange)", where_);
   std::string name = group_name(group);
@@ -68,8 +68,21 @@ void ExchangeFifo::wait(ExchangeToken token, cudaStream_t st) {
   check_cuda(cudaStreamWaitEvent(st, it->second.event, 0), "cudaStreamWaitEvent(exchange)", where_);
 }
 
+void ExchangeFifo::begin_capture() { capture_from_ = next_token_; }
+
+void ExchangeFifo::end_capture() noexcept {
+  if (!capture_from_) return;
+  for (auto it = pending_.lower_bound(*capture_from_); it != pending_.end();) {
+    free_events_.push_back(it->second.event);
+    it = pending_.erase(it);
+  }
+  capture_from_.reset();
+}
+
 void ExchangeFifo::recycle(bool all_done) {
   for (auto it = pending_.begin(); it != pending_.end();) {
+    // A captured exchange's event is a graph node: it cannot be queried (nor is it complete).
+    if (capture_from_ && it->first >= *capture_from_) break;
     bool done = all_done;
     if (!done) {
       const cudaError_t rc = cudaEventQuery(it->second.event);

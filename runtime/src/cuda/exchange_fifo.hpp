@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -54,6 +55,12 @@ class ExchangeFifo {
   /// Runs `before_host_wait` (drain() first, unless `drain_first` is false: a caller that
   /// drained itself, catching), then the scope.
   watchdog::WaitScope host_wait(const char* call, bool drain_first = true);
+  /// Between these, the exchanges pushed are being captured into a CUDA graph: their events
+  /// are graph nodes, which cannot be queried (recycle skips them), and end_capture forgets
+  /// them, their events kept for reuse (a wait on their tokens after the capture is a no-op:
+  /// the graph orders its own work).
+  void begin_capture();
+  void end_capture() noexcept;
   /// The `before_host_wait` of the constructor alone.
   void drain() {
     if (before_host_wait_) before_host_wait_();
@@ -77,6 +84,7 @@ class ExchangeFifo {
   std::map<ExchangeToken, Pending> pending_;
   std::vector<cudaEvent_t> free_events_;
   ExchangeToken next_token_ = 0;
+  std::optional<ExchangeToken> capture_from_;  // the first token of the capture in progress
 };
 
 }  // namespace cgemm::cuda

@@ -49,6 +49,11 @@ class Streams {
   /// so far (the end of such a call). Stream 0 gains no dependency.
   void external_after_all(cudaStream_t external);
 
+  /// Whether the work issued now is being captured into a CUDA graph (Backend::begin_capture):
+  /// what must not happen inside a capture (a cudaFree, a host wait) asks this first.
+  bool capturing() const { return capturing_; }
+  void set_capturing(bool on) { capturing_ = on; }
+
   /// One line: the streams and their priorities, as options and as CUDA numbers.
   std::string describe() const;
 
@@ -66,6 +71,7 @@ class Streams {
   // plan's streams is disturbed by recording them.
   cudaEvent_t external_event_ = nullptr;
   std::vector<cudaEvent_t> external_done_;  // one per compute stream, then the comm stream
+  bool capturing_ = false;
 };
 
 }  // namespace cgemm::cuda

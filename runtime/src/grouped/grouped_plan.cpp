@@ -403,7 +403,16 @@ void GroupedGemmPlan::execute(const Operands& x, void* stream) {
   }
   const Impl& im = *impl_;
   impl_->engine.run_on(x.has(Operand::kGroupSizes) ? im.from_backend_sizes : im.from_host_sizes, x,
-                       stream);
+                       stream, "grouped GEMM '" + desc_.name + "'");
+}
+
+CapturedCall GroupedGemmPlan::capture(const Operands& x, void* stream) {
+  check_call(x);
+  const Impl& im = *impl_;
+  const int64_t id = impl_->engine.capture(
+      x.has(Operand::kGroupSizes) ? im.from_backend_sizes : im.from_host_sizes, x, stream,
+      "grouped GEMM '" + desc_.name + "'");
+  return CapturedCall(be_, id, stream);
 }
 
 }  // namespace cgemm

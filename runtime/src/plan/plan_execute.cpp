@@ -30,18 +30,28 @@ const Program& pick(const Program& plain, const std::optional<Program>& gatherin
 
 }  // namespace
 
+const Program& GemmPlan::program_for(const Operands& x, bool overlapped) const {
+  const Impl& im = *impl_;
+  return overlapped
+             ? pick(im.kind.overlapped, im.kind.overlapped_gathering, im.overlapped_operands,
+                    im.overlapped_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x)
+             : pick(im.kind.sequential, im.kind.sequential_gathering, im.sequential_operands,
+                    im.sequential_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x);
+}
+
 void GemmPlan::execute_overlapped(const Operands& x, void* stream) {
-  Impl& im = *impl_;
-  im.engine.run_on(pick(im.kind.overlapped, im.kind.overlapped_gathering, im.overlapped_operands,
-                        im.overlapped_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
-                   x, stream);
+  impl_->engine.run_on(program_for(x, true), x, stream, "GEMM '" + desc_.name + "'");
 }
 
 void GemmPlan::execute_sequential(const Operands& x, void* stream) {
-  Impl& im = *impl_;
-  im.engine.run_on(pick(im.kind.sequential, im.kind.sequential_gathering, im.sequential_operands,
-                        im.sequential_gathering_operands, im.kind.no_gathered_lhs, desc_.name, x),
-                   x, stream);
+  impl_->engine.run_on(program_for(x, false), x, stream, "GEMM '" + desc_.name + "'");
+}
+
+CapturedCall GemmPlan::capture(const Operands& x, void* stream) {
+  Engine& e = impl_->engine;
+  const int64_t id =
+      e.capture(program_for(x, impl_->use_overlap), x, stream, "GEMM '" + desc_.name + "'");
+  return CapturedCall(e.backend(), id, stream);
 }
 
 const Shape& GemmPlan::gathered_lhs_local() const { return impl_->kind.gathered_lhs; }

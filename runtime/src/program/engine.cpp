@@ -207,10 +207,31 @@ const void* Engine::at(const Ref& r, const Operands& x) const {
   return static_cast<const char*>(b) + r.offset;
 }
 
-void Engine::run_on(const Program& p, const Operands& x, void* external) {
+void Engine::check_capturable(const Program& p, const std::string& name) const {
+  const std::string why = capture_refusal(p, be_.capture_refusal());
+  if (!why.empty()) {
+    throw Error((name.empty() ? std::string("this call") : name) +
+                " cannot be captured into a CUDA graph: " + why);
+  }
+}
+
+int64_t Engine::capture(const Program& p, const Operands& x, void* stream,
+                        const std::string& name) {
+  check_capturable(p, name);
+  if (stream == nullptr) stream = be_.native_stream();  // as a call without a stream
+  // Copies of the operands and the name: the CPU backend runs this again at each replay.
+  return be_.capture_graph(stream, [this, &p, x, stream, name] { run_on(p, x, stream, name); });
+}
+
+void Engine::run_on(const Program& p, const Operands& x, void* external, const std::string& name) {
   if (external == nullptr) {
     run(p, x);
     return;
+  }
+  const bool captured = be_.is_capturing(external);
+  if (captured) {
+    check_capturable(p, name);  // before anything is recorded
+    be_.begin_capture();
   }
   be_.after_external(external);
   try {
@@ -222,9 +243,11 @@ void Engine::run_on(const Program& p, const Operands& x, void* external) {
       be_.external_after(external);
     } catch (...) {
     }
+    if (captured) be_.end_capture();
     throw;
   }
   be_.external_after(external);
+  if (captured) be_.end_capture();
 }
 
 void Engine::run(const Program& p, const Operands& x) {

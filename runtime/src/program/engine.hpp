@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,7 +44,18 @@ class Engine {
   /// also when the run throws midway (the work queued before the failure still uses the
   /// caller's buffers). Operands are checked by the caller first, so a refused call queues no
   /// wait on any stream.
-  void run_on(const Program& p, const Operands& x, void* external);
+  ///
+  /// When `external` is being captured into a CUDA graph (the caller's own capture, e.g.
+  /// torch.cuda.graph), the program is first checked (check_capturable, naming `name`), and
+  /// its issue is bracketed by Backend::begin_capture / end_capture.
+  void run_on(const Program& p, const Operands& x, void* external, const std::string& name = "");
+  /// Throws cgemm::Error "NAME cannot be captured into a CUDA graph: WHY" when `p` cannot be
+  /// (program.hpp's capture_refusal, with the backend's answer for its transports).
+  void check_capturable(const Program& p, const std::string& name) const;
+  /// check_capturable, then run_on(p, x, stream) captured into a graph of the backend
+  /// (Backend::capture_graph); returns its id. `p` and this engine must outlive the graph.
+  /// A null `stream` is the backend's stream 0, as for a call without one.
+  int64_t capture(const Program& p, const Operands& x, void* stream, const std::string& name);
   Backend& backend() { return be_; }
   /// The scale state (kScales) `p` uses, as floats (host copy; synchronous). Empty when p
   /// keeps none.

@@ -9,20 +9,26 @@
 // a peer's copy with a plain cudaMemcpyAsync, which the copy engines run.
 //
 // Flags. Each rank also owns a small IPC-shared array of 64-bit flags, two per TP rank:
-//   ready[q]: the last exchange in which TP rank q is ready to receive from this rank, and
-//   data[p]:  the last exchange whose data TP rank p has finished writing into this rank.
-// Flags are only ever written by the peer they belong to (with cuStreamWriteValue64 on the
-// peer's mapping of this array) and only waited on by their owner (cuStreamWaitValue64, GEQ),
-// so no flag has two writers and values only grow.
+//   ready[q]: 1 while TP rank q is ready to receive this rank's next push and this rank has not
+//             yet taken that in, and
+//   data[p]:  1 while TP rank p's last push into this rank is complete and not yet taken in.
+// A flag is set (to 1) only by the peer it belongs to, with cuStreamWriteValue64 on the peer's
+// mapping of this array, and cleared (to 0) only by its owner, right after its wait for 1 saw it
+// (cuStreamWaitValue64, then a local cuStreamWriteValue64 of 0).
 //
-// Protocol. Exchange groups are numbered 1, 2, 3, ... in the order they are started; every rank
-// starts the same groups in the same order, so a number names the same group everywhere. Group
-// s is a sequence of operations on the communication stream, which runs the groups in order:
-//   1. for each recv peer p:  write s to p's ready[me]      "my slots for group s are free"
-//   2. for each send peer q:  wait until my ready[q] >= s   "q's slots for group s are free"
+// Why flags that go back to 0 and not a counter: the values an exchange writes and waits for are
+// the same constants in every exchange, so a CUDA graph that captured exchanges replays them
+// correctly any number of times, mixed with eager calls in any order (a counter numbered on the
+// host would be baked into the captured waits, and a replay would wait for numbers long passed).
+// Every completed exchange leaves the flags it used at 0.
+//
+// Protocol. Every rank starts the same exchange groups in the same order. A group is a sequence
+// of operations on the communication stream, which runs the groups in order:
+//   1. for each recv peer p:  set p's ready[me]                        "my slots are free"
+//   2. for each send peer q:  wait until my ready[q] is 1, clear it    "q's slots are free"
 //   3. for each send:         cudaMemcpyAsync into q's copy of the buffer at send_offset (push)
-//   4. for each send peer q:  write s to q's data[me]        "your data of group s is there"
-//   5. for each recv peer p:  wait until my data[p] >= s     "my data of group s is here"
+//   4. for each send peer q:  set q's data[me]                         "your data is there"
+//   5. for each recv peer p:  wait until my data[p] is 1, clear it     "my data is here"
 //   then an event, which wait_exchange() makes compute streams wait for.
 //
 // Why it is right:
@@ -31,18 +37,21 @@
 //    semantics of __threadfence_system(), so the pushed bytes are visible in the peer's memory
 //    before its data flag changes. Where the device reports CAN_FLUSH_REMOTE_WRITES, step 5
 //    also uses CU_STREAM_WAIT_VALUE_FLUSH so that the receiving GPU's downstream work sees them.
-//  - Buffer reuse: a rank writes into a peer's slots only after that peer announced group s
-//    (step 2), and a peer announces group s only when its communication stream reaches group s:
+//  - A set never lands on a flag still 1 (which would lose it): p sets q's ready[p] again only
+//    after its step 5 of a later group, which waited for q's push from a group after q's step 2
+//    cleared the flag; q's clear is fenced before that push's data flag. Likewise q sets p's
+//    data[q] again only after p's next ready (step 2), which p wrote after its step-5 clear.
+//  - Buffer reuse: a rank writes into a peer's slots only after that peer announced the group
+//    (step 2), and a peer announces it only when its communication stream reaches the group:
 //    after its previous groups completed and after the work its start_exchange made the group
 //    wait for. That is exactly when NCCL's ncclRecv would start writing the same slots, so the
 //    schedule's reuse rules are the same for both transports: a slot may be overwritten from
 //    the start of the receiver's next group that names it.
-//  - FIFO: step 5 completes group s's receives before group s+1 starts on the same stream, so a
-//    ring step may forward the chunk the previous step received.
+//  - FIFO: step 5 completes a group's receives before the next group starts on the same stream,
+//    so a ring step may forward the chunk the previous step received.
 //  - No deadlock: every rank writes all its ready flags (step 1) before any of its waits, and
 //    the data flags a rank waits for in step 5 depend only on step 1 of the same group on this
-//    rank. A wait satisfied with a larger value is harmless: a peer cannot reach group s+1
-//    before it finished group s (its own step 5 waits for this rank's push of group s).
+//    rank.
 //  - Teardown: every write into a rank's memory (data pushes and flag writes) is one that rank
 //    waits for in its own steps 2 and 5, so once a rank's streams are idle no peer writes into
 //    its buffers or flags any more, and it can close and free them without a barrier.
@@ -78,10 +87,8 @@ class CeTransport final : public Transport {
   CeTransport& operator=(const CeTransport&) = delete;
 
   std::string name() const override { return "copy-engine (CUDA IPC)"; }
-  std::string capture_refusal() const override {
-    return "the copy-engine transport numbers its exchanges on the host and bakes the numbers "
-           "into its stream waits, so a replay would wait for numbers already passed";
-  }
+  /// Capturable: every exchange writes and waits for the same constants (see Flags above).
+  std::string capture_refusal() const override { return ""; }
   /// One line: copy engines, flush support.
   std::string describe() const override;
   bool can_connect(int peer) const override { return peer >= 0 && peer < size_ && peer != rank_; }
@@ -105,7 +112,7 @@ class CeTransport final : public Transport {
   std::string where_;
   int rank_ = 0, size_ = 1;
   bool flush_ = false;
-  uint64_t seq_ = 0;
+  uint64_t seq_ = 0;                   // groups started, for error messages only
   uint64_t* flags_ = nullptr;          // this rank's flags, 2 * size_ entries
   std::vector<uint64_t*> peer_flags_;  // peer_flags_[r]: rank r's flags mapped here
   // peers_[id][r]: TP rank r's copy of symmetric buffer `id` mapped here (local for r = me).

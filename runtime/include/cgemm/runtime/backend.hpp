@@ -125,8 +125,10 @@ class Backend {
   /// Compute capability of the device (e.g. 90), or 0 on the CPU backend.
   virtual int compute_capability() const = 0;
   /// "" when the work this backend's exchanges and collectives enqueue can be captured into a
-  /// CUDA graph and replayed; else why not (the transport that cannot, or the CPU backend,
-  /// which has no stream to capture). Per op kind: runtime/src/program/program.hpp's capture_trait.
+  /// CUDA graph and replayed; else why not (the transport that cannot, a trace being taken).
+  /// Per op kind: runtime/src/program/program.hpp's capture_trait. The CPU backend answers ""
+  /// for its MPI and UCX transports: it emulates capture (capture_graph), so what it refuses is
+  /// what every backend refuses, the ops that need the host mid-call.
   virtual std::string capture_refusal() const = 0;
   /// Stream 0 as the native handle (a cudaStream_t on the CUDA backend; nullptr on the CPU
   /// backend). A collective GEMM starts after the work queued on it and ends on it: make it
@@ -247,6 +249,24 @@ class Backend {
   /// Later work on `external` waits for all work issued so far on every compute stream and on
   /// the transport (events recorded on each; no host wait, stream 0's own order unchanged).
   virtual void external_after(void* external) = 0;
+  // --- CUDA graphs (docs/CUDA_GRAPHS.md) ---
+  /// Whether the caller's stream `external` is being captured into a CUDA graph now
+  /// (cudaStreamIsCapturing). Always false on the CPU backend, which has no stream.
+  virtual bool is_capturing(void* external) const = 0;
+  /// Brackets the issue of one call into a capture (Engine::run_on): the events the CUDA
+  /// backend records in between are graph nodes, so nothing queries them, and end_capture
+  /// forgets them; its copy-engine collectives do not grow their staging buffer meanwhile.
+  virtual void begin_capture() = 0;
+  virtual void end_capture() noexcept = 0;
+  /// Captures what `issue` enqueues, starting on the caller's stream `stream` (which must not be
+  /// capturing yet), into a CUDA graph, instantiates it and returns its id; on failure ends the
+  /// capture and throws cgemm::Error. The CPU backend keeps `issue` and a replay calls it again:
+  /// the same work a replay of the graph would do, so capture's rules are tested without a GPU.
+  virtual int64_t capture_graph(void* stream, const std::function<void()>& issue) = 0;
+  /// Launches graph `id` on `stream` (the CPU backend: runs it). Throws for an unknown id.
+  virtual void replay_graph(int64_t id, void* stream) = 0;
+  virtual void release_graph(int64_t id) noexcept = 0;
+
   /// Host waits for all issued work.
   virtual void synchronize() = 0;
   /// Runs `body` (which issues work) and returns its duration in ms: wall clock on the CPU

@@ -42,6 +42,7 @@
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/shape.hpp"
 #include "cgemm/runtime/backend.hpp"
+#include "cgemm/runtime/captured_call.hpp"
 #include "cgemm/runtime/grouped_task.hpp"
 #include "cgemm/runtime/operands.hpp"
 #include "cgemm/sharding/grouped_gemm.hpp"
@@ -116,6 +117,12 @@ class GroupedGemmPlan {
   /// naming the first op of its program that cannot and why (runtime/src/program/program.hpp's
   /// capture_refusal): with sizes in backend memory, the op that copies them to the host.
   std::string capture_refusal(bool sizes_in_backend_memory = true) const;
+  /// The call execute(x, stream) would make, captured for replays (captured_call.hpp), after
+  /// execute's checks. Today every grouped call needs the host mid-call (its sizes are copied
+  /// to the host and its groups' pointers computed there), so this throws cgemm::Error
+  /// "grouped GEMM 'NAME' cannot be captured into a CUDA graph: " naming that op, before
+  /// anything is recorded; so does execute inside the caller's capture.
+  CapturedCall capture(const Operands& x, void* stream);
 
   /// Throws cgemm::Error unless `group_sizes` has num_groups() values, none negative, summing
   /// to ragged_extent(). Returns the sum.

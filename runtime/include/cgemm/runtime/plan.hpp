@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cgemm/runtime/captured_call.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "cgemm/runtime/operands.hpp"
 #include "cgemm/runtime/plan_description.hpp"
@@ -31,6 +32,8 @@
 namespace cgemm {
 
 // GemmDesc: plan_description.hpp.
+
+struct Program;  // runtime/src/program/program.hpp: what a call issues
 
 /// The standard tensor-sequence-parallel layouts (as Megatron and TE's tests use them):
 ///  all_gather:     x (dp, tpsp, None) [B, S, K] @ w (None, tpsp) [K, N] + b (tpsp)
@@ -145,6 +148,22 @@ class GemmPlan {
                           void* stream = nullptr) {
     execute_sequential(Operands(lhs, rhs, bias, out), stream);
   }
+  /// The call execute(x, stream) would make, captured into a CUDA graph from the caller's
+  /// `stream` (captured_call.hpp; a created stream of the backend's device, not capturing yet;
+  /// null: the backend's stream 0) and instantiated, for replays. Nothing runs now. Checked first,
+  /// before anything is recorded: the operands as execute checks them, then whether every op of the
+  /// path and the backend's transports can be captured; else cgemm::Error "GEMM 'NAME' cannot be
+  /// captured into a CUDA graph: " naming the op or transport that cannot (the UCX staged
+  /// transport, a dp group through the host, a trace being taken). Every rank of the plan's groups
+  /// must capture the same calls (their exchanges pair up at replay as at an eager call).
+  ///
+  /// The same call may also be issued inside the caller's own capture (execute with a stream
+  /// under cudaStreamBeginCapture, torch.cuda.graph): the same checks, refused the same way
+  /// before anything is recorded. Either way a GEMM whose algorithm was never chosen is chosen
+  /// untimed inside a capture (the heuristic's first): run the call once before capturing to
+  /// keep the timed choice. The copy-engine collectives (ranks sharing a GPU) refuse a capture
+  /// that would grow their staging buffer: run the call once outside the capture first.
+  CapturedCall capture(const Operands& x, void* stream);
   /// Which path execute() takes, and why (for reports).
   std::string path_summary() const;
   bool uses_overlap() const;
@@ -167,6 +186,10 @@ class GemmPlan {
   struct Impl;
 
  private:
+  // The program execute() runs for `x` on the overlapped or the sequential path, its operands
+  // checked.
+  const Program& program_for(const Operands& x, bool overlapped) const;
+
   Context& ctx_;
   GemmDesc desc_;
   GemmSharding sharding_;
