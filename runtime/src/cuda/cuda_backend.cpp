@@ -174,6 +174,11 @@ class CudaBackend final : public Backend {
   void join_streams(int s) override { streams_->join_into(s); }
   void after_external(void* external) override {
     streams_->main_after(static_cast<cudaStream_t>(external));
+    // In a capture every stream of the plan joins it here: a stream a program never forks
+    // (a plain GEMM, the sequential path) would otherwise record events outside the capture
+    // that captured streams then wait for, which CUDA refuses (cudaErrorStreamCaptureIsolation),
+    // and the end of the call waits for every stream.
+    if (streams_->capturing()) streams_->fork_from_main();
   }
   void external_after(void* external) override {
     streams_->external_after_all(static_cast<cudaStream_t>(external));
