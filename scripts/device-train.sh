@@ -9,7 +9,9 @@
 #             the CPU backend's;
 #   speed     cgemm-train --timed_passes 20 (bf16, no biases, tp 1) and the PyTorch peer
 #             bench/peers/torch_train_mlp.py on the same cases (CASES, default
-#             demo,standard,llama70b), then $OUT/train_speed.md (scripts/train_speed_table.py).
+#             demo,standard,llama70b), then $OUT/train_speed.md (scripts/train_speed_table.py);
+#   graph     (with speed) the same with CUDA graphs: cgemm-train --cuda_graph on and the peer's
+#             --graph (torch.cuda.graph), a second table in train_speed.md.
 # Writes to $OUT: ops.log, parity/, backends/, speed/ (the reports, logs, torch's CSV and the
 # table). Exit status 1 when a step fails.
 set -u -o pipefail
@@ -50,6 +52,20 @@ if wants speed; then
   echo "== PyTorch eager (bench/peers/torch_train_mlp.py)"
   timeout 180 python3 "$root/bench/peers/torch_train_mlp.py" --out "$out/speed" --cases "$cases" ||
     status=1
+  if wants graph; then
+    echo "== with CUDA graphs: cgemm-train --cuda_graph on, torch_train_mlp.py --graph ($cases)"
+    for c in ${cases//,/ }; do
+      read -r b s h f <<<"${shape[$c]}"
+      timeout 120 mpirun -np 1 --bind-to none "$bin/cgemm-train" --backend cuda --dtype bf16 \
+        --bias off --batch "$b" --seq_len "$s" --hidden "$h" --ffn "$f" --steps 3 --lr 1e-4 \
+        --timed_passes 20 --cuda_graph on --report "$out/speed/cgemm_${c}_graph.json" \
+        >"$out/speed/cgemm_${c}_graph.log" 2>&1 ||
+        { status=1; tail -n 5 "$out/speed/cgemm_${c}_graph.log"; }
+      grep -E "forward \+ backward pass|error" "$out/speed/cgemm_${c}_graph.log"
+    done
+    timeout 180 python3 "$root/bench/peers/torch_train_mlp.py" --out "$out/speed" --cases "$cases" \
+      --graph || status=1
+  fi
   python3 "$root/scripts/train_speed_table.py" "$out/speed" >"$out/train_speed.md" || status=1
   cat "$out/train_speed.md"
 fi

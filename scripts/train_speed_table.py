@@ -43,7 +43,44 @@ def main(d):
         else:
             row += ["failed or missing", "", ""]
         print("| " + " | ".join(row) + " |")
+    graph_table(d)
     return 0
+
+
+def graph_table(d):
+    """With CUDA graphs (device-train.sh's graph step): cgemm_<case>_graph.json (cgemm-train
+    --cuda_graph on) and torch_train_mlp_graph.csv (the peer with --graph), beside the eager
+    ones: the pass in ms each way and the ratios."""
+    path = os.path.join(d, "torch_train_mlp_graph.csv")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        tgraph = {r["case"]: float(r["median_ms"]) for r in csv.DictReader(f)}
+    teager = {}
+    if os.path.exists(os.path.join(d, "torch_train_mlp.csv")):
+        with open(os.path.join(d, "torch_train_mlp.csv")) as f:
+            teager = {r["case"]: float(r["median_ms"]) for r in csv.DictReader(f)}
+
+    def cgemm_ms(case, suffix):
+        p = os.path.join(d, "cgemm_%s%s.json" % (case, suffix))
+        t = json.load(open(p)).get("timed_pass") if os.path.exists(p) else None
+        return t["median_ms"] if t else None
+
+    def ratio(a, b):
+        return "%.3fx" % (a / b) if a and b else ""
+
+    print()
+    print("| case | cgemm eager ms | cgemm graph ms | torch eager ms | torch graph ms | "
+          "cgemm graph vs torch eager | cgemm graph vs torch graph | cgemm graph vs cgemm eager |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for case in ("demo", "standard", "llama70b"):
+        if case not in tgraph:
+            continue
+        ce, cg = cgemm_ms(case, ""), cgemm_ms(case, "_graph")
+        te, tg = teager.get(case), tgraph[case]
+        cells = [case] + ["%.3f" % v if v else "missing" for v in (ce, cg, te, tg)]
+        cells += [ratio(te, cg), ratio(tg, cg), ratio(ce, cg)]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ autograd a copy per weight (under 1% here). Flops: 12 B S H F per pass (3 GEMMs 
 
 Cases (the issue's, bf16): demo (B 2, S 2048, 768 -> 3072), standard (B 4, S 8192,
 4096 -> 8192), llama70b (B 1, S 8192, 8192 -> 28672).
+--graph: the same pass captured once with torch.cuda.graph (after warm-up passes on a side
+stream) and replayed, into DIR/torch_train_mlp_graph.csv (the peer of cgemm-train --cuda_graph).
 Output: DIR/torch_train_mlp.csv: case, batch, seq_len, hidden, ffn, bias, dtype, median_ms,
 tokens_per_s, tflops, iters. Exit status: 0 ok, 2 bad options.
 """
@@ -54,6 +56,9 @@ def parse(argv):
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
     p.add_argument("--warmup", type=int, default=5, help="untimed passes per case")
     p.add_argument("--iters", type=int, default=20, help="timed passes per case (median)")
+    p.add_argument("--graph", action="store_true",
+                   help="time the pass captured once with torch.cuda.graph and replayed (the "
+                        "peer of cgemm-train --cuda_graph on); writes torch_train_mlp_graph.csv")
     p.add_argument("--dry-run", action="store_true", help="print the shapes; needs no torch")
     a = p.parse_args(argv)
     names = [c for c in a.cases.split(",") if c]
@@ -68,7 +73,7 @@ def parse(argv):
     return a
 
 
-def time_case(torch, batch, seq, hidden, ffn, bias, dtype, warmup, iters):
+def time_case(torch, batch, seq, hidden, ffn, bias, dtype, warmup, iters, graph=False):
     import torch.nn.functional as F
 
     dev = torch.device("cuda")
@@ -92,8 +97,27 @@ def time_case(torch, batch, seq, hidden, ffn, bias, dtype, warmup, iters):
         loss = F.mse_loss(y, target)
         loss.backward()
 
+    run = one_pass
+    if graph:
+        # PyTorch's whole-network capture: warm-up passes on a side stream, the gradients set to
+        # None once, then one pass captured (its gradients are the graph's static tensors);
+        # each replay recomputes them in place.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(max(warmup, 3)):
+                one_pass()
+        torch.cuda.current_stream().wait_stream(side)
+        for t in params + [x]:
+            t.grad = None
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            h = F.gelu(F.linear(x, w1.t(), b1))
+            y = x + F.linear(h, w2.t(), b2)
+            F.mse_loss(y, target).backward()
+        run = g.replay
     for _ in range(warmup):
-        one_pass()
+        run()
     torch.cuda.synchronize()
     sleep = getattr(torch.cuda, "_sleep", None)
     times = []
@@ -103,7 +127,7 @@ def time_case(torch, batch, seq, hidden, ffn, bias, dtype, warmup, iters):
         if sleep is not None:
             sleep(2_000_000)  # about 1 ms, as cgemm's time_ms queues ahead of its start event
         start.record()
-        one_pass()
+        run()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
@@ -128,13 +152,14 @@ def main(argv):
     torch.backends.cuda.matmul.allow_tf32 = False
     os.makedirs(a.out, exist_ok=True)
     # Written row by row, so a run cut short keeps the cases it finished.
-    with open(os.path.join(a.out, "torch_train_mlp.csv"), "w", newline="") as f:
+    name = "torch_train_mlp_graph.csv" if a.graph else "torch_train_mlp.csv"
+    with open(os.path.join(a.out, name), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         f.flush()
         for r in rows:
             ms = time_case(torch, r["batch"], r["seq_len"], r["hidden"], r["ffn"], a.bias, dtype,
-                           a.warmup, a.iters)
+                           a.warmup, a.iters, a.graph)
             tokens = r["batch"] * r["seq_len"]
             r.update(median_ms="%.4f" % ms, tokens_per_s="%.0f" % (tokens / (ms * 1e-3)),
                      tflops="%.1f" % (12.0 * tokens * r["hidden"] * r["ffn"] / (ms * 1e-3) / 1e12),

@@ -177,6 +177,18 @@ std::vector<Row> own_rows() {
       "events on a GPU), after 3 untimed ones, and print their median (the slowest rank's) "
       "with the job's tokens/s and TFLOP/s; 0 = none",
       [](auto& c) -> auto& { return c.timed_passes; }, 0, "must be 0 or more [passes]"));
+  rows.push_back(bool_row<TrainConfig>(
+      "cuda_graph", G::kRun,
+      "on | off: capture the training step into a CUDA graph once, after the first step (run "
+      "eagerly: it chooses the GEMM algorithms and makes every buffer), and replay it for every "
+      "later step: the teacher's targets, the forward pass, the loss and dL/dy (left on the "
+      "device), the backward pass, the dp gradient sum and the optimizer. Outside the graph, "
+      "per step: the inputs drawn, Adam's bias corrections copied in, and the loss read once "
+      "after the replay (its sum over the job on the host). The timed passes are a captured "
+      "forward and backward pass. The losses equal those of off bit for bit. The CPU backend "
+      "emulates graphs (a replay runs the step again); refused, with the reason, where the "
+      "step cannot be captured (a dp group through the host)",
+      [](auto& c) -> auto& { return c.cuda_graph; }, Sweep::kPlain));
   rows.push_back(path_row<TrainConfig>(
       "report", G::kRun, "FILE",
       "write the resolved options, the per-step losses (\"losses\") and the timings as JSON to "

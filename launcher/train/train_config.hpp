@@ -41,6 +41,7 @@ struct TrainConfig : SharedOptions {
   LinearPath path = LinearPath::kOverlapped;
   int64_t bucket_kib = 25600;  // dp gradient bucket, KiB of fp32 (DDP's 25 MiB)
   int timed_passes = 0;        // forward + backward passes timed after the steps
+  bool cuda_graph = false;     // steps after the first, and the timed passes, replay a graph
   std::string report;          // JSON report path; empty: none
 };
 

@@ -157,7 +157,10 @@ bool plan(TrainRun& r) {
 void train(TrainRun& r) {
   try {
     for (int s = 0; s < r.cfg.steps; ++s) {
-      const StepResult res = r.trainer->step(s);
+      // --cuda_graph: the first step runs eagerly (it chooses the GEMM algorithms and makes
+      // every buffer the capture then names); the later ones replay its capture.
+      const StepResult res =
+          r.cfg.cuda_graph && s > 0 ? r.trainer->step_graphed(s) : r.trainer->step(s);
       double total = 0.0;
       for (int p = 0; p < kPhases; ++p) {
         r.phase_ms[p] += res.phase_ms[p];
@@ -228,8 +231,11 @@ void measure(TrainRun& r) {
       r.splits.push_back({c.call, v[0], v[1], v[2], v[3]});
     }
     if (r.cfg.timed_passes > 0) {
-      for (int i = 0; i < kUntimedPasses; ++i) r.trainer->timed_pass();
-      for (int i = 0; i < r.cfg.timed_passes; ++i) r.pass_ms.push_back(r.trainer->timed_pass());
+      const auto pass = [&] {
+        return r.cfg.cuda_graph ? r.trainer->timed_pass_graphed() : r.trainer->timed_pass();
+      };
+      for (int i = 0; i < kUntimedPasses; ++i) pass();
+      for (int i = 0; i < r.cfg.timed_passes; ++i) r.pass_ms.push_back(pass());
       r.pass_median_ms = slowest_median(r.pass_ms);
     }
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, r.phase_ms, kPhases, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
@@ -261,6 +267,15 @@ int summarize(TrainRun& r) {
   // flops over the job's T tokens.
   const double pass_flops =
       3.0 * 2.0 * 2.0 * tokens * static_cast<double>(cfg.hidden) * static_cast<double>(cfg.ffn);
+  if (cfg.cuda_graph) {
+    say("CUDA graph: from step 2 on, each step replays one capture of the teacher's targets, the "
+        "forward pass, the loss and dL/dy, the backward pass, the dp gradient sum and the "
+        "optimizer; the inputs, Adam's bias corrections and the loss read stay outside it (step "
+        "1 ran eagerly)" +
+        std::string(cfg.timed_passes > 0 ? "; the timed passes replay a captured pass (its "
+                                           "loss left on the device)"
+                                         : ""));
+  }
   if (cfg.timed_passes > 0) {
     say(fmt("forward + backward pass: %.4f ms (median of %.0f after 3 untimed, slowest rank), ",
             r.pass_median_ms, cfg.timed_passes) +
@@ -272,6 +287,7 @@ int summarize(TrainRun& r) {
   double phase_total = 0.0;
   for (double t : r.phase_ms) phase_total += t;
   for (int p = 0; p < kPhases; ++p) {
+    if (static_cast<Phase>(p) == Phase::kGraphStep && !cfg.cuda_graph) continue;
     const double share = phase_total > 0 ? r.phase_ms[p] / phase_total : 0.0;
     say(fmt("  %6.1f%%  %10.3f ms  ", 100.0 * share, r.phase_ms[p]) +
         phase_name(static_cast<Phase>(p)));
@@ -317,6 +333,15 @@ int summarize(TrainRun& r) {
     report["tokens_per_second"] = tokens_per_s;
     report["phases"] = phases;
     report["call_split"] = split_json;
+    if (cfg.cuda_graph) {
+      report["cuda_graph"] = {
+          {"captured",
+           {"teacher targets", "forward", "loss and dL/dy (on the device)", "backward",
+            "dp gradient sum", "optimizer"}},
+          {"outside", {"inputs", "Adam bias corrections (copied in)", "loss read and sum"}},
+          {"eager_steps", 1},
+          {"timed_pass", cfg.timed_passes > 0 ? "captured forward and backward" : "none"}};
+    }
     if (cfg.timed_passes > 0) {
       report["timed_pass"] = {{"median_ms", r.pass_median_ms},
                               {"ms", r.pass_ms},

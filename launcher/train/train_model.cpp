@@ -68,6 +68,8 @@ const char* phase_name(Phase p) {
       return "dp gradient all-reduce (wait for the buckets)";
     case Phase::kOptimizer:
       return "optimizer";
+    case Phase::kGraphStep:
+      return "captured step (CUDA graph replay: targets to optimizer) and the loss read";
     case Phase::kCount:
       break;
   }
@@ -263,35 +265,55 @@ void MlpTrainer::lap(StepResult* r, Clock::time_point* mark, Phase p) {
 }
 
 StepResult MlpTrainer::gradients(int step) {
-  Backend& be = ctx_.backend();
-  const DType t = cfg_.dtype;
   StepResult r;
   auto mark = Clock::now();
-
-  // inputs: x ~ N(0, 1), a fresh global batch per step.
-  const GemmPlan& upf = up_->forward_plan();
-  be.fill_normal(x_, t, upf.desc().lhs_shape, upf.lhs_local(), upf.lhs_offset(),
-                 cfg_.seed + kInputSeed + static_cast<uint64_t>(step), 1.0f);
+  draw_inputs(step);
   lap(&r, &mark, Phase::kInputs);
-
-  // targets: the teacher's block on the same x (the residual included), kept in fp32.
-  up_->forward(x_, value_of(tw1_), value_of(tb1_), pre_);
-  ops_->gelu(pre_, h_, t, n_pre_);
-  down_->forward(h_, value_of(tw2_), value_of(tb2_), out_);
-  ops_->add_to_f32(out_, x_, t, target_, n_x_);
+  teacher_targets();
   lap(&r, &mark, Phase::kTargets);
-
   forward_backward(step, &r, &mark);
+  finish_dp_sum();
+  lap(&r, &mark, Phase::kDpAllReduce);
+  return r;
+}
 
+void MlpTrainer::draw_inputs(int step) {
+  // x ~ N(0, 1), a fresh global batch per step.
+  const GemmPlan& upf = up_->forward_plan();
+  ctx_.backend().fill_normal(x_, cfg_.dtype, upf.desc().lhs_shape, upf.lhs_local(),
+                             upf.lhs_offset(), cfg_.seed + kInputSeed + static_cast<uint64_t>(step),
+                             1.0f);
+}
+
+void MlpTrainer::teacher_targets() {
+  // The teacher's block on the same x (the residual included), kept in fp32.
+  up_->forward(x_, value_of(tw1_), value_of(tb1_), pre_);
+  ops_->gelu(pre_, h_, cfg_.dtype, n_pre_);
+  down_->forward(h_, value_of(tw2_), value_of(tb2_), out_);
+  ops_->add_to_f32(out_, x_, cfg_.dtype, target_, n_x_);
+}
+
+void MlpTrainer::finish_dp_sum() {
   // The data-parallel sum: the buckets started in forward_backward() as the gradients became
   // ready; order stream 0 after them and copy the sums where the optimizer reads them.
   summed_ = buckets_ != nullptr;
-  if (summed_) {
-    buckets_->finish();
-    for (const auto& p : params_) p->summed_from_bucket(be, buckets_->summed(p->dp_slot));
-  }
-  lap(&r, &mark, Phase::kDpAllReduce);
-  return r;
+  if (!summed_) return;
+  buckets_->finish();
+  for (const auto& p : params_) p->summed_from_bucket(ctx_.backend(), buckets_->summed(p->dp_slot));
+}
+
+double MlpTrainer::job_loss(int step, bool timed) {
+  double sum = ops_->loss_sum();
+  const watchdog::WaitScope wait(!timed
+                                     ? "the other ranks' loss of step " + std::to_string(step + 1)
+                                     : std::string("the other ranks' loss of a timed "
+                                                   "or traced pass"));
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.comms().world()),
+            "MPI_Allreduce(loss)");
+  // loss = sum (y - target)^2 / count over the job, count the global elements.
+  const double count = static_cast<double>(cfg_.batch) * static_cast<double>(cfg_.seq_len) *
+                       static_cast<double>(cfg_.hidden);
+  return sum / count;
 }
 
 void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* mark) {
@@ -303,30 +325,27 @@ void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* ma
   down_->forward(h_, value_of(w2_), value_of(b2_), out_);
   lap(r, mark, Phase::kDownForward);
 
-  // loss = sum (y - target)^2 / count over the job; dL/dy = 2 (y - target) / count, count the
-  // global elements.
+  // dL/dy = 2 (y - target) / count, count the global elements; the loss's sums stay on the
+  // device until job_loss() reads them (not inside a graph: its replays read them after).
   const double count = static_cast<double>(cfg_.batch) * static_cast<double>(cfg_.seq_len) *
                        static_cast<double>(cfg_.hidden);
-  double sum = ops_->squared_error(out_, x_, target_, dy_, t, n_x_, 2.0 / count);
-  {
-    const watchdog::WaitScope wait(r != nullptr
-                                       ? "the other ranks' loss of step " + std::to_string(step + 1)
-                                       : std::string("the other ranks' loss of a timed "
-                                                     "or traced pass"));
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.comms().world()),
-              "MPI_Allreduce(loss)");
+  ops_->squared_error_issue(out_, x_, target_, dy_, t, n_x_, 2.0 / count);
+  if (!graph_issue_) {
+    const double loss = job_loss(step, r == nullptr);
+    if (r != nullptr) r->loss = loss;
   }
-  if (r != nullptr) r->loss = sum / count;
   lap(r, mark, Phase::kLoss);
 
   // backward (x is not trained: dx is computed, as a layer inside a network must, and left).
+  // A training step's gradients go to the dp buckets (a timed pass's do not: r is null).
+  const bool dp = r != nullptr || (graph_issue_ && step >= 0);
   down_->backward(h_, value_of(w2_), dy_, dh_, grad_of(w2_), grad_of(b2_));
-  if (r != nullptr) start_dp_sum({w2_, b2_});
+  if (dp) start_dp_sum({w2_, b2_});
   lap(r, mark, Phase::kDownBackward);
   ops_->gelu_backward(dh_, pre_, dpre_, t, n_pre_);
   lap(r, mark, Phase::kGeluBackward);
   up_->backward(x_, value_of(w1_), dpre_, dx_, grad_of(w1_), grad_of(b1_));
-  if (r != nullptr) start_dp_sum({w1_, b1_});
+  if (dp) start_dp_sum({w1_, b1_});
   lap(r, mark, Phase::kUpBackward);
 }
 
@@ -339,8 +358,15 @@ void MlpTrainer::start_dp_sum(std::initializer_list<Param*> ready) {
 
 void MlpTrainer::update(StepResult& r) {
   const auto start = Clock::now();
-  // optimizer: on the fp32 master weights, then rounded to dtype for the next step.
   ++adam_t_;
+  issue_optimizer();
+  ctx_.backend().synchronize();
+  r.phase_ms[static_cast<int>(Phase::kOptimizer)] +=
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void MlpTrainer::issue_optimizer() {
+  // optimizer: on the fp32 master weights, then rounded to dtype for the next step.
   for (const auto& p : params_) {
     OptimizerStep s;
     s.kind =
@@ -357,12 +383,70 @@ void MlpTrainer::update(StepResult& r) {
     s.beta1 = kAdamBeta1;
     s.beta2 = kAdamBeta2;
     s.eps = kAdamEps;
-    s.step = adam_t_;
+    s.step = std::max(adam_t_, 1);
+    if (graph_issue_ && corrections_ != nullptr) {
+      s.bias_corrections = static_cast<const double*>(corrections_->get());
+    }
     ops_->optimizer_step(s);
   }
-  ctx_.backend().synchronize();
-  r.phase_ms[static_cast<int>(Phase::kOptimizer)] +=
+}
+
+int64_t MlpTrainer::capture(const char* what, const std::function<void()>& issue) {
+  Backend& be = ctx_.backend();
+  if (const std::string why = be.capture_refusal(); !why.empty()) {
+    throw Error(std::string("--cuda_graph on: ") + what + " cannot be captured: " + why);
+  }
+  return be.capture_graph(be.native_stream(), [this, issue] {
+    graph_issue_ = true;
+    try {
+      issue();
+    } catch (...) {
+      graph_issue_ = false;
+      throw;
+    }
+    graph_issue_ = false;
+  });
+}
+
+StepResult MlpTrainer::step_graphed(int step) {
+  Backend& be = ctx_.backend();
+  if (adam_t_ < 1) {
+    throw Error(
+        "MlpTrainer::step_graphed: run step() once first (the capture needs what the "
+        "first step makes)");
+  }
+  if (step_graph_ < 0) {
+    if (cfg_.optimizer == Optimizer::kAdam) {
+      corrections_ = std::make_unique<detail::BackendMemory>(be, 2 * sizeof(double));
+    }
+    step_graph_ = capture("the training step", [this, step] {
+      teacher_targets();
+      forward_backward(step, nullptr, nullptr);
+      finish_dp_sum();
+      issue_optimizer();
+    });
+  }
+  StepResult r;
+  auto start = Clock::now();
+  draw_inputs(step);
+  ++adam_t_;
+  if (corrections_ != nullptr) {
+    // As the optimizer computes them from the step when it is not captured.
+    const double c[2] = {1.0 - std::pow(kAdamBeta1, adam_t_), 1.0 - std::pow(kAdamBeta2, adam_t_)};
+    be.copy_from_host(corrections_->get(), c, sizeof(c));
+  }
+  be.synchronize();
+  auto now = Clock::now();
+  r.phase_ms[static_cast<int>(Phase::kInputs)] =
+      std::chrono::duration<double, std::milli>(now - start).count();
+  start = now;
+  be.replay_graph(step_graph_, be.native_stream());
+  r.loss = job_loss(step, false);
+  summed_ = buckets_ != nullptr;
+  be.synchronize();
+  r.phase_ms[static_cast<int>(Phase::kGraphStep)] =
       std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return r;
 }
 
 std::vector<float> MlpTrainer::weights() const {
@@ -431,6 +515,15 @@ std::vector<TraceSpan> MlpTrainer::trace_pass() {
 
 double MlpTrainer::timed_pass() {
   return ctx_.backend().time_ms([&] { forward_backward(0, nullptr, nullptr); });
+}
+
+double MlpTrainer::timed_pass_graphed() {
+  // step -1: no dp sum, as the eager timed pass.
+  if (pass_graph_ < 0) {
+    pass_graph_ = capture("the timed pass", [this] { forward_backward(-1, nullptr, nullptr); });
+  }
+  Backend& be = ctx_.backend();
+  return be.time_ms([&] { be.replay_graph(pass_graph_, be.native_stream()); });
 }
 
 }  // namespace cgemm::launcher

@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -60,6 +61,8 @@ enum class Phase {
   kUpBackward,    // up_proj: reduce-scatter dgrad GEMM, wgrad and bias-gradient GEMMs
   kDpAllReduce,   // the wait for the dp gradient buckets, the sums back to the backend
   kOptimizer,     // TrainOps: the update of the master weights and their copy in dtype
+  kGraphStep,     // --cuda_graph: the replay of the captured step (targets to optimizer) and
+                  // the loss read after it; the phases above it then hold only the inputs
   kCount
 };
 const char* phase_name(Phase p);
@@ -94,6 +97,14 @@ class MlpTrainer {
   StepResult gradients(int step);
   /// step()'s second part: the optimizer's update from the last gradients() (adds its time).
   void update(StepResult& r);
+  /// step() from a CUDA graph (--cuda_graph; docs/CUDA_GRAPHS.md): the inputs drawn and Adam's
+  /// bias corrections copied in eagerly, then one replay of the step captured at the first
+  /// call (everything step() does after the inputs; the loss and dL/dy on the device), then the
+  /// loss read. The same losses, weights and gradients as step(), bit for bit. Call step()
+  /// once first: the capture needs what the first step makes (the GEMM algorithms, the
+  /// collectives' staging). Throws cgemm::Error, before capturing, when the backend cannot
+  /// capture the step (Backend::capture_refusal), naming why.
+  StepResult step_graphed(int step);
 
   /// This rank's shards of W1, b1, W2, b2 (without the biases when cfg.bias is off),
   /// concatenated in that order, row-major: the fp32 master weights and the last gradients()
@@ -110,6 +121,8 @@ class MlpTrainer {
   /// loss, dL/dy and the gradients are recomputed, the weights stay), timed by the backend
   /// (Backend::time_ms: CUDA events on a GPU) in ms. What the PyTorch peer times.
   double timed_pass();
+  /// The same pass captured once (the loss left on the device, not read) and replayed.
+  double timed_pass_graphed();
 
   const ColumnParallelLinear& up() const { return *up_; }
   /// The dp gradient buckets; null with dp 1.
@@ -122,8 +135,22 @@ class MlpTrainer {
   static void* grad_of(const Param* p);
   void forward_student();  // up_proj's forward on x
   /// The student's forward pass, its loss and its backward pass on the current x and target;
-  /// with r, each phase is timed into it (a synchronize per phase) and the loss stored.
+  /// with r, each phase is timed into it (a synchronize per phase) and the loss stored, and the
+  /// gradients go to the dp buckets. While graph_issue_, the loss stays on the device.
   void forward_backward(int step, StepResult* r, Clock::time_point* mark);
+  void draw_inputs(int step);
+  void teacher_targets();
+  /// The dp buckets joined and their sums copied where the optimizer reads them (dp > 1).
+  void finish_dp_sum();
+  /// The optimizer's update of every parameter from the last gradients, at Adam step adam_t_
+  /// (read from corrections_ while graph_issue_).
+  void issue_optimizer();
+  /// The job's loss of the last squared error: its partial sums read (a host wait), summed
+  /// over the job (MPI), divided by the global count.
+  double job_loss(int step, bool timed);
+  /// Captures `issue` (with graph_issue_ set) into a graph of the backend, after checking that
+  /// the backend can; `what` names it in the refusal.
+  int64_t capture(const char* what, const std::function<void()>& issue);
   void lap(StepResult* r, Clock::time_point* mark, Phase p);
   /// Hands the gradients of `ready` (null: an absent bias) to the dp buckets, which start a
   /// bucket's all-reduce when its last gradient is in (dp > 1; nothing otherwise).
@@ -146,6 +173,12 @@ class MlpTrainer {
   std::unique_ptr<GradientBuckets> buckets_;  // dp > 1 only
   bool summed_ = false;  // the last gradients() were summed over dp (Param::summed)
   int adam_t_ = 0;
+  // --cuda_graph: the captured step and pass (-1: not yet), Adam's bias corrections for the
+  // step being replayed (two doubles of backend memory), and whether the work being issued
+  // is a graph's (the loss is then not read, Adam reads corrections_).
+  int64_t step_graph_ = -1, pass_graph_ = -1;
+  std::unique_ptr<detail::BackendMemory> corrections_;
+  bool graph_issue_ = false;
 };
 
 }  // namespace cgemm::launcher

@@ -8,6 +8,10 @@
 #           falls in 20 steps: Adam to below 30% of the first (22% seen), SGD below 50%
 #           (43% seen); the same without biases (--bias off) on dp 2 x tp 2, and on dp 4 with a
 #           bucket per gradient (--bucket_kib 1).
+#   graph:  --cuda_graph on against off (the same run otherwise): the per-step losses equal bit
+#           for bit, fp32 and bf16, Adam and SGD, on 1 rank, tp 2 and dp 2 x tp 2 (the timed
+#           passes too); the report says what was captured. The CPU backend emulates graphs;
+#           on the GPU (CGEMM_TRAIN_BACKEND=cuda) the replays are real.
 #   backends: 1 rank on CGEMM_TRAIN_BACKEND against 1 rank on the CPU backend (fp32 within
 #           1e-4 relative per step, bf16 within 2e-2): for the GPU machine.
 #   demo:   CONFIG (configs/train_demo.ini) on 4 ranks with --trace: the loss falls to below
@@ -49,6 +53,21 @@ diff = max(abs(x - y) / abs(x) for x, y in zip(la, lb))
 name = "%s against %s" % (sys.argv[2].split("/")[-1], sys.argv[1].split("/")[-1])
 print("%s: max relative difference of the losses %.3g (bound %g)" % (name, diff, bound))
 assert diff < bound, "FAIL: %s differs by %.3g" % (name, diff)
+PY
+}
+
+same() {  # OFF ON: the losses equal bit for bit; ON's report names what it captured
+  python3 - "$dir/$1.json" "$dir/$2.json" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+b = json.load(open(sys.argv[2]))
+name = "%s against %s" % (sys.argv[2].split("/")[-1], sys.argv[1].split("/")[-1])
+assert len(a["losses"]) == len(b["losses"]) == a["config"]["steps"], name
+assert a["losses"] == b["losses"], "FAIL: %s: the losses differ: %s against %s" % (
+    name, b["losses"], a["losses"])
+assert "cuda_graph" not in a and "optimizer" in b["cuda_graph"]["captured"], name
+assert len(b["timed_pass"]["ms"]) == a["config"]["timed_passes"], name
+print("%s: %d losses equal bit for bit (last %.9g)" % (name, len(a["losses"]), a["losses"][-1]))
 PY
 }
 
@@ -109,6 +128,18 @@ want = {"up_proj forward", "down_proj forward", "down_proj backward", "up_proj b
 assert calls == want, calls
 PY
     test -s "$dir/trace.json.svg"
+    ;;
+  graph)
+    small=(--batch 4 --seq_len 16 --hidden 32 --ffn 64 --steps 8 --seed 78 --timed_passes 2)
+    for run in "fp32 1" "fp32 2" "bf16 4 --dp 2" "fp32 4 --dp 2 --optimizer sgd --lr 0.5"; do
+      read -r dtype np rest <<<"$run"
+      name=${dtype}_np${np}_$(echo "$rest" | tr -d ' -')
+      # shellcheck disable=SC2086  # rest: more options
+      train "${name}_off" "$np" "${small[@]}" --dtype "$dtype" $rest --cuda_graph off
+      # shellcheck disable=SC2086
+      train "${name}_on" "$np" "${small[@]}" --dtype "$dtype" $rest --cuda_graph on
+      same "${name}_off" "${name}_on"
+    done
     ;;
   backends)
     # The backend of CGEMM_TRAIN_BACKEND (cuda) against the CPU backend on 1 rank: the same

@@ -597,6 +597,13 @@ add_test(NAME mpi_train_parity
           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} $<TARGET_FILE:cgemm-train>)
 set_tests_properties(mpi_train_parity PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 4
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
+# --cuda_graph on gives --cuda_graph off's losses bit for bit (the CPU backend's emulated
+# graphs here; scripts/device-graphs.sh runs the same on the GPU).
+add_test(NAME mpi_train_graph
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_train.sh graph ${CMAKE_CURRENT_BINARY_DIR}/train_graph
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} $<TARGET_FILE:cgemm-train>)
+set_tests_properties(mpi_train_graph PROPERTIES LABELS mpi TIMEOUT 180 PROCESSORS 4
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
 add_test(NAME mpi_train_demo
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_train.sh demo ${CMAKE_CURRENT_BINARY_DIR}/train_demo
           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} $<TARGET_FILE:cgemm-train>

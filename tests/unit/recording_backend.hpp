@@ -219,6 +219,7 @@ class RecordingBackend final : public Backend {
   bool is_capturing(void*) const override { return false; }
   void begin_capture() override { log("begin capture"); }
   void end_capture() noexcept override { log("end capture"); }
+  bool capturing() const override { return false; }
   int64_t capture_graph(void*, const std::function<void()>& issue) override {
     log("capture graph");
     issue();

@@ -436,6 +436,7 @@ class CpuBackend final : public Backend {
   bool is_capturing(void*) const override { return false; }
   void begin_capture() override {}
   void end_capture() noexcept override {}
+  bool capturing() const override { return false; }
   int64_t capture_graph(void*, const std::function<void()>& issue) override {
     // A capture runs nothing; each replay runs the call (its operands as captured).
     graphs_.emplace(next_graph_, issue);

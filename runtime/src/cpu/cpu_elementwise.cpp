@@ -65,7 +65,9 @@ void optimizer_step(const OptimizerStep& s) {
       s.master[i] = static_cast<float>(s.master[i] - s.lr * g[i]);
     }
   } else {
-    const double c1 = 1.0 - std::pow(s.beta1, s.step), c2 = 1.0 - std::pow(s.beta2, s.step);
+    const double* bc = s.bias_corrections;
+    const double c1 = bc != nullptr ? bc[0] : 1.0 - std::pow(s.beta1, s.step);
+    const double c2 = bc != nullptr ? bc[1] : 1.0 - std::pow(s.beta2, s.step);
     for (size_t i = 0; i < g.size(); ++i) {
       math::adam<double>(s.master[i], s.m[i], s.v[i], g[i], s.lr, s.beta1, s.beta2, 1.0 - s.beta1,
                          1.0 - s.beta2, s.eps, c1, c2);

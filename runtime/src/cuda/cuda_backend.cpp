@@ -185,16 +185,17 @@ class CudaBackend final : public Backend {
   }
   bool is_capturing(void* external) const override;
   void begin_capture() override {
+    if (capture_depth_++ > 0) return;
     streams_->set_capturing(true);
     exchanges_->begin_capture();
   }
   void end_capture() noexcept override {
+    if (capture_depth_ == 0 || --capture_depth_ > 0) return;
     exchanges_->end_capture();
     streams_->set_capturing(false);
   }
-  int64_t capture_graph(void* stream, const std::function<void()>& issue) override {
-    return graphs_->capture(static_cast<cudaStream_t>(stream), issue);
-  }
+  bool capturing() const override { return capture_depth_ > 0; }
+  int64_t capture_graph(void* stream, const std::function<void()>& issue) override;
   void replay_graph(int64_t id, void* stream) override {
     graphs_->replay(id, static_cast<cudaStream_t>(stream));
   }
@@ -248,6 +249,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::ExchangeFifo> exchanges_;
   std::unique_ptr<cuda::DeviceMemory> memory_;
   std::unique_ptr<cuda::Graphs> graphs_;  // they name the memory above: released first
+  int capture_depth_ = 0;                 // begin_capture's nesting
 };
 
 CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
@@ -362,6 +364,26 @@ std::string CudaBackend::capture_refusal() const {
   }
   if (trace_->on()) return "a trace is being taken (its spans are timed with host queries)";
   return "";
+}
+
+int64_t CudaBackend::capture_graph(void* stream, const std::function<void()>& issue) {
+  auto st = static_cast<cudaStream_t>(stream);
+  return graphs_->capture(st, [&] {
+    begin_capture();
+    try {
+      after_external(stream);  // stream 0 and then every stream join the capture
+      issue();
+    } catch (...) {
+      try {
+        external_after(stream);
+      } catch (...) {
+      }
+      end_capture();
+      throw;
+    }
+    external_after(stream);
+    end_capture();
+  });
 }
 
 bool CudaBackend::is_capturing(void* external) const {

@@ -57,6 +57,7 @@ cudaError_t launch(const OptimizerStep& s, cudaStream_t st) {
   a.omb2 = static_cast<float>(1.0 - s.beta2);
   a.c1 = static_cast<float>(1.0 - std::pow(s.beta1, s.step));
   a.c2 = static_cast<float>(1.0 - std::pow(s.beta2, s.step));
+  a.corrections = adam ? s.bias_corrections : nullptr;
   a.adam = adam;
   return launch_optimizer(a, st);
 }

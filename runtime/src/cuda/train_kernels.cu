@@ -94,6 +94,10 @@ __global__ void squared_error_kernel(const void* out, const void* x, const float
 
 template <int kGrad, int kValue, int kW>
 __global__ void optimizer_kernel(OptimizerArgs a, int64_t units) {
+  if (a.corrections != nullptr) {
+    a.c1 = static_cast<float>(a.corrections[0]);
+    a.c2 = static_cast<float>(a.corrections[1]);
+  }
   for (int64_t u = first_index(); u < units; u += grid_stride()) {
     float g[kW], w[kW];
     ld<kGrad, kW>(a.grad, u, g);

@@ -38,6 +38,9 @@ struct OptimizerArgs {
   int64_t n;
   float lr, beta1, beta2, eps, c1, c2;
   float omb1, omb2;  // 1 - beta1, 1 - beta2, computed in double
+  // Device memory {1 - beta1^step, 1 - beta2^step} read instead of c1, c2 (rounded to float
+  // alike) when set: OptimizerStep::bias_corrections.
+  const double* corrections;
   bool adam;
 };
 cudaError_t launch_optimizer(const OptimizerArgs& a, cudaStream_t stream);

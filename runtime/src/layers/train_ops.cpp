@@ -29,6 +29,12 @@ void TrainOps::add_to_f32(const void* a, const void* b, DType t, float* target, 
 
 double TrainOps::squared_error(const void* out, const void* x, const float* target, void* dy,
                                DType t, int64_t n, double grad_scale) {
+  squared_error_issue(out, x, target, dy, t, n, grad_scale);
+  return loss_sum();
+}
+
+void TrainOps::squared_error_issue(const void* out, const void* x, const float* target, void* dy,
+                                   DType t, int64_t n, double grad_scale) {
   be_.elementwise(SquaredErrorTask{.out = out,
                                    .x = x,
                                    .target = target,
@@ -38,6 +44,9 @@ double TrainOps::squared_error(const void* out, const void* x, const float* targ
                                    .grad_scale = grad_scale,
                                    .partials = partials_},
                   0);
+}
+
+double TrainOps::loss_sum() {
   std::vector<double> host(kLossPartials);
   be_.copy_to_host(host.data(), partials_, sizeof(double) * host.size());
   double sum = 0.0;

@@ -225,17 +225,18 @@ int64_t Engine::capture(const Program& p, const Operands& x, void* stream,
 
 void Engine::run_on(const Program& p, const Operands& x, void* external, const std::string& name) {
   if (external == nullptr) {
-    run(p, x);
+    run(p, x, name);
     return;
   }
-  const bool captured = be_.is_capturing(external);
+  // A call inside a capture the backend already brackets (capture_graph) needs no second one.
+  const bool captured = !be_.capturing() && be_.is_capturing(external);
   if (captured) {
     check_capturable(p, name);  // before anything is recorded
     be_.begin_capture();
   }
   be_.after_external(external);
   try {
-    run(p, x);
+    run(p, x, name);
   } catch (...) {
     // A caching allocator would reuse the caller's buffers once its stream moves on: the stream
     // must wait for what the call queued. The join's own failure is not the error to report.
@@ -250,8 +251,9 @@ void Engine::run_on(const Program& p, const Operands& x, void* external, const s
   if (captured) be_.end_capture();
 }
 
-void Engine::run(const Program& p, const Operands& x) {
+void Engine::run(const Program& p, const Operands& x, const std::string& name) {
   check_prepared(p);
+  if (be_.capturing()) check_capturable(p, name);  // e.g. a training step being captured
   tokens_.assign(static_cast<size_t>(p.tokens), -1);
   // Labels name the work in traces and in the watchdog's timeout messages.
   const auto label = [](const std::string& s) { return s.c_str(); };

@@ -38,7 +38,9 @@ class Engine {
   void prepare(std::span<const Program* const> programs);
   /// Issues every op of `p` in order (asynchronous on the CUDA backend). Throws cgemm::Error,
   /// issuing nothing, when `p` needs a workspace prepare() did not make.
-  void run(const Program& p, const Operands& x);
+  /// Inside a capture (Backend::capturing) `p` is checked first (check_capturable, naming
+  /// `name`).
+  void run(const Program& p, const Operands& x, const std::string& name = "");
   /// run(), bracketed by the caller's stream when `external` is not null: stream 0 waits for
   /// the work queued on it (Backend::after_external), and it waits for the program's work after,
   /// also when the run throws midway (the work queued before the failure still uses the

@@ -256,12 +256,20 @@ class Backend {
   /// Brackets the issue of one call into a capture (Engine::run_on): the events the CUDA
   /// backend records in between are graph nodes, so nothing queries them, and end_capture
   /// forgets them; its copy-engine collectives do not grow their staging buffer meanwhile.
+  /// They nest (a plan's call inside a captured training step): the outermost pair counts.
   virtual void begin_capture() = 0;
   virtual void end_capture() noexcept = 0;
+  /// Whether the work issued now goes into a capture (between begin_capture and end_capture,
+  /// or inside capture_graph's `issue` on the CUDA backend). The CPU backend: never.
+  virtual bool capturing() const = 0;
   /// Captures what `issue` enqueues, starting on the caller's stream `stream` (which must not be
   /// capturing yet), into a CUDA graph, instantiates it and returns its id; on failure ends the
-  /// capture and throws cgemm::Error. The CPU backend keeps `issue` and a replay calls it again:
-  /// the same work a replay of the graph would do, so capture's rules are tested without a GPU.
+  /// capture and throws cgemm::Error. Every stream of the backend joins the capture from
+  /// `stream` first and `stream` waits for all of them at the end, so `issue` may issue any of
+  /// the backend's work (plans' calls without a stream, collectives, elementwise tasks) as it
+  /// would eagerly: a training step as well as one call. The CPU backend keeps `issue` and a replay
+  /// calls it again: the same work a replay of the graph would do, so capture's rules are tested
+  /// without a GPU.
   virtual int64_t capture_graph(void* stream, const std::function<void()>& issue) = 0;
   /// Launches graph `id` on `stream` (the CPU backend: runs it). Throws for an unknown id.
   virtual void replay_graph(int64_t id, void* stream) = 0;

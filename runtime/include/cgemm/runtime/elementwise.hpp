@@ -85,6 +85,10 @@ struct OptimizerStep {
   // Adam (torch.optim.Adam's defaults and bias correction); `step` counts from 1.
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   int step = 1;
+  // Adam: where the task reads the bias corrections 1 - beta1^step and 1 - beta2^step (two
+  // doubles of backend memory) instead of computing them from `step`; null: from `step`. What
+  // a step captured into a CUDA graph uses: the values change every step, the graph does not.
+  const double* bias_corrections = nullptr;
 };
 
 using ElementwiseTask =

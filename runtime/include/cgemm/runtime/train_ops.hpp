@@ -41,6 +41,12 @@ class TrainOps {
   /// to the host); a rerun gives the same bits.
   double squared_error(const void* out, const void* x, const float* target, void* dy, DType t,
                        int64_t n, double grad_scale);
+  /// squared_error in two parts, for a step captured into a CUDA graph: the task alone (its
+  /// sums left in backend memory; no host wait, capturable), then, after it ran, their sum
+  /// (synchronizes). squared_error is exactly the two in turn.
+  void squared_error_issue(const void* out, const void* x, const float* target, void* dy, DType t,
+                           int64_t n, double grad_scale);
+  double loss_sum();
   /// The optimizer update (OptimizerStep).
   void optimizer_step(const OptimizerStep& s);
 
