@@ -59,6 +59,10 @@ def parse(argv):
     p.add_argument("--graph", action="store_true",
                    help="time the pass captured once with torch.cuda.graph and replayed (the "
                         "peer of cgemm-train --cuda_graph on); writes torch_train_mlp_graph.csv")
+    p.add_argument("--profile", action="store_true",
+                   help="also print, per case, the sum of one pass's kernel times "
+                        "(torch.profiler, CUDA activity) beside its timed median: how much of "
+                        "the pass is the GPU's work")
     p.add_argument("--dry-run", action="store_true", help="print the shapes; needs no torch")
     a = p.parse_args(argv)
     names = [c for c in a.cases.split(",") if c]
@@ -73,7 +77,8 @@ def parse(argv):
     return a
 
 
-def time_case(torch, batch, seq, hidden, ffn, bias, dtype, warmup, iters, graph=False):
+def time_case(torch, batch, seq, hidden, ffn, bias, dtype, warmup, iters, graph=False,
+              profile=False):
     import torch.nn.functional as F
 
     dev = torch.device("cuda")
@@ -131,6 +136,14 @@ def time_case(torch, batch, seq, hidden, ffn, bias, dtype, warmup, iters, graph=
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
+    if profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            run()
+            torch.cuda.synchronize()
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        busy_ms = sum(e.time_range.elapsed_us() for e in kernels) / 1e3
+        print("  profile: %d kernels and copies, %.4f ms of GPU work in one pass (median pass "
+              "%.4f ms)" % (len(kernels), busy_ms, statistics.median(times)), flush=True)
     return statistics.median(times)
 
 
@@ -159,7 +172,7 @@ def main(argv):
         f.flush()
         for r in rows:
             ms = time_case(torch, r["batch"], r["seq_len"], r["hidden"], r["ffn"], a.bias, dtype,
-                           a.warmup, a.iters, a.graph)
+                           a.warmup, a.iters, a.graph, a.profile)
             tokens = r["batch"] * r["seq_len"]
             r.update(median_ms="%.4f" % ms, tokens_per_s="%.0f" % (tokens / (ms * 1e-3)),
                      tflops="%.1f" % (12.0 * tokens * r["hidden"] * r["ffn"] / (ms * 1e-3) / 1e12),

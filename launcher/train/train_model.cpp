@@ -206,7 +206,12 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
   be.synchronize();
 }
 
-MlpTrainer::~MlpTrainer() = default;
+MlpTrainer::~MlpTrainer() {
+  // The graphs name this trainer's buffers (and, on the CPU backend, the trainer itself).
+  for (int64_t g : {step_graph_, pass_graph_}) {
+    if (g >= 0) ctx_.backend().release_graph(g);
+  }
+}
 
 int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
   const std::string what = "the MLP block's bytes";

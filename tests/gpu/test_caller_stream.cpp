@@ -307,6 +307,31 @@ TEST(CallerStream, InsideTheCallersCapture) {
     cudaGraphDestroy(graph);
   }
   EXPECT_EQ(nodes, 0u) << "the refused call recorded work into the caller's graph";
+
+  // cgemm's own capture replayed on one stream while eager calls of the same plan go on
+  // another: the backend orders them as it orders two eager calls (they share the plan's ring
+  // and the copy-engine flags; unordered, they would race or hang).
+  cudaStream_t other = nullptr;
+  check(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  Device out2(out_count * 4);
+  const Operands ops2(x_dev.p, w_dev.p, nullptr, out2.p);
+  {
+    CapturedCall captured = plan.capture(ops, stream);
+    check(cudaMemsetAsync(out_dev.p, 0xff, out_count * 4, stream), "cudaMemsetAsync(poison)");
+    for (int i = 0; i < 20; ++i) {
+      captured.replay(stream);
+      plan.execute(ops2, other);
+    }
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    check(cudaStreamSynchronize(other), "cudaStreamSynchronize");
+  }
+  check(cudaMemcpy(got.data(), out_dev.p, out_count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  EXPECT_EQ(std::memcmp(got.data(), eager.data(), out_count * 4), 0)
+      << "rank " << world_rank() << ": replays beside eager calls on another stream differ";
+  check(cudaMemcpy(got.data(), out2.p, out_count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  EXPECT_EQ(std::memcmp(got.data(), eager.data(), out_count * 4), 0)
+      << "rank " << world_rank() << ": eager calls beside replays on another stream differ";
+  check(cudaStreamDestroy(other), "cudaStreamDestroy");
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 }
 

@@ -196,6 +196,7 @@ static void check_refusals(cgemm_context* ctx) {
   cgemm_graph* graph = (cgemm_graph*)x;
   CHECK_FAILS(cgemm_grouped_plan_capture(plan, sizes, x, x, NULL, out, NULL, NULL, NULL, &graph),
               CGEMM_ERROR_INVALID_ARGUMENT, "bias is NULL but the plan has a bias");
+  graph = (cgemm_graph*)x; /* set again: the call before already nulled it */
   CHECK_FAILS(cgemm_grouped_plan_capture(plan, sizes, x, x, x, out, NULL, NULL, NULL, &graph),
               CGEMM_ERROR_RUNTIME,
               "grouped GEMM 'experts' cannot be captured into a CUDA graph: group sizes to host");

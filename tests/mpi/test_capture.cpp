@@ -142,9 +142,10 @@ void check_replays(Backend& be, GemmPlan& plan, uint32_t seed) {
   const std::vector<uint8_t> nan(eager.size(), 0xff);
   ASSERT_NE(eager, nan) << what(plan, "eager call", 2) << ": the output was not written";
 
+  c.out.poison();
   CapturedCall graph = plan.capture(c.operands(), stream);
-  // Capturing runs nothing: the output still holds the eager call's bytes.
-  EXPECT_EQ(c.out.bytes_now(), eager) << what(plan, "capture", 0) << ": the capture ran work";
+  // Capturing runs nothing: the output is still poisoned.
+  EXPECT_EQ(c.out.bytes_now(), nan) << what(plan, "capture", 0) << ": the capture ran work";
   const int sequence[] = {101, -1, 3, -1, 1};  // replays, or -1: one eager call
   for (int s : sequence) {
     c.out.poison();
@@ -181,6 +182,25 @@ TEST_F(Capture, ReplaysAreEagerBitForBit) {
         }
       }
     }
+  }
+}
+
+// A null stream: the capture is from the backend's stream 0 and replays go there (and are
+// ordered with the eager calls there), as a call without a stream.
+TEST_F(Capture, NullStreamIsStreamZero) {
+  Context ctx = make_context(OverlapOptions{.policy = OverlapPolicy::kAlways});
+  Backend& be = ctx.backend();
+  GemmPlan plan(ctx, desc_for(ctx, CollectiveOp::kReduceScatter, ScalingMode::kNoScaling, "null"));
+  Call c(be, plan, 800);
+  plan.execute(c.operands());
+  const std::vector<uint8_t> eager = c.out.bytes_now();
+  CapturedCall graph = plan.capture(c.operands(), nullptr);
+  for (int i = 0; i < 5; ++i) {
+    c.out.poison();
+    graph.replay();
+    plan.execute(c.operands());  // right behind the replay, on the same stream
+    graph.replay();
+    EXPECT_EQ(c.out.bytes_now(), eager) << "rank " << world_rank() << ", round " << i;
   }
 }
 

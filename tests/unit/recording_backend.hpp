@@ -216,6 +216,7 @@ class RecordingBackend final : public Backend {
   void after_external(void*) override { log("after external"); }
   void external_after(void*) override { log("external after"); }
   void synchronize() override { log("synchronize"); }
+  void reserve_collectives(Group, size_t) override {}
   bool is_capturing(void*) const override { return false; }
   void begin_capture() override { log("begin capture"); }
   void end_capture() noexcept override { log("end capture"); }

@@ -447,8 +447,9 @@ CGEMM_API cgemm_status cgemm_plan_execute_gathered(cgemm_plan* plan, const void*
  * transport that cannot be (the UCX staged transport, a dp group through the host, a trace
  * being taken). Every rank of the plan's groups must capture (and replay) the same calls, as
  * it must execute them. A GEMM whose algorithm was never chosen gets the heuristic's first
- * inside a capture (untimed); the copy-engine collectives of ranks sharing a GPU refuse to grow
- * their staging buffer inside one: execute the call once before capturing it.
+ * inside a capture (untimed): execute the call once before capturing it to keep the timed
+ * choice. A replay is ordered with the context's other calls as an eager call is, whatever
+ * stream it is launched on.
  * cgemm_plan_execute_on_stream (and _gathered) may also be called inside the caller's own
  * capture of `stream` (cudaStreamBeginCapture; torch.cuda.graph): the same checks, the same
  * refusal before anything is recorded.

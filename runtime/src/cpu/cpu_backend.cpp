@@ -433,6 +433,7 @@ class CpuBackend final : public Backend {
   void after_external(void*) override {}
   void external_after(void*) override {}
   void synchronize() override {}
+  void reserve_collectives(Group, size_t) override {}  // MPI collectives stage nothing
   bool is_capturing(void*) const override { return false; }
   void begin_capture() override {}
   void end_capture() noexcept override {}

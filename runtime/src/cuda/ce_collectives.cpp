@@ -3,6 +3,7 @@
 // for the peers' pushes on the calling stream, then copies or sums locally. Sums run in fp32 in
 // rank order, so every run (and, for all_reduce, every rank) gets the same bits.
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -87,6 +88,8 @@ class CeCollectives final : public SequentialCollectives {
     backend_.sum_partials(parts, dtype, count, nullptr, 0, buf, dtype, s);
   }
 
+  void reserve(size_t bytes) override { static_cast<void>(staging(bytes)); }
+
   void all_reduce_max(float* buf, int count, int s, const char* label) override {
     static_cast<void>(streams_.at(s, "all_reduce_max"));  // a bad stream fails before any push
     const int size = backend_.group_size(group_), me = backend_.group_rank(group_);
@@ -119,9 +122,10 @@ class CeCollectives final : public SequentialCollectives {
                     " bytes, which cannot happen inside a CUDA-graph capture: run the call "
                     "once outside the capture first");
       }
-      // The old buffer is kept, not released: a graph captured earlier still names it. The
-      // backend frees every symmetric buffer when it goes.
-      staging_ = backend_.allocate_symmetric(bytes, group_);
+      // The old buffer is kept, not released: a graph captured earlier may still name it. The
+      // backend frees every symmetric buffer when it goes; growing at least twofold keeps what
+      // is kept under the size of the last one.
+      staging_ = backend_.allocate_symmetric(std::max(bytes, 2 * staging_.bytes), group_);
     }
     return staging_;
   }

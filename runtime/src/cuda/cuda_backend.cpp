@@ -183,6 +183,9 @@ class CudaBackend final : public Backend {
   void external_after(void* external) override {
     streams_->external_after_all(static_cast<cudaStream_t>(external));
   }
+  void reserve_collectives(Group g, size_t staged_bytes) override {
+    if (comms_.size(g) > 1) set(g).collectives->reserve(staged_bytes);
+  }
   bool is_capturing(void* external) const override;
   void begin_capture() override {
     if (capture_depth_++ > 0) return;
@@ -196,9 +199,7 @@ class CudaBackend final : public Backend {
   }
   bool capturing() const override { return capture_depth_ > 0; }
   int64_t capture_graph(void* stream, const std::function<void()>& issue) override;
-  void replay_graph(int64_t id, void* stream) override {
-    graphs_->replay(id, static_cast<cudaStream_t>(stream));
-  }
+  void replay_graph(int64_t id, void* stream) override;
   void release_graph(int64_t id) noexcept override { graphs_->release(id); }
   void synchronize() override;
   double time_ms(const std::function<void()>& body) override;
@@ -370,20 +371,31 @@ int64_t CudaBackend::capture_graph(void* stream, const std::function<void()>& is
   auto st = static_cast<cudaStream_t>(stream);
   return graphs_->capture(st, [&] {
     begin_capture();
+    const CaptureScope scope(*this);  // end_capture on every way out
+    after_external(stream);           // stream 0 and then every stream join the capture
     try {
-      after_external(stream);  // stream 0 and then every stream join the capture
       issue();
     } catch (...) {
       try {
         external_after(stream);
       } catch (...) {
       }
-      end_capture();
       throw;
     }
     external_after(stream);
-    end_capture();
   });
+}
+
+void CudaBackend::replay_graph(int64_t id, void* stream) {
+  // A replay takes its place in the backend's order as an eager call does: it starts after
+  // everything issued on the backend's streams so far, and what is issued on them next starts
+  // after it. Without that a replay launched on another stream would overlap an eager call of
+  // the same context (their exchanges would share the copy-engine flags; ce_transport.hpp).
+  auto st = static_cast<cudaStream_t>(stream != nullptr ? stream : native_stream());
+  streams_->external_after_all(st);
+  graphs_->replay(id, st);
+  streams_->main_after(st);
+  streams_->fork_from_main();
 }
 
 bool CudaBackend::is_capturing(void* external) const {

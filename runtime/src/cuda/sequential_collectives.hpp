@@ -37,6 +37,9 @@ class SequentialCollectives {
   virtual void all_reduce(void* buf, DType dtype, int64_t count, int stream, const char* label) = 0;
   /// In place: buf[i] = the max over the group's ranks of buf[i] (fp32), on `stream`.
   virtual void all_reduce_max(float* buf, int count, int stream, const char* label) = 0;
+  /// Makes now whatever a call staging `bytes` (its whole group's blocks) would make on first
+  /// use (Backend::reserve_collectives). Collective over the group.
+  virtual void reserve(size_t bytes) { static_cast<void>(bytes); }
 };
 
 /// The call's label, or `what` when it has none.

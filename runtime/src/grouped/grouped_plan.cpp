@@ -408,6 +408,11 @@ void GroupedGemmPlan::execute(const Operands& x, void* stream) {
 
 CapturedCall GroupedGemmPlan::capture(const Operands& x, void* stream) {
   check_call(x);
+  if (x.has(Operand::kHostGroupSizes)) {  // as execute checks them
+    check_group_sizes({static_cast<const int32_t*>(x.input(Operand::kHostGroupSizes)),
+                       static_cast<size_t>(desc_.num_groups)});
+  }
+  if (stream == nullptr) stream = be_.native_stream();
   const Impl& im = *impl_;
   const int64_t id = impl_->engine.capture(
       x.has(Operand::kGroupSizes) ? im.from_backend_sizes : im.from_host_sizes, x, stream,

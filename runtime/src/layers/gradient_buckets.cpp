@@ -235,14 +235,14 @@ void GradientBuckets::ready(int slot, const void* grad, DType dtype) {
     Operands x;
     x.set_input(Operand::kLhs, grad);
     x.set_output(Operand::kOut, values_);
-    programs_->engine.run(programs_->to_bucket[s][dtype_slot(dtype)], x);
+    programs_->engine.run(programs_->to_bucket[s][dtype_slot(dtype)], x, "the dp gradient buckets");
   }
   ready_[s] = true;
   if (--b.pending == 0) {
     b.started = true;
     Operands x;
     x.set_output(Operand::kOut, values_);
-    programs_->engine.run(programs_->all_reduce[at.bucket], x);
+    programs_->engine.run(programs_->all_reduce[at.bucket], x, "the dp gradient buckets");
   }
 }
 
@@ -253,7 +253,7 @@ void GradientBuckets::finish() {
     if (b.started) b.summed = true;
     b.started = false;
   }
-  if (any) programs_->engine.run(programs_->join, Operands{});
+  if (any) programs_->engine.run(programs_->join, Operands{}, "the dp gradient buckets");
   std::string missing;
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (!ready_[s]) missing += (missing.empty() ? "" : ", ") + slot_label(static_cast<int>(s));

@@ -49,9 +49,11 @@ void GemmPlan::execute_sequential(const Operands& x, void* stream) {
 
 CapturedCall GemmPlan::capture(const Operands& x, void* stream) {
   Engine& e = impl_->engine;
+  // Null: the backend's stream 0, as for a call without a stream; replays default to it too.
+  void* st = stream != nullptr ? stream : e.backend().native_stream();
   const int64_t id =
-      e.capture(program_for(x, impl_->use_overlap), x, stream, "GEMM '" + desc_.name + "'");
-  return CapturedCall(e.backend(), id, stream);
+      e.capture(program_for(x, impl_->use_overlap), x, st, "GEMM '" + desc_.name + "'");
+  return CapturedCall(e.backend(), id, st);
 }
 
 const Shape& GemmPlan::gathered_lhs_local() const { return impl_->kind.gathered_lhs; }

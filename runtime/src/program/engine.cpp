@@ -137,6 +137,7 @@ void Engine::prepare(std::span<const Program* const> programs) {
       grouped_.emplace_back(g->shape, be_.prepare_grouped_gemm(g->shape, g->label));
     }
   }
+  reserve_collectives(programs);
   // The scale state lives as long as the plan: set once, then only the programs' scale
   // updates change it (delayed scaling's history runs across calls and both paths).
   if (with_scales != nullptr && private_[slot(Workspace::kScales)] == nullptr) {
@@ -152,6 +153,32 @@ void Engine::prepare(std::span<const Program* const> programs) {
     have_.scales = p.workspace.scales;
   }
   for (const Program* p : programs) check_prepared(*p);
+}
+
+void Engine::reserve_collectives(std::span<const Program* const> programs) {
+  // The bytes each group's collectives stage for a call: every rank's block. Every rank
+  // prepares the same programs in the same order, so the reservations stay collective.
+  std::array<size_t, kGroups.size()> need{};
+  const auto at_least = [&](Group g, size_t block) {
+    size_t& n = need[group_index(g)];
+    n = std::max(n, block * static_cast<size_t>(be_.group_size(g)));
+  };
+  for (const Program* p : programs) {
+    for (const Op& op : p->ops) {
+      if (const auto* o = std::get_if<AllGatherOp>(&op)) {
+        at_least(o->group, o->bytes_per_rank);
+      } else if (const auto* r = std::get_if<ReduceScatterOp>(&op)) {
+        at_least(r->group, static_cast<size_t>(r->count_per_rank) * dtype_size(r->dtype));
+      } else if (const auto* a = std::get_if<AllReduceOp>(&op)) {
+        at_least(a->group, static_cast<size_t>(a->count) * dtype_size(a->dtype));
+      } else if (const auto* m = std::get_if<AmaxReduceOp>(&op)) {
+        for (Group g : kGroups) at_least(g, static_cast<size_t>(m->count) * sizeof(float));
+      }
+    }
+  }
+  for (Group g : kGroups) {
+    if (need[group_index(g)] > 0) be_.reserve_collectives(g, need[group_index(g)]);
+  }
 }
 
 void Engine::check_prepared(const Program& p) const {
@@ -218,7 +245,6 @@ void Engine::check_capturable(const Program& p, const std::string& name) const {
 int64_t Engine::capture(const Program& p, const Operands& x, void* stream,
                         const std::string& name) {
   check_capturable(p, name);
-  if (stream == nullptr) stream = be_.native_stream();  // as a call without a stream
   // Copies of the operands and the name: the CPU backend runs this again at each replay.
   return be_.capture_graph(stream, [this, &p, x, stream, name] { run_on(p, x, stream, name); });
 }
@@ -234,6 +260,8 @@ void Engine::run_on(const Program& p, const Operands& x, void* external, const s
     check_capturable(p, name);  // before anything is recorded
     be_.begin_capture();
   }
+  std::optional<CaptureScope> scope;  // end_capture on every way out
+  if (captured) scope.emplace(be_);
   be_.after_external(external);
   try {
     run(p, x, name);
@@ -244,11 +272,9 @@ void Engine::run_on(const Program& p, const Operands& x, void* external, const s
       be_.external_after(external);
     } catch (...) {
     }
-    if (captured) be_.end_capture();
     throw;
   }
   be_.external_after(external);
-  if (captured) be_.end_capture();
 }
 
 void Engine::run(const Program& p, const Operands& x, const std::string& name) {

@@ -56,7 +56,6 @@ class Engine {
   void check_capturable(const Program& p, const std::string& name) const;
   /// check_capturable, then run_on(p, x, stream) captured into a graph of the backend
   /// (Backend::capture_graph); returns its id. `p` and this engine must outlive the graph.
-  /// A null `stream` is the backend's stream 0, as for a call without one.
   int64_t capture(const Program& p, const Operands& x, void* stream, const std::string& name);
   Backend& backend() { return be_; }
   /// The scale state (kScales) `p` uses, as floats (host copy; synchronous). Empty when p
@@ -70,6 +69,9 @@ class Engine {
 
  private:
   void check_prepared(const Program& p) const;
+  // What the programs' collectives stage on their first call, made now
+  // (Backend::reserve_collectives): no call allocates it later, inside a capture say.
+  void reserve_collectives(std::span<const Program* const> programs);
   const void* at(const Ref& r, const Operands& x) const;
   void* at_mut(const Ref& r, const Operands& x) const;
   void* base(Workspace w) const;

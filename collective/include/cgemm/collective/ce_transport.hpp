@@ -22,8 +22,10 @@
 // host would be baked into the captured waits, and a replay would wait for numbers long passed).
 // Every completed exchange leaves the flags it used at 0.
 //
-// Protocol. Every rank starts the same exchange groups in the same order. A group is a sequence
-// of operations on the communication stream, which runs the groups in order:
+// Protocol. Every rank starts the same exchange groups in the same order, and in each group the
+// pairs match (this rank sends to q iff q receives from this rank). A group is a sequence of
+// operations on the communication stream, which runs the groups in order, one after another
+// (the backend orders a replayed CUDA graph's exchanges with its eager ones the same way):
 //   1. for each recv peer p:  set p's ready[me]                        "my slots are free"
 //   2. for each send peer q:  wait until my ready[q] is 1, clear it    "q's slots are free"
 //   3. for each send:         cudaMemcpyAsync into q's copy of the buffer at send_offset (push)
@@ -37,10 +39,12 @@
 //    semantics of __threadfence_system(), so the pushed bytes are visible in the peer's memory
 //    before its data flag changes. Where the device reports CAN_FLUSH_REMOTE_WRITES, step 5
 //    also uses CU_STREAM_WAIT_VALUE_FLUSH so that the receiving GPU's downstream work sees them.
-//  - A set never lands on a flag still 1 (which would lose it): p sets q's ready[p] again only
-//    after its step 5 of a later group, which waited for q's push from a group after q's step 2
-//    cleared the flag; q's clear is fenced before that push's data flag. Likewise q sets p's
-//    data[q] again only after p's next ready (step 2), which p wrote after its step-5 clear.
+//  - A set never lands on a flag still 1 (which would lose it): p sets q's ready[p] for a group
+//    only after its step 5 of the last group in which it received from q, which waited for q's
+//    push of that group, which q made after its step 2 of that group cleared the flag; q's
+//    clear is fenced before that push's data flag. Likewise q sets p's data[q] only after
+//    seeing p's ready for the group (step 2), which p set (step 1) after its step-5 clear of
+//    the group before.
 //  - Buffer reuse: a rank writes into a peer's slots only after that peer announced the group
 //    (step 2), and a peer announces it only when its communication stream reaches the group:
 //    after its previous groups completed and after the work its start_exchange made the group
@@ -53,8 +57,13 @@
 //    the data flags a rank waits for in step 5 depend only on step 1 of the same group on this
 //    rank.
 //  - Teardown: every write into a rank's memory (data pushes and flag writes) is one that rank
-//    waits for in its own steps 2 and 5, so once a rank's streams are idle no peer writes into
-//    its buffers or flags any more, and it can close and free them without a barrier.
+//    waits for in its own steps 2 and 5, so once a rank's work is done (the device idle, the
+//    graphs' replays included) no peer writes into its buffers or flags any more, and it can
+//    close and free them without a barrier.
+//  - A group issued only in part (an error between its steps 1 and 5) leaves flags at 1, which
+//    the next group would take for its own (a counter's stale value was harmless; a stale 1 is
+//    not): after a call that failed mid-issue the context must not run exchanges again (the
+//    programs end the job on any error; a library caller destroys the context).
 //
 // Limits: the communication stream blocks in steps 2 and 5; compute streams never do. Pushes of
 // one group run one after another on the communication stream (one copy engine queue).

@@ -249,6 +249,12 @@ class Backend {
   /// Later work on `external` waits for all work issued so far on every compute stream and on
   /// the transport (events recorded on each; no host wait, stream 0's own order unchanged).
   virtual void external_after(void* external) = 0;
+  /// Collective over `g`: makes now the buffers a collective of `g` staging `staged_bytes`
+  /// (its whole group's blocks) would make on its first call (the CUDA backend's copy-engine
+  /// collectives: their staging buffer), so that no call allocates them later, inside a CUDA-
+  /// graph capture say. Engine::prepare calls it for its programs' collectives. Others: no-op.
+  virtual void reserve_collectives(Group g, size_t staged_bytes) = 0;
+
   // --- CUDA graphs (docs/CUDA_GRAPHS.md) ---
   /// Whether the caller's stream `external` is being captured into a CUDA graph now
   /// (cudaStreamIsCapturing). Always false on the CPU backend, which has no stream.
@@ -257,6 +263,7 @@ class Backend {
   /// backend records in between are graph nodes, so nothing queries them, and end_capture
   /// forgets them; its copy-engine collectives do not grow their staging buffer meanwhile.
   /// They nest (a plan's call inside a captured training step): the outermost pair counts.
+  /// CaptureScope (below) calls end_capture on every way out.
   virtual void begin_capture() = 0;
   virtual void end_capture() noexcept = 0;
   /// Whether the work issued now goes into a capture (between begin_capture and end_capture,
@@ -289,6 +296,19 @@ class Backend {
   virtual bool tracing() const = 0;
   /// Synchronizes and returns the spans recorded since tracing was turned on or last taken.
   virtual std::vector<TraceSpan> take_trace() = 0;
+};
+
+/// Calls be.end_capture() when it goes: made right after a begin_capture(), so that an exception
+/// anywhere after it never leaves the backend capturing.
+class CaptureScope {
+ public:
+  explicit CaptureScope(Backend& be) : be_(be) {}
+  ~CaptureScope() { be_.end_capture(); }
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+
+ private:
+  Backend& be_;
 };
 
 }  // namespace cgemm

@@ -34,6 +34,8 @@ class CapturedCall {
   /// Launches the graph on `stream` (the caller's stream as its native handle, as
   /// GemmPlan::execute takes it: a cudaStream_t of the backend's device; null: the stream the
   /// call was captured from). Asynchronous; work queued on `stream` after it sees the output.
+  /// Ordered with the backend's eager calls as they are with each other: it starts after them
+  /// and the backend's later work starts after it.
   /// Throws cgemm::Error when the launch fails. The CPU backend runs the call (synchronous).
   void replay(void* stream = nullptr);
 

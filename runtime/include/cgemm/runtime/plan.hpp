@@ -161,8 +161,12 @@ class GemmPlan {
   /// under cudaStreamBeginCapture, torch.cuda.graph): the same checks, refused the same way
   /// before anything is recorded. Either way a GEMM whose algorithm was never chosen is chosen
   /// untimed inside a capture (the heuristic's first): run the call once before capturing to
-  /// keep the timed choice. The copy-engine collectives (ranks sharing a GPU) refuse a capture
-  /// that would grow their staging buffer: run the call once outside the capture first.
+  /// keep the timed choice. The staging buffers of the plan's collectives are made with the
+  /// plan (Engine::prepare), so no capture of its calls allocates.
+  ///
+  /// A replay is ordered with the backend's work as an eager call is, whatever stream it is
+  /// launched on: it starts after everything issued on the backend's streams before it, and
+  /// what is issued there after it starts after it.
   CapturedCall capture(const Operands& x, void* stream);
   /// Which path execute() takes, and why (for reports).
   std::string path_summary() const;
