@@ -11,8 +11,11 @@
 #  4. cgemm-train --cuda_graph on against off, bit for bit (tests/mpi/check_train.sh graph on
 #     the CUDA backend: fp32 and bf16, 1 rank, tp 2, dp 2 x tp 2, ranks sharing the GPU);
 #  5. the training pass's speed with and without graphs, cgemm against PyTorch eager and
-#     torch.cuda.graph (device-train.sh's speed and graph steps, CASES as there).
-# STEPS (default tests,bench,train,speed) picks; NPS (default 1 2 4 8) the test_capture sizes.
+#     torch.cuda.graph (device-train.sh's speed and graph steps, CASES as there);
+#  6. tests/gpu/test_torch_graph.py at 1 and 2 ranks: cgemm's PyTorch modules, forward and
+#     backward, inside torch.cuda.graph, replays against eager passes byte for byte.
+# STEPS (default tests,bench,train,speed,torch) picks; NPS (default 1 2 4 8) the test_capture
+# sizes.
 # Logs and the benchmark's JSON in $OUT (else /tmp/cgemm-device-graphs), a summary at the end;
 # exit 1 when anything failed.
 set -u -o pipefail
@@ -27,7 +30,7 @@ export CGEMM_LIBRARY=$libs/libcgemm.so.0 PYTHONPATH=$root/python
 bin=$root/.devbuild/bin
 mpi="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x CGEMM_LIBRARY -x PYTHONPATH"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
-steps=,${STEPS:-tests,bench,train,speed},
+steps=,${STEPS:-tests,bench,train,speed,torch},
 wants() { [[ $steps == *,$1,* ]]; }
 if wants tests; then
   for np in ${NPS:-1 2 4 8}; do
@@ -52,5 +55,10 @@ fi
 if wants speed; then
   step_timeout=500 step train_speed env STEPS=speed,graph OUT="$out/train" \
     bash "$root/scripts/device-train.sh"
+fi
+if wants torch; then
+  for np in 1 2; do
+    step "test_torch_graph_np$np" $mpi -np $np python3 "$root/tests/gpu/test_torch_graph.py"
+  done
 fi
 finish
