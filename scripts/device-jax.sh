@@ -6,7 +6,10 @@
 #     then 2, 3 and 4 ranks sharing the GPU (gpu_sharing: copy engines);
 #  2. examples/jax_mlp.py, 50 SGD steps against plain JAX: 1 rank, and 2 ranks sharing the GPU
 #     in float32 and bfloat16;
-#  3. bench/jax_ffi_bench.py: cgemm's GEMM in jit against jnp.dot at tp 1, and the FFI overhead.
+#  3. bench/jax_ffi_bench.py: cgemm's GEMM in jit against jnp.dot at tp 1, and the FFI overhead;
+#  4. XLA's command buffers (CUDA graphs) with cgemm's dense GEMM inside: the test at 1 rank and
+#     at 2 sharing the GPU under XLA_FLAGS that put custom calls into command buffers.
+# ONLY=command_buffers runs step 4 alone.
 # Logs in $OUT (else /tmp/cgemm-device-jax), a summary at the end; exit 1 when anything failed.
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +44,7 @@ print("JAX", jax.__version__, "jaxlib", jax.lib.__version__ if hasattr(jax.lib, 
       "devices", jax.devices(), "FFI API (its headers)", ".".join(ver))
 PY
 seed=$(date +%s)
+if [ "${ONLY:-}" != command_buffers ]; then
 step test_jax_np1 $mpi -np 1 python3 "$root/tests/jax/test_jax_plugin.py" "$seed" --platform gpu
 for np in 2 3 4; do
   step "test_jax_np${np}_shared" $mpi -np $np python3 "$root/tests/jax/test_jax_plugin.py" "$seed" \
@@ -51,5 +55,15 @@ step jax_mlp_np2_shared $mpi -np 2 python3 "$root/examples/jax_mlp.py" --steps 5
 step jax_mlp_np2_shared_bf16 $mpi -np 2 python3 "$root/examples/jax_mlp.py" --steps 50 \
   --gpu_sharing --dtype bfloat16
 step jax_ffi_bench python3 "$root/bench/jax_ffi_bench.py"
+fi
+# XLA traces a command-buffer-compatible custom call into its command buffer (stream capture)
+# when the flags below put custom calls there; XLA 0.11's optimized HLO no longer shows command
+# buffers, but its log names the tracing when a trace fails (the test's call after shutdown()).
+export XLA_FLAGS="--xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL --xla_gpu_graph_min_graph_size=1"
+step test_jax_np1_command_buffers $mpi -x XLA_FLAGS -np 1 python3 "$root/tests/jax/test_jax_plugin.py" \
+  "$seed" --platform gpu
+step test_jax_np2_shared_command_buffers $mpi -x XLA_FLAGS -np 2 python3 \
+  "$root/tests/jax/test_jax_plugin.py" "$seed" --platform gpu --gpu_sharing
+unset XLA_FLAGS
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 exit $status

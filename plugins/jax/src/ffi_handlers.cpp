@@ -10,9 +10,11 @@
 //   backend on the "cpu" platform; device memory, XLA's stream and the CUDA backend on "CUDA"
 //   (events on the stream, no host wait, no allocation). An absent operand (no bias, no gathered
 //   lhs asked for) is a buffer of no elements.
-// The handlers do not declare XLA's command-buffer trait: a cgemm plan cannot be captured in a
-// CUDA graph yet (its copy-engine transport numbers exchanges on the host), so XLA must run the
-// call eagerly on its stream.
+// The dense GEMM's CUDA handler declares XLA's command-buffer trait: XLA may capture its call
+// into a command buffer (a CUDA graph) and replay it; cgemm's call inside the capture is
+// checked first and refused, failing the XLA call with the reason, where the plan cannot be
+// captured (docs/CUDA_GRAPHS.md: a dp group through the host, a trace being taken). The grouped
+// GEMM's does not: its sizes go through the host mid-call, so XLA runs it on its stream.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -302,7 +304,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_gemm_cuda, cgemm_jax::dense_cuda,
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
+                                  .Ret<ffi::AnyBuffer>(),
+                              {ffi::Traits::kCmdBufferCompatible});
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_grouped_instantiate, cgemm_jax::grouped_instantiate,
                               ffi::Ffi::BindInstantiate().Attr<std::string_view>("plan"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_grouped_cpu, cgemm_jax::grouped_cpu,
