@@ -324,6 +324,19 @@ TEST(CallerStream, InsideTheCallersCapture) {
     }
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     check(cudaStreamSynchronize(other), "cudaStreamSynchronize");
+    // Its replay inside the caller's capture is refused, the capture left valid.
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+    std::string nested;
+    try {
+      captured.replay(stream);
+    } catch (const Error& e) {
+      nested = e.what();
+    }
+    cudaGraph_t empty = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(stream, &empty), cudaSuccess);
+    if (empty != nullptr) cudaGraphDestroy(empty);
+    EXPECT_NE(nested.find("issue the call itself inside that capture"), std::string::npos)
+        << nested;
   }
   check(cudaMemcpy(got.data(), out_dev.p, out_count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
   EXPECT_EQ(std::memcmp(got.data(), eager.data(), out_count * 4), 0)

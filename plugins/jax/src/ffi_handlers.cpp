@@ -10,11 +10,11 @@
 //   backend on the "cpu" platform; device memory, XLA's stream and the CUDA backend on "CUDA"
 //   (events on the stream, no host wait, no allocation). An absent operand (no bias, no gathered
 //   lhs asked for) is a buffer of no elements.
-// The dense GEMM's CUDA handler declares XLA's command-buffer trait: XLA may capture its call
-// into a command buffer (a CUDA graph) and replay it; cgemm's call inside the capture is
-// checked first and refused, failing the XLA call with the reason, where the plan cannot be
-// captured (docs/CUDA_GRAPHS.md: a dp group through the host, a trace being taken). The grouped
-// GEMM's does not: its sizes go through the host mid-call, so XLA runs it on its stream.
+// The handlers do not declare XLA's command-buffer trait, though a dense plan's call can be
+// captured (docs/CUDA_GRAPHS.md): XLA would replay a recorded command buffer after
+// cgemm_jax.shutdown() released the plan's memory, without calling the handler that refuses
+// released plans, and a plan that cannot be captured (a dp group through the host, a trace)
+// would fail inside a command buffer where it runs today. XLA runs the calls on its stream.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -304,8 +304,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_gemm_cuda, cgemm_jax::dense_cuda,
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>(),
-                              {ffi::Traits::kCmdBufferCompatible});
+                                  .Ret<ffi::AnyBuffer>());
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_grouped_instantiate, cgemm_jax::grouped_instantiate,
                               ffi::Ffi::BindInstantiate().Attr<std::string_view>("plan"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cgemm_jax_grouped_cpu, cgemm_jax::grouped_cpu,

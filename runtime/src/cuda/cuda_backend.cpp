@@ -392,6 +392,13 @@ void CudaBackend::replay_graph(int64_t id, void* stream) {
   // after it. Without that a replay launched on another stream would overlap an eager call of
   // the same context (their exchanges would share the copy-engine flags; ce_transport.hpp).
   auto st = static_cast<cudaStream_t>(stream != nullptr ? stream : native_stream());
+  if (!capturing() && is_capturing(st)) {
+    // The bracket below would make the capturing stream wait for events recorded outside the
+    // capture (cudaErrorStreamCaptureIsolation). The call itself belongs inside that capture.
+    fail(
+        "replay of a captured cgemm call on a stream that is being captured: issue the call "
+        "itself inside that capture (execute on the stream) instead of replaying its graph");
+  }
   streams_->external_after_all(st);
   graphs_->replay(id, st);
   streams_->main_after(st);

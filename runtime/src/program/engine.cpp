@@ -119,6 +119,9 @@ void Engine::prepare(std::span<const Program* const> programs) {
     throw Error("engine: a program needs a ring of " + std::to_string(need.ring) +
                 " bytes, the plan holds " + std::to_string(have_.ring));
   }
+  // Collective too, so before any allocation that may fail on one rank alone (the plan then
+  // agrees on the failure over the world: a rank gone there must not leave its peers here).
+  reserve_collectives(programs);
   for (Workspace w : kPrivate) {
     grow(be_, private_[slot(w)], workspace_bytes(have_, w), workspace_bytes(need, w));
   }
@@ -137,7 +140,6 @@ void Engine::prepare(std::span<const Program* const> programs) {
       grouped_.emplace_back(g->shape, be_.prepare_grouped_gemm(g->shape, g->label));
     }
   }
-  reserve_collectives(programs);
   // The scale state lives as long as the plan: set once, then only the programs' scale
   // updates change it (delayed scaling's history runs across calls and both paths).
   if (with_scales != nullptr && private_[slot(Workspace::kScales)] == nullptr) {
