@@ -307,6 +307,12 @@ void MlpTrainer::finish_dp_sum() {
   for (const auto& p : params_) p->summed_from_bucket(ctx_.backend(), buckets_->summed(p->dp_slot));
 }
 
+double MlpTrainer::loss_count() const {
+  // loss = sum (y - target)^2 / count over the job, count the global elements.
+  return static_cast<double>(cfg_.batch) * static_cast<double>(cfg_.seq_len) *
+         static_cast<double>(cfg_.hidden);
+}
+
 double MlpTrainer::job_loss(int step, bool timed) {
   double sum = ops_->loss_sum();
   const watchdog::WaitScope wait(!timed
@@ -315,10 +321,7 @@ double MlpTrainer::job_loss(int step, bool timed) {
                                                    "or traced pass"));
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.comms().world()),
             "MPI_Allreduce(loss)");
-  // loss = sum (y - target)^2 / count over the job, count the global elements.
-  const double count = static_cast<double>(cfg_.batch) * static_cast<double>(cfg_.seq_len) *
-                       static_cast<double>(cfg_.hidden);
-  return sum / count;
+  return sum / loss_count();
 }
 
 void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* mark) {
@@ -330,11 +333,9 @@ void MlpTrainer::forward_backward(int step, StepResult* r, Clock::time_point* ma
   down_->forward(h_, value_of(w2_), value_of(b2_), out_);
   lap(r, mark, Phase::kDownForward);
 
-  // dL/dy = 2 (y - target) / count, count the global elements; the loss's sums stay on the
-  // device until job_loss() reads them (not inside a graph: its replays read them after).
-  const double count = static_cast<double>(cfg_.batch) * static_cast<double>(cfg_.seq_len) *
-                       static_cast<double>(cfg_.hidden);
-  ops_->squared_error_issue(out_, x_, target_, dy_, t, n_x_, 2.0 / count);
+  // dL/dy = 2 (y - target) / count; the loss's sums stay on the device until job_loss() reads
+  // them (not inside a graph: its replays read them after).
+  ops_->squared_error_issue(out_, x_, target_, dy_, t, n_x_, 2.0 / loss_count());
   if (!graph_issue_) {
     const double loss = job_loss(step, r == nullptr);
     if (r != nullptr) r->loss = loss;

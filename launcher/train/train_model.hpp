@@ -148,6 +148,8 @@ class MlpTrainer {
   /// The job's loss of the last squared error: its partial sums read (a host wait), summed
   /// over the job (MPI), divided by the global count.
   double job_loss(int step, bool timed);
+  /// The global elements the loss is the mean over (B S H).
+  double loss_count() const;
   /// Captures `issue` (with graph_issue_ set) into a graph of the backend, after checking that
   /// the backend can; `what` names it in the refusal.
   int64_t capture(const char* what, const std::function<void()>& issue);

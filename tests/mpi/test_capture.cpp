@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/error_of.hpp"
 #include "cgemm/core/convert.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/context.hpp"
@@ -227,16 +228,7 @@ TEST_F(Capture, TwoPlansReplayedInTurns) {
   EXPECT_EQ(r.out.bytes_now(), rs_eager) << "rank " << world_rank();
 }
 
-// The message of the cgemm::Error `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST_F(Capture, RefusedBeforeAnythingIsRecorded) {
   Context ctx = make_context(OverlapOptions{});

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/error_of.hpp"
 #include "cgemm/core/convert.hpp"
 #include "cgemm/runtime/activation_gather.hpp"
 #include "cgemm/runtime/plan.hpp"
@@ -112,16 +113,7 @@ TEST(GatheredLhs, EqualsTheActivationGatherBitForBitOnBothPaths) {
   }
 }
 
-// The message of the cgemm::Error `call` throws, "" if none.
-template <class F>
-std::string error_of(F call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(GatheredLhs, GemmsWithoutAGatheredLhsRefuseTheRequestBeforeAnyWork) {
   Context ctx(MPI_COMM_WORLD, MeshConfig{.dp = g_dp, .tp = 0}, BackendKind::kCpu, {});

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/error_of.hpp"
 #include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/env.hpp"
 #include "cgemm/core/error.hpp"
@@ -33,15 +34,7 @@ class EnvTest : public ::testing::Test {
   static void set(const char* value) { setenv(kVar, value, 1); }
 };
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST_F(EnvTest, FlagUnsetOrEmptyIsNullopt) {
   unsetenv(kVar);

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "../support/error_of.hpp"
 #include "cgemm/core/collective_op.hpp"
 #include "cgemm/core/dtype.hpp"
 #include "cgemm/core/error.hpp"
@@ -18,15 +19,7 @@ const SpecEntry N = SpecEntry::none();
 
 Mesh test_mesh() { return Mesh{{{"dp", 2}, {"tpsp", 4}, {"fsdp", 3}}}; }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 bool mentions(const std::string& msg, const std::string& what) {
   return msg.find(what) != std::string::npos;

@@ -57,6 +57,7 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
   impl_ = std::make_unique<Impl>(ctx.backend(), ctx.comms().world_rank(), std::move(p.geometry),
                                  std::move(p.kind));
   impl_->description = std::move(p.description);
+  impl_->call_name = "GEMM '" + desc_.name + "'";
   Impl& im = *impl_;
   im.policy = ctx.overlap().policy;
   const GemmGeometry& g = im.geometry;

@@ -40,19 +40,18 @@ const Program& GemmPlan::program_for(const Operands& x, bool overlapped) const {
 }
 
 void GemmPlan::execute_overlapped(const Operands& x, void* stream) {
-  impl_->engine.run_on(program_for(x, true), x, stream, "GEMM '" + desc_.name + "'");
+  impl_->engine.run_on(program_for(x, true), x, stream, impl_->call_name);
 }
 
 void GemmPlan::execute_sequential(const Operands& x, void* stream) {
-  impl_->engine.run_on(program_for(x, false), x, stream, "GEMM '" + desc_.name + "'");
+  impl_->engine.run_on(program_for(x, false), x, stream, impl_->call_name);
 }
 
 CapturedCall GemmPlan::capture(const Operands& x, void* stream) {
   Engine& e = impl_->engine;
   // Null: the backend's stream 0, as for a call without a stream; replays default to it too.
   void* st = stream != nullptr ? stream : e.backend().native_stream();
-  const int64_t id =
-      e.capture(program_for(x, impl_->use_overlap), x, st, "GEMM '" + desc_.name + "'");
+  const int64_t id = e.capture(program_for(x, impl_->use_overlap), x, st, impl_->call_name);
   return CapturedCall(e.backend(), id, st);
 }
 

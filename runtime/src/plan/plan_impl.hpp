@@ -29,6 +29,7 @@ struct GemmPlan::Impl {
   std::vector<Operand> overlapped_operands, sequential_operands;
   std::vector<Operand> overlapped_gathering_operands, sequential_gathering_operands;
   PlanDescription description;  // what plan_gemm says of it (shapes, offsets, bytes)
+  std::string call_name;        // "GEMM 'NAME'": what a refusal names (made once, not per call)
   Engine engine;
 
   // OverlapOptions::policy and the path it picks (kAuto: by its rule, at planning).
