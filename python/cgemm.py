@@ -332,8 +332,8 @@ class Plan:
 
 
 class Graph:
-    """One plan call captured into a CUDA graph (Plan.capture, Plan.capture_pointers;
-    cgemm_graph): replay() runs it again, one cudaGraphLaunch on the CUDA backend, and gives
+    """One plan call captured into a CUDA graph (Plan.capture, Plan.capture_pointers,
+    GroupedPlan.capture, GroupedPlan.capture_pointers; cgemm_graph): replay() runs it again, one cudaGraphLaunch on the CUDA backend, and gives
     the bytes an execute call would. Destroyed with close(), a with block, or its plan."""
 
     def __init__(self, handle, plan):
@@ -424,6 +424,45 @@ class GroupedPlan:
             (out, "out"), (lhs_scale_inv, "lhs_scale_inv"), (rhs_scale_inv, "rhs_scale_inv"))]
         handle = None if stream is None else ctypes.c_void_p(_handle_int(stream, "stream") or 1)
         _check(_lib.cgemm_grouped_plan_execute(self._handle, *ptrs, handle))
+
+    def capture(self, group_sizes, lhs, rhs, bias, out, lhs_scale_inv=None, rhs_scale_inv=None,
+                stream=None):
+        """The call execute(...) would make, captured into a CUDA graph
+        (cgemm_grouped_plan_capture; nothing runs now): a Graph whose replay() runs it again on
+        the same arrays, reading group_sizes as they are then (change them between replays;
+        their count and sum may not). numpy arrays, so the CPU backend only, which emulates
+        graphs; on the GPU use capture_pointers. Only a plan with path "cublaslt_device_tiles"
+        can be captured; others raise Error naming why. The Graph keeps the arrays alive."""
+        self._info()
+        if self._ctx.backend != "cpu":
+            raise Error("CGEMM_ERROR_INVALID_ARGUMENT",
+                        f"GroupedPlan.capture takes numpy (host) arrays, which the "
+                        f"{self._ctx.backend} backend cannot read: use capture_pointers")
+        g = (self.num_groups,)
+        f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+        ptrs = [_numpy_pointer(group_sizes, None, "group_sizes", dtype=i32, shape=g),
+                _numpy_pointer(lhs, self.lhs, "lhs"), _numpy_pointer(rhs, self.rhs, "rhs"),
+                _numpy_pointer(bias, self.bias, "bias"), _numpy_pointer(out, self.out, "out", True)]
+        ptrs += [None if v is None else _numpy_pointer(v, None, n, dtype=f32, shape=g)
+                 for v, n in ((lhs_scale_inv, "lhs_scale_inv"), (rhs_scale_inv, "rhs_scale_inv"))]
+        graph = self.capture_pointers(*ptrs, stream=stream)
+        graph._keep = (group_sizes, lhs, rhs, bias, out, lhs_scale_inv, rhs_scale_inv)
+        return graph
+
+    def capture_pointers(self, group_sizes, lhs, rhs, bias, out, lhs_scale_inv=None,
+                         rhs_scale_inv=None, stream=None):
+        """capture on raw addresses (ints, as execute_pointers takes them, group_sizes in
+        device memory on CUDA; the same caller's guarantees, for as long as the Graph is
+        replayed). stream: None (the backend's stream 0) or an int cudaStream_t of the context's
+        GPU that is not being captured."""
+        self._info()
+        ptrs = [ctypes.c_void_p(_handle_int(v or 0, name)) for v, name in (
+            (group_sizes, "group_sizes"), (lhs, "lhs"), (rhs, "rhs"), (bias, "bias"),
+            (out, "out"), (lhs_scale_inv, "lhs_scale_inv"), (rhs_scale_inv, "rhs_scale_inv"))]
+        s = None if stream is None else ctypes.c_void_p(_handle_int(stream, "stream") or 1)
+        handle = ctypes.c_void_p()
+        _check(_lib.cgemm_grouped_plan_capture(self._handle, *ptrs, s, ctypes.byref(handle)))
+        return Graph(handle, self)
 
     def close(self):
         if self._handle is not None:
@@ -560,7 +599,8 @@ class Context:
         [N, K], out [G, M, N]. bias_shape None or (G, N). dtype "float32", "float16", "bfloat16"
         or FP8 "float8_e4m3fn" / "float8_e5m2" with scaling "current" or "delayed" (a scale_inv
         per group and operand; ragged rows, lhs [M, K], rhs [G, N, K]). out_dtype: gemm.py's
-        preferred_element_type. path (CUDA): "auto", "loop", "cublas_grouped", "cublaslt_tiles".
+        preferred_element_type. path (CUDA): "auto", "loop", "cublas_grouped", "cublaslt_tiles",
+        "cublaslt_device_tiles" (sizes read on the device: capturable, see GroupedPlan.capture).
         Errors as Context.plan's."""
         desc = _GroupedPlanDesc()
         _lib.cgemm_grouped_plan_desc_init(ctypes.byref(desc))

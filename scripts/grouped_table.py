@@ -6,7 +6,9 @@
 Rows join on (tokens, groups, k, n, sizes); a case missing on the torch side keeps empty torch
 cells. Prints one Markdown table: each path's median ms and TFLOP/s (over the real ragged work,
 2 * tokens * K * N), then the better cgemm path over the better torch call (the issue's target:
-<= 1.00x on every case) and the group sizes' agreement check (cgemm's grouped and tiles vs loop).
+<= 1.00x on every case), the group sizes' agreement check (cgemm's grouped and tiles vs loop),
+then the device tiles (sizes read on the device: capturable), eager and replayed from a CUDA
+graph, against the tiles (not in "best cgemm": they compute up to 2 G 128 rows more).
 Standard library only. Exit status: 0, or 2 when a file cannot be read.
 """
 
@@ -30,6 +32,17 @@ def cell(ms, tf):
     return "" if ms is None else f"{ms:.3f} ms ({tf:.0f})"
 
 
+def device_cells(r, tiles_ms):
+    """The device tiles' four cells (empty where the CSV predates them or they did not run)."""
+    dm, gm = num(r.get("device_ms")), num(r.get("device_graph_ms"))
+    if r.get("device_path", "not run") == "not run" or dm is None:
+        return " | | | " + r.get("device_path", "")
+    ratio = f"{dm / tiles_ms:.2f}x" if tiles_ms else ""
+    gcell = "" if gm is None else f"{gm:.3f} ms"
+    return (f"{cell(dm, num(r.get('device_tflops')))} | {gcell} | {ratio} | "
+            f"{r.get('device_rel_diff', '')}, {r.get('device_graph_same', '')}")
+
+
 def main(argv):
     if len(argv) not in (2, 3):
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
@@ -44,8 +57,9 @@ def main(argv):
     torch = {key(r): r for r in th}
     print("| tokens x G x K x N | sizes | cgemm loop | cgemm cuBLAS grouped | cgemm cuBLASLt tiles "
           "| dense GEMM floor | torch._grouped_mm | loop of torch.mm | best cgemm / best torch "
-          "| max rel diff (grouped, tiles) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| max rel diff (grouped, tiles) | device tiles eager | device tiles graph "
+          "| device eager / tiles | device rel diff, graph = eager |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in cg:
         t = torch.get(key(r), {})
         lm, gm, dm = num(r["loop_ms"]), num(r["grouped_ms"]), num(r["dense_ms"])
@@ -66,7 +80,8 @@ def main(argv):
               f"{tcell} | {cell(dm, num(r['dense_tflops']))} | "
               f"{cell(tgm, num(t.get('grouped_mm_tflops')))} | "
               f"{cell(tlm, num(t.get('loop_tflops')))} | {ratio} | "
-              f"{r['max_rel_diff']}, {r.get('tiles_rel_diff', '')} |")
+              f"{r['max_rel_diff']}, {r.get('tiles_rel_diff', '')} | "
+              f"{device_cells(r, tim)} |")
     print("\nms: medians; (n): TFLOP/s over the real ragged work. best / best < 1: cgemm faster.")
     notes = [f"{r['case']} {r['sizes']}: {r['note']}" for r in th if r.get("note")]
     if notes:

@@ -61,7 +61,8 @@ cgemm::GroupedGemmDesc grouped_desc(const cgemm_grouped_plan_desc& d) {
       {"auto", cgemm::GroupedPath::kAuto},
       {"loop", cgemm::GroupedPath::kLoop},
       {"cublas_grouped", cgemm::GroupedPath::kCublasGrouped},
-      {"cublaslt_tiles", cgemm::GroupedPath::kCublasLtTiles}};
+      {"cublaslt_tiles", cgemm::GroupedPath::kCublasLtTiles},
+      {"cublaslt_device_tiles", cgemm::GroupedPath::kCublasLtDeviceTiles}};
   cgemm::GroupedGemmDesc g;
   g.name = d.name ? d.name : "grouped_gemm";
   g.form = word_arg(d.form, "form", kForms);

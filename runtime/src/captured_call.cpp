@@ -13,6 +13,7 @@ CapturedCall& CapturedCall::operator=(CapturedCall&& o) noexcept {
     be_ = o.be_;
     id_ = o.id_;
     stream_ = o.stream_;
+    grouped_ = o.grouped_;
     o.be_ = nullptr;
   }
   return *this;
@@ -24,6 +25,7 @@ CapturedCall::~CapturedCall() {
 
 void CapturedCall::replay(void* stream) {
   if (be_ == nullptr) throw Error("replay of a CapturedCall that was moved from");
+  if (grouped_ != 0) be_->check_grouped_gemm(grouped_);
   be_->replay_graph(id_, stream != nullptr ? stream : stream_);
 }
 

@@ -2,7 +2,8 @@
 # check_parts_grouped.sh MPIEXEC BENCH PYTHON OUTDIR: cgemm-bench --parts grouped on the CPU
 # backend with the cases divided by 64 (the study's code path end to end in under a second):
 # five rows with the expected sizes columns, all three paths agreeing exactly (the CPU runs the
-# loop for each), the size vectors equal to bench/peers/torch_grouped_mm.py's (its dry run, no
+# loop for each; the device tiles where K and N allow them, their replay equal to their eager
+# call), the size vectors equal to bench/peers/torch_grouped_mm.py's (its dry run, no
 # torch), scripts/grouped_table.py joining a made-up torch row, and the full sizes refused on
 # the CPU with one message (exit 2).
 set -u
@@ -28,6 +29,15 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 bad = [r["case"] for r in rows if r["grouped_path"] != "loop" or r["tiles_path"] != "loop"
        or float(r["max_rel_diff"]) != 0.0 or float(r["tiles_rel_diff"]) != 0.0
        or not float(r["tiles_ms"]) > 0.0]
+# The device tiles: the loop too where K and N are multiples of 8 (its graph replay equal to
+# its eager call), "not run" where not (N 22 at this divide).
+for r in rows:
+    runs = int(r["k"]) % 8 == 0 and int(r["n"]) % 8 == 0
+    if runs and (r["device_path"] != "loop" or float(r["device_rel_diff"]) != 0.0
+                 or r["device_graph_same"] != "yes" or not float(r["device_graph_ms"]) > 0.0):
+        bad.append(r["case"])
+    if not runs and r["device_path"] != "not run":
+        bad.append(r["case"])
 sys.exit(1 if bad or len(rows) != 5 else 0)
 PY
 "$python" "$root/bench/peers/torch_grouped_mm.py" --dry-run --divide 64 >"$out/peer.txt" ||

@@ -7,7 +7,12 @@
 //    call's on the same inputs;
 //  - two plans' graphs replayed in turns (their exchanges share the transport's flags);
 //  - what cannot be captured is refused before anything is recorded, with one message naming
-//    it: a grouped GEMM (its sizes go to the host), a trace being taken, a missing operand.
+//    it: a grouped GEMM whose sizes go to the host, a trace being taken, a missing operand;
+//  - a grouped GEMM of path cublaslt_device_tiles, its sizes in backend memory, captured once
+//    and replayed with sizes that change between replays (empty groups, groups smaller and
+//    larger than a tile, one group holding every row), each replay byte-identical to an eager
+//    call on the same sizes and within bf16's rounding of an fp64 reference; bad sizes: NaN
+//    out and the error at the next call (CUDA) or the error at once (CPU).
 // The CPU backend emulates graphs (a replay runs the call again), so in CI this tests the
 // API, the refusals and the sequence; on the CUDA backend it tests the graphs themselves (the
 // copy-engine flags that must return to 0, the scale state in device memory).
@@ -16,11 +21,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../support/error_of.hpp"
@@ -269,6 +276,10 @@ TEST_F(Capture, RefusedBeforeAnythingIsRecorded) {
                      "sizes are copied to the host"),
             std::string::npos)
       << msg;
+  EXPECT_NE(msg.find("a plan with path cublaslt_device_tiles, given its sizes in backend memory, "
+                     "reads them there and can be captured"),
+            std::string::npos)
+      << msg;
   // Sizes given in host memory: the grouped GEMM op itself needs them on the host.
   Operands hx(lhs.p, rhs.p, nullptr, out.p);
   hx.set_input(Operand::kHostGroupSizes, host_sizes);
@@ -280,6 +291,171 @@ TEST_F(Capture, RefusedBeforeAnythingIsRecorded) {
   plan.execute(c.operands(), stream);
   const std::vector<uint8_t> got = c.out.bytes_now();
   EXPECT_NE(got, std::vector<uint8_t>(got.size(), 0xff));
+}
+
+// The fp64 grouped GEMM of rows form: out[r] = lhs[r] @ rhs[g(r)] (+ bias[g(r)]); rhs [G, N, K]
+// (rhs_trans) or [G, K, N].
+std::vector<double> grouped_reference(const std::vector<float>& lhs, const std::vector<float>& rhs,
+                                      const std::vector<float>* bias,
+                                      const std::vector<int32_t>& sizes, int64_t k, int64_t n,
+                                      bool rhs_trans) {
+  const auto m = static_cast<int64_t>(lhs.size()) / k;
+  std::vector<double> out(static_cast<size_t>(m * n));
+  int64_t row = 0;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    const auto gi = static_cast<int64_t>(g);
+    for (int64_t r = row; r < row + sizes[g]; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = bias != nullptr ? (*bias)[static_cast<size_t>(gi * n + j)] : 0.0;
+        for (int64_t q = 0; q < k; ++q) {
+          const int64_t w = rhs_trans ? (gi * n + j) * k + q : (gi * k + q) * n + j;
+          acc += static_cast<double>(lhs[static_cast<size_t>(r * k + q)]) *
+                 rhs[static_cast<size_t>(w)];
+        }
+        out[static_cast<size_t>(r * n + j)] = acc;
+      }
+    }
+    row += sizes[g];
+  }
+  return out;
+}
+
+std::vector<float> to_floats(const std::vector<uint8_t>& raw, DType t) {
+  std::vector<float> v(raw.size() / dtype_size(t));
+  convert_to_float(raw.data(), t, v.data(), static_cast<int64_t>(v.size()));
+  return v;
+}
+
+// A buffer filled with values of `t` rounded from random_values(count, seed); returns them.
+std::vector<float> fill_random(Backend& be, Buffer& b, int64_t count, DType t, uint32_t seed) {
+  std::vector<float> v = random_values(count, seed);
+  std::vector<uint8_t> raw(b.bytes);
+  convert_from_float(v.data(), raw.data(), t, count);
+  be.copy_from_host(b.p, raw.data(), raw.size());
+  return to_floats(raw, t);
+}
+
+TEST_F(Capture, GroupedDeviceSizesReplayWithChangingSizes) {
+  Context ctx = make_context(OverlapOptions{});
+  Backend& be = ctx.backend();
+  void* stream = be.native_stream();
+  constexpr int64_t kG = 5, kM = 300, kK = 64, kN = 48;
+  // Each sums to M: equal groups, one group holding every row (first, last), groups across a
+  // 128-row tile's edges, empty groups between.
+  const std::vector<std::vector<int32_t>> size_sets = {{60, 60, 60, 60, 60}, {300, 0, 0, 0, 0},
+                                                       {0, 0, 0, 0, 300},    {128, 1, 127, 0, 44},
+                                                       {7, 256, 13, 23, 1},  {0, 129, 0, 171, 0}};
+  struct Case {
+    DType dtype;
+    bool bias, rhs_trans;
+  };
+  for (const Case& cs : {Case{DType::kBFloat16, false, true}, Case{DType::kBFloat16, true, true},
+                         Case{DType::kBFloat16, true, false}, Case{DType::kFloat32, false, true}}) {
+    const std::string where = std::string(dtype_name(cs.dtype)) +
+                              (cs.bias ? ", bias" : ", no bias") +
+                              (cs.rhs_trans ? ", rhs [G, N, K]" : ", rhs [G, K, N]") + ", rank " +
+                              std::to_string(world_rank());
+    GroupedGemmDesc d;
+    d.name = "device experts";
+    d.num_groups = kG;
+    d.lhs_shape = {kM, kK};
+    d.rhs_shape = cs.rhs_trans ? Shape{kG, kN, kK} : Shape{kG, kK, kN};
+    d.rhs_contracting_dims = {cs.rhs_trans ? 2 : 1};
+    if (cs.bias) d.bias_shape = Shape{kG, kN};
+    d.dtype = cs.dtype;
+    d.path = GroupedPath::kCublasLtDeviceTiles;
+    GroupedGemmPlan plan(be, d);
+    EXPECT_TRUE(plan.shape().device_sizes) << where;
+    EXPECT_EQ(plan.path(), be.kind() == BackendKind::kCuda ? GroupedPath::kCublasLtDeviceTiles
+                                                           : GroupedPath::kLoop)
+        << where;
+    EXPECT_EQ(plan.capture_refusal(), "") << where;
+    const size_t e = dtype_size(cs.dtype);
+    Buffer lhs(be, kM * kK * e), rhs(be, kG * kK * kN * e), bias(be, kG * kN * e);
+    Buffer out(be, kM * kN * e), eager_out(be, kM * kN * e), sizes(be, kG * sizeof(int32_t));
+    const std::vector<float> lhs_v = fill_random(be, lhs, kM * kK, cs.dtype, 31);
+    const std::vector<float> rhs_v = fill_random(be, rhs, kG * kK * kN, cs.dtype, 32);
+    const std::vector<float> bias_v = fill_random(be, bias, kG * kN, cs.dtype, 33);
+    const auto set_sizes = [&](const std::vector<int32_t>& v) {
+      be.synchronize();  // no replay still reads the sizes
+      be.copy_from_host(sizes.p, v.data(), v.size() * sizeof(int32_t));
+    };
+    const auto operands = [&](Buffer& o) {
+      Operands x(lhs.p, rhs.p, cs.bias ? bias.p : nullptr, o.p);
+      x.set_input(Operand::kGroupSizes, sizes.p);
+      return x;
+    };
+    set_sizes(size_sets[0]);
+    out.poison();
+    CapturedCall graph = plan.capture(operands(out), stream);
+    const std::vector<uint8_t> nan(out.bytes, 0xff);
+    EXPECT_EQ(out.bytes_now(), nan) << where << ": the capture ran work";
+    int turn = 0;
+    for (const std::vector<int32_t>& v : size_sets) {
+      set_sizes(v);
+      eager_out.poison();
+      plan.execute(operands(eager_out), stream);
+      const std::vector<uint8_t> eager = eager_out.bytes_now();
+      // Alternating counts: 1, 2, 3 replays...
+      for (int r = 0; r <= turn % 3; ++r) {
+        out.poison();
+        graph.replay(stream);
+        EXPECT_EQ(out.bytes_now(), eager) << where << ", sizes set " << turn << ", replay " << r;
+      }
+      const std::vector<double> ref =
+          grouped_reference(lhs_v, rhs_v, cs.bias ? &bias_v : nullptr, v, kK, kN, cs.rhs_trans);
+      const std::vector<float> got = to_floats(eager, cs.dtype);
+      const double tol = cs.dtype == DType::kFloat32 ? 1e-3 : 2e-2;  // relative to |ref| + 1
+      double worst = 0.0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        worst = std::max(worst, std::abs(got[i] - ref[i]) / (std::abs(ref[i]) + 1.0));
+        if (std::isnan(got[i])) worst = 1e30;
+      }
+      EXPECT_LT(worst, tol) << where << ", sizes set " << turn;
+      ++turn;
+    }
+
+    // Bad sizes. The CPU backend reads them before it runs: the error at once, out untouched.
+    // The CUDA device tiles cannot: NaN in out, then the error at the next call, once.
+    const std::vector<int32_t> negative = {100, 100, 100, 100, -100};
+    const std::vector<int32_t> short_sum = {1, 1, 1, 1, 1};
+    if (be.kind() == BackendKind::kCpu) {
+      set_sizes(negative);
+      std::string msg = error_of([&] { graph.replay(stream); });
+      EXPECT_NE(msg.find("group 4 has a negative size -100"), std::string::npos) << msg;
+      set_sizes(short_sum);
+      msg = error_of([&] { plan.execute(operands(eager_out), stream); });
+      EXPECT_NE(msg.find("the group sizes sum to 5, but the ragged dim M (lhs rows) = 300"),
+                std::string::npos)
+          << msg;
+    } else {
+      for (const auto& [bad, says] :
+           {std::pair{negative, std::string("group 4 had a negative size -100")},
+            std::pair{short_sum, std::string("the group sizes summed to 5, but the ragged dim M "
+                                             "(lhs rows) = 300")}}) {
+        set_sizes(bad);
+        out.poison();
+        graph.replay(stream);
+        for (float f : to_floats(out.bytes_now(), cs.dtype)) {
+          ASSERT_TRUE(std::isnan(f)) << where << ": bad sizes left a number in out";
+        }
+        set_sizes(size_sets[1]);
+        const std::string msg = error_of([&] { graph.replay(stream); });
+        EXPECT_NE(msg.find("an earlier call's group sizes in device memory were bad: " + says),
+                  std::string::npos)
+            << where << ": " << msg;
+      }
+    }
+    // Good sizes run again after the error was reported.
+    set_sizes(size_sets[3]);
+    eager_out.poison();
+    plan.execute(operands(eager_out), stream);
+    const std::vector<uint8_t> eager = eager_out.bytes_now();
+    out.poison();
+    graph.replay(stream);
+    EXPECT_EQ(out.bytes_now(), eager) << where << ", after the bad sizes";
+    EXPECT_NE(eager, nan) << where;
+  }
 }
 
 }  // namespace

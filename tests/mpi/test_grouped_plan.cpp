@@ -681,6 +681,63 @@ TEST_F(GroupedPlan, CublasLtTilesPathRaggedRows) {
   }
 }
 
+// The device tiles (GroupedPath::kCublasLtDeviceTiles: one pointer-array matmul of fixed
+// shape, its pointers computed on the device from the sizes): the ragged-rows cases it runs
+// (lhs [M, K]), every dtype, both rhs layouts, bias on and off, sizes from host and backend
+// memory, groups over and across the 128-row tiles. On the CPU backend the same cases run the
+// loop, reading sizes in backend memory in place.
+TEST_F(GroupedPlan, CublasLtDeviceTilesPathRaggedRows) {
+  std::vector<std::vector<int32_t>> all = kRowSizes;
+  all.push_back({600, 1, 0, 300});
+  all.push_back({256, 512, 257, 255});
+  all.push_back({128, 0, 127, 129});
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    for (const auto& sizes : all) {
+      for (int layout = 0; layout < 4; ++layout) {
+        for (bool bias : {false, true}) {
+          Case c;
+          c.path = GroupedPath::kCublasLtDeviceTiles;
+          c.dtype = t;
+          c.sizes = sizes;
+          c.rhs_trans = (layout & 1) != 0;
+          c.backend_sizes = (layout & 2) != 0;
+          c.bias = bias;
+          run_and_check(c);
+        }
+      }
+    }
+  }
+}
+
+// What the device tiles do not run is refused on every backend alike (a plan CI takes is one
+// the GPU runs).
+TEST_F(GroupedPlan, CublasLtDeviceTilesRefusals) {
+  const auto expect = [&](const Case& ci, const std::string& why) {
+    expect_plan_error<Error>(make_desc(ci),
+                             "grouped GEMM 'moe' (" + std::string(grouped_form_name(ci.form)) +
+                                 "): path cublaslt_device_tiles does not run it: " + why +
+                                 "; use path loop (or auto)");
+  };
+  Case c;
+  c.sizes = {24, 24, 24, 24};
+  c.path = GroupedPath::kCublasLtDeviceTiles;
+  Case lhs_t = c;
+  lhs_t.lhs_trans = true;
+  expect(lhs_t,
+         "lhs [K, M] (a group's rows start at any column of it, which the pointer-array matmul "
+         "cannot read aligned); give lhs [M, K]");
+  Case narrow = c;
+  narrow.n = 20;
+  expect(narrow,
+         "K 40 and N 20 must be multiples of 8 (rows on 16 bytes, as the matmul reads them)");
+  Case wgrad = c;
+  wgrad.form = GroupedForm::kRaggedContracting;
+  expect(wgrad, "it runs the ragged-rows form (forward, dgrad) only");
+  Case wide = c;
+  wide.out_dtype = DType::kFloat32;
+  expect(wide, "the output dtype float32 differs from the inputs' bfloat16");
+}
+
 // A tiles call whose lhs rows cannot all start on 16 bytes (lhs [K, M] with tiles at odd
 // rows) runs the loop, counted by loop_fallbacks(), and is right; aligned calls are not counted.
 TEST_F(GroupedPlan, CublasLtTilesUnalignedCallRunsTheLoop) {

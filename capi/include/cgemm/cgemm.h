@@ -507,8 +507,12 @@ typedef struct cgemm_grouped_plan_desc {
   /* How calls run on the CUDA backend: "auto" (NULL: the cuBLASLt tiles below 4096 rows per
    * group on average, else the loop), "loop" (a cuBLASLt GEMM per group), "cublas_grouped" (one
    * cublasGemmGroupedBatchedEx), "cublaslt_tiles" (pointer-array cuBLASLt matmuls over row
-   * tiles). The CPU backend always loops. A path that does not run the plan:
-   * CGEMM_ERROR_RUNTIME naming why. */
+   * tiles), "cublaslt_device_tiles" (one pointer-array matmul of fixed shape whose pointers a
+   * kernel computes from the sizes on the device: no host round trip, so calls can be captured
+   * and replayed with sizes that change; ragged_rows, lhs [M, K], unscaled; computes up to
+   * 2 G 128 rows beyond M; never chosen by "auto"). The CPU backend always loops (reading the
+   * sizes in place for "cublaslt_device_tiles", which it refuses by the CUDA backend's rules).
+   * A path that does not run the plan: CGEMM_ERROR_RUNTIME naming why. */
   const char* path;
   /* FP8 inputs only: "delayed" or "current" (tensor scaling: a scale_inv per group and
    * operand, the ragged_rows form with lhs [M, K] and rhs [G, N, K]); NULL or "none" otherwise.
@@ -539,7 +543,8 @@ CGEMM_API cgemm_status cgemm_grouped_plan_tensor_info(const cgemm_grouped_plan* 
 typedef struct cgemm_grouped_plan_info {
   int64_t num_groups;
   int64_t ragged_extent;  /* M (ragged_rows) or K (ragged_contracting): what sizes sum to */
-  const char* path;       /* the path calls run: "loop", "cublas_grouped", "cublaslt_tiles" */
+  const char* path;       /* the path calls run: "loop", "cublas_grouped", "cublaslt_tiles",
+                             "cublaslt_device_tiles" */
   int64_t loop_fallbacks; /* calls of a cuBLAS path that ran the loop (unaligned pointers) */
 } cgemm_grouped_plan_info;
 
@@ -552,7 +557,9 @@ CGEMM_API cgemm_status cgemm_grouped_plan_get_info(const cgemm_grouped_plan* pla
  * contiguous with cgemm_grouped_plan_tensor_info's shapes: group_sizes G int32 values, none
  * negative, summing to ragged_extent (checked once they are on the host, before any GEMM runs:
  * CGEMM_ERROR_RUNTIME naming the group or the sum; on CUDA the sizes are copied to the host
- * first, which waits for the work queued before the call); bias NULL iff the plan has none;
+ * first, which waits for the work queued before the call; path "cublaslt_device_tiles" reads
+ * them on the device instead: bad sizes fill out with NaN and the plan's next call or replay
+ * answers CGEMM_ERROR_RUNTIME naming them); bias NULL iff the plan has none;
  * lhs_scale_inv and rhs_scale_inv G float32 each for an FP8 plan, NULL otherwise; out must not
  * overlap the inputs. stream: the caller's stream as cgemm_plan_execute_on_stream takes it (a
  * cudaStream_t of the context's GPU; events only: the call starts after the work queued on it
@@ -565,11 +572,13 @@ CGEMM_API cgemm_status cgemm_grouped_plan_execute(cgemm_grouped_plan* plan,
                                                   const float* lhs_scale_inv,
                                                   const float* rhs_scale_inv, void* stream);
 /* The call cgemm_grouped_plan_execute would make, captured for replays (see "CUDA graphs"
- * above). Today every grouped call needs the host mid-call (its sizes are copied to the host
- * and its groups' pointers computed there), so this answers CGEMM_ERROR_RUNTIME "grouped GEMM
- * 'NAME' cannot be captured into a CUDA graph: ..." naming that op, after the execute call's
- * argument checks and before anything is recorded; so does cgemm_grouped_plan_execute inside
- * the caller's capture. */
+ * above). Only a plan with path "cublaslt_device_tiles" can be captured: each replay reads
+ * group_sizes (in device memory) as they are then, so they may change between replays. Other
+ * paths need the host mid-call (the sizes copied there and the groups' pointers computed
+ * there): CGEMM_ERROR_RUNTIME "grouped GEMM 'NAME' cannot be captured into a CUDA graph: ..."
+ * naming that op and the path that would capture, after the execute call's argument checks
+ * and before anything is recorded; so does cgemm_grouped_plan_execute inside the caller's
+ * capture. */
 CGEMM_API cgemm_status cgemm_grouped_plan_capture(cgemm_grouped_plan* plan,
                                                   const int32_t* group_sizes, const void* lhs,
                                                   const void* rhs, const void* bias, void* out,

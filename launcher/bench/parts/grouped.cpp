@@ -6,6 +6,10 @@
 //   cublas_grouped  GroupedPath::kCublasGrouped: one cublasGemmGroupedBatchedEx per call
 //   cublaslt_tiles  GroupedPath::kCublasLtTiles: a pointer-array batched cuBLASLt matmul per
 //                   tile size (runtime/src/cuda/grouped/cublaslt_tiles.cpp)
+//   device_tiles    GroupedPath::kCublasLtDeviceTiles: one pointer-array matmul of fixed shape,
+//                   its pointers computed on the device from sizes in device memory
+//                   (cublaslt_device_tiles.cpp), called eagerly and replayed from a CUDA graph
+//                   (device_graph: one captured call per lhs copy; the sizes stay on the device)
 //   dense           [tokens, K] @ [K, N] in one cuBLASLt GEMM (group 0's weights)
 // lhs [tokens, K], rhs [G, N, K] (gemm.py's default "T" layout; torch_grouped_mm.py hands
 // torch the same weights, transposed views), out [tokens, N], no bias. TFLOP/s count the real
@@ -13,12 +17,15 @@
 // interleaved rounds (interleaved_medians); the lhs rotates over enough copies to exceed
 // twice the L2. One call of each path is compared first on the first and last row of every
 // non-empty group: max_rel_diff = max |grouped - loop| / max |loop| over those rows
-// (tiles_rel_diff the same for the tiles).
+// (tiles_rel_diff the same for the tiles, device_rel_diff for the device tiles' eager call;
+// its replays are checked against that call byte for byte: device_graph_same). The device
+// tiles take K and N multiples of 8 only: a divided case that is not says "not run".
 // The CPU backend ignores the path (both columns run the loop); it is allowed only with
 // --parts_grouped_divide, which shrinks tokens, K and N for a quick check.
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/error.hpp"
@@ -73,7 +80,14 @@ Table grouped_table() {
        {"tiles_ms", "cuBLASLt tiles ms", "ms", 4, 3, "", Column::kAll},
        {"tiles_tflops", "cuBLASLt tiles TFLOP/s", "TFLOP/s", 1, 0, "", Column::kAll, 2},
        {"tiles_over_dense", "tiles / dense", "", 3, 2, "x", Column::kAll},
-       {"tiles_rel_diff", "max rel diff (tiles vs loop)", "", 6, -1, "", Column::kAll, 2}});
+       {"tiles_rel_diff", "max rel diff (tiles vs loop)", "", 6, -1, "", Column::kAll, 2},
+       {"device_path", "device tiles path", "", 0, -1, "", Column::kAll},
+       {"device_ms", "device tiles ms", "ms", 4, 3, "", Column::kAll},
+       {"device_tflops", "device tiles TFLOP/s", "TFLOP/s", 1, 0, "", Column::kAll, 2},
+       {"device_graph_ms", "device tiles graph ms", "ms", 4, 3, "", Column::kAll},
+       {"device_over_tiles", "device tiles / tiles", "", 3, 2, "x", Column::kAll},
+       {"device_rel_diff", "max rel diff (device tiles vs loop)", "", 6, -1, "", Column::kAll, 2},
+       {"device_graph_same", "graph = eager", "", 0, -1, "", Column::kAll}});
 }
 
 // Backend memory released on every path out.
@@ -159,6 +173,13 @@ Table grouped(Backend& be, const Settings& s) {
     GroupedGemmPlan grouped(be, d);
     d.path = GroupedPath::kCublasLtTiles;
     GroupedGemmPlan tiles(be, d);
+    d.path = GroupedPath::kCublasLtDeviceTiles;
+    std::optional<GroupedGemmPlan> device;
+    try {
+      device.emplace(be, d);
+    } catch (const Error& e) {
+      say(std::string("grouped: ") + e.what());
+    }
 
     Buffers mem(be);
     const size_t lhs_bytes = static_cast<size_t>(c.tokens * c.k) * 2;
@@ -177,6 +198,10 @@ Table grouped(Backend& be, const Settings& s) {
     void* out_grouped = mem.get(out_bytes);
     void* out_tiles = mem.get(out_bytes);
     void* out_dense = mem.get(out_bytes);
+    void* out_device = mem.get(out_bytes);
+    void* out_graph = mem.get(out_bytes);
+    auto* device_sizes = static_cast<int32_t*>(mem.get(sizes.size() * sizeof(int32_t)));
+    be.copy_from_host(device_sizes, sizes.data(), sizes.size() * sizeof(int32_t));
 
     // One call of each into poisoned outputs, compared on the first and last row of every
     // non-empty group.
@@ -188,6 +213,28 @@ Table grouped(Backend& be, const Settings& s) {
     tiles.execute(sizes, lhs[0], rhs, nullptr, out_tiles);
     const double rel = rel_diff(be, out_loop, out_grouped, sizes, c.n);
     const double tiles_rel = rel_diff(be, out_loop, out_tiles, sizes, c.n);
+    // The device tiles: one eager call, then one replay of a graph per lhs copy (the first
+    // on lhs[0], compared with the eager call byte for byte).
+    double device_rel = std::nan("");
+    std::string graph_same = "-";
+    std::vector<CapturedCall> graphs;
+    const auto device_x = [&](const void* a, void* o) {
+      return cgemm::Operands(a, rhs, nullptr, o).set_input(Operand::kGroupSizes, device_sizes);
+    };
+    if (device) {
+      be.fill_nan(out_device, DType::kBFloat16, c.tokens * c.n);
+      be.fill_nan(out_graph, DType::kBFloat16, c.tokens * c.n);
+      device->execute(device_x(lhs[0], out_device));
+      device_rel = rel_diff(be, out_loop, out_device, sizes, c.n);
+      for (const void* a : lhs) graphs.push_back(device->capture(device_x(a, out_graph), nullptr));
+      graphs.front().replay();
+      be.synchronize();
+      std::vector<uint16_t> eager(static_cast<size_t>(c.tokens * c.n));
+      std::vector<uint16_t> replayed(eager.size());
+      be.copy_to_host(eager.data(), out_device, out_bytes);
+      be.copy_to_host(replayed.data(), out_graph, out_bytes);
+      graph_same = eager == replayed ? "yes" : "NO";
+    }
 
     GemmTask dense;
     dense.m = c.tokens;
@@ -202,6 +249,7 @@ Table grouped(Backend& be, const Settings& s) {
     dense.label = "dense";
     size_t turn = 0;
     const auto next_lhs = [&] { return lhs[turn++ % lhs.size()]; };
+    size_t graph_turn = 0;
     const std::vector<double> ms =
         interleaved_medians(be,
                             {[&] { loop.execute(sizes, next_lhs(), rhs, nullptr, out_loop); },
@@ -211,6 +259,12 @@ Table grouped(Backend& be, const Settings& s) {
                                GemmTask t = dense;
                                t.lhs = next_lhs();
                                be.gemm(t, 0);
+                             },
+                             [&] {
+                               if (device) device->execute(device_x(next_lhs(), out_device));
+                             },
+                             [&] {
+                               if (!graphs.empty()) graphs[graph_turn++ % graphs.size()].replay();
                              }},
                             s.warmup, s.iterations);
     const double flops = loop.flops(sizes);
@@ -232,16 +286,48 @@ Table grouped(Backend& be, const Settings& s) {
     };
     const std::string path = path_of(grouped);
     const std::string tiles_path = path_of(tiles);
-    table.add({name,     skew,          c.tokens, c.groups,      c.k,           c.n,
-               min_rows, max_rows,      empty,    ms[0],         tflops(ms[0]), path,
-               ms[1],    tflops(ms[1]), ms[3],    tflops(ms[3]), ms[0] / ms[1], ms[1] / ms[3],
-               rel,      tiles_path,    ms[2],    tflops(ms[2]), ms[2] / ms[3], tiles_rel});
+    const std::string device_path = device ? path_of(*device) : "not run";
+    const double nan = std::nan("");
+    const double device_ms = device ? ms[4] : nan, graph_ms = device ? ms[5] : nan;
+    table.add({name,
+               skew,
+               c.tokens,
+               c.groups,
+               c.k,
+               c.n,
+               min_rows,
+               max_rows,
+               empty,
+               ms[0],
+               tflops(ms[0]),
+               path,
+               ms[1],
+               tflops(ms[1]),
+               ms[3],
+               tflops(ms[3]),
+               ms[0] / ms[1],
+               ms[1] / ms[3],
+               rel,
+               tiles_path,
+               ms[2],
+               tflops(ms[2]),
+               ms[2] / ms[3],
+               tiles_rel,
+               device_path,
+               device_ms,
+               tflops(device_ms),
+               graph_ms,
+               device_ms / ms[2],
+               device_rel,
+               graph_same});
     say("grouped: " + name + " " + skew + ": loop " + std::to_string(ms[0]) + " ms (" +
         std::to_string(tflops(ms[0])) + " TFLOP/s), " + path + " " + std::to_string(ms[1]) +
         " ms (" + std::to_string(tflops(ms[1])) + "), " + tiles_path + " " + std::to_string(ms[2]) +
         " ms (" + std::to_string(tflops(ms[2])) + "), dense " + std::to_string(ms[3]) + " ms (" +
         std::to_string(tflops(ms[3])) + "), max rel diff " + std::to_string(rel) + " (tiles " +
-        std::to_string(tiles_rel) + ")");
+        std::to_string(tiles_rel) + "), " + device_path + " " + std::to_string(device_ms) +
+        " ms eager, " + std::to_string(graph_ms) + " ms replayed (rel diff " +
+        std::to_string(device_rel) + ", graph = eager: " + graph_same + ")");
   }
   return table;
 }

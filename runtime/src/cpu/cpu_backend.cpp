@@ -272,7 +272,16 @@ class CpuBackend final : public Backend {
   }
   void release_grouped_gemm(GroupedGemmHandle) noexcept override {}
   bool grouped_gemm(const GroupedGemmTask& t, int stream) override {
-    run_grouped_loop(*this, t, stream);
+    if (t.host_sizes != nullptr) {
+      run_grouped_loop(*this, t, stream);
+      return true;
+    }
+    // Sizes read where they are (shape.device_sizes): this backend's memory is the host's.
+    GroupedGemmTask on_host = t;
+    on_host.host_sizes = t.sizes;
+    check_group_sizes(t.shape, t.label != nullptr ? t.label : "",
+                      {t.sizes, static_cast<size_t>(t.shape.groups)});
+    run_grouped_loop(*this, on_host, stream);
     return true;
   }
   void update_scale(const ScaleUpdate& u, int stream) override {

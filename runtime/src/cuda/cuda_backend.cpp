@@ -14,8 +14,8 @@
 //   trace            span events around traced calls
 //   event_timer      time_ms's events
 //   compute          GEMMs, copies and the backend's kernels on the compute streams
-//   grouped/         the grouped GEMM's runners (cuBLAS grouped, cuBLASLt tiles), their
-//                    staging and bias kernel; its loop is the shared grouped_loop.hpp
+//   grouped/         the grouped GEMM's runners (cuBLAS grouped, cuBLASLt tiles and device
+//                    tiles), their staging and kernels; its loop is the shared grouped_loop.hpp
 //   elementwise      the training step's elementwise kernels (Compute's too)
 //   *_collectives    the collectives of each group (NCCL or copy engines); the world's max of
 //                    the amaxes is the tp group's max, then the dp group's, on the device
@@ -134,9 +134,14 @@ class CudaBackend final : public Backend {
           2 * g.extent * g.n * g.k);
       if (ran) return true;
     }
+    if (t.host_sizes == nullptr) {  // the device tiles runner never declines a call
+      throw Error(where_ + ": grouped GEMM '" + std::string(t.label != nullptr ? t.label : "") +
+                  "': the loop needs the group sizes on the host");
+    }
     run_grouped_loop(*this, t, s);
     return t.shape.path == GroupedPath::kLoop;
   }
+  void check_grouped_gemm(GroupedGemmHandle handle) override { grouped_->check(handle); }
 
   void amax(const void* src, DType dtype, int64_t count, float* amax, int s) override {
     compute_->amax(src, dtype, count, amax, s);

@@ -20,6 +20,8 @@ const char* grouped_path_name(GroupedPath p) {
       return "cublas_grouped";
     case GroupedPath::kCublasLtTiles:
       return "cublaslt_tiles";
+    case GroupedPath::kCublasLtDeviceTiles:
+      return "cublaslt_device_tiles";
     case GroupedPath::kAuto:
       break;
   }

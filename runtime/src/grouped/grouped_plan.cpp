@@ -131,22 +131,26 @@ void write_programs(Impl& im, const GroupedGemmShape& shape, const std::string& 
     gemm.scale_stride = kScaleSlotBytes;
     ws.quant = static_cast<int64_t>(2 * rhs_at);
   }
-  // Sizes in backend memory: copied to the host workspace (one copy per call, never one per
-  // group), and given to the backend in both places.
+  // Sizes in backend memory: read there (shape.device_sizes), or copied to the host workspace
+  // (one copy per call, never one per group) and given to the backend in both places.
   Program& b = im.from_backend_sizes;
-  b.ops.push_back(GroupSizesToHostOp{
-      {Operand::kGroupSizes}, {Workspace::kHost}, shape.groups, name + " group sizes"});
+  if (!shape.device_sizes) {
+    b.ops.push_back(GroupSizesToHostOp{
+        {Operand::kGroupSizes}, {Workspace::kHost}, shape.groups, name + " group sizes"});
+    b.workspace.host = static_cast<int64_t>(groups * sizeof(int32_t));
+  }
   b.ops.insert(b.ops.end(), scale_copies.begin(), scale_copies.end());
   GroupedGemmOp from_backend = gemm;
-  from_backend.host_sizes = {Workspace::kHost};
+  if (!shape.device_sizes) from_backend.host_sizes = Ref{Workspace::kHost};
   from_backend.sizes = Ref{Operand::kGroupSizes};
   b.ops.push_back(std::move(from_backend));
+  const int64_t host_bytes = b.workspace.host;
   b.workspace = ws;
-  b.workspace.host = static_cast<int64_t>(groups * sizeof(int32_t));
+  b.workspace.host = host_bytes;
 
   Program& h = im.from_host_sizes;
   h.ops = std::move(scale_copies);
-  gemm.host_sizes = {Operand::kHostGroupSizes};
+  gemm.host_sizes = Ref{Operand::kHostGroupSizes};
   h.ops.push_back(std::move(gemm));
   h.workspace = ws;
   for (const Program* p : {&b, &h}) p->check_writes(name);
@@ -288,22 +292,33 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
 void GroupedGemmPlan::choose_path(const std::string& what) {
   const GroupedGemmDesc& d = desc_;
   shape_.path = GroupedPath::kLoop;
-  // The CPU backend has one way to run a call.
-  if (be_.kind() != BackendKind::kCuda || d.path == GroupedPath::kLoop) return;
-  std::string why;  // why neither CUDA runner takes the plan
+  std::string why;  // why no CUDA runner takes the plan
   if (d.form != GroupedForm::kRaggedRows) {
     why = "it runs the ragged-rows form (forward, dgrad) only";
   } else if (planned_.out_dtype != d.dtype) {
     why = "the output dtype " + std::string(dtype_name(planned_.out_dtype)) +
           " differs from the inputs' " + std::string(dtype_name(d.dtype));
   }
-  const grouped::RaggedRowsGeometry g = grouped::ragged_rows_geometry(shape_);
-  const std::string tiles_why = why.empty() ? grouped::cublaslt_tiles_refusal(g) : why;
-  const std::string grouped_why = why.empty() ? grouped::cublas_grouped_refusal(g) : why;
   const auto refuse = [&](const std::string& reason) {
     throw Error(what + ": path " + grouped_path_name(d.path) + " does not run it: " + reason +
                 "; use path loop (or auto)");
   };
+  // Sizes read in backend memory: refused by the same rules on every backend, so a plan the
+  // CPU backend takes (and CI tests) is one the CUDA backend runs.
+  if (d.path == GroupedPath::kCublasLtDeviceTiles) {
+    const std::string device_why =
+        why.empty() ? grouped::cublaslt_device_tiles_refusal(grouped::ragged_rows_geometry(shape_))
+                    : why;
+    if (!device_why.empty()) refuse(device_why);
+    shape_.device_sizes = true;
+    if (be_.kind() == BackendKind::kCuda) shape_.path = GroupedPath::kCublasLtDeviceTiles;
+    return;
+  }
+  // The CPU backend has one way to run a call.
+  if (be_.kind() != BackendKind::kCuda || d.path == GroupedPath::kLoop) return;
+  const grouped::RaggedRowsGeometry g = grouped::ragged_rows_geometry(shape_);
+  const std::string tiles_why = why.empty() ? grouped::cublaslt_tiles_refusal(g) : why;
+  const std::string grouped_why = why.empty() ? grouped::cublas_grouped_refusal(g) : why;
   if (d.path == GroupedPath::kCublasGrouped) {
     if (!grouped_why.empty()) refuse(grouped_why);
     shape_.path = GroupedPath::kCublasGrouped;
@@ -333,8 +348,17 @@ double GroupedGemmPlan::flops(std::span<const int32_t> group_sizes) const {
 
 std::string GroupedGemmPlan::capture_refusal(bool sizes_in_backend_memory) const {
   const Impl& im = *impl_;
-  return cgemm::capture_refusal(
+  const std::string why = cgemm::capture_refusal(
       sizes_in_backend_memory ? im.from_backend_sizes : im.from_host_sizes, be_.capture_refusal());
+  if (why.empty()) return why;
+  // What would make it capturable, where the sizes are the reason.
+  if (!shape_.device_sizes) {
+    return why + " (path " + grouped_path_name(shape_.path) +
+           "; a plan with path cublaslt_device_tiles, given its sizes in backend memory, reads "
+           "them there and can be captured)";
+  }
+  if (!sizes_in_backend_memory) return why + " (give the sizes in backend memory)";
+  return why;
 }
 
 int64_t GroupedGemmPlan::loop_fallbacks() const { return impl_->engine.grouped_loop_fallbacks(); }
@@ -412,12 +436,17 @@ CapturedCall GroupedGemmPlan::capture(const Operands& x, void* stream) {
     check_group_sizes({static_cast<const int32_t*>(x.input(Operand::kHostGroupSizes)),
                        static_cast<size_t>(desc_.num_groups)});
   }
+  // Refused here first, with what would make it capturable (the engine's own check says less).
+  const std::string why = capture_refusal(x.has(Operand::kGroupSizes));
+  if (!why.empty()) {
+    throw Error("grouped GEMM '" + desc_.name + "' cannot be captured into a CUDA graph: " + why);
+  }
   if (stream == nullptr) stream = be_.native_stream();
   const Impl& im = *impl_;
   const int64_t id = impl_->engine.capture(
       x.has(Operand::kGroupSizes) ? im.from_backend_sizes : im.from_host_sizes, x, stream,
       "grouped GEMM '" + desc_.name + "'");
-  return CapturedCall(be_, id, stream);
+  return CapturedCall(be_, id, stream, impl_->engine.grouped_handle(shape_));
 }
 
 }  // namespace cgemm

@@ -50,6 +50,31 @@ std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g) {
   return "";
 }
 
+int64_t device_tile_rows(int64_t m_total) {
+  int64_t t = kSmallTileRowsCap;
+  while (t > 1 && t > m_total) t /= 2;
+  return t;
+}
+
+std::string cublaslt_device_tiles_refusal(const RaggedRowsGeometry& g) {
+  std::string why = cublaslt_tiles_refusal(g);
+  if (!why.empty()) return why;
+  if (g.lhs_trans) {
+    return "lhs [K, M] (a group's rows start at any column of it, which the pointer-array "
+           "matmul cannot read aligned); give lhs [M, K]";
+  }
+  if (g.m_total < 1) return "M = 0 (no rows to tile)";
+  const auto elem = static_cast<int64_t>(dtype_size(g.dtype));
+  if ((g.k * elem) % 16 != 0 || (g.n * elem) % 16 != 0) {
+    return "K " + std::to_string(g.k) + " and N " + std::to_string(g.n) + " must be multiples of " +
+           std::to_string(16 / elem) + " (rows on 16 bytes, as the matmul reads them)";
+  }
+  if (g.m_total / device_tile_rows(g.m_total) + g.groups > std::numeric_limits<int>::max()) {
+    return "more tiles than an int32 batch count";
+  }
+  return "";
+}
+
 bool aligned16(const void* base, int64_t bytes) {
   return (reinterpret_cast<uintptr_t>(base) + static_cast<uint64_t>(bytes)) % 16 == 0;
 }

@@ -94,4 +94,15 @@ std::string cublas_grouped_refusal(const RaggedRowsGeometry& g);
 /// "" when the cuBLASLt tiles runner runs `g`, else why not (a clause for an error message).
 std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g);
 
+/// The device tiles runner's tile rows T: kSmallTileRowsCap (128), or the largest power of two
+/// <= M below that. Smaller than the tiles runner's 256 since each call computes up to 2 G T
+/// rows beyond M (cuda/grouped/device_tiles.hpp).
+int64_t device_tile_rows(int64_t m_total);
+
+/// "" when the cuBLASLt device tiles runner runs `g`, else why not: the tiles runner's rules,
+/// plus lhs [M, K] (a group's first row of lhs [K, M] is any column, not 16-byte aligned in
+/// general, and the host never sees it to check), leading dims on 16 bytes, M >= 1 and the
+/// entry count within int32.
+std::string cublaslt_device_tiles_refusal(const RaggedRowsGeometry& g);
+
 }  // namespace cgemm::grouped

@@ -85,6 +85,13 @@ Engine::~Engine() {
   }
 }
 
+GroupedGemmHandle Engine::grouped_handle(const GroupedGemmShape& shape) const {
+  for (const auto& [s, h] : grouped_) {
+    if (s == shape) return h;
+  }
+  return 0;
+}
+
 void Engine::prepare(std::span<const Program* const> programs) {
   WorkspaceSizes need;
   const Program* with_scales = nullptr;
@@ -403,7 +410,7 @@ void Engine::run(const Program& p, const Operands& x, const std::string& name) {
         t.rhs = at(o.rhs, x);
         t.bias = maybe(o.bias);
         t.out = at_mut(o.out, x);
-        t.host_sizes = static_cast<const int32_t*>(at(o.host_sizes, x));
+        t.host_sizes = static_cast<const int32_t*>(maybe(o.host_sizes));
         t.sizes = static_cast<const int32_t*>(maybe(o.sizes));
         t.lhs_scale_inv = static_cast<const float*>(maybe(o.lhs_scale_inv));
         t.rhs_scale_inv = static_cast<const float*>(maybe(o.rhs_scale_inv));
@@ -411,7 +418,10 @@ void Engine::run(const Program& p, const Operands& x, const std::string& name) {
         t.label = label(o.label);
         t.group_labels = o.group_labels;
         // Before anything of the call is issued: a bad size would make every offset wrong.
-        check_group_sizes(o.shape, o.label, {t.host_sizes, static_cast<size_t>(o.shape.groups)});
+        // Sizes only in backend memory are the backend's to check (grouped_task.hpp).
+        if (t.host_sizes != nullptr) {
+          check_group_sizes(o.shape, o.label, {t.host_sizes, static_cast<size_t>(o.shape.groups)});
+        }
         if (!be_.grouped_gemm(t, o.stream)) ++grouped_fallbacks_;
       },
   };

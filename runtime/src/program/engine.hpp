@@ -66,6 +66,8 @@ class Engine {
   /// Grouped GEMM calls that ran the loop instead of their planned path (Backend::grouped_gemm
   /// returned false), over every run of this engine.
   int64_t grouped_loop_fallbacks() const { return grouped_fallbacks_; }
+  /// The backend's handle of the grouped GEMM of `shape` (prepared); 0 where none.
+  GroupedGemmHandle grouped_handle(const GroupedGemmShape& shape) const;
 
  private:
   void check_prepared(const Program& p) const;

@@ -19,65 +19,66 @@ Access access(const Op& op) {
     if (extra) r.push_back(*extra);
     return r;
   };
-  return std::visit(Overloaded{
-                        [](const ForkOp&) { return Access{}; },
-                        [](const JoinOp&) { return Access{}; },
-                        [&](const GemmOp& o) {
-                          std::vector<Ref> reads = with({o.lhs, o.rhs}, o.bias);
-                          for (const auto* s : {&o.scales.lhs_scale_inv, &o.scales.rhs_scale_inv,
-                                                &o.scales.lhs_block, &o.scales.rhs_block}) {
-                            reads = with(std::move(reads), *s);
-                          }
-                          return Access{std::move(reads), {o.out}};
-                        },
-                        [](const ExchangeOp& o) {
-                          Access a;
-                          for (const Transfer& t : o.transfers) a.reads.push_back(t.src);
-                          return a;
-                        },
-                        [](const WaitOp&) { return Access{}; },
-                        [&](const SumOp& o) {
-                          return Access{with(o.parts, o.bias), {o.out}};
-                        },
-                        [](const ReorderOp& o) {
-                          return Access{{o.src}, {o.dst}};
-                        },
-                        [](const CopyOp& o) {
-                          return Access{{o.src}, {o.dst}};
-                        },
-                        [](const AllGatherOp& o) {
-                          return Access{{o.src}, {o.dst}};
-                        },
-                        [](const ReduceScatterOp& o) {
-                          return Access{{o.src}, {o.dst}};
-                        },
-                        [](const AllReduceOp& o) {
-                          return Access{{o.buf}, {o.buf}};
-                        },
-                        [](const AmaxOp& o) {
-                          return Access{{o.src}, {o.amax}};
-                        },
-                        [](const AmaxReduceOp& o) {
-                          return Access{{o.amax}, {o.amax}};
-                        },
-                        [](const ScaleOp& o) {
-                          return Access{{o.state, o.amax}, {o.state}};
-                        },
-                        [&](const QuantizeOp& o) {
-                          return Access{{o.src, o.state}, with({o.dst}, o.block_scale)};
-                        },
-                        [](const GroupSizesToHostOp& o) {
-                          return Access{{o.src}, {o.dst}};
-                        },
-                        [&](const GroupedGemmOp& o) {
-                          std::vector<Ref> reads = with({o.lhs, o.rhs, o.host_sizes}, o.bias);
-                          for (const auto* r : {&o.sizes, &o.lhs_scale_inv, &o.rhs_scale_inv}) {
-                            reads = with(std::move(reads), *r);
-                          }
-                          return Access{std::move(reads), {o.out}};
-                        },
-                    },
-                    op);
+  return std::visit(
+      Overloaded{
+          [](const ForkOp&) { return Access{}; },
+          [](const JoinOp&) { return Access{}; },
+          [&](const GemmOp& o) {
+            std::vector<Ref> reads = with({o.lhs, o.rhs}, o.bias);
+            for (const auto* s : {&o.scales.lhs_scale_inv, &o.scales.rhs_scale_inv,
+                                  &o.scales.lhs_block, &o.scales.rhs_block}) {
+              reads = with(std::move(reads), *s);
+            }
+            return Access{std::move(reads), {o.out}};
+          },
+          [](const ExchangeOp& o) {
+            Access a;
+            for (const Transfer& t : o.transfers) a.reads.push_back(t.src);
+            return a;
+          },
+          [](const WaitOp&) { return Access{}; },
+          [&](const SumOp& o) {
+            return Access{with(o.parts, o.bias), {o.out}};
+          },
+          [](const ReorderOp& o) {
+            return Access{{o.src}, {o.dst}};
+          },
+          [](const CopyOp& o) {
+            return Access{{o.src}, {o.dst}};
+          },
+          [](const AllGatherOp& o) {
+            return Access{{o.src}, {o.dst}};
+          },
+          [](const ReduceScatterOp& o) {
+            return Access{{o.src}, {o.dst}};
+          },
+          [](const AllReduceOp& o) {
+            return Access{{o.buf}, {o.buf}};
+          },
+          [](const AmaxOp& o) {
+            return Access{{o.src}, {o.amax}};
+          },
+          [](const AmaxReduceOp& o) {
+            return Access{{o.amax}, {o.amax}};
+          },
+          [](const ScaleOp& o) {
+            return Access{{o.state, o.amax}, {o.state}};
+          },
+          [&](const QuantizeOp& o) {
+            return Access{{o.src, o.state}, with({o.dst}, o.block_scale)};
+          },
+          [](const GroupSizesToHostOp& o) {
+            return Access{{o.src}, {o.dst}};
+          },
+          [&](const GroupedGemmOp& o) {
+            std::vector<Ref> reads = with({o.lhs, o.rhs}, o.bias);
+            for (const auto* r : {&o.host_sizes, &o.sizes, &o.lhs_scale_inv, &o.rhs_scale_inv}) {
+              reads = with(std::move(reads), *r);
+            }
+            return Access{std::move(reads), {o.out}};
+          },
+      },
+      op);
 }
 
 }  // namespace
@@ -171,9 +172,11 @@ CaptureTrait capture_trait(const Op& op) {
                                 "the grouped GEMM's group sizes are copied to the host, which "
                                 "waits for the device, to compute every group's pointers"};
           },
-          // Its pointers are computed on the host from the sizes the op before copied: a
-          // replay would run the captured call's sizes.
-          [&](const GroupedGemmOp&) {
+          // With host sizes, its pointers are computed on the host from them (or, on the
+          // device tiles path, the sizes staged from there): a replay would run the captured
+          // call's sizes. Without, a kernel reads them in backend memory at every replay.
+          [&](const GroupedGemmOp& o) {
+            if (!o.host_sizes) return device;
             return CaptureTrait{Capture::kHost,
                                 "the grouped GEMM computes its groups' pointers on the host from "
                                 "this call's sizes; a replay would reuse the captured call's"};

@@ -212,13 +212,15 @@ struct GroupSizesToHostOp {
 };
 
 /// One grouped GEMM call (Backend::grouped_gemm, grouped_task.hpp): `shape` is fixed at
-/// planning; the engine checks the host sizes (check_group_sizes) before issuing it and binds
-/// the buffers to the task's pointers.
+/// planning; the engine checks the host sizes (check_group_sizes) before issuing it, where
+/// there are any, and binds the buffers to the task's pointers.
 struct GroupedGemmOp {
   GroupedGemmShape shape;
   Ref lhs, rhs, out;
   std::optional<Ref> bias;
-  Ref host_sizes;            // G int32 on the host: Workspace::kHost or kHostGroupSizes
+  /// G int32 on the host: Workspace::kHost or kHostGroupSizes; none when shape.device_sizes
+  /// and the call gave them in backend memory (the backend reads them there).
+  std::optional<Ref> host_sizes;
   std::optional<Ref> sizes;  // the same in backend memory, when the call gave them there
   std::optional<Ref> lhs_scale_inv, rhs_scale_inv;  // FP8: group g's at g * scale_stride
   int64_t scale_stride = 0;

@@ -186,10 +186,16 @@ class Backend {
   /// Gives back what prepare_grouped_gemm made (after the work that uses it). 0: nothing.
   virtual void release_grouped_gemm(GroupedGemmHandle handle) noexcept = 0;
   /// Runs `task` on `stream`: out = the G GEMMs (+ bias per group; FP8: times each group's
-  /// scale_invs). Group sizes are checked by the caller. Returns false when the call ran the
-  /// loop instead of task.shape.path (its pointers did not suit the path, or cuBLASLt had no
-  /// algorithm for a tile size); true otherwise (the loop itself included).
+  /// scale_invs). Group sizes in host memory are checked by the caller; task.host_sizes null
+  /// (shape.device_sizes): the backend reads and checks them in its memory. Returns false when the
+  /// call ran the loop instead of task.shape.path (its pointers did not suit the path, or cuBLASLt
+  /// had no algorithm for a tile size); true otherwise (the loop itself included).
   virtual bool grouped_gemm(const GroupedGemmTask& task, int stream) = 0;
+  /// Throws, once, the error an earlier call of `handle` found where only the device could
+  /// see it (sizes in device memory that were bad: the call filled out with NaN). Called
+  /// before a replay of a captured grouped call; an eager call checks by itself. Without such
+  /// errors (the CPU backend checks sizes before it runs), nothing.
+  virtual void check_grouped_gemm(GroupedGemmHandle handle) { static_cast<void>(handle); }
 
   // --- quantization (gemm/include/cgemm/gemm/quantize_task.hpp), on `stream` ---
   /// *amax = max |src[i]| over `count` elements of `dtype` (float32, bfloat16, float16), in

@@ -22,7 +22,8 @@ class Backend;
 
 class CapturedCall {
  public:
-  CapturedCall(CapturedCall&& o) noexcept : be_(o.be_), id_(o.id_), stream_(o.stream_) {
+  CapturedCall(CapturedCall&& o) noexcept
+      : be_(o.be_), id_(o.id_), stream_(o.stream_), grouped_(o.grouped_) {
     o.be_ = nullptr;
   }
   CapturedCall& operator=(CapturedCall&& o) noexcept;
@@ -36,17 +37,21 @@ class CapturedCall {
   /// call was captured from). Asynchronous; work queued on `stream` after it sees the output.
   /// Ordered with the backend's eager calls as they are with each other: it starts after them
   /// and the backend's later work starts after it.
-  /// Throws cgemm::Error when the launch fails. The CPU backend runs the call (synchronous).
+  /// Throws cgemm::Error when the launch fails, or, for a grouped GEMM whose sizes are read on
+  /// the device, when an earlier call or replay found them bad (its output was NaN); the
+  /// replay is not launched then. The CPU backend runs the call (synchronous).
   void replay(void* stream = nullptr);
 
  private:
   friend class GemmPlan;
   friend class GroupedGemmPlan;
-  CapturedCall(Backend& be, int64_t id, void* stream) : be_(&be), id_(id), stream_(stream) {}
+  CapturedCall(Backend& be, int64_t id, void* stream, int64_t grouped = 0)
+      : be_(&be), id_(id), stream_(stream), grouped_(grouped) {}
 
   Backend* be_ = nullptr;
   int64_t id_ = -1;
   void* stream_ = nullptr;  // the stream of the capture
+  int64_t grouped_ = 0;     // a grouped GEMM's backend handle, checked before each replay
 };
 
 }  // namespace cgemm

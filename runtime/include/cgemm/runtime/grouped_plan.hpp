@@ -25,12 +25,18 @@
 // refused.
 // Group sizes: G int32 values per call, in backend memory (Operand::kGroupSizes: copied to the
 // host once per call, which waits for the device) or host memory (Operand::kHostGroupSizes),
-// checked before any GEMM is issued: none negative, summing to M or K_total.
+// checked before any GEMM is issued: none negative, summing to M or K_total. Path
+// kCublasLtDeviceTiles reads sizes in backend memory there instead, with no copy to the host
+// (so its calls can be captured into a CUDA graph and replayed with sizes that change): bad
+// sizes then fill out with NaN and the plan's next call or replay throws the message.
 // Paths (CUDA backend; the CPU backend always loops): kLoop (one GEMM per group), kCublasGrouped
 // (one cublasGemmGroupedBatchedEx), kCublasLtTiles (power-of-two row tiles, one pointer-array
 // cuBLASLt matmul per tile size), kAuto (the tiles below kAutoTilesRowsPerGroup rows per group
-// on average, else the loop). A call whose pointers do not suit a path runs the loop
-// (loop_fallbacks()).
+// on average, else the loop), kCublasLtDeviceTiles (one pointer-array matmul of fixed shape,
+// 128-row tiles, its pointers computed by a kernel from the sizes in device memory; ragged rows,
+// lhs [M, K], unscaled; up to 2 G 128 rows computed beyond M per call; never chosen by kAuto).
+// A call whose pointers do not suit a path runs the loop (loop_fallbacks()); the device tiles
+// cannot, and throw for pointers not on 16 bytes.
 
 #include <cstdint>
 #include <memory>
@@ -79,11 +85,13 @@ class GroupedGemmPlan {
   /// not read). Throws PlanError where gemm.py raises, cgemm::Error for what the runtime does
   /// not run (a layout other than those at the top of this file, FP8 or other dtypes, rhs's
   /// G dim != num_groups, lhs and rhs contracting sizes that differ, path kCublasGrouped or
-  /// kCublasLtTiles on the CUDA backend where it does not run). Then it prepares its program:
+  /// kCublasLtTiles on the CUDA backend where it does not run; kCublasLtDeviceTiles, on every
+  /// backend, where the CUDA backend would not run it). Then it prepares its program:
   /// the engine's workspaces (the host copy of the sizes; FP8: a 16-byte slot per scale_inv)
   /// and, for kCublasGrouped or kCublasLtTiles (kAuto included, where it picks the tiles), the
   /// backend's cuBLAS or cuBLASLt handle and staging (pinned and device memory; the tiles also
-  /// a 32 MiB workspace) on the current device. No call allocates any of them.
+  /// a 32 MiB workspace; the device tiles also (G + 1) x 128 x N scratch rows of the output
+  /// dtype and their pointer arrays) on the current device. No call allocates any of them.
   GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc);
   /// The same on ctx's backend (a grouped GEMM is local to a rank: no collective).
   GroupedGemmPlan(Context& ctx, GroupedGemmDesc desc);
@@ -98,8 +106,9 @@ class GroupedGemmPlan {
   const Shape& out_shape() const { return planned_.out_shape; }
   DType out_dtype() const { return planned_.out_dtype; }
   int64_t num_groups() const { return desc_.num_groups; }
-  /// The path calls run: kLoop, kCublasGrouped or kCublasLtTiles (never kAuto; always kLoop
-  /// on the CPU).
+  /// The path calls run: kLoop, kCublasGrouped, kCublasLtTiles or kCublasLtDeviceTiles (never
+  /// kAuto; always kLoop on the CPU, where shape().device_sizes says whether sizes in backend
+  /// memory are read in place).
   GroupedPath path() const { return shape_.path; }
   /// Calls of a kCublasGrouped or kCublasLtTiles plan that ran the loop instead (unaligned
   /// group pointers; for the tiles also a tile size without a cuBLASLt algorithm).
@@ -118,10 +127,14 @@ class GroupedGemmPlan {
   /// capture_refusal): with sizes in backend memory, the op that copies them to the host.
   std::string capture_refusal(bool sizes_in_backend_memory = true) const;
   /// The call execute(x, stream) would make, captured for replays (captured_call.hpp), after
-  /// execute's checks. Today every grouped call needs the host mid-call (its sizes are copied
-  /// to the host and its groups' pointers computed there), so this throws cgemm::Error
-  /// "grouped GEMM 'NAME' cannot be captured into a CUDA graph: " naming that op, before
-  /// anything is recorded; so does execute inside the caller's capture.
+  /// execute's checks. Only a plan with path kCublasLtDeviceTiles given its sizes in backend
+  /// memory (Operand::kGroupSizes) can be captured: each replay reads the sizes there as they
+  /// are then (they may change between replays; their count and the capacity M may not).
+  /// Every other call needs the host mid-call (its sizes copied to the host, or given there,
+  /// and its groups' pointers computed there), so this throws cgemm::Error "grouped GEMM 'NAME'
+  /// cannot be captured into a CUDA graph: " naming that op and what would make it
+  /// capturable, before anything is recorded; execute inside the caller's capture refuses
+  /// the same way.
   CapturedCall capture(const Operands& x, void* stream);
 
   /// Throws cgemm::Error unless `group_sizes` has num_groups() values, none negative, summing
@@ -136,7 +149,8 @@ class GroupedGemmPlan {
   /// issued (cgemm::Error naming what is wrong); sizes in backend memory once their copy to the
   /// host (the program's first op) has them, before any GEMM (the FP8 plan's own scale slots may
   /// have been written by then). Asynchronous on the CUDA backend, except that sizes in backend
-  /// memory are copied to the host first (the host waits for the work queued before).
+  /// memory are copied to the host first (the host waits for the work queued before), except
+  /// with path kCublasLtDeviceTiles.
   ///
   /// `stream`: the caller's stream, as GemmPlan::execute takes it (a cudaStream_t as void*):
   /// the call starts after the work queued on it and the work queued on it after the call
@@ -156,7 +170,8 @@ class GroupedGemmPlan {
     execute(
         scaled(Operands(lhs, rhs, bias, out), sized(group_sizes), lhs_scale_inv, rhs_scale_inv));
   }
-  /// The same with the G sizes in backend memory (one copy to the host per call).
+  /// The same with the G sizes in backend memory (one copy to the host per call; none with
+  /// path kCublasLtDeviceTiles).
   void execute_backend_sizes(const int32_t* group_sizes, const void* lhs, const void* rhs,
                              const void* bias, void* out) {
     execute(Operands(lhs, rhs, bias, out).set_input(Operand::kGroupSizes, group_sizes));

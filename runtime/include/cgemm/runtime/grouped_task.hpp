@@ -32,9 +32,14 @@ enum class GroupedPath {
   kLoop,           // one cuBLASLt GEMM per non-empty group
   kCublasGrouped,  // one cublasGemmGroupedBatchedEx per call (ragged rows, bf16 / fp16)
   kCublasLtTiles,  // a pointer-array batched cuBLASLt matmul per tile size (ragged rows)
+  /// One pointer-array cuBLASLt matmul of fixed shape whose pointers a kernel computes from the
+  /// sizes in device memory (ragged rows): no host round trip, so it can be captured into a
+  /// CUDA graph and replayed with sizes that change; computes up to 2 G 128 rows beyond M.
+  /// Never chosen by kAuto. On the CPU backend: the loop, reading the sizes where given.
+  kCublasLtDeviceTiles,
 };
 
-/// "auto", "loop", "cublas_grouped" or "cublaslt_tiles".
+/// "auto", "loop", "cublas_grouped", "cublaslt_tiles" or "cublaslt_device_tiles".
 const char* grouped_path_name(GroupedPath p);
 
 /// What stays fixed over a plan's calls (row-major, as GemmTask). kRaggedRows: lhs [extent, k]
@@ -57,6 +62,10 @@ struct GroupedGemmShape {
   DType out_dtype = DType::kBFloat16;
   bool bias = false;
   bool scaled = false;  // FP8: a scale_inv per group and operand
+  /// Sizes given in backend memory are read there, never copied to the host (path
+  /// kCublasLtDeviceTiles; the CPU backend's loop reads them in place): a call's task may then
+  /// have no host_sizes.
+  bool device_sizes = false;
 
   bool operator==(const GroupedGemmShape&) const = default;
 };
@@ -73,7 +82,10 @@ struct GroupedGemmTask {
   const void* bias = nullptr;  // null iff !shape.bias
   void* out = nullptr;
   /// The G sizes in host memory, checked (check_group_sizes) before the task is issued: the
-  /// loop and the runners compute every group's pointers from them on the host.
+  /// loop and the runners compute every group's pointers from them on the host. Null when
+  /// shape.device_sizes and the call gave them in backend memory only: the backend checks
+  /// them where they are (the CUDA device tiles on the device: NaN out and an error at the
+  /// plan's next call; the CPU backend before it runs).
   const int32_t* host_sizes = nullptr;
   /// The same G sizes in backend memory when the call gave them there (null when it gave host
   /// sizes): what a device-side path would read without a copy to the host.

@@ -9,16 +9,15 @@
 // (64 groups of 256 rows: 0.48 ms against 0.145 for the tiles on the H200), and one
 // cublasGemmGroupedBatchedEx ran at about 300 TFLOP/s whatever the sizes (docs/PERFORMANCE.md).
 //
-// Row-major to column-major as cublas_grouped.cpp: cuBLASLt's A is rhs[g] (m = N), its B the
-// tile's lhs rows (n = t), k = K, C = D the tile's out rows (ldc = N). The A/B/D pointer
-// arrays are device memory: per call they go in one asynchronous copy from a pinned staging
-// slot (staging_ring.hpp), each class's arrays on 16 bytes.
+// Each class is one pointer-array matmul (lt_pointer_array.hpp). Its A/B/D pointer arrays are
+// device memory: per call they go in one asynchronous copy from a pinned staging slot
+// (staging_ring.hpp), each class's arrays on 16 bytes.
 //
 // Without a bias, the last tile of a group may overlap the one before (TileOverlap::kAllowed):
 // fewer, larger tiles. Shared rows are computed twice by one matmul from the same inputs with
-// beta = 0 (C never read) and no in-place split-K (see build()); on the H200 every row agreed
-// bit for bit with the loop's (docs/data/2026-12-03-grouped-tiles/probe.log).
-// With a bias: cuBLASLt has no bias epilogue in pointer-array mode (the heuristic answers
+// beta = 0 (C never read) and no in-place split-K (lt_pointer_array.cpp); on the H200 every row
+// agreed bit for bit with the loop's (docs/data/2026-12-03-grouped-tiles/probe.log). With a bias:
+// cuBLASLt has no bias epilogue in pointer-array mode (the heuristic answers
 // CUBLAS_STATUS_NOT_SUPPORTED on the H200), so, as the cuBLAS grouped path, a kernel first writes
 // each row's group bias into out and the matmuls add into it (beta = 1, C = D): the bias is
 // added in fp32 and rounded once, as the loop's epilogue. Rows read back must be in one tile
@@ -42,6 +41,7 @@
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/core/error.hpp"
 #include "grouped_bias.hpp"
+#include "lt_pointer_array.hpp"
 #include "ragged_rows_runner.hpp"
 #include "staging_ring.hpp"
 
@@ -53,17 +53,6 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // as the backend's cuBLAS
 constexpr size_t kCacheEntries = 256;
 // Tile sizes are powers of two up to kTileRowsCap (256): at most 9 classes per call.
 constexpr size_t kMaxClasses = 9;
-
-cudaDataType_t lt_type(DType t) {
-  switch (t) {
-    case DType::kBFloat16:
-      return CUDA_R_16BF;
-    case DType::kFloat16:
-      return CUDA_R_16F;
-    default:
-      return CUDA_R_32F;
-  }
-}
 
 class CublasLtTiles final : public RaggedRowsRunner {
  public:
@@ -94,8 +83,8 @@ class CublasLtTiles final : public RaggedRowsRunner {
   CublasLtTiles(const CublasLtTiles&) = delete;
   CublasLtTiles& operator=(const CublasLtTiles&) = delete;
 
-  bool run(std::span<const int32_t> sizes, const void* lhs, const void* rhs, const void* bias,
-           void* out, cudaStream_t stream) override {
+  bool run(std::span<const int32_t> sizes, const int32_t* /*device_sizes*/, const void* lhs,
+           const void* rhs, const void* bias, void* out, cudaStream_t stream) override {
     if (g_.m_total == 0 || g_.n == 0) return true;  // nothing to write
     const bool with_bias = bias != nullptr;
     const std::vector<TileClass> classes =
@@ -166,12 +155,7 @@ class CublasLtTiles final : public RaggedRowsRunner {
   }
 
  private:
-  // A matmul description, its layouts and its algorithm for `count` tiles of `rows` rows.
-  struct Entry {
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-  };
+  using Entry = PointerArrayMatmul;  // for `count` tiles of `rows` rows
 
   // The cached entry for `count` tiles of `rows` rows; nullptr where cuBLASLt has no algorithm
   // for it (remembered, so the heuristic is asked once).
@@ -179,101 +163,11 @@ class CublasLtTiles final : public RaggedRowsRunner {
     const auto key = std::make_pair(rows, count);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second.desc != nullptr ? &it->second : nullptr;
-    Entry e;
-    try {
-      if (!build(e, rows, count)) destroy(e);  // a remembered miss: desc null
-    } catch (...) {
-      destroy(e);
-      throw;
-    }
+    Entry e;  // a remembered miss where it stays empty (desc null)
+    static_cast<void>(
+        make_pointer_array_matmul(handle_, g_, rows, count, kWorkspaceBytes, where_, e));
     it = cache_.emplace(key, e).first;
     return it->second.desc != nullptr ? &it->second : nullptr;
-  }
-
-  // False where the heuristic finds no algorithm.
-  bool build(Entry& e, int64_t rows, int count) {
-    const cudaDataType_t t = lt_type(g_.dtype);
-    check_lt(cublasLtMatmulDescCreate(&e.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-             "cublasLtMatmulDescCreate");
-    const cublasOperation_t op_a = g_.rhs_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t op_b = g_.lhs_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    set(e.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
-    set(e.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
-    // Column-major views (see the top of this file).
-    const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-    const int64_t n = g_.n, k = g_.k;
-    if (g_.rhs_trans) {
-      layout(e.a, t, u(k), u(n), k, count);  // rhs[g] [N, K] row-major
-    } else {
-      layout(e.a, t, u(n), u(k), n, count);  // rhs[g] [K, N]
-    }
-    if (g_.lhs_trans) {
-      layout(e.b, t, u(rows), u(k), g_.m_total, count);  // a column block of lhs [K, M]
-    } else {
-      layout(e.b, t, u(k), u(rows), k, count);  // rows of lhs [M, K]
-    }
-    layout(e.d, t, u(n), u(rows), n, count);
-    cublasLtMatmulPreference_t pref = nullptr;
-    check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    const uint64_t ws = kWorkspaceBytes;
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    cublasStatus_t rc = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    // No in-place split-K: it accumulates partial sums in D itself (cublasLt.h,
-    // CUBLASLT_REDUCTION_SCHEME_INPLACE), and overlapping tiles are two batch entries with the
-    // same D rows, each of which would add into the other's partials (and with a bias, D holds
-    // the bias to add). Reductions in the workspace (per entry, then written once) and no split
-    // stay allowed.
-    const uint32_t schemes =
-        CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-    if (rc == CUBLAS_STATUS_SUCCESS) {
-      rc = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                &schemes, sizeof(schemes));
-    }
-    // The heuristic assumes A, B, C and D 256-byte aligned unless told (cublasLt.h,
-    // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default 256), and in pointer-array mode
-    // cublasLtMatmul cannot check the pointers, which sit on the device: a tile's rows are
-    // only the 16 bytes aligned() guarantees.
-    for (const cublasLtMatmulPreferenceAttributes_t attr :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-      const uint32_t bytes = 16;
-      if (rc == CUBLAS_STATUS_SUCCESS) {
-        rc = cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes));
-      }
-    }
-    if (rc == CUBLAS_STATUS_SUCCESS) {
-      rc = cublasLtMatmulAlgoGetHeuristic(handle_, e.desc, e.a, e.b, e.d, e.d, pref, 1, &result,
-                                          &found);
-    }
-    static_cast<void>(cublasLtMatmulPreferenceDestroy(pref));
-    // The heuristic answers NOT_SUPPORTED when it finds nothing: that call runs the loop.
-    if (rc == CUBLAS_STATUS_NOT_SUPPORTED || (rc == CUBLAS_STATUS_SUCCESS && found == 0)) {
-      return false;
-    }
-    check_lt(rc, "cublasLtMatmulAlgoGetHeuristic");
-    check_lt(result.state, "cublasLtMatmulAlgoGetHeuristic (its first result)");
-    e.algo = result.algo;
-    return true;
-  }
-
-  void layout(cublasLtMatrixLayout_t& l, cudaDataType_t t, uint64_t r, uint64_t c, int64_t ld,
-              int count) {
-    check_lt(cublasLtMatrixLayoutCreate(&l, t, r, c, ld), "cublasLtMatrixLayoutCreate");
-    const auto mode = static_cast<int32_t>(CUBLASLT_BATCH_MODE_POINTER_ARRAY);
-    check_lt(
-        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)),
-        "cublasLtMatrixLayoutSetAttribute(BATCH_MODE)");
-    check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                              sizeof(count)),
-             "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
-  }
-
-  template <typename T>
-  void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
-    check_lt(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)),
-             "cublasLtMatmulDescSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")");
   }
 
   // Pointer-array kernels read each entry's pointers as 16-byte aligned (as the cuBLAS grouped
@@ -293,17 +187,7 @@ class CublasLtTiles final : public RaggedRowsRunner {
   }
 
   void check_lt(cublasStatus_t rc, const std::string& call) const {
-    if (rc == CUBLAS_STATUS_SUCCESS) return;
-    throw Error(where_ + ": " + call + " failed: " + cublasLtGetStatusName(rc) + " (" +
-                cublasLtGetStatusString(rc) + ")");
-  }
-
-  static void destroy(Entry& e) noexcept {
-    if (e.a != nullptr) static_cast<void>(cublasLtMatrixLayoutDestroy(e.a));
-    if (e.b != nullptr) static_cast<void>(cublasLtMatrixLayoutDestroy(e.b));
-    if (e.d != nullptr) static_cast<void>(cublasLtMatrixLayoutDestroy(e.d));
-    if (e.desc != nullptr) static_cast<void>(cublasLtMatmulDescDestroy(e.desc));
-    e = Entry{};
+    grouped::check_lt(rc, where_, call);
   }
 
   void clear_cache() noexcept {

@@ -27,8 +27,13 @@ class GroupedRunners {
   /// Runs `t` on its runner on `stream`. False, having issued nothing, when the runner declines
   /// this call's pointers (the caller runs the loop). Throws for a handle not prepared.
   bool run(const GroupedGemmTask& t, cudaStream_t stream);
+  /// Throws the error an earlier call of `handle` found on the device (bad sizes in device
+  /// memory), once. 0: nothing to check.
+  void check(GroupedGemmHandle handle);
 
  private:
+  grouped::RaggedRowsRunner& at(GroupedGemmHandle handle, const char* label);
+
   std::string where_;
   std::map<GroupedGemmHandle, std::unique_ptr<grouped::RaggedRowsRunner>> runners_;
   GroupedGemmHandle next_ = 1;
