@@ -13,9 +13,12 @@
 #  5. the training pass's speed with and without graphs, cgemm against PyTorch eager and
 #     torch.cuda.graph (device-train.sh's speed and graph steps, CASES as there);
 #  6. tests/gpu/test_torch_graph.py at 1 and 2 ranks: cgemm's PyTorch modules, forward and
-#     backward, inside torch.cuda.graph, replays against eager passes byte for byte.
-# STEPS (default tests,bench,train,speed,torch) picks; NPS (default 1 2 4 8) the test_capture
-# sizes.
+#     backward, inside torch.cuda.graph, replays against eager passes byte for byte;
+#  7. the grouped GEMM (device-grouped.sh, its logs in $OUT/grouped): every path against fp64
+#     references, the device tiles (sizes read on the device: capturable) among them, and the
+#     MoE bench with the device tiles eager and replayed from a graph.
+# STEPS (default tests,bench,train,speed,torch,grouped) picks; NPS (default 1 2 4 8) the
+# test_capture sizes (its grouped case replays with sizes that change between replays).
 # Logs and the benchmark's JSON in $OUT (else /tmp/cgemm-device-graphs), a summary at the end;
 # exit 1 when anything failed.
 set -u -o pipefail
@@ -30,7 +33,7 @@ export CGEMM_LIBRARY=$libs/libcgemm.so.0 PYTHONPATH=$root/python
 bin=$root/.devbuild/bin
 mpi="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x CGEMM_LIBRARY -x PYTHONPATH"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
-steps=,${STEPS:-tests,bench,train,speed,torch},
+steps=,${STEPS:-tests,bench,train,speed,torch,grouped},
 wants() { [[ $steps == *,$1,* ]]; }
 if wants tests; then
   for np in ${NPS:-1 2 4 8}; do
@@ -60,5 +63,8 @@ if wants torch; then
   for np in 1 2; do
     step "test_torch_graph_np$np" $mpi -np $np python3 "$root/tests/gpu/test_torch_graph.py"
   done
+fi
+if wants grouped; then
+  step_timeout=420 step grouped env OUT="$out/grouped" bash "$root/scripts/device-grouped.sh"
 fi
 finish

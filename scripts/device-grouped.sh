@@ -2,11 +2,11 @@
 # device-grouped.sh: issue 25 items 3 and 5 in one call on the GPU machine (one GPU, about
 # 4 minutes; each step has its own timeout, 5.5 minutes in all at most). Builds nothing
 # (needs a .devbuild/ from pack-device.sh):
-#  1. test_grouped_plan --backend=cuda: every path (loop, cuBLAS grouped, cuBLASLt tiles)
-#     against fp64 references;
+#  1. test_grouped_plan --backend=cuda: every path (loop, cuBLAS grouped, cuBLASLt tiles and
+#     device tiles) against fp64 references;
 #  2. cgemm-bench --parts grouped: the loop of cuBLASLt GEMMs, one cublasGemmGroupedBatchedEx,
-#     the cuBLASLt tiles and one dense cuBLASLt GEMM on the issue's five MoE cases (bf16,
-#     medians of 20);
+#     the cuBLASLt tiles, the device tiles (eager and replayed from a CUDA graph) and one dense
+#     cuBLASLt GEMM on the issue's five MoE cases (bf16, medians of 20);
 #  3. bench/peers/torch_grouped_mm.py: torch._grouped_mm and a loop of torch.mm on the same
 #     sizes (both print their size vectors; the step compares them);
 #  4. one joined table (scripts/grouped_table.py), and a summary line per step.
