@@ -262,10 +262,10 @@ TEST_F(Capture, RefusedBeforeAnythingIsRecorded) {
   gd.name = "experts";
   gd.num_groups = 3;
   gd.lhs_shape = {12, 8};
-  gd.rhs_shape = {3, 4, 8};  // [G, N, K]: the default contracting dims ((1,), (2,))
+  gd.rhs_shape = {3, 8, 8};  // [G, N, K]: the default contracting dims ((1,), (2,))
   gd.dtype = DType::kBFloat16;
   GroupedGemmPlan grouped(be, gd);
-  Buffer lhs(be, 12 * 8 * 2), rhs(be, 3 * 8 * 4 * 2), out(be, 12 * 4 * 2), sizes(be, 3 * 4);
+  Buffer lhs(be, 12 * 8 * 2), rhs(be, 3 * 8 * 8 * 2), out(be, 12 * 8 * 2), sizes(be, 3 * 4);
   const int32_t host_sizes[] = {4, 5, 3};
   be.copy_from_host(sizes.p, host_sizes, sizeof(host_sizes));
   Operands gx(lhs.p, rhs.p, nullptr, out.p);
@@ -276,8 +276,9 @@ TEST_F(Capture, RefusedBeforeAnythingIsRecorded) {
                      "sizes are copied to the host"),
             std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("a plan with path cublaslt_device_tiles, given its sizes in backend memory, "
-                     "reads them there and can be captured"),
+  // What would capture it, since the device tiles run this plan (N 8, K 8).
+  EXPECT_NE(msg.find("this plan with path cublaslt_device_tiles, given its sizes in backend "
+                     "memory, would read them there and could be captured"),
             std::string::npos)
       << msg;
   // Sizes given in host memory: the grouped GEMM op itself needs them on the host.
@@ -428,23 +429,43 @@ TEST_F(Capture, GroupedDeviceSizesReplayWithChangingSizes) {
       EXPECT_NE(msg.find("the group sizes sum to 5, but the ragged dim M (lhs rows) = 300"),
                 std::string::npos)
           << msg;
+      EXPECT_EQ(error_of([&] { plan.check_device_sizes(); }), "") << where;
     } else {
-      for (const auto& [bad, says] :
-           {std::pair{negative, std::string("group 4 had a negative size -100")},
-            std::pair{short_sum, std::string("the group sizes summed to 5, but the ragged dim M "
-                                             "(lhs rows) = 300")}}) {
-        set_sizes(bad);
-        out.poison();
-        graph.replay(stream);
-        for (float f : to_floats(out.bytes_now(), cs.dtype)) {
-          ASSERT_TRUE(std::isnan(f)) << where << ": bad sizes left a number in out";
+      const std::string negative_says = "group 4 had a negative size -100";
+      const std::string short_says =
+          "the group sizes summed to 5, but the ragged dim M (lhs rows) = 300 (they must match)";
+      const std::string one =
+          "an earlier call's group sizes in device memory were bad (its out "
+          "filled with NaN); ";
+      const auto all_nan = [&](Buffer& b) {
+        for (float f : to_floats(b.bytes_now(), cs.dtype)) {
+          if (!std::isnan(f)) return false;
         }
-        set_sizes(size_sets[1]);
-        const std::string msg = error_of([&] { graph.replay(stream); });
-        EXPECT_NE(msg.find("an earlier call's group sizes in device memory were bad: " + says),
-                  std::string::npos)
-            << where << ": " << msg;
-      }
+        return true;
+      };
+      // A replay, reported by the next replay once the device ran it (bytes_now waits).
+      set_sizes(negative);
+      out.poison();
+      graph.replay(stream);
+      EXPECT_TRUE(all_nan(out)) << where << ": bad sizes left a number in out";
+      set_sizes(size_sets[1]);
+      std::string msg = error_of([&] { graph.replay(stream); });
+      EXPECT_NE(msg.find(one + negative_says), std::string::npos) << where << ": " << msg;
+      EXPECT_EQ(error_of([&] { plan.check_device_sizes(); }), "") << where << ": reported twice";
+      // An eager call, reported by check_device_sizes, which waits for it.
+      set_sizes(short_sum);
+      eager_out.poison();
+      plan.execute(operands(eager_out), stream);
+      msg = error_of([&] { plan.check_device_sizes(); });
+      EXPECT_NE(msg.find(one + short_says), std::string::npos) << where << ": " << msg;
+      EXPECT_TRUE(all_nan(eager_out)) << where << ": bad sizes left a number in out";
+    }
+    // Base pointers not on 16 bytes: refused before anything runs, on every backend.
+    {
+      Operands x = operands(out);
+      x.set_input(Operand::kLhs, static_cast<char*>(lhs.p) + 2);
+      const std::string msg = error_of([&] { plan.execute(x, stream); });
+      EXPECT_NE(msg.find("lhs, rhs and out must start on 16 bytes"), std::string::npos) << msg;
     }
     // Good sizes run again after the error was reported.
     set_sizes(size_sets[3]);

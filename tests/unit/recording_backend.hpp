@@ -124,10 +124,12 @@ class RecordingBackend final : public Backend {
     return ++grouped_handles_;
   }
   void release_grouped_gemm(GroupedGemmHandle) noexcept override {}
-  /// One line for the call (its sizes as the host reads them), then the loop's calls.
+  /// One line for the call (its sizes as the host reads them), then the loop's calls. Sizes
+  /// only in backend memory (shape.device_sizes) are not readable here: the line says so and
+  /// no loop runs.
   bool grouped_gemm(const GroupedGemmTask& t, int stream) override {
-    std::string sizes;
-    for (int64_t g = 0; g < t.shape.groups; ++g) {
+    std::string sizes = t.host_sizes == nullptr ? "?" : "";
+    for (int64_t g = 0; t.host_sizes != nullptr && g < t.shape.groups; ++g) {
       sizes += (g ? "," : "") + std::to_string(t.host_sizes[g]);
     }
     log("grouped_gemm s" + std::to_string(stream) + " #" + std::to_string(t.handle) + " sizes=[" +
@@ -136,7 +138,7 @@ class RecordingBackend final : public Backend {
         " bias=" + where(t.bias) + " scale_inv=" + where(t.lhs_scale_inv) + "/" +
         where(t.rhs_scale_inv) + " stride=" + std::to_string(t.scale_stride) + " '" +
         (t.label != nullptr ? t.label : "") + "'");
-    run_grouped_loop(*this, t, stream);
+    if (t.host_sizes != nullptr) run_grouped_loop(*this, t, stream);
     return true;
   }
 

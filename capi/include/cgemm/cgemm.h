@@ -510,7 +510,7 @@ typedef struct cgemm_grouped_plan_desc {
    * tiles), "cublaslt_device_tiles" (one pointer-array matmul of fixed shape whose pointers a
    * kernel computes from the sizes on the device: no host round trip, so calls can be captured
    * and replayed with sizes that change; ragged_rows, lhs [M, K], unscaled; computes up to
-   * 2 G 128 rows beyond M; never chosen by "auto"). The CPU backend always loops (reading the
+   * G 128 rows beyond M; never chosen by "auto"). The CPU backend always loops (reading the
    * sizes in place for "cublaslt_device_tiles", which it refuses by the CUDA backend's rules).
    * A path that does not run the plan: CGEMM_ERROR_RUNTIME naming why. */
   const char* path;
@@ -558,8 +558,10 @@ CGEMM_API cgemm_status cgemm_grouped_plan_get_info(const cgemm_grouped_plan* pla
  * negative, summing to ragged_extent (checked once they are on the host, before any GEMM runs:
  * CGEMM_ERROR_RUNTIME naming the group or the sum; on CUDA the sizes are copied to the host
  * first, which waits for the work queued before the call; path "cublaslt_device_tiles" reads
- * them on the device instead: bad sizes fill out with NaN and the plan's next call or replay
- * answers CGEMM_ERROR_RUNTIME naming them); bias NULL iff the plan has none;
+ * them on the device instead: bad sizes fill out with NaN, and the first call or replay of the
+ * plan issued after the device ran that call answers CGEMM_ERROR_RUNTIME naming them, without
+ * running (calls issued before then still run; one never reported is printed to stderr when
+ * the plan is destroyed)); bias NULL iff the plan has none;
  * lhs_scale_inv and rhs_scale_inv G float32 each for an FP8 plan, NULL otherwise; out must not
  * overlap the inputs. stream: the caller's stream as cgemm_plan_execute_on_stream takes it (a
  * cudaStream_t of the context's GPU; events only: the call starts after the work queued on it

@@ -304,12 +304,12 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
                 "; use path loop (or auto)");
   };
   // Sizes read in backend memory: refused by the same rules on every backend, so a plan the
-  // CPU backend takes (and CI tests) is one the CUDA backend runs.
+  // CPU backend takes (and CI tests) is one the CUDA backend runs. Kept for capture's advice.
+  device_tiles_refusal_ =
+      why.empty() ? grouped::cublaslt_device_tiles_refusal(grouped::ragged_rows_geometry(shape_))
+                  : why;
   if (d.path == GroupedPath::kCublasLtDeviceTiles) {
-    const std::string device_why =
-        why.empty() ? grouped::cublaslt_device_tiles_refusal(grouped::ragged_rows_geometry(shape_))
-                    : why;
-    if (!device_why.empty()) refuse(device_why);
+    if (!device_tiles_refusal_.empty()) refuse(device_tiles_refusal_);
     shape_.device_sizes = true;
     if (be_.kind() == BackendKind::kCuda) shape_.path = GroupedPath::kCublasLtDeviceTiles;
     return;
@@ -350,18 +350,16 @@ std::string GroupedGemmPlan::capture_refusal(bool sizes_in_backend_memory) const
   const Impl& im = *impl_;
   const std::string why = cgemm::capture_refusal(
       sizes_in_backend_memory ? im.from_backend_sizes : im.from_host_sizes, be_.capture_refusal());
-  if (why.empty()) return why;
-  // What would make it capturable, where the sizes are the reason.
-  if (!shape_.device_sizes) {
-    return why + " (path " + grouped_path_name(shape_.path) +
-           "; a plan with path cublaslt_device_tiles, given its sizes in backend memory, reads "
-           "them there and can be captured)";
-  }
-  if (!sizes_in_backend_memory) return why + " (give the sizes in backend memory)";
   return why;
 }
 
 int64_t GroupedGemmPlan::loop_fallbacks() const { return impl_->engine.grouped_loop_fallbacks(); }
+
+void GroupedGemmPlan::check_device_sizes() {
+  if (!shape_.device_sizes) return;
+  be_.synchronize();
+  be_.check_grouped_gemm(impl_->engine.grouped_handle(shape_));
+}
 
 const int32_t* GroupedGemmPlan::sized(std::span<const int32_t> group_sizes) const {
   if (static_cast<int64_t>(group_sizes.size()) != desc_.num_groups) {
@@ -407,6 +405,15 @@ void GroupedGemmPlan::check_call(const Operands& x) const {
   if (x.has(Operand::kGatheredLhs)) {
     throw Error(what + ": a grouped GEMM gathers no lhs; gathered_lhs must be null");
   }
+  // The device tiles compute every pointer on the device, from bases that must be on 16
+  // bytes (they cannot hand the call to the loop): refused on every backend alike.
+  if (shape_.device_sizes && !grouped::bases_and_lds_aligned16(
+                                 grouped::ragged_rows_geometry(shape_), x.input(Operand::kLhs),
+                                 x.input(Operand::kRhs), x.input(Operand::kOut))) {
+    throw Error(what +
+                ": lhs, rhs and out must start on 16 bytes (path cublaslt_device_tiles "
+                "computes every group's pointers from them on the device)");
+  }
   const bool backend = x.has(Operand::kGroupSizes), host = x.has(Operand::kHostGroupSizes);
   if (!backend && !host) throw Error(what + ": the group sizes pointer is null");
   if (backend && host) {
@@ -436,9 +443,18 @@ CapturedCall GroupedGemmPlan::capture(const Operands& x, void* stream) {
     check_group_sizes({static_cast<const int32_t*>(x.input(Operand::kHostGroupSizes)),
                        static_cast<size_t>(desc_.num_groups)});
   }
-  // Refused here first, with what would make it capturable (the engine's own check says less).
-  const std::string why = capture_refusal(x.has(Operand::kGroupSizes));
+  // Refused here first, with what would make it capturable where the sizes are the reason
+  // (the engine's own check names the op only).
+  const bool backend_sizes = x.has(Operand::kGroupSizes);
+  std::string why = capture_refusal(backend_sizes);
   if (!why.empty()) {
+    if (!shape_.device_sizes && device_tiles_refusal_.empty()) {
+      why += " (path " + std::string(grouped_path_name(shape_.path)) +
+             "; this plan with path cublaslt_device_tiles, given its sizes in backend memory, "
+             "would read them there and could be captured)";
+    } else if (shape_.device_sizes && !backend_sizes) {
+      why += " (give the sizes in backend memory: a replay reads them there)";
+    }
     throw Error("grouped GEMM '" + desc_.name + "' cannot be captured into a CUDA graph: " + why);
   }
   if (stream == nullptr) stream = be_.native_stream();

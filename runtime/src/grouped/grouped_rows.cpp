@@ -64,6 +64,7 @@ std::string cublaslt_device_tiles_refusal(const RaggedRowsGeometry& g) {
            "matmul cannot read aligned); give lhs [M, K]";
   }
   if (g.m_total < 1) return "M = 0 (no rows to tile)";
+  if (g.n < 1) return "N = 0 (nothing to write)";
   const auto elem = static_cast<int64_t>(dtype_size(g.dtype));
   if ((g.k * elem) % 16 != 0 || (g.n * elem) % 16 != 0) {
     return "K " + std::to_string(g.k) + " and N " + std::to_string(g.n) + " must be multiples of " +

@@ -95,7 +95,7 @@ std::string cublas_grouped_refusal(const RaggedRowsGeometry& g);
 std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g);
 
 /// The device tiles runner's tile rows T: kSmallTileRowsCap (128), or the largest power of two
-/// <= M below that. Smaller than the tiles runner's 256 since each call computes up to 2 G T
+/// <= M below that. Smaller than the tiles runner's 256 since each call computes up to G T
 /// rows beyond M (cuda/grouped/device_tiles.hpp).
 int64_t device_tile_rows(int64_t m_total);
 

@@ -28,13 +28,13 @@
 // checked before any GEMM is issued: none negative, summing to M or K_total. Path
 // kCublasLtDeviceTiles reads sizes in backend memory there instead, with no copy to the host
 // (so its calls can be captured into a CUDA graph and replayed with sizes that change): bad
-// sizes then fill out with NaN and the plan's next call or replay throws the message.
+// sizes then fill out with NaN and the message reaches the host later (check_device_sizes).
 // Paths (CUDA backend; the CPU backend always loops): kLoop (one GEMM per group), kCublasGrouped
 // (one cublasGemmGroupedBatchedEx), kCublasLtTiles (power-of-two row tiles, one pointer-array
 // cuBLASLt matmul per tile size), kAuto (the tiles below kAutoTilesRowsPerGroup rows per group
 // on average, else the loop), kCublasLtDeviceTiles (one pointer-array matmul of fixed shape,
 // 128-row tiles, its pointers computed by a kernel from the sizes in device memory; ragged rows,
-// lhs [M, K], unscaled; up to 2 G 128 rows computed beyond M per call; never chosen by kAuto).
+// lhs [M, K], unscaled; up to G 128 rows computed beyond M per call; never chosen by kAuto).
 // A call whose pointers do not suit a path runs the loop (loop_fallbacks()); the device tiles
 // cannot, and throw for pointers not on 16 bytes.
 
@@ -137,6 +137,14 @@ class GroupedGemmPlan {
   /// the same way.
   CapturedCall capture(const Operands& x, void* stream);
 
+  /// Path kCublasLtDeviceTiles: waits for the backend's work, then throws cgemm::Error when a
+  /// call or replay since the last report had bad sizes in device memory (its out was filled
+  /// with NaN), naming how many and the last one's fault. Without it such an error reaches
+  /// the host only at the first call or replay of the plan issued after the device ran the
+  /// bad call (the host does not wait for it: calls issued before then still run), and one
+  /// never reported is printed to stderr when the plan is destroyed. Other paths: nothing.
+  void check_device_sizes();
+
   /// Throws cgemm::Error unless `group_sizes` has num_groups() values, none negative, summing
   /// to ragged_extent(). Returns the sum.
   int64_t check_group_sizes(std::span<const int32_t> group_sizes) const;
@@ -192,6 +200,7 @@ class GroupedGemmPlan {
   GroupedGemmDesc desc_;
   GroupedGemm planned_;
   GroupedGemmShape shape_;
+  std::string device_tiles_refusal_;  // "" where path kCublasLtDeviceTiles would run the plan
   std::unique_ptr<Impl> impl_;
 };
 

@@ -34,7 +34,7 @@ enum class GroupedPath {
   kCublasLtTiles,  // a pointer-array batched cuBLASLt matmul per tile size (ragged rows)
   /// One pointer-array cuBLASLt matmul of fixed shape whose pointers a kernel computes from the
   /// sizes in device memory (ragged rows): no host round trip, so it can be captured into a
-  /// CUDA graph and replayed with sizes that change; computes up to 2 G 128 rows beyond M.
+  /// CUDA graph and replayed with sizes that change; computes up to G 128 rows beyond M.
   /// Never chosen by kAuto. On the CPU backend: the loop, reading the sizes where given.
   kCublasLtDeviceTiles,
 };
@@ -84,8 +84,8 @@ struct GroupedGemmTask {
   /// The G sizes in host memory, checked (check_group_sizes) before the task is issued: the
   /// loop and the runners compute every group's pointers from them on the host. Null when
   /// shape.device_sizes and the call gave them in backend memory only: the backend checks
-  /// them where they are (the CUDA device tiles on the device: NaN out and an error at the
-  /// plan's next call; the CPU backend before it runs).
+  /// them where they are (the CUDA device tiles on the device: NaN out and an error at a
+  /// later call, Backend::check_grouped_gemm; the CPU backend before it runs).
   const int32_t* host_sizes = nullptr;
   /// The same G sizes in backend memory when the call gave them there (null when it gave host
   /// sizes): what a device-side path would read without a copy to the host.

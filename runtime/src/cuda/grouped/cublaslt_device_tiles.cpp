@@ -12,13 +12,16 @@
 // engine's op), in order, eager and replayed alike.
 //
 // Bad sizes (a negative size, a sum other than M) cannot be refused before the call: the host
-// never sees them. The call fills out with NaN and the mapped status tells the host; the next
-// call of the plan (or replay) throws the message, once.
+// never sees them. The call fills out with NaN and the mapped status tells the host; the first
+// call of the plan (or replay) issued after the device ran it throws the message, once, and
+// does not run (take_error); one left unreported is printed when the runner is destroyed.
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,6 +80,8 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
       call_.full_before = reinterpret_cast<int32_t*>(at + ends);
       call_.status = reinterpret_cast<DeviceSizesStatus*>(at + ends + fulls);
       call_.scratch = at + ends + fulls + status;
+      check_cuda(cudaMemset(call_.status, 0, sizeof(DeviceSizesStatus)), "cudaMemset(status)",
+                 where_);
       void* host = nullptr;
       check_cuda(cudaHostAlloc(&host, sizeof(DeviceSizesStatus), cudaHostAllocMapped),
                  "cudaHostAlloc(status)", where_);
@@ -154,14 +159,24 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
   }
 
   std::string take_error() override {
-    // Written by the device through the mapping, at any time: read as volatile, field by field.
+    // Written by the device through the mapping, at any time, never by the host: a count not
+    // acknowledged yet, then the details, read again while a later bad call rewrote them.
     const volatile DeviceSizesStatus* v = host_status_;
-    if (v->bad == 0) return "";
+    uint32_t count = v->bad_calls;
+    if (count == reported_) return "";
     DeviceSizesStatus st;
-    st.negative_group = v->negative_group;
-    st.negative_size = v->negative_size;
-    st.sum = v->sum;
-    *host_status_ = DeviceSizesStatus{};  // reported once
+    for (int tries = 0; tries < 8; ++tries) {
+      std::atomic_thread_fence(std::memory_order_acquire);
+      st.negative_group = v->negative_group;
+      st.negative_size = v->negative_size;
+      st.sum = v->sum;
+      std::atomic_thread_fence(std::memory_order_acquire);
+      const uint32_t again = v->bad_calls;
+      if (again == count) break;
+      count = again;
+    }
+    const uint32_t calls = count - reported_;
+    reported_ = count;  // reported once
     const std::string what =
         st.negative_group >= 0
             ? "group " + std::to_string(st.negative_group) + " had a negative size " +
@@ -169,8 +184,11 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
             : "the group sizes summed to " + std::to_string(st.sum) +
                   ", but the ragged dim M (lhs rows) = " + std::to_string(g_.m_total) +
                   " (they must match)";
-    return where_ + ": an earlier call's group sizes in device memory were bad: " + what +
-           "; that call filled out with NaN";
+    return where_ + ": " +
+           (calls == 1 ? std::string("an earlier call's group sizes")
+                       : std::to_string(calls) + " earlier calls' group sizes") +
+           " in device memory were bad (" + (calls == 1 ? "its" : "their") +
+           " out filled with NaN); " + (calls == 1 ? "" : "the last: ") + what;
   }
 
  private:
@@ -196,6 +214,13 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
     // The per-call state and the workspace are read by calls still queued, eager or replayed
     // (cudaFree would wait for them too; said here, not left to it).
     if (state_ != nullptr || workspace_ != nullptr) static_cast<void>(cudaDeviceSynchronize());
+    // An error no call was left to report: never lost.
+    if (host_status_ != nullptr) {
+      const std::string e = take_error();
+      if (!e.empty()) {
+        std::fprintf(stderr, "cgemm: %s (found when the plan was destroyed)\n", e.c_str());
+      }
+    }
     destroy(matmul_);
     if (handle_ != nullptr) static_cast<void>(cublasLtDestroy(handle_));
     handle_ = nullptr;
@@ -216,6 +241,7 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
   void* state_ = nullptr;                     // pointer arrays, per-call state, scratch
   DeviceSizesStatus* host_status_ = nullptr;  // pinned, mapped
   DeviceTilesCall call_;                      // the fixed part of every call
+  uint32_t reported_ = 0;                     // bad calls reported so far
   std::unique_ptr<StagingRing> ring_;         // host sizes to the device
 };
 

@@ -31,19 +31,16 @@ __global__ void plan_kernel(DeviceTilesCall c) {
       c.row_ends[g] = end < c.m_total ? end : c.m_total;  // in bounds whatever the sizes
     }
     const bool ok = neg < 0 && end == c.m_total;
-    DeviceSizesStatus st;
-    st.bad = ok ? 0 : 1;
-    st.negative_group = neg;
-    st.negative_size = neg >= 0 ? c.sizes[neg] : 0;
-    st.sum = end;
-    *c.status = st;
+    c.status->bad = ok ? 0 : 1;
     if (!ok) {
-      // The host may read at any time: the details first, then the flag it tests.
-      c.host_status->negative_group = st.negative_group;
-      c.host_status->negative_size = st.negative_size;
-      c.host_status->sum = st.sum;
+      // Calls run one at a time (the runner's stream order): a plain count is enough. The
+      // host may read at any time: the details first, then the count it tests.
+      const uint32_t count = ++c.status->bad_calls;
+      c.host_status->negative_group = neg;
+      c.host_status->negative_size = neg >= 0 ? c.sizes[neg] : 0;
+      c.host_status->sum = end;
       __threadfence_system();
-      c.host_status->bad = 1;
+      c.host_status->bad_calls = count;
     }
     bad = ok ? 0 : 1;
     used_full = ok ? full : 0;

@@ -13,7 +13,7 @@
 //     holds them and stays inside [0, M) (rows [min(p, M - T), + T) where p is their first
 //     row), into scratch tile g; a copy kernel then moves those r_g rows to out. An entry with
 //     r_g = 0 computes scratch tile g, unread.
-// So a call computes (F + G) T rows whatever the sizes: M plus at most 2 G T.
+// So a call computes (F + G) T rows whatever the sizes: at most M + G T, since F T <= M.
 
 #include <cuda_runtime_api.h>
 
@@ -23,14 +23,16 @@
 
 namespace cgemm::grouped {
 
-/// What the plan kernel found wrong with a call's sizes (bad != 0), written to the host's
-/// mapped copy so that the next call from the host can report it without a synchronization.
+/// What the plan kernel found wrong with a call's sizes. The device copy holds this call's
+/// verdict (bad) and the count of bad calls so far; the host's mapped copy gets a bad call's
+/// details, then (after a system fence) the new count, so the host, which never writes it,
+/// reads a count it has not acknowledged yet, then the details, without a synchronization.
 struct DeviceSizesStatus {
-  int32_t bad = 0;
+  int32_t bad = 0;              // device copy: this call's sizes were bad
   int32_t negative_group = -1;  // the first group with a negative size, or -1
   int32_t negative_size = 0;
-  int32_t pad = 0;
-  int64_t sum = 0;  // the sizes' sum (int64: G sizes of int32)
+  uint32_t bad_calls = 0;  // calls with bad sizes since the plan was made
+  int64_t sum = 0;         // the sizes' sum (int64: G sizes of int32)
 };
 
 /// One call's device pointers and fixed geometry.
@@ -55,8 +57,9 @@ struct DeviceTilesCall {
   DeviceSizesStatus* host_status = nullptr;  // the host's mapped copy: written when bad
 };
 
-/// Reads the sizes, checks them (none negative, sum M: else status->bad and every entry the
-/// spare) and writes the pointer arrays and row_ends.
+/// Reads the sizes, checks them (none negative, sum M: else status->bad, the bad-call count
+/// advanced and published to host_status, and every entry the spare) and writes the pointer
+/// arrays and row_ends.
 cudaError_t launch_device_tiles_plan(const DeviceTilesCall& c, cudaStream_t stream);
 
 /// Fills out with each row's group bias (grouped_bias.hpp) and every scratch tile g with
