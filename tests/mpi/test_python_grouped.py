@@ -5,7 +5,8 @@ Every case draws fresh random inputs (from --seed and the rank), poisons the out
 executes, and compares every element with a float64 numpy reference of each group's GEMM:
 ragged rows in float32 (with a bias and an empty group) and float16 (lhs [K, M], rhs [G, K, N]),
 ragged contracting in float32 (a weight gradient, with a bias), and FP8 e4m3 ragged rows with a
-scale_inv per group and operand. Then the errors: sizes that do not sum to the ragged dim (the
+scale_inv per group and operand; a plan of path cublaslt_device_tiles captured and replayed with
+sizes that change between replays (and another path's capture refused). Then the errors: sizes that do not sum to the ragged dim (the
 output still poisoned), arrays of the wrong dtype or shape, scale_invs on a plan that is not FP8,
 a bad path word, a closed plan, and a context closed before its grouped plan. Prints PASS on
 rank 0 when every case passed.
@@ -129,6 +130,42 @@ run_case("wgrad_f32_bias", "ragged_contracting", [0, 31, 9 + r], 12, 8, "float32
          True, 2.0 ** -22)
 run_case("rows_fp8", "ragged_rows", [32, 16 * r, 48], 32, 16, "float8_e4m3fn", False, True,
          False, 2.0 ** -22)
+
+# A grouped plan captured (GroupedPlan.capture: the CPU backend emulates graphs, a replay runs
+# the call) with path cublaslt_device_tiles, which reads the sizes where they are: the sizes
+# array changes in place between replays; each replay equals an eager call on the same sizes,
+# and the reference.
+with ctx.grouped_plan(lhs_shape=(64, 16), rhs_shape=(3, 8, 16), num_groups=3, dtype="float32",
+                      path="cublaslt_device_tiles", name="captured") as cplan:
+    assert cplan.path == "loop", cplan.path  # the CPU backend loops
+    a, a_data = draw((64, 16), "float32")
+    b, b_data = draw((3, 8, 16), "float32")
+    sizes = np.array([64, 0, 0], np.int32)
+    got = np.full((64, 8), np.nan, np.float32)
+    graph = cplan.capture(sizes, a_data, b_data, None, got)
+    if not np.all(np.isnan(got)):
+        failures.append("capture ran the call")
+    for new_sizes in ([64, 0, 0], [10, 0, 54], [1, 62, 1]):
+        sizes[:] = new_sizes
+        got[:] = np.nan
+        graph.replay()
+        eager = np.full((64, 8), np.nan, np.float32)
+        cplan.execute(sizes.copy(), a_data, b_data, None, eager)
+        ref, mag = reference("ragged_rows", new_sizes, a, b, False, True, np.ones(3), None)
+        if not np.array_equal(got, eager):
+            failures.append(f"replay with sizes {new_sizes} differs from the eager call")
+        if not np.all(np.abs(got - ref) <= 2.0 ** -22 * (np.abs(ref) + mag) + 1e-30):
+            failures.append(f"replay with sizes {new_sizes} is off the reference")
+    sizes[:] = [64, 1, 0]
+    expect(cgemm.Error, "the group sizes sum to 65, but the ragged dim M (lhs rows) = 64",
+           graph.replay)
+    graph.close()
+# Another path cannot be captured: the message names the one that can.
+with ctx.grouped_plan(lhs_shape=(64, 16), rhs_shape=(3, 8, 16), num_groups=3, dtype="float32",
+                      name="host sizes") as hplan:
+    expect(cgemm.Error, "this plan with path cublaslt_device_tiles, given its sizes in backend "
+           "memory, would read them there and could be captured",
+           lambda: hplan.capture(np.array([64, 0, 0], np.int32), a_data, b_data, None, got))
 
 plan = ctx.grouped_plan(lhs_shape=(96, 16), rhs_shape=(4, 8, 16), num_groups=4, dtype="float32",
                         name="experts")
