@@ -3,11 +3,13 @@
  * fresh random inputs (a new seed per run, printed), outputs poisoned with NaN before every call:
  * float32 ragged rows with a bias and an empty group, float32 ragged contracting with lhs [K, M],
  * and FP8 (e4m3) ragged rows with a scale_inv per group and operand. Each rank plans and calls on
- * its own sizes (the family is local: no collective). Then the refusals, each with its status and
- * message: NULL and extra pointers, sizes that do not sum to the ragged dim or are negative
- * (after which the output is still poisoned), unknown words, a planner rule, a handle of the
- * wrong kind, a context destroyed before its grouped plan, a destroyed handle. A caller's stream
- * (ignored by the CPU backend) gives the same bits. Exit 0 when every check held on this rank. */
+ * its own sizes (the family is local: no collective). A plan of path "cublaslt_device_tiles"
+ * captured and replayed with sizes changed in place between replays. Then the refusals, each with
+ * its status and message: NULL and extra pointers, sizes that do not sum to the ragged dim or are
+ * negative (after which the output is still poisoned), unknown words, a planner rule, a handle of
+ * the wrong kind, a context destroyed before its grouped plan, a destroyed handle. A caller's
+ * stream (ignored by the CPU backend) gives the same bits. Exit 0 when every check held on this
+ * rank. */
 #include <cgemm/cgemm.h>
 #include <math.h>
 #include <mpi.h>
@@ -176,6 +178,57 @@ static void check_case(cgemm_context* ctx, int contracting, const int32_t* sizes
   cgemm_grouped_plan_destroy(plan);
 }
 
+/* Path "cublaslt_device_tiles" reads the sizes where they are, so its call can be captured: a
+ * graph replayed with sizes changed in place between replays, each replay equal to an eager
+ * call on the same sizes (the CPU backend emulates graphs: a replay runs the call). */
+static void check_device_sizes_capture(cgemm_context* ctx) {
+  int32_t sizes[3] = {64, 0, 0}; /* M = 64, K 16, N 8 */
+  cgemm_grouped_plan_desc d;
+  grouped_desc(&d, 0, 3, 64, 16, 8, 1, 0);
+  d.path = "cublaslt_device_tiles";
+  cgemm_grouped_plan* plan = NULL;
+  CHECK(cgemm_grouped_plan_create(ctx, &d, &plan) == CGEMM_SUCCESS);
+  if (plan == NULL) return;
+  cgemm_grouped_plan_info info;
+  CHECK(cgemm_grouped_plan_get_info(plan, &info) == CGEMM_SUCCESS);
+  CHECK(strcmp(info.path, "loop") == 0); /* the CPU backend loops, reading the sizes in place */
+  float* lhs = malloc(64 * 16 * sizeof(float));
+  float* rhs = malloc(3 * 8 * 16 * sizeof(float));
+  float* bias = malloc(3 * 8 * sizeof(float));
+  float* out = malloc(64 * 8 * sizeof(float));
+  float* eager = malloc(64 * 8 * sizeof(float));
+  for (int i = 0; i < 64 * 16; ++i) lhs[i] = draw();
+  for (int i = 0; i < 3 * 8 * 16; ++i) rhs[i] = draw();
+  for (int i = 0; i < 3 * 8; ++i) bias[i] = draw();
+  for (int i = 0; i < 64 * 8; ++i) out[i] = NAN;
+  cgemm_graph* graph = NULL;
+  CHECK(cgemm_grouped_plan_capture(plan, sizes, lhs, rhs, bias, out, NULL, NULL, NULL, &graph) ==
+        CGEMM_SUCCESS);
+  int untouched = 1;
+  for (int i = 0; i < 64 * 8; ++i) untouched &= isnan(out[i]) != 0;
+  CHECK(untouched); /* capturing runs nothing */
+  const int32_t sets[3][3] = {{64, 0, 0}, {10, 0, 54}, {1, 62, 1}};
+  for (int s = 0; s < 3; ++s) {
+    memcpy(sizes, sets[s], sizeof(sizes));
+    for (int i = 0; i < 64 * 8; ++i) out[i] = eager[i] = NAN;
+    CHECK(cgemm_graph_replay(graph, NULL) == CGEMM_SUCCESS);
+    CHECK(cgemm_grouped_plan_execute(plan, sizes, lhs, rhs, bias, eager, NULL, NULL, NULL) ==
+          CGEMM_SUCCESS);
+    CHECK(memcmp(out, eager, 64 * 8 * sizeof(float)) == 0);
+    /* Row 63 is in group 0, 2 and 2: its bias tells which weights the call took. */
+    const int g = s == 0 ? 0 : 2;
+    double r = bias[g * 8];
+    for (int k = 0; k < 16; ++k) r += (double)lhs[63 * 16 + k] * rhs[(g * 8) * 16 + k];
+    CHECK(fabs(out[63 * 8] - r) <= 1e-5 * (fabs(r) + 1.0));
+  }
+  sizes[1] = 63; /* {1, 63, 1}: they sum to 65 */
+  CHECK_FAILS(cgemm_graph_replay(graph, NULL), CGEMM_ERROR_RUNTIME,
+              "the group sizes sum to 65, but the ragged dim M (lhs rows) = 64");
+  cgemm_graph_destroy(graph);
+  cgemm_grouped_plan_destroy(plan);
+  free(lhs), free(rhs), free(bias), free(out), free(eager);
+}
+
 static void check_refusals(cgemm_context* ctx) {
   const int32_t sizes[4] = {24, 0, 40, 32}; /* M = 96 */
   cgemm_grouped_plan_desc d;
@@ -273,6 +326,7 @@ int main(int argc, char** argv) {
     check_case(ctx, 1, wgrad, 3, 12, 8, 1, 0);
     const int32_t fp8[3] = {32, 16 * rank, 48};
     check_case(ctx, 0, fp8, 3, 32, 16, 0, 1);
+    check_device_sizes_capture(ctx);
     check_refusals(ctx);
     CHECK(cgemm_context_destroy(ctx) == CGEMM_SUCCESS);
   }
