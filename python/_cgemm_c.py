@@ -185,6 +185,7 @@ def _load():
             status, [ctypes.c_void_p, ctypes.POINTER(_GroupedPlanInfo)]),
         "cgemm_grouped_plan_execute": (status, [ctypes.c_void_p] * 9),
         "cgemm_grouped_plan_capture": (status, [ctypes.c_void_p] * 9 + [c_void_pp]),
+        "cgemm_grouped_plan_check_device_sizes": (status, [ctypes.c_void_p]),
         "cgemm_context_options_init": (
             status, [ctypes.POINTER(_ContextOptions), ctypes.c_size_t]),
         "cgemm_context_create_world_ex": (

@@ -425,6 +425,14 @@ class GroupedPlan:
         handle = None if stream is None else ctypes.c_void_p(_handle_int(stream, "stream") or 1)
         _check(_lib.cgemm_grouped_plan_execute(self._handle, *ptrs, handle))
 
+    def check_device_sizes(self):
+        """Path "cublaslt_device_tiles" on CUDA: waits for the backend's work, then raises Error
+        when a call or replay since the last report had bad group sizes in device memory (its
+        out was NaN), naming how many and the last one's fault. Otherwise nothing (the CPU
+        backend checks sizes before it runs)."""
+        self._info()
+        _check(_lib.cgemm_grouped_plan_check_device_sizes(self._handle))
+
     def capture(self, group_sizes, lhs, rhs, bias, out, lhs_scale_inv=None, rhs_scale_inv=None,
                 stream=None):
         """The call execute(...) would make, captured into a CUDA graph

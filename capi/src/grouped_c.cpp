@@ -241,6 +241,13 @@ cgemm_status cgemm_grouped_plan_get_info(const cgemm_grouped_plan* plan,
   });
 }
 
+cgemm_status cgemm_grouped_plan_check_device_sizes(cgemm_grouped_plan* plan) {
+  return guarded(__func__, [&] {
+    grouped_plan_of(plan).plan->check_device_sizes();
+    return CGEMM_SUCCESS;
+  });
+}
+
 cgemm_status cgemm_grouped_plan_execute(cgemm_grouped_plan* plan, const int32_t* group_sizes,
                                         const void* lhs, const void* rhs, const void* bias,
                                         void* out, const float* lhs_scale_inv,

@@ -443,9 +443,15 @@ TEST_F(Capture, GroupedDeviceSizesReplayWithChangingSizes) {
         }
         return true;
       };
+      // Zeros (not the NaN of poison()) before a bad call, so that its NaN fill shows.
+      const auto zero = [&](Buffer& b) {
+        const std::vector<uint8_t> zeros(b.bytes, 0);
+        be.synchronize();
+        be.copy_from_host(b.p, zeros.data(), zeros.size());
+      };
       // A replay, reported by the next replay once the device ran it (bytes_now waits).
       set_sizes(negative);
-      out.poison();
+      zero(out);
       graph.replay(stream);
       EXPECT_TRUE(all_nan(out)) << where << ": bad sizes left a number in out";
       set_sizes(size_sets[1]);
@@ -454,11 +460,20 @@ TEST_F(Capture, GroupedDeviceSizesReplayWithChangingSizes) {
       EXPECT_EQ(error_of([&] { plan.check_device_sizes(); }), "") << where << ": reported twice";
       // An eager call, reported by check_device_sizes, which waits for it.
       set_sizes(short_sum);
-      eager_out.poison();
+      zero(eager_out);
       plan.execute(operands(eager_out), stream);
       msg = error_of([&] { plan.check_device_sizes(); });
       EXPECT_NE(msg.find(one + short_says), std::string::npos) << where << ": " << msg;
       EXPECT_TRUE(all_nan(eager_out)) << where << ": bad sizes left a number in out";
+      // A replay reported by the next eager call, which then does not run (out stays zero).
+      set_sizes(negative);
+      graph.replay(stream);
+      set_sizes(size_sets[1]);  // waits for the replay
+      zero(eager_out);
+      msg = error_of([&] { plan.execute(operands(eager_out), stream); });
+      EXPECT_NE(msg.find(one + negative_says), std::string::npos) << where << ": " << msg;
+      const std::vector<uint8_t> untouched = eager_out.bytes_now();
+      EXPECT_EQ(untouched, std::vector<uint8_t>(untouched.size(), 0)) << where;
     }
     // Base pointers not on 16 bytes: refused before anything runs, on every backend.
     {

@@ -560,8 +560,9 @@ CGEMM_API cgemm_status cgemm_grouped_plan_get_info(const cgemm_grouped_plan* pla
  * first, which waits for the work queued before the call; path "cublaslt_device_tiles" reads
  * them on the device instead: bad sizes fill out with NaN, and the first call or replay of the
  * plan issued after the device ran that call answers CGEMM_ERROR_RUNTIME naming them, without
- * running (calls issued before then still run; one never reported is printed to stderr when
- * the plan is destroyed)); bias NULL iff the plan has none;
+ * running (calls issued before then still run; cgemm_grouped_plan_check_device_sizes waits
+ * for them; one never reported is printed to stderr when the plan is destroyed)); bias NULL iff
+ * the plan has none;
  * lhs_scale_inv and rhs_scale_inv G float32 each for an FP8 plan, NULL otherwise; out must not
  * overlap the inputs. stream: the caller's stream as cgemm_plan_execute_on_stream takes it (a
  * cudaStream_t of the context's GPU; events only: the call starts after the work queued on it
@@ -573,6 +574,12 @@ CGEMM_API cgemm_status cgemm_grouped_plan_execute(cgemm_grouped_plan* plan,
                                                   const void* rhs, const void* bias, void* out,
                                                   const float* lhs_scale_inv,
                                                   const float* rhs_scale_inv, void* stream);
+/* Path "cublaslt_device_tiles" on CUDA: waits for the work queued on the backend, then answers
+ * CGEMM_ERROR_RUNTIME when a call or replay since the last report had bad group sizes in device
+ * memory (its out was filled with NaN), naming how many and the last one's fault; else, and on
+ * every other path and the CPU backend (which checks sizes before it runs), CGEMM_SUCCESS. */
+CGEMM_API cgemm_status cgemm_grouped_plan_check_device_sizes(cgemm_grouped_plan* plan);
+
 /* The call cgemm_grouped_plan_execute would make, captured for replays (see "CUDA graphs"
  * above). Only a plan with path "cublaslt_device_tiles" can be captured: each replay reads
  * group_sizes (in device memory) as they are then, so they may change between replays. Other

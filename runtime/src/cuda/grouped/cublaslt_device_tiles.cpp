@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "cgemm/core/cuda_check.hpp"
 #include "cgemm/core/error.hpp"
@@ -80,8 +81,11 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
       call_.full_before = reinterpret_cast<int32_t*>(at + ends);
       call_.status = reinterpret_cast<DeviceSizesStatus*>(at + ends + fulls);
       call_.scratch = at + ends + fulls + status;
-      check_cuda(cudaMemset(call_.status, 0, sizeof(DeviceSizesStatus)), "cudaMemset(status)",
-                 where_);
+      // Zero before any call reads it: on the legacy stream, which the backend's non-blocking
+      // streams do not wait for, so waited for here.
+      check_cuda(cudaMemsetAsync(call_.status, 0, sizeof(DeviceSizesStatus), nullptr),
+                 "cudaMemsetAsync(status)", where_);
+      check_cuda(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(status)", where_);
       void* host = nullptr;
       check_cuda(cudaHostAlloc(&host, sizeof(DeviceSizesStatus), cudaHostAllocMapped),
                  "cudaHostAlloc(status)", where_);
@@ -121,6 +125,7 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
                   "): the matmul's pointers are computed on the device, which cannot run the "
                   "loop instead");
     }
+    if (device_sizes != nullptr) check_device_readable(device_sizes);
     DeviceTilesCall c = call_;
     c.lhs = lhs;
     c.rhs = rhs;
@@ -159,24 +164,34 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
   }
 
   std::string take_error() override {
-    // Written by the device through the mapping, at any time, never by the host: a count not
-    // acknowledged yet, then the details, read again while a later bad call rewrote them.
+    // Written by the device through the mapping, at any time, never by the host: the sequence
+    // lock of device_tiles.hpp (an even seq read twice around the details).
     const volatile DeviceSizesStatus* v = host_status_;
-    uint32_t count = v->bad_calls;
-    if (count == reported_) return "";
     DeviceSizesStatus st;
-    for (int tries = 0; tries < 8; ++tries) {
+    bool whole = false;
+    uint32_t seq = v->seq;
+    if (seq / 2 == reported_ && seq % 2 == 0) return "";
+    for (int tries = 0; tries < 100000 && !whole; ++tries) {
+      seq = v->seq;
+      if (seq % 2 != 0) {
+        std::this_thread::yield();  // a bad call is being published: microseconds
+        continue;
+      }
       std::atomic_thread_fence(std::memory_order_acquire);
       st.negative_group = v->negative_group;
       st.negative_size = v->negative_size;
       st.sum = v->sum;
       std::atomic_thread_fence(std::memory_order_acquire);
-      const uint32_t again = v->bad_calls;
-      if (again == count) break;
-      count = again;
+      whole = v->seq == seq;
     }
+    const uint32_t count = (seq + 1) / 2;
     const uint32_t calls = count - reported_;
     reported_ = count;  // reported once
+    if (!whole) {
+      return where_ + ": " + std::to_string(calls) +
+             " earlier call(s)' group sizes in device memory were bad (out filled with NaN; "
+             "the details were being rewritten)";
+    }
     const std::string what =
         st.negative_group >= 0
             ? "group " + std::to_string(st.negative_group) + " had a negative size " +
@@ -195,6 +210,19 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
   void throw_earlier_error() {
     const std::string e = take_error();
     if (!e.empty()) throw Error(e);
+  }
+
+  // A kernel reads the sizes: pageable host memory (which the other paths copy from) would
+  // fault on the device and lose the context, so it is refused first.
+  void check_device_readable(const int32_t* sizes) const {
+    cudaPointerAttributes a{};
+    check_cuda(cudaPointerGetAttributes(&a, sizes), "cudaPointerGetAttributes(group sizes)",
+               where_);
+    if (a.type == cudaMemoryTypeUnregistered) {
+      throw Error(where_ + ": the group sizes at " + address(sizes) +
+                  " are pageable host memory, which the device cannot read; give them in device "
+                  "memory (or pinned, mapped host memory)");
+    }
   }
 
   static std::string address(const void* p) {

@@ -34,13 +34,16 @@ __global__ void plan_kernel(DeviceTilesCall c) {
     c.status->bad = ok ? 0 : 1;
     if (!ok) {
       // Calls run one at a time (the runner's stream order): a plain count is enough. The
-      // host may read at any time: the details first, then the count it tests.
-      const uint32_t count = ++c.status->bad_calls;
-      c.host_status->negative_group = neg;
-      c.host_status->negative_size = neg >= 0 ? c.sizes[neg] : 0;
-      c.host_status->sum = end;
+      // host may read at any time: the sequence lock of device_tiles.hpp.
+      const uint32_t seq = c.status->seq += 2;
+      volatile DeviceSizesStatus* h = c.host_status;
+      h->seq = seq - 1;
       __threadfence_system();
-      c.host_status->bad_calls = count;
+      h->negative_group = neg;
+      h->negative_size = neg >= 0 ? c.sizes[neg] : 0;
+      h->sum = end;
+      __threadfence_system();
+      h->seq = seq;
     }
     bad = ok ? 0 : 1;
     used_full = ok ? full : 0;

@@ -24,15 +24,17 @@
 namespace cgemm::grouped {
 
 /// What the plan kernel found wrong with a call's sizes. The device copy holds this call's
-/// verdict (bad) and the count of bad calls so far; the host's mapped copy gets a bad call's
-/// details, then (after a system fence) the new count, so the host, which never writes it,
-/// reads a count it has not acknowledged yet, then the details, without a synchronization.
+/// verdict (bad) and the count of bad calls so far (seq / 2). The host's mapped copy is
+/// published as a sequence lock the host never writes: for the k-th bad call the device sets
+/// seq to 2k - 1 (odd: being written), then the details, then 2k, each after a system fence;
+/// the host reads seq, the details, seq again, and keeps them only when both reads are the
+/// same even number.
 struct DeviceSizesStatus {
   int32_t bad = 0;              // device copy: this call's sizes were bad
   int32_t negative_group = -1;  // the first group with a negative size, or -1
   int32_t negative_size = 0;
-  uint32_t bad_calls = 0;  // calls with bad sizes since the plan was made
-  int64_t sum = 0;         // the sizes' sum (int64: G sizes of int32)
+  uint32_t seq = 0;  // 2 x the calls with bad sizes since the plan was made (odd: writing)
+  int64_t sum = 0;   // the sizes' sum (int64: G sizes of int32)
 };
 
 /// One call's device pointers and fixed geometry.
