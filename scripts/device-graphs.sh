@@ -17,8 +17,9 @@
 #  7. the grouped GEMM (device-grouped.sh, its logs in $OUT/grouped): every path against fp64
 #     references, the device tiles (sizes read on the device: capturable) among them, and the
 #     MoE bench with the device tiles eager and replayed from a graph.
-# STEPS (default tests,bench,train,speed,torch,grouped) picks; NPS (default 1 2 4 8) the
-# test_capture sizes (its grouped case replays with sizes that change between replays).
+# STEPS (default tests,bench,train,speed,torch,grouped; capture: step 1 alone) picks; NPS
+# (default 1 2 4 8) the test_capture sizes (its grouped case replays with sizes that change
+# between replays).
 # Logs and the benchmark's JSON in $OUT (else /tmp/cgemm-device-graphs), a summary at the end;
 # exit 1 when anything failed.
 set -u -o pipefail
@@ -35,11 +36,13 @@ mpi="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x CGEMM_LIBRA
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 steps=,${STEPS:-tests,bench,train,speed,torch,grouped},
 wants() { [[ $steps == *,$1,* ]]; }
-if wants tests; then
+if wants tests || wants capture; then
   for np in ${NPS:-1 2 4 8}; do
     step "test_capture_np$np" $mpi -x CGEMM_TEST_BACKEND=cuda -np $np "$bin/test_capture" \
       --gtest_brief=1
   done
+fi
+if wants tests; then
   for np in 1 2; do
     step "test_caller_stream_np$np" $mpi -np $np "$bin/test_caller_stream" --gtest_brief=1
   done
