@@ -8,7 +8,7 @@ cells. Prints one Markdown table: each path's median ms and TFLOP/s (over the re
 2 * tokens * K * N), then the better cgemm path over the better torch call (the issue's target:
 <= 1.00x on every case), the group sizes' agreement check (cgemm's grouped and tiles vs loop),
 then the device tiles (sizes read on the device: capturable), eager and replayed from a CUDA
-graph, against the tiles (not in "best cgemm": they compute up to G T rows more, T 128 or 256).
+graph, against the tiles (not in "best cgemm": they compute up to G 128 rows more).
 Standard library only. Exit status: 0, or 2 when a file cannot be read.
 """
 

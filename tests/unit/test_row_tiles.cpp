@@ -192,19 +192,5 @@ TEST(RowTiles, Alignment16) {
   EXPECT_TRUE(bases_and_lds_aligned16(g, buf, buf, buf));
 }
 
-// The device tiles' one tile size: 256 rows where the groups average at least 384 rows, else
-// 128; halved while over M.
-TEST(RowTiles, DeviceTileRows) {
-  EXPECT_EQ(device_tile_rows(32768, 8), 256);
-  EXPECT_EQ(device_tile_rows(65536, 64), 256);
-  EXPECT_EQ(device_tile_rows(16384, 64), 128);
-  EXPECT_EQ(device_tile_rows(384 * 5, 5), 256);
-  EXPECT_EQ(device_tile_rows(384 * 5 - 1, 5), 128);
-  EXPECT_EQ(device_tile_rows(300, 1), 128);  // 300 rows: 256 would need 384
-  EXPECT_EQ(device_tile_rows(100, 4), 64);
-  EXPECT_EQ(device_tile_rows(5, 1), 4);
-  EXPECT_EQ(device_tile_rows(1, 3), 1);
-}
-
 }  // namespace
 }  // namespace cgemm::grouped

@@ -510,8 +510,8 @@ typedef struct cgemm_grouped_plan_desc {
    * tiles), "cublaslt_device_tiles" (one pointer-array matmul of fixed shape whose pointers a
    * kernel computes from the sizes on the device: no host round trip, so calls can be captured
    * and replayed with sizes that change; ragged_rows, lhs [M, K], unscaled; computes up to
-   * G T rows beyond M, T 128 or 256; never chosen by "auto"). The CPU backend always loops (reading
-   * the sizes in place for "cublaslt_device_tiles", which it refuses by the CUDA backend's rules).
+   * G 128 rows beyond M; never chosen by "auto"). The CPU backend always loops (reading the
+   * sizes in place for "cublaslt_device_tiles", which it refuses by the CUDA backend's rules).
    * A path that does not run the plan: CGEMM_ERROR_RUNTIME naming why. */
   const char* path;
   /* FP8 inputs only: "delayed" or "current" (tensor scaling: a scale_inv per group and

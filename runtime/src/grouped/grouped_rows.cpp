@@ -50,10 +50,8 @@ std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g) {
   return "";
 }
 
-int64_t device_tile_rows(int64_t m_total, int64_t groups) {
-  int64_t t = m_total >= kDeviceLargeTileMinRowsPerGroup * std::max<int64_t>(groups, 1)
-                  ? kTileRowsCap
-                  : kSmallTileRowsCap;
+int64_t device_tile_rows(int64_t m_total) {
+  int64_t t = kSmallTileRowsCap;
   while (t > 1 && t > m_total) t /= 2;
   return t;
 }
@@ -72,8 +70,7 @@ std::string cublaslt_device_tiles_refusal(const RaggedRowsGeometry& g) {
     return "K " + std::to_string(g.k) + " and N " + std::to_string(g.n) + " must be multiples of " +
            std::to_string(16 / elem) + " (rows on 16 bytes, as the matmul reads them)";
   }
-  if (g.m_total / device_tile_rows(g.m_total, g.groups) + g.groups >
-      std::numeric_limits<int>::max()) {
+  if (g.m_total / device_tile_rows(g.m_total) + g.groups > std::numeric_limits<int>::max()) {
     return "more tiles than an int32 batch count";
   }
   return "";

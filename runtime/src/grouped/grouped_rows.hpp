@@ -94,14 +94,10 @@ std::string cublas_grouped_refusal(const RaggedRowsGeometry& g);
 /// "" when the cuBLASLt tiles runner runs `g`, else why not (a clause for an error message).
 std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g);
 
-/// The device tiles runner's tile rows T: kTileRowsCap (256) where the groups average at least
-/// kDeviceLargeTileMinRowsPerGroup rows, else kSmallTileRowsCap (128); then halved while over
-/// M. A call computes up to G T rows beyond M (cuda/grouped/device_tiles.hpp), so small groups
-/// take the smaller tiles; large ones the faster 256-row tiles. Measured on one H100
-/// (2026-12-06, docs/PERFORMANCE.md): with 128-row tiles the MoE cases ran 1.23x-1.76x the
-/// host tiles' time, 1.53x at 8 groups of 4096 rows, where the waste is 3%.
-inline constexpr int64_t kDeviceLargeTileMinRowsPerGroup = 384;
-int64_t device_tile_rows(int64_t m_total, int64_t groups);
+/// The device tiles runner's tile rows T: kSmallTileRowsCap (128), or the largest power of two
+/// <= M below that. Smaller than the tiles runner's 256 since each call computes up to G T
+/// rows beyond M (cuda/grouped/device_tiles.hpp).
+int64_t device_tile_rows(int64_t m_total);
 
 /// "" when the cuBLASLt device tiles runner runs `g`, else why not: the tiles runner's rules,
 /// plus lhs [M, K] (a group's first row of lhs [K, M] is any column, not 16-byte aligned in

@@ -33,9 +33,8 @@
 // (one cublasGemmGroupedBatchedEx), kCublasLtTiles (power-of-two row tiles, one pointer-array
 // cuBLASLt matmul per tile size), kAuto (the tiles below kAutoTilesRowsPerGroup rows per group
 // on average, else the loop), kCublasLtDeviceTiles (one pointer-array matmul of fixed shape,
-// 128- or 256-row tiles, its pointers computed by a kernel from the sizes in device memory;
-// ragged rows, lhs [M, K], unscaled; up to G x (tile rows) rows computed beyond M per call;
-// never chosen by kAuto).
+// 128-row tiles, its pointers computed by a kernel from the sizes in device memory; ragged rows,
+// lhs [M, K], unscaled; up to G 128 rows computed beyond M per call; never chosen by kAuto).
 // A call whose pointers do not suit a path runs the loop (loop_fallbacks()); the device tiles
 // cannot, and throw for pointers not on 16 bytes.
 

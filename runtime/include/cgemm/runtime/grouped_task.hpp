@@ -34,8 +34,8 @@ enum class GroupedPath {
   kCublasLtTiles,  // a pointer-array batched cuBLASLt matmul per tile size (ragged rows)
   /// One pointer-array cuBLASLt matmul of fixed shape whose pointers a kernel computes from the
   /// sizes in device memory (ragged rows): no host round trip, so it can be captured into a
-  /// CUDA graph and replayed with sizes that change; computes up to G T rows beyond M (T: 128 or
-  /// 256 rows). Never chosen by kAuto. On the CPU backend: the loop, reading the sizes where given.
+  /// CUDA graph and replayed with sizes that change; computes up to G 128 rows beyond M.
+  /// Never chosen by kAuto. On the CPU backend: the loop, reading the sizes where given.
   kCublasLtDeviceTiles,
 };
 

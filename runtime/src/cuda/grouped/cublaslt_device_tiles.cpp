@@ -46,7 +46,7 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
       : g_(g), where_("grouped GEMM '" + name + "' (path cublaslt_device_tiles)") {
     const std::string why = cublaslt_device_tiles_refusal(g);
     if (!why.empty()) throw Error(where_ + ": not run: " + why);
-    t_rows_ = device_tile_rows(g.m_total, g.groups);
+    t_rows_ = device_tile_rows(g.m_total);
     full_ = g.m_total / t_rows_;
     const int64_t entries = full_ + g.groups;
     const auto elem = static_cast<int64_t>(dtype_size(g.dtype));
