@@ -691,6 +691,8 @@ TEST_F(GroupedPlan, CublasLtDeviceTilesPathRaggedRows) {
   all.push_back({600, 1, 0, 300});
   all.push_back({256, 512, 257, 255});
   all.push_back({128, 0, 127, 129});
+  all.push_back({700, 300});
+  all.push_back({0, 1000});
   for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
     for (const auto& sizes : all) {
       for (int layout = 0; layout < 4; ++layout) {

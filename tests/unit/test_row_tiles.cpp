@@ -192,5 +192,15 @@ TEST(RowTiles, Alignment16) {
   EXPECT_TRUE(bases_and_lds_aligned16(g, buf, buf, buf));
 }
 
+// The device tiles' one tile size: 128 rows, halved while over M.
+TEST(RowTiles, DeviceTileRows) {
+  EXPECT_EQ(device_tile_rows(32768), 128);
+  EXPECT_EQ(device_tile_rows(300), 128);
+  EXPECT_EQ(device_tile_rows(128), 128);
+  EXPECT_EQ(device_tile_rows(127), 64);
+  EXPECT_EQ(device_tile_rows(5), 4);
+  EXPECT_EQ(device_tile_rows(1), 1);
+}
+
 }  // namespace
 }  // namespace cgemm::grouped

@@ -96,7 +96,10 @@ std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g);
 
 /// The device tiles runner's tile rows T: kSmallTileRowsCap (128), or the largest power of two
 /// <= M below that. Smaller than the tiles runner's 256 since each call computes up to G T
-/// rows beyond M (cuda/grouped/device_tiles.hpp).
+/// rows beyond M (cuda/grouped/device_tiles.hpp). On one H100 (2026-12-06, docs/
+/// PERFORMANCE.md) the MoE cases ran 1.23x-1.76x the host tiles' time with it, 1.53x at 8
+/// groups of 4096 rows where the extra rows are 3%: 256-row tiles for large groups are the next
+/// thing to measure (not run on a GPU yet, so not chosen).
 int64_t device_tile_rows(int64_t m_total);
 
 /// "" when the cuBLASLt device tiles runner runs `g`, else why not: the tiles runner's rules,
