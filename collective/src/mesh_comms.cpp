@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -22,17 +23,25 @@ void check_mpi(int rc, const char* call) {
               std::string(text.data(), static_cast<size_t>(len)));
 }
 
-MeshComms::MeshComms(MPI_Comm world, int dp, int tp) : dp_(dp), tp_(tp) {
+MeshComms::MeshComms(MPI_Comm world, int dp, int tp, int fsdp) : dp_(dp), tp_(tp), fsdp_(fsdp) {
   check_mpi(MPI_Comm_dup(world, &world_), "MPI_Comm_dup");
   check_mpi(MPI_Comm_rank(world_, &world_rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(world_, &world_size_), "MPI_Comm_size");
-  if (dp < 1 || tp < 1 || dp * tp != world_size_) {
-    throw Error("mesh dp=" + std::to_string(dp) + " x tp=" + std::to_string(tp) +
-                " does not match the MPI world size " + std::to_string(world_size_));
+  if (dp < 1 || tp < 1 || fsdp < 1 ||
+      static_cast<int64_t>(dp) * fsdp * tp != static_cast<int64_t>(world_size_)) {
+    MPI_Comm_free(&world_);
+    throw Error("mesh dp=" + std::to_string(dp) +
+                (fsdp != 1 ? " x fsdp=" + std::to_string(fsdp) : std::string()) +
+                " x tp=" + std::to_string(tp) + " does not match the MPI world size " +
+                std::to_string(world_size_));
   }
-  // Colour by dp_rank: consecutive ranks form a TP group; key keeps tp_rank order.
-  check_mpi(MPI_Comm_split(world_, dp_rank(), tp_rank(), &tp_comm_), "MPI_Comm_split(tp)");
-  check_mpi(MPI_Comm_split(world_, tp_rank(), dp_rank(), &dp_comm_), "MPI_Comm_split(dp)");
+  // Colour by the other two coordinates; the key keeps the group's own rank order.
+  const int tp_colour = world_rank_ / tp_;  // dp_rank * fsdp + fsdp_rank
+  const int dp_colour = fsdp_rank() * tp_ + tp_rank();
+  const int fsdp_colour = dp_rank() * tp_ + tp_rank();
+  check_mpi(MPI_Comm_split(world_, tp_colour, tp_rank(), &tp_comm_), "MPI_Comm_split(tp)");
+  check_mpi(MPI_Comm_split(world_, dp_colour, dp_rank(), &dp_comm_), "MPI_Comm_split(dp)");
+  check_mpi(MPI_Comm_split(world_, fsdp_colour, fsdp_rank(), &fsdp_comm_), "MPI_Comm_split(fsdp)");
   check_mpi(
       MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node_comm_),
       "MPI_Comm_split_type(shared)");
@@ -51,6 +60,10 @@ MeshComms::MeshComms(MPI_Comm world, int dp, int tp) : dp_(dp), tp_(tp) {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, dp_comm_), "MPI_Allreduce");
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, dp_comm_), "MPI_Allreduce");
   dp_on_node_ = lo == hi;
+  lo = hi = node_leader;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, fsdp_comm_), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, fsdp_comm_), "MPI_Allreduce");
+  fsdp_on_node_ = lo == hi;
 
   // Names for the watchdog's lines: a peer is told by world rank and host, not by its rank in
   // a group the reader would have to map back.
@@ -98,13 +111,14 @@ std::string MeshComms::describe_group(Group g) const {
   if (g == Group::kTp) return describe_tp_group();
   std::vector<std::string> hosts;
   std::string ranks;
-  for (int m = 0; m < dp_; ++m) {
+  const int members = size(g);
+  for (int m = 0; m < members; ++m) {
     const int r = world_rank_of(g, m);
     ranks += (m ? ", " : "") + std::to_string(r);
     const std::string& h = hosts_[static_cast<size_t>(r)];
     if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
   }
-  std::string text = (dp_ == 1 ? "world rank " : "world ranks ") + ranks +
+  std::string text = (members == 1 ? "world rank " : "world ranks ") + ranks +
                      (hosts.size() == 1 ? " (host " : " (hosts ");
   for (size_t i = 0; i < hosts.size(); ++i) text += (i ? ", " : "") + hosts[i];
   return text + ")";
@@ -115,20 +129,30 @@ MeshComms::~MeshComms() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Comm* c : {&node_comm_, &dp_comm_, &tp_comm_, &world_}) {
+  for (MPI_Comm* c : {&node_comm_, &fsdp_comm_, &dp_comm_, &tp_comm_, &world_}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 }
 
 std::vector<std::vector<int>> MeshComms::tp_groups() const {
-  std::vector<std::vector<int>> groups(static_cast<size_t>(dp_));
+  std::vector<std::vector<int>> groups(static_cast<size_t>(dp_ * fsdp_));
   for (int r = 0; r < world_size_; ++r) groups[static_cast<size_t>(r / tp_)].push_back(r);
   return groups;
 }
 
 std::vector<std::vector<int>> MeshComms::dp_groups() const {
-  std::vector<std::vector<int>> groups(static_cast<size_t>(tp_));
-  for (int r = 0; r < world_size_; ++r) groups[static_cast<size_t>(r % tp_)].push_back(r);
+  // One per (fsdp rank, tp rank), ranks in dp order.
+  std::vector<std::vector<int>> groups(static_cast<size_t>(fsdp_ * tp_));
+  for (int r = 0; r < world_size_; ++r) groups[static_cast<size_t>(r % (fsdp_ * tp_))].push_back(r);
+  return groups;
+}
+
+std::vector<std::vector<int>> MeshComms::fsdp_groups() const {
+  // One per (dp rank, tp rank), ranks in fsdp order.
+  std::vector<std::vector<int>> groups(static_cast<size_t>(dp_ * tp_));
+  for (int r = 0; r < world_size_; ++r) {
+    groups[static_cast<size_t>(r / (fsdp_ * tp_) * tp_ + r % tp_)].push_back(r);
+  }
   return groups;
 }
 

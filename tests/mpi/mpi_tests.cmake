@@ -524,6 +524,22 @@ foreach(np 1 4)
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# FSDP (runtime/src/fsdp/fsdp_gather.hpp): weights sharded over the fsdp axis, gathered inside
+# the GEMM over the fsdp group, on the CPU backend against an fp64 reference and byte for byte
+# against the GEMM on the whole weight: fsdp 2, fsdp 3, fsdp 2 x tp 2 and dp 2 x fsdp 2.
+add_executable(test_fsdp_gemm ${CMAKE_CURRENT_LIST_DIR}/test_fsdp_gemm.cpp)
+target_link_libraries(test_fsdp_gemm PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(mesh "2;1;2" "3;1;3" "4;1;2" "4;2;2")
+  list(GET mesh 0 np)
+  list(GET mesh 1 dp)
+  list(GET mesh 2 fsdp)
+  add_test(NAME mpi_fsdp_gemm_np${np}_dp${dp}_fsdp${fsdp}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_fsdp_gemm> --dp ${dp} --fsdp ${fsdp})
+  set_tests_properties(mpi_fsdp_gemm_np${np}_dp${dp}_fsdp${fsdp} PROPERTIES LABELS mpi
+    TIMEOUT 180 PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
 # The grouped GEMM's runtime (issue 25 item 2: runtime/include/cgemm/runtime/grouped_plan.hpp)
 # on the CPU backend, one rank: every form and layout, bf16 / fp16 / fp32, per group against an
 # fp64 reference; uniform, skewed and empty groups, G = 1, bias, host and backend sizes; the

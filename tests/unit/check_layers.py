@@ -4,7 +4,7 @@ launcher.
 Every #include "cgemm/LAYER/..." in a layer's sources must name that layer or one below it.
 Inside runtime/src, the folders keep a layer order of their own (RUNTIME_SRC_ORDER below, lowest
 first; folders on one level are side by side):
-    root < program < grouped, kinds < cpu, cuda, quantization < plan < layers
+    root < program < grouped, kinds < cpu, cuda, quantization, fsdp < plan < layers
 A file includes headers of its own folder, of the files at runtime/src's root (what two folders
 share: transport_table, elementwise_math, overloaded), and of folders on lower levels only: never
 a folder on its own level or above, so no cycle can form; the root's files include no folder.
@@ -33,7 +33,7 @@ BELOW = {
 RUNTIME_SRC_ORDER = [
     {"program"},                       # Program, the engine, Operands
     {"grouped", "kinds"},              # the grouped GEMM (plan, rows, loop); the collective kinds
-    {"cpu", "cuda", "quantization"},   # the backends; quantized GEMMs as program ops
+    {"cpu", "cuda", "quantization", "fsdp"},  # the backends; quantized and FSDP GEMMs as ops
     {"plan"},                          # GemmPlan, plan_gemm, Context, options
     {"layers"},                        # the training-side users of plans
 ]

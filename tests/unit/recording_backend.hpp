@@ -17,7 +17,8 @@ namespace cgemm::testing {
 
 class RecordingBackend final : public Backend {
  public:
-  RecordingBackend(int tp, int tp_rank, int streams) : tp_(tp), rank_(tp_rank), streams_(streams) {}
+  RecordingBackend(int tp, int tp_rank, int streams, int fsdp = 1, int fsdp_rank = 0)
+      : tp_(tp), rank_(tp_rank), streams_(streams), fsdp_(fsdp), fsdp_rank_(fsdp_rank) {}
 
   /// A named region of `bytes` the test hands to the engine as an operand.
   void* region(const std::string& name, size_t bytes) {
@@ -39,9 +40,13 @@ class RecordingBackend final : public Backend {
   std::string name() const override { return "recording"; }
   std::string transport() const override { return "recording"; }
   std::string describe() const override { return "recording backend"; }
-  // A tp group of tp_ ranks; a dp group of this rank alone.
-  int group_rank(Group g) const override { return g == Group::kTp ? rank_ : 0; }
-  int group_size(Group g) const override { return g == Group::kTp ? tp_ : 1; }
+  // A tp group of tp_ ranks, an fsdp group of fsdp_; a dp group of this rank alone.
+  int group_rank(Group g) const override {
+    return g == Group::kTp ? rank_ : g == Group::kFsdp ? fsdp_rank_ : 0;
+  }
+  int group_size(Group g) const override {
+    return g == Group::kTp ? tp_ : g == Group::kFsdp ? fsdp_ : 1;
+  }
   int num_streams() const override { return streams_; }
   int compute_capability() const override { return 0; }
   std::string capture_refusal() const override { return ""; }
@@ -54,7 +59,7 @@ class RecordingBackend final : public Backend {
   }
   void release(void* p) noexcept override { static_cast<void>(p); }
   SymmetricBuffer allocate_symmetric(size_t bytes, Group group) override {
-    SymmetricBuffer b{region("ring", bytes), bytes, 0};
+    SymmetricBuffer b{region(group == Group::kFsdp ? "fsdp_ring" : "ring", bytes), bytes, 0};
     log("allocate_symmetric " + std::to_string(bytes) + over(group));
     return b;
   }
@@ -268,7 +273,7 @@ class RecordingBackend final : public Backend {
   static std::string dt(DType t) { return std::string(dtype_name(t)); }
   void log(std::string s) { calls_.push_back(std::move(s)); }
 
-  int tp_, rank_, streams_;
+  int tp_, rank_, streams_, fsdp_, fsdp_rank_;
   int workspaces_ = 0;
   GroupedGemmHandle grouped_handles_ = 0;
   int64_t copies_to_host_ = 0;

@@ -285,11 +285,11 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
     if (through_host(g)) continue;  // no device transport: see through_host
     if (g == Group::kTp || comms.size(g) > 1) {
       const bool tp = g == Group::kTp;
-      gs.transports =
-          make_cuda_transports(comms, g, opts.use_ce, placement.gpu_sharing,
-                               tp ? static_cast<ncclComm_t>(placement.nccl_comm) : nullptr,
-                               tp && transport == TransportKind::kUcx,
-                               tp ? where_ : where_ + ", dp group " + comms.describe_group(g));
+      gs.transports = make_cuda_transports(
+          comms, g, opts.use_ce, placement.gpu_sharing,
+          tp ? static_cast<ncclComm_t>(placement.nccl_comm) : nullptr,
+          tp && transport == TransportKind::kUcx,
+          tp ? where_ : where_ + ", " + group_name(g) + " group " + comms.describe_group(g));
     }
     gs.offered = gs.transports.offered();
     if (comms.size(g) > 1) {
@@ -301,8 +301,8 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
       [&comms](Group g, int rank) { return comms.describe_rank(comms.world_rank_of(g, rank)); },
       [this] { drain(); });
   memory_ = std::make_unique<cuda::DeviceMemory>(
-      std::array<std::vector<Transport*>, kGroups.size()>{set(Group::kTp).offered,
-                                                          set(Group::kDp).offered},
+      std::array<std::vector<Transport*>, kGroups.size()>{
+          set(Group::kTp).offered, set(Group::kDp).offered, set(Group::kFsdp).offered},
       *exchanges_, where_);
   // Chosen once per group: NCCL's collectives wherever it has a communicator (GPUs not shared).
   for (const Group g : kGroups) {
@@ -439,6 +439,10 @@ std::string CudaBackend::describe() const {
                                                  "shared, the group spans nodes)\n")
                                    : set(Group::kDp).transports.describe());
   }
+  if (comms_.fsdp() > 1) {
+    s << "fsdp group " << comms_.describe_group(Group::kFsdp) << ": "
+      << set(Group::kFsdp).transports.describe();
+  }
   if (placement_.gpu_sharing) {
     s << "GPU shared by " << placement_.ranks_per_gpu
       << " ranks: no NCCL communicator; the sequential path's collectives run as copy-engine "
@@ -478,19 +482,21 @@ void CudaBackend::all_reduce_max(float* buf, int count, int s, const char* label
                            std::to_string(comms_.world_size()) + " ranks)";
   if (count < 0) fail(what + ": negative count");
   if (buf == nullptr && count > 0) fail(what + ": null buffer");
-  // The world is the dp x tp mesh: the max over this rank's tp group, then over its dp group
-  // (whose ranks then hold their tp groups' maxes), leaves the world's max on every rank. Both
-  // steps stay on the device, on stream s: no copy to the host, no host wait. Traced as one
-  // quantization span (the buffer's bytes, as the collectives count an all-reduce), with the
-  // groups' collectives inside it.
+  // The world is the dp x fsdp x tp mesh: the max over this rank's tp group, then over its
+  // fsdp group, then over its dp group (each step's ranks then hold the previous groups' maxes)
+  // leaves the world's max on every rank. Every step stays on the device, on stream s: no copy to
+  // the host, no host wait. Traced as one quantization span (the buffer's bytes, as the collectives
+  // count an all-reduce), with the groups' collectives inside it.
   cudaStream_t st = streams_->at(s, "all_reduce_max");
   trace_->span(
       "quantize", [&] { return what; }, s, st,
       [&] {
         if (count == 0) return;
-        const std::string tp_what = what + ", over tp", dp_what = what + ", over dp";
-        set(Group::kTp).collectives->all_reduce_max(buf, count, s, tp_what.c_str());
-        set(Group::kDp).collectives->all_reduce_max(buf, count, s, dp_what.c_str());
+        for (const Group g : {Group::kTp, Group::kFsdp, Group::kDp}) {
+          if (g != Group::kTp && comms_.size(g) == 1) continue;
+          const std::string over = what + ", over " + group_name(g);
+          set(g).collectives->all_reduce_max(buf, count, s, over.c_str());
+        }
       },
       int64_t{4} * count);
 }

@@ -119,7 +119,7 @@ CudaTransports make_cuda_transports(const MeshComms& comms, Group g, bool use_ce
   } else if (!use_ce) {
     t.ce_why_not = "use_ce = false";
   } else if (!comms.on_one_node(g)) {
-    t.ce_why_not = g == Group::kTp ? "the TP group spans nodes" : "the DP group spans nodes";
+    t.ce_why_not = "the " + std::string(group_name(g)) + " group spans nodes";
   } else {
     t.ce = make_transport(TransportKind::kCe, site_of(comms, g, where), t.ce_why_not);
   }

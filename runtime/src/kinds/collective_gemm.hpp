@@ -28,6 +28,7 @@ struct CollectiveGemm {
   Shape gathered_lhs;           // the gathered lhs's shape, where the kind hands it out
   std::string no_gathered_lhs;  // why not, as the error a call asking for it gets
   bool overlappable = true;     // false: nothing to overlap (both paths are one program)
+  int fsdp = 1;                 // > 1: the rhs is gathered over that many fsdp ranks (FSDP)
   int64_t gemm_rows = 0;        // rows of all the GEMM work of one call (for FLOP counts)
   std::string summary;          // one line: chunks, steps, streams, placement
 };

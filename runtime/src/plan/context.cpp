@@ -10,6 +10,7 @@
 #include "cgemm/collective/watchdog_channel.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/backends.hpp"
+#include "cgemm/runtime/plan_description.hpp"
 #include "transport_table.hpp"
 
 namespace cgemm {
@@ -253,11 +254,13 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
     throw Error("mesh: dp=" + std::to_string(mesh_config_.dp) + " does not divide the world size " +
                 std::to_string(size));
   }
-  if (mesh_config_.tp == 0) mesh_config_.tp = size / mesh_config_.dp;
-  if (mesh_config_.dp_axis == mesh_config_.tpsp_axis || mesh_config_.dp_axis.empty() ||
-      mesh_config_.tpsp_axis.empty()) {
-    throw Error("mesh: the dp and tpsp axes need two different, non-empty names");
+  if (mesh_config_.fsdp < 1 || size / mesh_config_.dp % mesh_config_.fsdp != 0) {
+    throw Error("mesh: dp=" + std::to_string(mesh_config_.dp) +
+                " x fsdp=" + std::to_string(mesh_config_.fsdp) +
+                " does not divide the world size " + std::to_string(size));
   }
+  if (mesh_config_.tp == 0) mesh_config_.tp = size / mesh_config_.dp / mesh_config_.fsdp;
+  require_axis_names(mesh_config_.dp_axis, mesh_config_.fsdp_axis, mesh_config_.tpsp_axis);
   if (overlap_.num_max_streams < 1) {
     throw Error("num_max_streams must be >= 1, got " + std::to_string(overlap_.num_max_streams));
   }
@@ -269,10 +272,13 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   const watchdog::WaitScope bootstrap(
       "the bootstrap of the mesh and the backend (MPI communicators, the backend rule, NCCL, "
       "CUDA IPC) with the other ranks");
-  mesh_.axes = {{mesh_config_.dp_axis, mesh_config_.dp}, {mesh_config_.tpsp_axis, mesh_config_.tp}};
+  mesh_.axes = {{mesh_config_.dp_axis, mesh_config_.dp},
+                {mesh_config_.fsdp_axis, mesh_config_.fsdp},
+                {mesh_config_.tpsp_axis, mesh_config_.tp}};
   resource_.dp_resource = mesh_config_.dp_axis;
+  resource_.fsdp_resource = mesh_config_.fsdp_axis;
   resource_.tpsp_resource = mesh_config_.tpsp_axis;
-  comms_ = std::make_unique<MeshComms>(world, mesh_config_.dp, mesh_config_.tp);
+  comms_ = std::make_unique<MeshComms>(world, mesh_config_.dp, mesh_config_.tp, mesh_config_.fsdp);
   install_watchdog_channel(*comms_);
   const bool borrows_nccl = lends_nccl_comm(*comms_, backend);
 

@@ -21,6 +21,9 @@ PlanningMesh planning_mesh(const Context& ctx) {
   m.tpsp_axis = ctx.mesh_config().tpsp_axis;
   m.dp_rank = ctx.comms().dp_rank();
   m.tp_rank = ctx.comms().tp_rank();
+  m.fsdp = ctx.comms().fsdp();
+  m.fsdp_axis = ctx.mesh_config().fsdp_axis;
+  m.fsdp_rank = ctx.comms().fsdp_rank();
   return m;
 }
 
@@ -38,11 +41,9 @@ GemmDesc tensor_sequence_parallel_gemm(const Context& ctx, std::string name,
                                        CollectiveOp collective, int64_t batch, int64_t seq_len,
                                        int64_t hidden_in, int64_t hidden_out, DType dtype,
                                        bool bias, bool transpose_batch_sequence) {
-  PlanningMesh m;
-  m.dp_axis = ctx.mesh_config().dp_axis;
-  m.tpsp_axis = ctx.mesh_config().tpsp_axis;
-  return tensor_sequence_parallel_gemm(m, std::move(name), collective, batch, seq_len, hidden_in,
-                                       hidden_out, dtype, bias, transpose_batch_sequence);
+  return tensor_sequence_parallel_gemm(planning_mesh(ctx), std::move(name), collective, batch,
+                                       seq_len, hidden_in, hidden_out, dtype, bias,
+                                       transpose_batch_sequence);
 }
 
 GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(desc)) {
@@ -62,9 +63,13 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
   im.policy = ctx.overlap().policy;
   const GemmGeometry& g = im.geometry;
   im.chunk_flop = g.piece_flop();
-  im.use_overlap = im.policy == OverlapPolicy::kAlways ||
-                   (im.policy == OverlapPolicy::kAuto && im.kind.overlappable && g.tp > 1 &&
-                    im.chunk_flop >= kAutoOverlapMinChunkFlop);
+  // An FSDP gather (fsdp > 1) always has something to hide under the GEMMs it feeds: auto
+  // overlaps it (no threshold measured yet; the sequential path gathers the weight first).
+  im.use_overlap =
+      im.policy == OverlapPolicy::kAlways ||
+      (im.policy == OverlapPolicy::kAuto &&
+       ((im.kind.overlappable && g.tp > 1 && im.chunk_flop >= kAutoOverlapMinChunkFlop) ||
+        im.kind.fsdp > 1));
   // Every workspace execute() may use, made now (the ring collectively: plans are made on
   // every rank in the same order), so no call allocates.
   // A rank's allocation may fail alone (its memory): every rank learns it here, so none goes on
@@ -98,7 +103,7 @@ double GemmPlan::local_flops() const { return impl_->description.local_flops; }
 std::string GemmPlan::schedule_summary() const {
   const CollectiveGemm& c = impl_->kind;
   std::string s = impl_->description.schedule_summary;
-  if (c.overlappable) s += ", transport " + impl_->engine.backend().transport();
+  if (c.overlappable || c.fsdp > 1) s += ", transport " + impl_->engine.backend().transport();
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "cgemm/sharding/reorder.hpp"
+#include "fsdp/fsdp_gather.hpp"
 #include "gemm_layout.hpp"
 #include "planning.hpp"
 #include "quantization/quantization.hpp"
@@ -28,6 +29,9 @@ int64_t coordinate(const SpecEntry& e, const PlanningMesh& m) {
     if (axis == m.dp_axis) {
       size = m.dp;
       coord = m.dp_rank;
+    } else if (axis == m.fsdp_axis) {
+      size = m.fsdp;
+      coord = m.fsdp_rank;
     } else if (axis == m.tpsp_axis) {
       size = m.tp;
       coord = m.tp_rank;
@@ -144,18 +148,18 @@ void require_reduction_it_runs(const GemmDesc& desc, const GemmSharding& s, cons
 }
 
 void require_mesh(const PlanningMesh& m) {
-  if (m.dp < 1 || m.tp < 1) {
-    throw Error("mesh: dp=" + std::to_string(m.dp) + " and tp=" + std::to_string(m.tp) +
-                " must both be at least 1");
+  if (m.dp < 1 || m.tp < 1 || m.fsdp < 1) {
+    throw Error("mesh: dp=" + std::to_string(m.dp) + ", fsdp=" + std::to_string(m.fsdp) +
+                " and tp=" + std::to_string(m.tp) + " must all be at least 1");
   }
-  if (m.dp_rank < 0 || m.dp_rank >= m.dp || m.tp_rank < 0 || m.tp_rank >= m.tp) {
-    throw Error("mesh: rank (dp " + std::to_string(m.dp_rank) + ", tp " +
-                std::to_string(m.tp_rank) + ") is outside the dp=" + std::to_string(m.dp) +
-                " x tp=" + std::to_string(m.tp) + " mesh");
+  if (m.dp_rank < 0 || m.dp_rank >= m.dp || m.tp_rank < 0 || m.tp_rank >= m.tp || m.fsdp_rank < 0 ||
+      m.fsdp_rank >= m.fsdp) {
+    throw Error("mesh: rank (dp " + std::to_string(m.dp_rank) + ", fsdp " +
+                std::to_string(m.fsdp_rank) + ", tp " + std::to_string(m.tp_rank) +
+                ") is outside the dp=" + std::to_string(m.dp) +
+                " x fsdp=" + std::to_string(m.fsdp) + " x tp=" + std::to_string(m.tp) + " mesh");
   }
-  if (m.dp_axis == m.tpsp_axis || m.dp_axis.empty() || m.tpsp_axis.empty()) {
-    throw Error("mesh: the dp and tpsp axes need two different, non-empty names");
-  }
+  require_axis_names(m.dp_axis, m.fsdp_axis, m.tpsp_axis);
 }
 
 // What the CPU backend allocates around the programs' ops (runtime/src/cpu/cpu_backend.cpp and
@@ -305,9 +309,17 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
 
 int64_t WorkspaceSizes::total() const {
   const std::string what = "workspace bytes";
-  const int64_t t =
+  int64_t t =
       checked_add(checked_add(ring, send, what), checked_add(work_in, work_out, what), what);
-  return checked_add(t, checked_add(quant, scales, what), what);
+  t = checked_add(t, checked_add(quant, scales, what), what);
+  return checked_add(t, fsdp_ring, what);
+}
+
+void require_axis_names(const std::string& dp, const std::string& fsdp, const std::string& tpsp) {
+  if (dp.empty() || fsdp.empty() || tpsp.empty() || dp == fsdp || dp == tpsp || fsdp == tpsp) {
+    throw Error("mesh: the dp, fsdp and tpsp axes need three different, non-empty names (got '" +
+                dp + "', '" + fsdp + "', '" + tpsp + "')");
+  }
 }
 
 int64_t PlanBytes::operands() const {
@@ -323,51 +335,18 @@ int64_t PlanBytes::total() const {
   return checked_add(t, cpu_scratch, what);
 }
 
-GemmDesc tensor_sequence_parallel_gemm(const PlanningMesh& mesh, std::string name,
-                                       CollectiveOp collective, int64_t batch, int64_t seq_len,
-                                       int64_t hidden_in, int64_t hidden_out, DType dtype,
-                                       bool bias, bool transpose_batch_sequence) {
-  const std::string& dp = mesh.dp_axis;
-  const std::string& tpsp = mesh.tpsp_axis;
-  const SpecEntry none = SpecEntry::none();
-  GemmDesc d;
-  d.name = std::move(name);
-  d.collective = collective;
-  d.dtype = dtype;
-  d.out_dtype = dtype;
-  d.transpose_batch_sequence = transpose_batch_sequence;
-  d.lhs_shape = transpose_batch_sequence ? Shape{seq_len, batch, hidden_in}
-                                         : Shape{batch, seq_len, hidden_in};
-  d.rhs_shape = {hidden_in, hidden_out};
-  d.contracting_dims = {{2}, {0}};
-  // Activation specs are written batch-first, then swapped for sequence-first layouts.
-  PartitionSpec x;
-  if (collective == CollectiveOp::kAllGather) {
-    x = {entry(dp), entry(tpsp), none};
-    d.rhs_spec = {none, entry(tpsp)};
-    d.bias_spec = {entry(tpsp)};
-  } else {
-    x = {entry(dp), none, entry(tpsp)};
-    d.rhs_spec = {entry(tpsp), none};
-    d.bias_spec = {none};
-  }
-  if (transpose_batch_sequence) std::swap(x[0], x[1]);
-  d.lhs_spec = x;
-  if (bias) d.bias_shape = Shape{hidden_out};
-  return d;
-}
-
 namespace {
 
 // The planner's answer for this rank: specs (infer_gemm_sharding, checked against the given
 // ones), local shapes, the output and gemm_abstract's validation, as gemm.py's outer
 // abstract. Fills r's sharding, shapes and abstract; returns the geometry's layout fields.
 GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const PlanningOptions& opt,
-                         PlanDescription& r) {
+                         PlanDescription& r, std::optional<FsdpGather>& fsdp) {
   Mesh mesh;
-  mesh.axes = {{m.dp_axis, m.dp}, {m.tpsp_axis, m.tp}};
+  mesh.axes = {{m.dp_axis, m.dp}, {m.fsdp_axis, m.fsdp}, {m.tpsp_axis, m.tp}};
   MeshResource resource;
   resource.dp_resource = m.dp_axis;
+  resource.fsdp_resource = m.fsdp_axis;
   resource.tpsp_resource = m.tpsp_axis;
 
   const std::string where = "GEMM '" + desc.name + "'";
@@ -389,9 +368,15 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   r.sharding = infer_gemm_sharding(si);
   const GemmSharding& sharding = r.sharding;
   require_same_spec(pad_spec(desc.lhs_spec, lhs_nd, "lhs"), sharding.lhs, where + " lhs");
-  require_same_spec(pad_spec(desc.rhs_spec, rhs_nd, "rhs"), sharding.rhs, where + " rhs");
+  // FSDP: a dim given sharded over the fsdp axis that the planner gathers is the plan's to
+  // gather (fsdp_gather.hpp); the rest of the spec must be the planner's.
+  PartitionSpec rhs_given = pad_spec(desc.rhs_spec, rhs_nd, "rhs");
+  const int fsdp_dim = fsdp_gathered_dim(rhs_given, sharding.rhs, m, where + " rhs");
+  if (fsdp_dim >= 0) rhs_given[static_cast<size_t>(fsdp_dim)] = SpecEntry::none();
+  require_same_spec(rhs_given, sharding.rhs, where + " rhs");
   require_axes_once(sharding.lhs, where + " lhs");
   require_axes_once(sharding.rhs, where + " rhs");
+  require_fsdp_not_twice(sharding, m, where);
   require_axes_once(sharding.out, where + " output");
   require_reduction_it_runs(desc, sharding, m);
 
@@ -488,6 +473,8 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   g.lhs_rows = layout.lhs.kept_size(r.lhs_local);
   g.n = layout.rhs.kept_size(r.rhs_local);
   g.ldb = g.rhs_transposed ? g.k : g.n;
+  // The caller holds 1/fsdp of the rhs the GEMM multiplies by (fsdp 1: the whole of it).
+  if (fsdp_dim >= 0 && m.fsdp > 1) fsdp = plan_fsdp_gather(desc, layout, fsdp_dim, m, r);
   // The local GEMM's output grows tp-fold by the all-gather and shrinks by the
   // reduce-scatter: it must hold exactly this rank's shard of the output.
   int64_t produced = num_elements(r.abstract.out_shape);
@@ -553,7 +540,9 @@ void describe(PlannedGemm& out, const PlanningMesh& m, const PlanningOptions& op
   }
 
   r.lhs_offset = shard_offset(r.lhs_local, sharding.lhs, m);
-  r.rhs_offset = shard_offset(r.rhs_local, sharding.rhs, m);
+  PartitionSpec rhs_given = sharding.rhs;
+  if (r.fsdp_dim >= 0) rhs_given[static_cast<size_t>(r.fsdp_dim)] = entry(m.fsdp_axis);
+  r.rhs_offset = shard_offset(r.rhs_local, rhs_given, m);
   r.out_offset = shard_offset(r.out_local, sharding.out, m);
   r.bias_offset = g.has_bias ? shard_offset(r.bias_local, sharding.bias, m) : Shape{0};
   r.schedule_summary = std::string(collective_name(desc.collective)) + ": " + c.summary;
@@ -580,7 +569,8 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
   }
   PlannedGemm out;
   out.description.desc = desc;
-  out.geometry = plan_shards(desc, m, opt, out.description);
+  std::optional<FsdpGather> fsdp;
+  out.geometry = plan_shards(desc, m, opt, out.description, fsdp);
   fill_geometry(out.geometry, desc, m, opt, out.description);
   const std::optional<QuantizationPlan> quant =
       plan_quantization(desc, out.geometry, out.description, m, opt);
@@ -589,6 +579,7 @@ PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& m,
     add_quantization(out.kind, *quant, desc.name);
     out.kind.summary += ", quantized " + quantization_summary(desc.quantization);
   }
+  if (fsdp) add_fsdp_gather(out.kind, *fsdp, out.geometry);
   if (!out.kind.overlapped_gathering && out.kind.no_gathered_lhs.empty()) {
     out.kind.no_gathered_lhs = "GEMM '" + desc.name + "': gathered_lhs is an output of " +
                                "all-gather GEMMs only; this GEMM's collective is " +

@@ -67,9 +67,12 @@ void GemmPlan::execute(const Operands& x, void* stream) {
 
 std::string GemmPlan::path_summary() const {
   const Impl& p = *impl_;
-  if (!p.kind.overlappable) return "plain GEMM (no collective to overlap)";
+  if (!p.kind.overlappable && p.kind.fsdp == 1) return "plain GEMM (no collective to overlap)";
   if (p.policy == OverlapPolicy::kAlways) return "overlapped (overlap = on)";
   if (p.policy == OverlapPolicy::kNever) return "sequential (overlap = off)";
+  if (p.kind.fsdp > 1) {
+    return "overlapped (auto: the rhs is gathered over fsdp=" + std::to_string(p.kind.fsdp) + ")";
+  }
   char buf[200];
   std::snprintf(buf, sizeof(buf), "%s (auto: tp %d, %s GEMM %.3g GFLOP %s %.3g GFLOP)",
                 p.use_overlap ? "overlapped" : "sequential", p.geometry.tp,

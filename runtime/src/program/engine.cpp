@@ -80,6 +80,7 @@ Engine::Engine(Backend& be, int world_rank) : be_(be), world_rank_(world_rank) {
 Engine::~Engine() {
   for (const auto& [shape, handle] : grouped_) be_.release_grouped_gemm(handle);
   if (ring_.local != nullptr) be_.release_symmetric(ring_);
+  if (fsdp_ring_.local != nullptr) be_.release_symmetric(fsdp_ring_);
   for (void* p : private_) {
     if (p != nullptr) be_.release(p);
   }
@@ -101,6 +102,7 @@ void Engine::prepare(std::span<const Program* const> programs) {
           std::max(workspace_bytes(need, w), workspace_bytes(p->workspace, w));
     }
     need.ring = std::max(need.ring, p->workspace.ring);
+    need.fsdp_ring = std::max(need.fsdp_ring, p->workspace.fsdp_ring);
     need.host = std::max(need.host, p->workspace.host);
     if (p->workspace.ring > 0) {
       if (ring_group_ && *ring_group_ != p->ring_group) {
@@ -125,6 +127,15 @@ void Engine::prepare(std::span<const Program* const> programs) {
   if (need.ring > have_.ring) {
     throw Error("engine: a program needs a ring of " + std::to_string(need.ring) +
                 " bytes, the plan holds " + std::to_string(have_.ring));
+  }
+  // The same for the FSDP gather's slots, over the fsdp group (after the ring, on every rank).
+  if (need.fsdp_ring > 0 && fsdp_ring_.local == nullptr) {
+    fsdp_ring_ = be_.allocate_symmetric(static_cast<size_t>(need.fsdp_ring), Group::kFsdp);
+    have_.fsdp_ring = need.fsdp_ring;
+  }
+  if (need.fsdp_ring > have_.fsdp_ring) {
+    throw Error("engine: a program needs an fsdp ring of " + std::to_string(need.fsdp_ring) +
+                " bytes, the plan holds " + std::to_string(have_.fsdp_ring));
   }
   // Collective too, so before any allocation that may fail on one rank alone (the plan then
   // agrees on the failure over the world: a rank gone there must not leave its peers here).
@@ -226,7 +237,9 @@ void Engine::set_scales(const Program& p, const std::vector<float>& s) {
 
 void* Engine::base(Workspace w) const {
   if (w == Workspace::kHost) return const_cast<std::byte*>(host_.data());  // NOLINT: the run's
-  return w == Workspace::kRing ? ring_.local : private_[slot(w)];
+  if (w == Workspace::kRing) return ring_.local;
+  if (w == Workspace::kFsdpRing) return fsdp_ring_.local;
+  return private_[slot(w)];
 }
 
 void* Engine::at_mut(const Ref& r, const Operands& x) const {
@@ -318,6 +331,7 @@ void Engine::run(const Program& p, const Operands& x, const std::string& name) {
         be_.gemm(t, o.stream);
       },
       [&](const ExchangeOp& o) {
+        const SymmetricBuffer* dst = o.ring == Workspace::kFsdpRing ? &fsdp_ring_ : &ring_;
         std::vector<Exchange> group;
         group.reserve(o.transfers.size());
         for (const Transfer& tr : o.transfers) {
@@ -327,7 +341,7 @@ void Engine::run(const Program& p, const Operands& x, const std::string& name) {
                            .send_offset = tr.send_offset,
                            .recv_peer = tr.recv_peer,
                            .recv_offset = tr.recv_offset,
-                           .dst = &ring_,
+                           .dst = dst,
                            .label = label(tr.label)});
         }
         const Fault& f = fault();

@@ -30,7 +30,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   /// Allocates what `programs` need: the ring (symmetric over their ring_group: a collective
-  /// call; every program with a ring names the same group, else cgemm::Error)
+  /// call; every program with a ring names the same group, else cgemm::Error), the fsdp ring
+  /// (symmetric over the fsdp group, after the ring)
   /// and each private workspace at the largest size any of them needs, and the scale state,
   /// set to its programs' scales_init. May be called again with more programs: private
   /// workspaces grow, the ring and the scale state are made once (a later program needing a
@@ -81,6 +82,7 @@ class Engine {
   Backend& be_;
   SymmetricBuffer ring_;
   std::optional<Group> ring_group_;  // that of the programs with a ring (they agree)
+  SymmetricBuffer fsdp_ring_;        // Workspace::kFsdpRing, over the fsdp group
   // The private workspaces (all but the ring and the host one), indexed by Workspace.
   std::array<void*, kWorkspaces.size()> private_{};
   std::vector<std::byte> host_;  // Workspace::kHost

@@ -141,6 +141,8 @@ int64_t& workspace_bytes(WorkspaceSizes& s, Workspace w) {
       return s.scales;
     case Workspace::kHost:
       return s.host;
+    case Workspace::kFsdpRing:
+      return s.fsdp_ring;
   }
   return s.ring;  // unreachable: every Workspace is a case above (-Wswitch)
 }
@@ -246,6 +248,8 @@ const char* workspace_name(Workspace w) {
       return "scales";
     case Workspace::kHost:
       return "host";
+    case Workspace::kFsdpRing:
+      return "fsdp_ring";
   }
   return "?";  // unreachable: every Workspace is a case above (-Wswitch)
 }

@@ -32,20 +32,22 @@ namespace cgemm {
 /// The plan's own buffers, allocated when the plan is made (Engine::prepare) and kept (sizes in
 /// WorkspaceSizes).
 enum class Workspace {
-  kRing,     // symmetric over Program::ring_group: chunks or partials arriving from peers
-  kSend,     // partials computed for other ranks, read by the transport
-  kWorkIn,   // input side of the sequential path: the gathered or reordered lhs
-  kWorkOut,  // output side of the sequential path: GEMM results before a collective or reorder
-  kQuant,    // this call's quantized operands, their block scales and amaxes
-  kScales,   // the scale state of each quantized operand (quantize_task.hpp's layout): kept
-             // across calls and shared by both paths, set to Program::scales_init once
-  kHost,     // HOST memory: values the host itself reads mid-program (a grouped GEMM's sizes)
+  kRing,      // symmetric over Program::ring_group: chunks or partials arriving from peers
+  kSend,      // partials computed for other ranks, read by the transport
+  kWorkIn,    // input side of the sequential path: the gathered or reordered lhs
+  kWorkOut,   // output side of the sequential path: GEMM results before a collective or reorder
+  kQuant,     // this call's quantized operands, their block scales and amaxes
+  kScales,    // the scale state of each quantized operand (quantize_task.hpp's layout): kept
+              // across calls and shared by both paths, set to Program::scales_init once
+  kHost,      // HOST memory: values the host itself reads mid-program (a grouped GEMM's sizes)
+  kFsdpRing,  // symmetric over the fsdp group: the rhs shards an FSDP gather brings in, one
+              // slot per fsdp rank (runtime/src/fsdp/fsdp_gather.hpp)
 };
 
 /// Every workspace, in enum order.
-inline constexpr std::array<Workspace, 7> kWorkspaces{
+inline constexpr std::array<Workspace, 8> kWorkspaces{
     Workspace::kRing,  Workspace::kSend,   Workspace::kWorkIn, Workspace::kWorkOut,
-    Workspace::kQuant, Workspace::kScales, Workspace::kHost};
+    Workspace::kQuant, Workspace::kScales, Workspace::kHost,   Workspace::kFsdpRing};
 
 /// A place in a buffer: `offset` bytes into one of the caller's operands (operands.hpp) or
 /// one of the plan's workspaces.
@@ -97,11 +99,14 @@ struct Transfer {
 /// Starts an exchange group after the work issued on `after_stream` (-1: no such dependency);
 /// its token goes to slot `token` of the run. Exchanges run one after another in start order
 /// (Backend's FIFO), so waiting for a token also waits for every exchange started before it.
+/// The transfers land in `ring`, a workspace symmetric over `group`: kRing (over the program's
+/// ring_group) or kFsdpRing (over the fsdp group).
 struct ExchangeOp {
   std::vector<Transfer> transfers;
   int after_stream = -1;
   int token = 0;
-  Group group = Group::kTp;  // the program's ring_group: the ring is symmetric over it
+  Group group = Group::kTp;
+  Workspace ring = Workspace::kRing;
 };
 
 /// Later work on `stream` waits for the exchange in token slot `token`.

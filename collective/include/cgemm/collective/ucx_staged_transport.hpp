@@ -40,14 +40,14 @@
 // thread can block inside CUDA calls that wait for the device (the first launch of a lazily
 // loaded kernel, cudaFree, ...): a gate only that thread could open would then never open.
 // (The first version drove UCX from the backend's thread and hung on the H200 inside the
-// first timed run, with no watchdog line, i.e. inside such a CUDA call.) The UCP worker is made serialized (UCS_THREAD_MODE_SERIALIZED) and every call to
-// it holds the transport's mutex; the proxy yields the CPU after a run of idle steps. When a
-// step fails, the gate is opened for good (the stream cannot hang the process's teardown),
-// every later drain() throws the error (what those groups copied back is not the peers' data),
-// and start() refuses any later group. The proxy makes no CUDA call: it learns that step 1 is
-// done from a second mapped word, which the stream writes (cuStreamWriteValue64) after it.
-// Every group must start on one stream (the backend's communication stream), or the reuse
-// rules above would not hold: another is refused.
+// first timed run, with no watchdog line, i.e. inside such a CUDA call.) The UCP worker is made
+// serialized (UCS_THREAD_MODE_SERIALIZED) and every call to it holds the transport's mutex; the
+// proxy yields the CPU after a run of idle steps. When a step fails, the gate is opened for good
+// (the stream cannot hang the process's teardown), every later drain() throws the error (what those
+// groups copied back is not the peers' data), and start() refuses any later group. The proxy makes
+// no CUDA call: it learns that step 1 is done from a second mapped word, which the stream writes
+// (cuStreamWriteValue64) after it. Every group must start on one stream (the backend's
+// communication stream), or the reuse rules above would not hold: another is refused.
 
 #include <mpi.h>
 

@@ -19,13 +19,19 @@
 
 namespace cgemm {
 
-/// The dp x tp mesh and the names of its axes (Transformer Engine's MeshResource: the
-/// tp axis plays the tpsp role, i.e. tensor parallel with sequence parallelism).
+/// The dp x fsdp x tp mesh and the names of its axes (Transformer Engine's MeshResource: the tp
+/// axis plays the tpsp role, i.e. tensor parallel with sequence parallelism; the fsdp axis is
+/// fsdp_resource, the ranks that shard one replica's weights). World rank
+/// (dp_rank * fsdp + fsdp_rank) * tp + tp_rank (mesh_comms.hpp). dp counts the replicas: with
+/// fsdp > 1 the activations' batch is sharded over (dp, fsdp), and a weight given sharded over
+/// the fsdp axis where gemm.py's rule gathers it is gathered inside the GEMM (plan.hpp).
 struct MeshConfig {
   int dp = 1;
-  int tp = 0;  // 0: world size / dp
+  int tp = 0;  // 0: world size / (dp x fsdp)
   std::string dp_axis = "dp";
   std::string tpsp_axis = "tpsp";
+  int fsdp = 1;
+  std::string fsdp_axis = "fsdp";
 };
 
 /// The backend rule refused the job (e.g. --backend cuda on a host with more ranks than GPUs).
@@ -62,7 +68,8 @@ class Context {
   const MeshComms& comms() const { return *comms_; }
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }
-  /// The planner's view: Mesh {dp_axis: dp, tpsp_axis: tp} and its MeshResource.
+  /// The planner's view: Mesh {dp_axis: dp, fsdp_axis: fsdp, tpsp_axis: tp} and its
+  /// MeshResource (dp_resource, fsdp_resource, tpsp_resource).
   const Mesh& mesh() const { return mesh_; }
   const MeshResource& mesh_resource() const { return resource_; }
   const MeshConfig& mesh_config() const { return mesh_config_; }

@@ -54,8 +54,9 @@ struct GemmDesc {
   QuantizationDesc quantization;  // mode kNoScaling: the GEMM runs in `dtype`
 };
 
-/// The dp x tp mesh (tp resolved, >= 1), its axis names, and the rank being planned: world
-/// rank dp_rank * tp + tp_rank (a TP group is tp consecutive ranks).
+/// The dp x fsdp x tp mesh (tp resolved, >= 1), its axis names, and the rank being planned:
+/// world rank (dp_rank * fsdp + fsdp_rank) * tp + tp_rank (a TP group is tp consecutive
+/// ranks; mesh_comms.hpp).
 struct PlanningMesh {
   int dp = 1;
   int tp = 1;
@@ -63,7 +64,13 @@ struct PlanningMesh {
   std::string tpsp_axis = "tpsp";
   int dp_rank = 0;
   int tp_rank = 0;
+  int fsdp = 1;
+  std::string fsdp_axis = "fsdp";
+  int fsdp_rank = 0;
 };
+
+/// Throws cgemm::Error unless the mesh's three axis names are non-empty and different.
+void require_axis_names(const std::string& dp, const std::string& fsdp, const std::string& tpsp);
 
 /// What planning takes from the backend, given as options instead.
 struct PlanningOptions {
@@ -75,13 +82,14 @@ struct PlanningOptions {
 
 /// Bytes of the workspaces of one path (the engine's buffers, runtime/src/program/program.hpp).
 struct WorkspaceSizes {
-  int64_t ring = 0;      // symmetric over the TP group
-  int64_t send = 0;      // partials read by the transport
-  int64_t work_in = 0;   // the sequential path's gathered or reordered lhs
-  int64_t work_out = 0;  // the sequential path's GEMM results before a collective or reorder
-  int64_t quant = 0;     // quantized operands, their block scales and amaxes (FP8)
-  int64_t scales = 0;    // the scale state of the quantized operands, kept across calls (FP8)
-  int64_t host = 0;      // host memory the host reads mid-program (a grouped GEMM's sizes)
+  int64_t ring = 0;       // symmetric over the TP group
+  int64_t send = 0;       // partials read by the transport
+  int64_t work_in = 0;    // the sequential path's gathered or reordered lhs
+  int64_t work_out = 0;   // the sequential path's GEMM results before a collective or reorder
+  int64_t quant = 0;      // quantized operands, their block scales and amaxes (FP8)
+  int64_t scales = 0;     // the scale state of the quantized operands, kept across calls (FP8)
+  int64_t host = 0;       // host memory the host reads mid-program (a grouped GEMM's sizes)
+  int64_t fsdp_ring = 0;  // symmetric over the fsdp group: the gathered rhs shards (FSDP)
   /// The backend memory: every workspace but host.
   int64_t total() const;
 };
@@ -140,6 +148,12 @@ struct PlanDescription {
   GemmAbstract abstract;  // gemm_abstract on the local shapes
   Shape lhs_local, rhs_local, bias_local, out_local;  // bias_local {0} without a bias
   Shape out_global;
+  /// FSDP (runtime/src/fsdp/fsdp_gather.hpp): the rhs dim the caller gives sharded over the
+  /// fsdp axis and the plan gathers (gemm.py's answer there is None), or -1. rhs_local and
+  /// rhs_offset are then the caller's shard; rhs_gathered the rhs the GEMM multiplies by
+  /// (sharding.rhs's local shape).
+  int fsdp_dim = -1;
+  Shape rhs_gathered;
   Shape lhs_offset, rhs_offset, bias_offset, out_offset;  // bias_offset {0} without a bias
   /// The collective GEMM's schedule: "all_gather: 4 chunks of 128 rows in 4 steps on 3
   /// stream(s), ..." (no transport: that is the backend's, see predict_transport).

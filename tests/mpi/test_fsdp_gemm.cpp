@@ -1,0 +1,316 @@
+// FSDP in the runtime (runtime/src/fsdp/fsdp_gather.hpp): a weight given sharded over the fsdp
+// axis where gemm.py's rule gathers it is gathered inside the GEMM, over the fsdp group. Run
+// under mpirun on the mesh given as --dp D --fsdp F (tp = world / (D F)), on the backend of
+// CGEMM_TEST_BACKEND (cpu by default; cuda on the GPU machine, ranks sharing the GPU).
+//
+// Each case draws fresh random global tensors (never zero), poisons the output with NaN, and
+// checks this rank's output shard against an fp64 reference of the global GEMM, on both paths
+// (the overlapped one's exchanges and the sequential one's all-gather), and byte for byte against
+// the same GEMM planned with the whole weight passed in (the FSDP plan runs the same GEMMs on the
+// same bytes, split by output columns). The layouts it does not run are refused with one message.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../support/error_of.hpp"
+#include "cgemm/core/convert.hpp"
+#include "cgemm/runtime/plan.hpp"
+
+namespace cgemm {
+namespace {
+
+using test::error_of;
+
+std::unique_ptr<Context> g_ctx;
+uint32_t g_seed = 0;  // rank 0's, broadcast: every rank builds the same global tensors
+int g_dp = 1, g_fsdp = 1, g_tp = 1;
+
+SpecEntry none() { return SpecEntry::none(); }
+SpecEntry fsdp() { return SpecEntry::axis("fsdp"); }
+
+std::vector<int64_t> strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+// The shard of `global` (shape gshape) at `offset` of shape `local`, row-major.
+std::vector<double> shard(const std::vector<double>& global, const Shape& gshape,
+                          const Shape& offset, const Shape& local) {
+  const auto gs = strides(gshape);
+  const auto ls = strides(local);
+  std::vector<double> out(static_cast<size_t>(num_elements(local)));
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    int64_t g = 0;
+    for (size_t d = 0; d < local.size(); ++d) g += ((i / ls[d]) % local[d] + offset[d]) * gs[d];
+    out[static_cast<size_t>(i)] = global[static_cast<size_t>(g)];
+  }
+  return out;
+}
+
+// Global values in +-[0.25, 1], rounded to `dtype` so the reference sees what the GEMM reads.
+std::vector<double> random_tensor(const Shape& s, DType dtype, uint32_t stream) {
+  std::mt19937 gen(g_seed + 7919u * stream);
+  std::uniform_real_distribution<double> mag(0.25, 1.0);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<double> v(static_cast<size_t>(num_elements(s)));
+  std::vector<char> buf(dtype_size(dtype));
+  for (double& x : v) {
+    const float f = static_cast<float>(sign(gen) ? mag(gen) : -mag(gen));
+    float r = 0.0f;
+    convert_from_float(&f, buf.data(), dtype, 1);
+    convert_to_float(buf.data(), dtype, &r, 1);
+    x = r;
+  }
+  return v;
+}
+
+// Host bytes of `v` in `dtype`, copied into backend memory (and back).
+struct Buffer {
+  Backend& be;
+  void* p = nullptr;
+  size_t bytes = 0;
+  Buffer(Backend& b, const std::vector<double>& v, DType dtype) : be(b) {
+    std::vector<float> f(v.begin(), v.end());
+    bytes = std::max<size_t>(1, v.size() * dtype_size(dtype));
+    std::vector<char> host(bytes);
+    convert_from_float(f.data(), host.data(), dtype, static_cast<int64_t>(f.size()));
+    p = be.allocate(bytes);
+    be.copy_from_host(p, host.data(), bytes);
+  }
+  ~Buffer() { be.release(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  std::vector<char> bytes_back() const {
+    std::vector<char> host(bytes);
+    be.copy_to_host(host.data(), p, bytes);
+    return host;
+  }
+};
+
+// The same GEMM with the whole weight passed in: the fsdp entry of the rhs spec dropped.
+GemmDesc gathered(GemmDesc d) {
+  for (SpecEntry& e : d.rhs_spec) {
+    if (e.is_axis("fsdp")) e = none();
+  }
+  return d;
+}
+
+// Runs `desc` on both paths and the gathered plan; checks each against the fp64 reference.
+void run_and_check(const GemmDesc& desc, double tolerance) {
+  SCOPED_TRACE(desc.name);
+  Backend& be = g_ctx->backend();
+  GemmPlan plan(*g_ctx, desc);
+  GemmPlan whole(*g_ctx, gathered(desc));
+  const PlanDescription& d = plan.description();
+  ASSERT_GE(d.fsdp_dim, 0) << "the plan gathers no rhs dim";
+  EXPECT_EQ(d.rhs_gathered, whole.rhs_local());
+  EXPECT_EQ(num_elements(plan.rhs_local()) * g_fsdp, num_elements(whole.rhs_local()));
+
+  const DType in = desc.dtype, out_t = desc.out_dtype;
+  const auto lhs = random_tensor(desc.lhs_shape, in, 1);
+  const auto rhs = random_tensor(desc.rhs_shape, in, 2);
+  std::vector<double> bias;
+  if (desc.bias_shape) bias = random_tensor(*desc.bias_shape, out_t, 3);
+
+  // lhs [.., K] @ rhs [K, N] or [N, K] (contracting_dims say which).
+  const int64_t k = desc.lhs_shape.back();
+  const int64_t m = num_elements(desc.lhs_shape) / k;
+  const bool rhs_nk = desc.contracting_dims.second[0] != 0;
+  const int64_t n = num_elements(desc.rhs_shape) / k;
+  std::vector<double> ref(static_cast<size_t>(m * n)), mag(ref.size());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0.0, a = 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = lhs[static_cast<size_t>(i * k + p)] *
+                         rhs[static_cast<size_t>(rhs_nk ? j * k + p : p * n + j)];
+        s += x;
+        a += std::fabs(x);
+      }
+      if (!bias.empty()) s += bias[static_cast<size_t>(j)];
+      ref[static_cast<size_t>(i * n + j)] = s;
+      mag[static_cast<size_t>(i * n + j)] = a;
+    }
+  }
+  const Buffer x(be, shard(lhs, desc.lhs_shape, plan.lhs_offset(), plan.lhs_local()), in);
+  const Buffer w(be, shard(rhs, desc.rhs_shape, plan.rhs_offset(), plan.rhs_local()), in);
+  const Buffer w_all(be, shard(rhs, desc.rhs_shape, whole.rhs_offset(), whole.rhs_local()), in);
+  std::unique_ptr<Buffer> b;
+  if (!bias.empty()) {
+    b = std::make_unique<Buffer>(
+        be, shard(bias, *desc.bias_shape, plan.bias_offset(), plan.bias_local()), out_t);
+  }
+  const auto want = shard(ref, plan.out_global(), plan.out_offset(), plan.out_local());
+  const auto scale = shard(mag, plan.out_global(), plan.out_offset(), plan.out_local());
+  const std::vector<double> nan(want.size(), std::nan(""));
+  std::vector<std::vector<char>> outs;
+  for (int path = 0; path < 3; ++path) {
+    const Buffer out(be, nan, out_t);
+    const void* bias_p = b ? b->p : nullptr;
+    if (path == 0) plan.execute_overlapped(x.p, w.p, bias_p, out.p);
+    if (path == 1) plan.execute_sequential(x.p, w.p, bias_p, out.p);
+    if (path == 2) whole.execute(x.p, w_all.p, bias_p, out.p);
+    outs.push_back(out.bytes_back());
+    std::vector<float> got(want.size());
+    convert_to_float(outs.back().data(), out_t, got.data(), static_cast<int64_t>(got.size()));
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+      if (!(err <= tolerance * scale[i] + 1e-6) && bad++ < 3) {
+        ADD_FAILURE() << "path " << path << ": out[" << i << "] = " << got[i] << ", reference "
+                      << want[i];
+      }
+    }
+    EXPECT_EQ(bad, 0) << "path " << path << ": " << plan.schedule_summary();
+  }
+  EXPECT_EQ(outs[0], outs[1]) << "the overlapped and the sequential path differ";
+  EXPECT_EQ(outs[0], outs[2]) << "the FSDP plan differs from the GEMM on the whole weight";
+}
+
+GemmDesc standard(CollectiveOp op, DType dtype, bool bias, bool sequence_first = false) {
+  const PlanningMesh m = planning_mesh(*g_ctx);
+  const int64_t batch = 2 * g_dp * g_fsdp, seq = 4 * g_tp, k = 16, n = 12 * g_fsdp * g_tp;
+  GemmDesc d = tensor_sequence_parallel_gemm(m, std::string(collective_name(op)), op, batch, seq, k,
+                                             n, dtype, bias, sequence_first);
+  return d;
+}
+
+// Whether gemm.py's rule gathers this layout's fsdp-sharded weight on this mesh: with a reduce
+// axis (tp's, the reduce-scatter and the plain GEMM of a row-parallel layer) it gathers a
+// non-contracting rhs dim only where the lhs's non-contracting dims name the same entry, i.e.
+// the batch sharded over fsdp alone (no dp replicas).
+bool planner_gathers(CollectiveOp op) { return op == CollectiveOp::kAllGather || g_dp == 1; }
+
+TEST(FsdpGemm, StandardLayoutsMatchTheReferenceAndTheWholeWeight) {
+  for (CollectiveOp op :
+       {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kNone}) {
+    for (bool bias : {false, true}) {
+      for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+        const GemmDesc d = standard(op, dtype, bias);
+        if (!planner_gathers(op)) {
+          const std::string why = error_of([&] { GemmPlan p(*g_ctx, d); });
+          EXPECT_NE(why.find("keeps the rhs"), std::string::npos) << why;
+          EXPECT_NE(why.find("shard the lhs batch over 'fsdp' alone"), std::string::npos) << why;
+          continue;
+        }
+        run_and_check(d, dtype == DType::kFloat32 ? 1e-5 : 1e-2);
+      }
+    }
+  }
+}
+
+TEST(FsdpGemm, SequenceFirstActivations) {
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    if (planner_gathers(op)) run_and_check(standard(op, DType::kFloat32, true, true), 1e-5);
+  }
+}
+
+// A plain GEMM (tp replicated) of an [N, K] weight sharded over fsdp on N: each shard is whole
+// rows of the stored weight.
+TEST(FsdpGemm, TransposedWeight) {
+  GemmDesc d;
+  d.name = "nk";
+  d.lhs_shape = {8, 16};
+  d.rhs_shape = {6 * g_fsdp, 16};
+  d.lhs_spec = {none(), none()};
+  d.rhs_spec = {fsdp(), none()};
+  d.contracting_dims = {{1}, {1}};
+  d.dtype = d.out_dtype = DType::kFloat32;
+  d.bias_shape = Shape{6 * g_fsdp};
+  d.bias_spec = {none()};
+  run_and_check(d, 1e-5);
+}
+
+TEST(FsdpGemm, RefusesWhatItDoesNotRun) {
+  // A weight dim that does not divide: cgemm does not pad shards.
+  GemmDesc d;
+  d.name = "odd";
+  d.lhs_shape = {8, 16};
+  d.rhs_shape = {16, 6 * g_fsdp + 1};
+  d.lhs_spec = {none(), none()};
+  d.rhs_spec = {none(), fsdp()};
+  d.dtype = d.out_dtype = DType::kFloat32;
+  std::string why = error_of([&] { GemmPlan p(*g_ctx, d); });
+  EXPECT_NE(why.find("does not divide into fsdp=" + std::to_string(g_fsdp)), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("pad the weight"), std::string::npos) << why;
+  // The contracting dim of an [N, K] weight: its shards are column blocks.
+  d.name = "nk contracting";
+  d.rhs_shape = {12, 16};
+  d.rhs_spec = {none(), fsdp()};
+  d.contracting_dims = {{1}, {1}};
+  why = error_of([&] { GemmPlan p(*g_ctx, d); });
+  EXPECT_NE(why.find("outermost dim of an rhs stored [K..., N...]"), std::string::npos) << why;
+  // An inner non-contracting dim of an N-D weight.
+  d.name = "inner";
+  d.rhs_shape = {16, 2, 4 * g_fsdp};
+  d.rhs_spec = {none(), none(), fsdp()};
+  d.contracting_dims = {{1}, {0}};
+  why = error_of([&] { GemmPlan p(*g_ctx, d); });
+  EXPECT_NE(why.find("outermost of the rhs's non-contracting dims"), std::string::npos) << why;
+  // FP8: the shards would have to move quantized.
+  GemmDesc q = standard(CollectiveOp::kAllGather, DType::kBFloat16, false);
+  q.quantization.mode = ScalingMode::kCurrentTensorScaling;
+  why = error_of([&] { GemmPlan p(*g_ctx, q); });
+  EXPECT_NE(why.find("not run yet"), std::string::npos) << why;
+}
+
+TEST(FsdpGemm, MeshThatDoesNotFactorTheWorldIsRefused) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const std::string why = error_of([&] {
+    Context c(MPI_COMM_WORLD, MeshConfig{.dp = 1, .tp = 0, .fsdp = world + 1}, BackendKind::kCpu,
+              OverlapOptions{});
+  });
+  EXPECT_NE(why.find("does not divide the world size " + std::to_string(world)), std::string::npos)
+      << why;
+  const std::string names = error_of([&] {
+    Context c(MPI_COMM_WORLD, MeshConfig{.dp = 1, .tp = 0, .fsdp = 1, .fsdp_axis = "dp"},
+              BackendKind::kCpu, OverlapOptions{});
+  });
+  EXPECT_NE(names.find("three different, non-empty names"), std::string::npos) << names;
+}
+
+}  // namespace
+}  // namespace cgemm
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  testing::InitGoogleTest(&argc, argv);
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--dp") == 0) cgemm::g_dp = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--fsdp") == 0) cgemm::g_fsdp = std::atoi(argv[i + 1]);
+  }
+  cgemm::g_tp = world / (cgemm::g_dp * cgemm::g_fsdp);
+  cgemm::g_seed = std::random_device{}();
+  MPI_Bcast(&cgemm::g_seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
+  const char* b = std::getenv("CGEMM_TEST_BACKEND");
+  const bool cuda = b != nullptr && std::string(b) == "cuda";
+  if (rank == 0) {
+    std::printf("seed %u, dp %d x fsdp %d x tp %d, backend %s\n", cgemm::g_seed, cgemm::g_dp,
+                cgemm::g_fsdp, cgemm::g_tp, cuda ? "cuda" : "cpu");
+  }
+  cgemm::BackendOptions opts;
+  opts.kind = cuda ? cgemm::BackendKind::kCuda : cgemm::BackendKind::kCpu;
+  opts.gpu_sharing = cuda;
+  cgemm::g_ctx = std::make_unique<cgemm::Context>(
+      MPI_COMM_WORLD, cgemm::MeshConfig{.dp = cgemm::g_dp, .tp = 0, .fsdp = cgemm::g_fsdp}, opts,
+      cgemm::OverlapOptions{});
+  const int rc = RUN_ALL_TESTS();
+  cgemm::g_ctx.reset();
+  MPI_Finalize();
+  return rc;
+}
