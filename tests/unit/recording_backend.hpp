@@ -33,6 +33,7 @@ class RecordingBackend final : public Backend {
     size_t send_offset = 0, recv_offset = 0, bytes = 0;
     const void* src = nullptr;  // in one of this backend's regions
     int exchange = 0;           // the start_exchange call it belongs to, from 0
+    Group group = Group::kTp;   // the group it was exchanged over
   };
   const std::vector<Posted>& posted() const { return posted_; }
 
@@ -182,7 +183,7 @@ class RecordingBackend final : public Backend {
         "exchange #" + std::to_string(tokens_) + " after s" + std::to_string(after_stream) + ":";
     for (const Exchange& x : group) {
       posted_.push_back({x.send_peer, x.recv_peer, x.send_offset, x.recv_offset, x.bytes, x.src,
-                         static_cast<int>(tokens_)});
+                         static_cast<int>(tokens_), over_group});
       s += " {" + where(x.src) + " " + std::to_string(x.bytes) + " -> rank " +
            std::to_string(x.send_peer) + "@" + std::to_string(x.send_offset) + ", rank " +
            std::to_string(x.recv_peer) + " -> @" + std::to_string(x.recv_offset) + " '" +

@@ -303,5 +303,69 @@ TEST(GoldenPrograms, TransfersPairUpAcrossRanks) {
   EXPECT_GT(checked, 20);
 }
 
+// FSDP wraps any kind's programs (runtime/src/fsdp/fsdp_gather.hpp): the weight gathered over
+// the fsdp group inside the GEMM. Each kind at fsdp 2 (tp 1: columns, one GEMM per shard) and at
+// fsdp 2 x tp 2 (the all-gather GEMM's column-parallel weight by its contracting rows, the
+// others by columns), every fsdp rank of tp rank 0, with and without a bias. Within each case
+// the fsdp exchanges every rank posts pair up with its peers'.
+TEST(GoldenPrograms, Fsdp) {
+  std::string got;
+  int paired = 0;
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
+                          CollectiveOp::kNone}) {
+    for (int tp : {1, 2}) {
+      for (bool bias : {false, true}) {
+        const int fsdp = 2;
+        std::map<std::pair<int, int>, std::vector<std::tuple<size_t, size_t>>> sent, received;
+        for (int rank = 0; rank < fsdp; ++rank) {
+          PlanningMesh m;
+          m.tp = tp;
+          m.fsdp = fsdp;
+          m.fsdp_rank = rank;
+          const GemmDesc d = tensor_sequence_parallel_gemm(m, "w", op, 2, 48, 64, 96,
+                                                           DType::kBFloat16, bias, false);
+          PlanningOptions opt;
+          opt.backend = BackendKind::kCpu;
+          const PlannedGemm p = plan_gemm_programs(d, m, opt);
+          RecordingBackend be(tp, 0, opt.overlap.num_max_streams, fsdp, rank);
+          const PlanBytes& b = p.description.bytes;
+          const Operands x(be.region("lhs", static_cast<size_t>(b.lhs)),
+                           be.region("rhs", static_cast<size_t>(b.rhs)),
+                           bias ? be.region("bias", static_cast<size_t>(b.bias)) : nullptr,
+                           be.region("out", static_cast<size_t>(b.out)));
+          got += "== " + std::string(collective_name(op)) + " fsdp=2 tp=" + std::to_string(tp) +
+                 " fsdp_rank=" + std::to_string(rank) + " bias=" + std::to_string(bias ? 1 : 0) +
+                 " rhs " + spec_str(d.rhs_spec) + "\n";
+          for (const auto& [name, program] : std::vector<std::pair<const char*, const Program*>>{
+                   {"overlapped", &p.kind.overlapped},
+                   {"sequential", &p.kind.sequential},
+                   {"gemm_only", &p.kind.gemm_only},
+                   {"collective_only", &p.kind.collective_only}}) {
+            Engine engine(be, rank);
+            const size_t from = be.calls().size();
+            const size_t posted = be.posted().size();
+            engine.prepare({&program, 1});
+            engine.run(*program, x);
+            got += std::string("-- ") + name + "\n";
+            for (size_t i = from; i < be.calls().size(); ++i) got += be.calls()[i] + "\n";
+            if (program != &p.kind.overlapped) continue;
+            for (size_t i = posted; i < be.posted().size(); ++i) {
+              const auto& t = be.posted()[i];
+              if (t.group != Group::kFsdp) continue;  // the tp ring's (paired above)
+              sent[{rank, t.send_peer}].emplace_back(t.bytes, t.send_offset);
+              received[{t.recv_peer, rank}].emplace_back(t.bytes, t.recv_offset);
+            }
+          }
+        }
+        EXPECT_EQ(sent, received) << collective_name(op) << " tp=" << tp;
+        EXPECT_EQ(sent.size(), 2u) << collective_name(op) << " tp=" << tp;
+        ++paired;
+      }
+    }
+  }
+  EXPECT_EQ(paired, 12);
+  compare_golden(got, std::string(CGEMM_GOLDEN_DIR) + "/fsdp.txt");
+}
+
 }  // namespace
 }  // namespace cgemm
