@@ -40,7 +40,9 @@ PlanningMesh planning_mesh(const RunConfig& cfg, int rank) {
   PlanningMesh m;
   m.dp = cfg.dp;
   m.tp = cfg.tp;
-  m.dp_rank = rank / cfg.tp;
+  m.fsdp = cfg.fsdp;
+  m.dp_rank = rank / (cfg.tp * cfg.fsdp);
+  m.fsdp_rank = rank / cfg.tp % cfg.fsdp;
   m.tp_rank = rank % cfg.tp;
   return m;
 }
@@ -229,7 +231,7 @@ int planned_world(const RunConfig& cfg, int mpi_world) {
     throw OptionError("--ranks_per_node " + std::to_string(cfg.ranks_per_node) +
                       ": needs --tp (the described world is dp x tp)");
   }
-  const int64_t world = static_cast<int64_t>(cfg.dp) * cfg.tp;
+  const int64_t world = static_cast<int64_t>(cfg.dp) * cfg.fsdp * cfg.tp;
   if (world > kMaxDescribedRanks) {
     throw OptionError("--dp " + std::to_string(cfg.dp) + " x --tp " + std::to_string(cfg.tp) +
                       " = " + std::to_string(world) +
@@ -318,7 +320,7 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
                                     const PredictedBackend& predicted);
 
 int dry_run(const RunConfig& cfg, int mpi_world) {
-  const int world = cfg.dp * cfg.tp;
+  const int world = cfg.dp * cfg.fsdp * cfg.tp;
   const std::vector<RankPlace> places = placement(cfg, world, mpi_world);
   if (world_rank() != 0) return 0;
   // Rank 0 alone from here: an error is printed here, not agreed with ranks that are done.
@@ -361,7 +363,7 @@ struct DryRunJob {
 
 DryRunJob plan_dry_run(const RunConfig& cfg, const std::vector<RankPlace>& places,
                        BackendKind backend) {
-  DryRunJob j{cfg, places, backend, cfg.dp * cfg.tp, {}, {}, {}, {}};
+  DryRunJob j{cfg, places, backend, cfg.dp * cfg.fsdp * cfg.tp, {}, {}, {}, {}};
   const int world = j.world;
   j.need.resize(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
@@ -382,8 +384,9 @@ void describe_job(const DryRunJob& j, const PredictedBackend& predicted, std::os
   const int world = j.world;
   const BackendKind backend = j.backend;
   const auto& per_host = j.per_host;
-  out << "cgemm-run --dry_run: " << world << " ranks (dp " << cfg.dp << " x tp " << cfg.tp
-      << ") on " << per_host.size() << " host(s)"
+  out << "cgemm-run --dry_run: " << world << " ranks (dp " << cfg.dp
+      << (cfg.fsdp > 1 ? " x fsdp " + std::to_string(cfg.fsdp) : std::string()) << " x tp "
+      << cfg.tp << ") on " << per_host.size() << " host(s)"
       << (cfg.ranks_per_node > 0
               ? ", described as " + std::to_string(cfg.ranks_per_node) + " ranks per host"
               : std::string(", placed by MPI"))
@@ -400,7 +403,7 @@ void describe_job(const DryRunJob& j, const PredictedBackend& predicted, std::os
   report["dry_run"] = true;
   report["config"] = to_ini(cfg);
   report["world_size"] = world;
-  report["mesh"] = {{"dp", cfg.dp}, {"tp", cfg.tp}};
+  report["mesh"] = {{"dp", cfg.dp}, {"fsdp", cfg.fsdp}, {"tp", cfg.tp}};
   report["backend"] = backend_name(backend);
   report["backend_asked"] = backend_name(cfg.backend);
   report["backend_reason"] =
@@ -430,9 +433,13 @@ void describe_ranks(const DryRunJob& j, std::ostream& out, nlohmann::json& repor
     }
     const std::string transport = predict_transport(
         backend, cfg.tp, one_host, cfg.overlap.use_ce || cfg.gpu_sharing, cfg.transport);
-    nlohmann::json rank = {
-        {"rank", r},        {"host", p.host},   {"local_rank", p.local_rank},
-        {"dp", r / cfg.tp}, {"tp", r % cfg.tp}, {"bytes", need[static_cast<size_t>(r)]}};
+    nlohmann::json rank = {{"rank", r},
+                           {"host", p.host},
+                           {"local_rank", p.local_rank},
+                           {"dp", r / (cfg.tp * cfg.fsdp)},
+                           {"fsdp", r / cfg.tp % cfg.fsdp},
+                           {"tp", r % cfg.tp},
+                           {"bytes", need[static_cast<size_t>(r)]}};
     out << "rank " << r << ": host " << p.host << ", local rank " << p.local_rank;
     if (backend == BackendKind::kCuda) {
       rank["gpu"] = p.gpu < 0 ? nlohmann::json(nullptr) : nlohmann::json(p.gpu);
@@ -445,7 +452,9 @@ void describe_ranks(const DryRunJob& j, std::ostream& out, nlohmann::json& repor
         if (sharing > 1) out << " (shared by " << sharing << " ranks)";
       }
     }
-    out << ", dp " << r / cfg.tp << ", tp " << r % cfg.tp << ", to TP peers:";
+    out << ", dp " << r / (cfg.tp * cfg.fsdp);
+    if (cfg.fsdp > 1) out << ", fsdp " << r / cfg.tp % cfg.fsdp;
+    out << ", tp " << r % cfg.tp << ", to TP peers:";
     if (cfg.tp == 1) out << " none";
     rank["tp_peers"] = nlohmann::json::array();
     for (int t = 0; t < cfg.tp; ++t) {
@@ -471,11 +480,11 @@ void describe_gemms(const DryRunJob& j, std::ostream& out, nlohmann::json& repor
     const PlanBytes& b = d.bytes;
     out << "[" << i + 1 << "/" << cfg.gemms.size() << " " << d.desc.name << "] "
         << shapes_line("lhs", d.desc.lhs_shape, d.sharding.lhs, d.lhs_local) << ", "
-        << shapes_line("rhs", d.desc.rhs_shape, d.sharding.rhs, d.rhs_local);
+        << shapes_line("rhs", d.desc.rhs_shape, d.rhs_spec, d.rhs_local);
     nlohmann::json g = {{"name", d.desc.name},
                         {"collective", collective_name(d.desc.collective)},
                         {"lhs", shapes_json(d.desc.lhs_shape, d.sharding.lhs, d.lhs_local)},
-                        {"rhs", shapes_json(d.desc.rhs_shape, d.sharding.rhs, d.rhs_local)},
+                        {"rhs", shapes_json(d.desc.rhs_shape, d.rhs_spec, d.rhs_local)},
                         {"bias", nullptr},
                         {"out", shapes_json(d.out_global, d.sharding.out, d.out_local)},
                         {"schedule", d.schedule_summary},
@@ -505,6 +514,7 @@ void describe_gemms(const DryRunJob& j, std::ostream& out, nlohmann::json& repor
         << b.overlapped.ring << ", send " << b.overlapped.send << "), sequential workspace "
         << b.sequential.total() << " (work_in " << b.sequential.work_in << ", work_out "
         << b.sequential.work_out << ")";
+    if (b.overlapped.fsdp_ring > 0) out << "; fsdp ring " << b.overlapped.fsdp_ring;
     if (b.overlapped.quant > 0) {
       out << "; quantized operands " << b.overlapped.quant << ", scale state "
           << b.overlapped.scales;
@@ -518,7 +528,8 @@ void describe_gemms(const DryRunJob& j, std::ostream& out, nlohmann::json& repor
                               {"ring", b.overlapped.ring},
                               {"send", b.overlapped.send},
                               {"quant", b.overlapped.quant},
-                              {"scales", b.overlapped.scales}}},
+                              {"scales", b.overlapped.scales},
+                              {"fsdp_ring", b.overlapped.fsdp_ring}}},
                             {"sequential_workspace",
                              {{"total", b.sequential.total()},
                               {"work_in", b.sequential.work_in},
@@ -594,24 +605,6 @@ static nlohmann::json print_dry_run(const RunConfig& cfg, const std::vector<Rank
   return report;
 }
 
-MemoryCheck check_shared_memory(const Context& ctx, int64_t mine) {
-  const BackendKind backend = ctx.backend().kind();
-  int64_t together = 0;
-  const int sharing = ctx.ranks_sharing_memory();
-  if (backend == BackendKind::kCpu) {
-    // Exact: the sum over the ranks of this host.
-    check_mpi(MPI_Allreduce(&mine, &together, 1, MPI_INT64_T, MPI_SUM, ctx.comms().node_comm()),
-              "MPI_Allreduce(memory need)");
-  } else {
-    // The ranks on one GPU: each needs at most the largest need of its host.
-    int64_t most = 0;
-    check_mpi(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, ctx.comms().node_comm()),
-              "MPI_Allreduce(memory need)");
-    together = checked_mul(most, sharing, "memory need");
-  }
-  return check_memory(backend, together, sharing, mine);
-}
-
 std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, const Context& ctx) {
   const BackendKind backend = ctx.backend().kind();
   int64_t mine = 0;
@@ -631,8 +624,9 @@ std::string memory_refusal(const RunConfig& cfg, const PlannedBlock& planned, co
   if (c.ok) return {};
   std::ostringstream s;
   s << c.message << " (batch " << cfg.batch << ", seq_len " << cfg.seq_len << ", dtype "
-    << dtype_name(cfg.dtype) << ", dp " << cfg.dp << " x tp " << cfg.tp << ", each rank needs "
-    << bytes_str(mine) << " for the GEMMs:";
+    << dtype_name(cfg.dtype) << ", dp " << cfg.dp
+    << (cfg.fsdp > 1 ? " x fsdp " + std::to_string(cfg.fsdp) : std::string()) << " x tp " << cfg.tp
+    << ", each rank needs " << bytes_str(mine) << " for the GEMMs:";
   for (const GemmSpec& g : cfg.gemms) {
     s << " " << g.name << " (" << collective_name(g.collective) << ", " << g.hidden_in << " -> "
       << g.hidden_out << ")";

@@ -74,12 +74,6 @@ PredictedBackend predict_backend(BackendKind asked, bool gpu_sharing, bool cuda_
 /// status (0; 2 on rank 0 when the plan or the report fails), or throws the planner's errors.
 int dry_run(const RunConfig& cfg, int mpi_world);
 
-/// check_memory (cgemm/runtime/memory_check.hpp) of `mine` bytes on this rank, summed as the
-/// memory check before a run sums them: over the ranks of this host on the CPU backend, the
-/// largest need of the host times the ranks sharing this GPU on the CUDA backend. Collective
-/// over the context's node communicator; the verdict differs between hosts.
-MemoryCheck check_shared_memory(const Context& ctx, int64_t mine);
-
 /// The memory check, collective over MPI_COMM_WORLD: "" when the job fits, else the refusal
 /// (the same text on every rank of the memory that does not fit).
 /// `planned` is plan_block's answer, used when the backend kind is the one it planned for.

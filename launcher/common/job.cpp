@@ -54,7 +54,7 @@ bool context_for(const SharedOptions& opts, int tp, const OverlapOptions& overla
   std::string error;
   try {
     ctx = std::make_unique<Context>(
-        MPI_COMM_WORLD, MeshConfig{opts.dp, tp, "dp", "tpsp"},
+        MPI_COMM_WORLD, MeshConfig{opts.dp, tp, "dp", "tpsp", opts.fsdp, "fsdp"},
         BackendOptions{opts.backend, opts.gpu_sharing, opts.timeout, nullptr, opts.transport},
         overlap);
   } catch (const BackendRuleError& e) {
@@ -135,6 +135,24 @@ std::vector<double> time_iterations(Backend& be, int iterations,
     samples.push_back(ms);
   }
   return samples;
+}
+
+MemoryCheck check_shared_memory(const Context& ctx, int64_t mine) {
+  const BackendKind backend = ctx.backend().kind();
+  int64_t together = 0;
+  const int sharing = ctx.ranks_sharing_memory();
+  if (backend == BackendKind::kCpu) {
+    // Exact: the sum over the ranks of this host.
+    check_mpi(MPI_Allreduce(&mine, &together, 1, MPI_INT64_T, MPI_SUM, ctx.comms().node_comm()),
+              "MPI_Allreduce(memory need)");
+  } else {
+    // The ranks on one GPU: each needs at most the largest need of its host.
+    int64_t most = 0;
+    check_mpi(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, ctx.comms().node_comm()),
+              "MPI_Allreduce(memory need)");
+    together = checked_mul(most, sharing, "memory need");
+  }
+  return check_memory(backend, together, sharing, mine);
 }
 
 }  // namespace cgemm::launcher

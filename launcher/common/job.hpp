@@ -11,6 +11,7 @@
 
 #include "cgemm/runtime/backend.hpp"
 #include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/memory_check.hpp"
 #include "shared_options.hpp"
 
 namespace cgemm::launcher {
@@ -65,5 +66,11 @@ struct Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 };
+
+/// check_memory (cgemm/runtime/memory_check.hpp) of `mine` bytes on this rank, summed as the
+/// memory check before a run sums them: over the ranks of this host on the CPU backend, the
+/// largest need of the host times the ranks sharing this GPU on the CUDA backend. Collective
+/// over the context's node communicator; the verdict differs between hosts.
+MemoryCheck check_shared_memory(const Context& ctx, int64_t mine);
 
 }  // namespace cgemm::launcher

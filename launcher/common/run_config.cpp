@@ -176,6 +176,12 @@ std::vector<Row> own_rows() {
     out << "tp = " << c.tp << (c.tp == 0 ? "  # world size / dp" : "") << "\n";
   };
   rows.push_back(std::move(tp));
+  rows.push_back(number<int>(
+      "fsdp", G::kMesh, "N", "ranks",
+      "fully sharded data-parallel size: ranks of one replica that split the batch and shard "
+      "every weight, each GEMM gathering its weight over them as it runs (docs/FSDP.md); "
+      "world = dp x fsdp x tp",
+      [](auto& c) -> auto& { return c.fsdp; }, 1, "must be at least 1 [ranks]", Sweep::kRefused));
 
   // Problem: the experiment and the MoE block's sizes (moe_options.hpp), then the GEMM block.
   for (Row& r : moe_rows<RunConfig>()) rows.push_back(std::move(r));
@@ -551,13 +557,19 @@ std::string to_ini(const RunConfig& cfg) {
 
 void resolve_mesh(RunConfig& cfg, int world_size) {
   if (cfg.experiment == Experiment::kMoe) {
+    if (cfg.fsdp != 1) {
+      throw OptionError("--fsdp " + std::to_string(cfg.fsdp) +
+                        ": the MoE block's grouped GEMMs have no FSDP gather; run it at fsdp 1");
+    }
     // Its ranks run on their own: only dp | world and tp x dp = world hold (a batch of dp
     // and a sequence of the world size divide by anything those allow).
     resolve_dp_tp(cfg.tp, cfg.dp, cfg.dp, world_size, world_size, "");
     return;
   }
   resolve_dp_tp(cfg.tp, cfg.dp, cfg.batch, cfg.seq_len, world_size,
-                "each data-parallel group runs batch / dp sequences");
+                cfg.fsdp == 1 ? "each data-parallel group runs batch / dp sequences"
+                              : "each data-parallel rank runs batch / (dp x fsdp) sequences",
+                cfg.fsdp);
   const std::string tp = std::to_string(cfg.tp);
   for (const auto& g : cfg.gemms) {
     // all_gather (column-parallel) shards w's N; reduce_scatter and none (row-parallel)

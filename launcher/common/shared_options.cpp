@@ -215,25 +215,30 @@ const std::vector<OptionRow<SharedOptions>>& shared_rows() {
 }
 
 void resolve_dp_tp(int& tp, int dp, int64_t batch, int64_t seq_len, int world_size,
-                   const std::string& batch_use) {
+                   const std::string& batch_use, int fsdp) {
   const std::string world = std::to_string(world_size);
   if (world_size < 1) throw OptionError("world size " + world + ": must be at least 1");
   if (dp < 1) throw OptionError("--dp " + std::to_string(dp) + ": must be at least 1");
+  if (fsdp < 1) throw OptionError("--fsdp " + std::to_string(fsdp) + ": must be at least 1");
   if (tp < 0) {
     throw OptionError("--tp " + std::to_string(tp) + ": must be 0 (world size / dp) or more");
   }
-  const std::string dps = std::to_string(dp);
-  if (world_size % dp != 0) {
+  // The data-parallel ranks of one tp position: dp replicas of fsdp ranks each (fsdp 1: dp).
+  const std::string dps =
+      fsdp == 1 ? std::to_string(dp) : std::to_string(dp) + " x --fsdp " + std::to_string(fsdp);
+  const int64_t data = static_cast<int64_t>(dp) * fsdp;
+  if (world_size % data != 0) {
     throw OptionError("--dp " + dps + " does not divide the world size " + world);
   }
   if (tp == 0) {
-    tp = world_size / dp;
-  } else if (static_cast<int64_t>(tp) * dp != world_size) {
+    tp = static_cast<int>(world_size / data);
+  } else if (tp * data != world_size) {
     throw OptionError("--tp " + std::to_string(tp) + " x --dp " + dps + " = " +
-                      std::to_string(static_cast<int64_t>(tp) * dp) +
-                      " ranks, but the world size is " + world + " (tp = 0 takes world size / dp)");
+                      std::to_string(tp * data) + " ranks, but the world size is " + world +
+                      (fsdp == 1 ? " (tp = 0 takes world size / dp)"
+                                 : " (tp = 0 takes world size / (dp x fsdp))"));
   }
-  if (batch % dp != 0) {
+  if (batch % data != 0) {
     throw OptionError("--batch " + std::to_string(batch) + " is not divisible by --dp " + dps +
                       " (" + batch_use + ")");
   }

@@ -13,7 +13,8 @@
 namespace cgemm::launcher {
 
 struct SharedOptions {
-  int dp = 1;  // mesh: data-parallel size
+  int dp = 1;    // mesh: data-parallel size (replicas)
+  int fsdp = 1;  // mesh: fully sharded data-parallel size (cgemm-run's --fsdp; 1 elsewhere)
   int warmup = 2;
   int iterations = 5;
   BackendKind backend = BackendKind::kAuto;
@@ -28,11 +29,12 @@ struct SharedOptions {
 /// The shared rows, in --help order within each group (General, Mesh, Run, Overlap).
 const std::vector<OptionRow<SharedOptions>>& shared_rows();
 
-/// The dp x tp mesh of a job on `world_size` ranks (cgemm-run and cgemm-train): dp >= 1
-/// divides the world; tp 0 becomes world / dp, else tp x dp must be the world; batch % dp == 0
-/// (`batch_use` ends that message: what each data-parallel group does with its batch) and
-/// seq_len % tp == 0. Sets tp. Throws OptionError naming the option.
+/// The dp x fsdp x tp mesh of a job on `world_size` ranks (cgemm-run and cgemm-train): dp >= 1
+/// and fsdp >= 1, dp x fsdp divides the world; tp 0 becomes world / (dp x fsdp), else
+/// dp x fsdp x tp must be the world; batch % (dp x fsdp) == 0 (`batch_use` ends that message:
+/// what each data-parallel group does with its batch) and seq_len % tp == 0. Sets tp. Throws
+/// OptionError naming the option.
 void resolve_dp_tp(int& tp, int dp, int64_t batch, int64_t seq_len, int world_size,
-                   const std::string& batch_use);
+                   const std::string& batch_use, int fsdp = 1);
 
 }  // namespace cgemm::launcher

@@ -277,9 +277,11 @@ nlohmann::json report_header(const RunConfig& cfg, const Context& ctx, const Job
   report["world_size"] = info.world;
   const MeshComms& comms = ctx.comms();
   report["mesh"] = {{"dp", comms.dp()},
+                    {"fsdp", comms.fsdp()},
                     {"tp", comms.tp()},
                     {"tp_groups", comms.tp_groups()},
                     {"dp_groups", comms.dp_groups()},
+                    {"fsdp_groups", comms.fsdp_groups()},
                     {"hosts", info.host_of_rank},
                     {"tp_groups_on_one_host", info.tp_local}};
   report["backend"] = ctx.backend().name();
@@ -395,8 +397,10 @@ Outcome run_experiment(const RunConfig& cfg, Context& ctx, const JobInfo& info, 
     const std::string terr = write_trace(
         cfg.trace, m.trace, lane,
         "cgemm overlapped collective GEMMs: " + std::to_string(info.world) + " ranks, dp " +
-            std::to_string(ctx.comms().dp()) + " x tp " + std::to_string(ctx.comms().tp()) + ", " +
-            ctx.backend().name() + " backend, transport " + ctx.backend().transport(),
+            std::to_string(ctx.comms().dp()) +
+            (ctx.comms().fsdp() > 1 ? " x fsdp " + std::to_string(ctx.comms().fsdp()) : "") +
+            " x tp " + std::to_string(ctx.comms().tp()) + ", " + ctx.backend().name() +
+            " backend, transport " + ctx.backend().transport(),
         MPI_COMM_WORLD);
     if (terr.empty()) {
       say("trace written to " + cfg.trace + " (Chrome trace JSON) and " + cfg.trace + ".svg");
@@ -505,10 +509,13 @@ JobInfo describe_job(const Context& ctx, int world) {
   if (!ctx.backend_notice().empty()) say(ctx.backend_notice());
   const MeshComms& comms = ctx.comms();
   say("cgemm-run: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(comms.dp()) +
+      (comms.fsdp() > 1 ? " x fsdp=" + std::to_string(comms.fsdp()) : std::string()) +
       " x tp=" + std::to_string(comms.tp()) + ", backend " + ctx.backend().name() + ", transport " +
       ctx.backend().transport());
   say("tensor-parallel groups (world ranks): " + groups_str(comms.tp_groups()));
   say("data-parallel groups (world ranks):   " + groups_str(comms.dp_groups()));
+  if (comms.fsdp() > 1)
+    say("fsdp groups (world ranks):           " + groups_str(comms.fsdp_groups()));
   // Where the ranks run: the CUDA backend moves data with copy engines only inside a host.
   JobInfo info{world, host_names(), true};
   int tp_local = comms.tp_group_on_one_node() ? 1 : 0;

@@ -24,6 +24,9 @@ cgemm_add_dry_run_test(dp2tp2 4 4 1 --dp 2 --tp 2 --backend cpu
   --config ${CMAKE_SOURCE_DIR}/configs/demo.ini)
 # One process describing 8 ranks, 4 per host: 2 hosts.
 cgemm_add_dry_run_test(described_dp2tp4 1 8 2 --dp 2 --tp 4 --ranks_per_node 4)
+# The same 8 ranks as dp 2 x fsdp 2 x tp 2: each rank's fsdp coordinate, the weight's shard.
+cgemm_add_dry_run_test(described_dp2fsdp2tp2 1 8 2 --dp 2 --fsdp 2 --tp 2 --ranks_per_node 4
+  --batch 4 --collective all_gather)
 # transport = ucx: every TP peer's transport in the rank lines (and the JSON report) is ucx, or,
 # in a build without UCX, the refusal a real run gives.
 if(CGEMM_HAVE_UCX)

@@ -524,6 +524,26 @@ foreach(np 1 4)
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# cgemm-run --fsdp: the demo's layer pair at fsdp 2 x tp 2 (the column-parallel weight gathered
+# by its contracting rows, the row-parallel one by its output columns) and the all-gather GEMM at
+# dp 2 x fsdp 2, each path checked against the other; the refusals, one message each.
+cgemm_add_mpi_test(fsdp2_tp2 4 --fsdp 2 --batch 2 --seq_len 32 --bias on
+  --gemm "up all_gather 64 96" --gemm "down reduce_scatter 96 64")
+cgemm_add_mpi_test(dp2_fsdp2 4 --dp 2 --fsdp 2 --batch 4 --seq_len 16 --collective all_gather
+  --hidden_in 32 --hidden_out 48 --bias on)
+cgemm_add_mpi_failure_test(fsdp_row_parallel_with_replicas 4
+  "GEMM 'down': gemm.py keeps the rhs \\('tpsp', 'fsdp'\\) sharded over the fsdp axis.*shard the lhs batch over 'fsdp' alone"
+  --dp 2 --fsdp 2 --batch 4 --seq_len 16 --gemm "down reduce_scatter 32 48")
+cgemm_add_mpi_failure_test(fsdp_batch_not_divisible 4
+  "--batch 2 is not divisible by --dp 2 x --fsdp 2" --dp 2 --fsdp 2 --batch 2)
+cgemm_add_mpi_failure_test(fsdp_does_not_divide_world 4
+  "--dp 1 x --fsdp 3 does not divide the world size 4" --fsdp 3)
+cgemm_add_mpi_failure_test(fsdp_weight_not_divisible 2
+  "rhs \\(None, 'fsdp'\\): dim 1 of size 49 does not divide into fsdp=2 shards; cgemm does not pad"
+  --fsdp 2 --batch 2 --seq_len 16 --collective all_gather --hidden_in 32 --hidden_out 49)
+cgemm_add_mpi_failure_test(fsdp_moe 2 "--fsdp 2: the MoE block's grouped GEMMs have no FSDP gather"
+  --fsdp 2 --config ${CMAKE_SOURCE_DIR}/configs/moe_demo.ini)
+
 # FSDP (runtime/src/fsdp/fsdp_gather.hpp): weights sharded over the fsdp axis, gathered inside
 # the GEMM over the fsdp group, on the CPU backend against an fp64 reference and byte for byte
 # against the GEMM on the whole weight: fsdp 2, fsdp 3, fsdp 2 x tp 2 and dp 2 x fsdp 2.

@@ -311,8 +311,8 @@ TEST(GoldenPrograms, TransfersPairUpAcrossRanks) {
 TEST(GoldenPrograms, Fsdp) {
   std::string got;
   int paired = 0;
-  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
-                          CollectiveOp::kNone}) {
+  for (CollectiveOp op :
+       {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kNone}) {
     for (int tp : {1, 2}) {
       for (bool bias : {false, true}) {
         const int fsdp = 2;

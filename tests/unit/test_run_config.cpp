@@ -1400,7 +1400,7 @@ TEST_F(RunConfigTest, SweepListIsTheRowsMarkedSweepable) {
   for (const auto& row : run_rows()) {
     if (row.sweep == Sweep::kRefused) refused.push_back(row.name);
   }
-  EXPECT_EQ(refused, (std::vector<std::string_view>{"dp", "tp", "experiment", "moe_tokens",
+  EXPECT_EQ(refused, (std::vector<std::string_view>{"dp", "tp", "fsdp", "experiment", "moe_tokens",
                                                     "moe_experts", "moe_hidden", "moe_ffn",
                                                     "moe_router", "moe_empty_groups", "backend",
                                                     "gpu_sharing", "transport", "moe_check_rows"}));

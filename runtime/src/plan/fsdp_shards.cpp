@@ -31,6 +31,16 @@ int fsdp_gathered_dim(const PartitionSpec& given, const PartitionSpec& planned,
 
 // The FSDP gather of the rhs's dim `dim` (fsdp_gather.hpp), refused where the runtime does not
 // run it; fills r's shard shape and offsets' inputs. `gathered` is the planner's local rhs.
+namespace {
+
+// One spec entry as PartitionSpec text writes it: 'a', or ('a', 'b').
+std::string entry_text(const SpecEntry& e) {
+  const std::string spec = spec_str({e});  // "('a',)" or "(('a', 'b'),)"
+  return spec.substr(1, spec.size() - 3);
+}
+
+}  // namespace
+
 void require_fsdp_not_twice(const GemmSharding& s, const PlanningMesh& m,
                             const std::string& where) {
   int named = 0;
@@ -40,7 +50,7 @@ void require_fsdp_not_twice(const GemmSharding& s, const PlanningMesh& m,
   if (named < 2 || !s.reduce_spec) return;
   throw PlanError(where + ": gemm.py keeps the rhs " + spec_str(s.rhs) + " sharded over the fsdp " +
                   "axis '" + m.fsdp_axis + "', so the output " + spec_str(s.out) + " would name " +
-                  "it twice: with a reduce axis (" + spec_str({*s.reduce_spec}) + ") it gathers " +
+                  "it twice: with a reduce axis (" + entry_text(*s.reduce_spec) + ") it gathers " +
                   "a non-contracting rhs dim only where the lhs's non-contracting dims hold the " +
                   "same entry (lhs " + spec_str(s.lhs) + "); shard the lhs batch over '" +
                   m.fsdp_axis + "' alone (no dp replicas), or pass the weight gathered");

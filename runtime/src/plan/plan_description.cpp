@@ -540,9 +540,9 @@ void describe(PlannedGemm& out, const PlanningMesh& m, const PlanningOptions& op
   }
 
   r.lhs_offset = shard_offset(r.lhs_local, sharding.lhs, m);
-  PartitionSpec rhs_given = sharding.rhs;
-  if (r.fsdp_dim >= 0) rhs_given[static_cast<size_t>(r.fsdp_dim)] = entry(m.fsdp_axis);
-  r.rhs_offset = shard_offset(r.rhs_local, rhs_given, m);
+  r.rhs_spec = sharding.rhs;
+  if (r.fsdp_dim >= 0) r.rhs_spec[static_cast<size_t>(r.fsdp_dim)] = entry(m.fsdp_axis);
+  r.rhs_offset = shard_offset(r.rhs_local, r.rhs_spec, m);
   r.out_offset = shard_offset(r.out_local, sharding.out, m);
   r.bias_offset = g.has_bias ? shard_offset(r.bias_local, sharding.bias, m) : Shape{0};
   r.schedule_summary = std::string(collective_name(desc.collective)) + ": " + c.summary;

@@ -154,6 +154,7 @@ struct PlanDescription {
   /// (sharding.rhs's local shape).
   int fsdp_dim = -1;
   Shape rhs_gathered;
+  PartitionSpec rhs_spec;  // the caller's rhs's: sharding.rhs, with the fsdp axis on fsdp_dim
   Shape lhs_offset, rhs_offset, bias_offset, out_offset;  // bias_offset {0} without a bias
   /// The collective GEMM's schedule: "all_gather: 4 chunks of 128 rows in 4 steps on 3
   /// stream(s), ..." (no transport: that is the backend's, see predict_transport).
