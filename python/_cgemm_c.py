@@ -46,6 +46,8 @@ class _ContextOptions(ctypes.Structure):
         ("gpu_sharing", ctypes.c_int),
         ("nccl_comm", ctypes.c_void_p),
         ("timeout_s", ctypes.c_double),
+        ("fsdp", ctypes.c_int),
+        ("fsdp_axis", ctypes.c_char_p),
     ]
 
 
@@ -159,6 +161,8 @@ def _load():
         "cgemm_last_error": (ctypes.c_char_p, []),
         "cgemm_context_desc_init": (None, [ctypes.POINTER(_ContextDesc)]),
         "cgemm_context_get_info": (status, [ctypes.c_void_p, ctypes.POINTER(_ContextInfo)]),
+        "cgemm_context_get_fsdp": (status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+                                            ctypes.POINTER(ctypes.c_int)]),
         "cgemm_context_destroy": (status, [ctypes.c_void_p]),
         "cgemm_mpi_finalize": (status, []),
         "cgemm_plan_desc_init": (None, [ctypes.POINTER(_PlanDesc)]),

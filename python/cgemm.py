@@ -500,12 +500,16 @@ class Context:
     (cgemm_context_create_world_ex / cgemm_context_create_ex_fortran).
     Every rank passes the same arguments (compared over the communicator: ranks that differ
     get an Error naming the argument on every rank).
-    Attributes: rank, size, dp, tp, dp_rank, tp_rank, backend, gpu_sharing (as asked)."""
+    fsdp, fsdp_axis: the fsdp axis of a dp x fsdp x tp mesh (docs/FSDP.md): fsdp ranks split
+    each replica's batch and shard its weights; a weight given sharded over fsdp_axis where
+    gemm.py gathers it is gathered inside its GEMM (pass the shard: plan.rhs.local_shape).
+    Attributes: rank, size, dp, tp, fsdp, dp_rank, tp_rank, fsdp_rank, backend, gpu_sharing
+    (as asked)."""
 
     def __init__(self, dp=1, tp=0, backend="auto", dp_axis="dp", tpsp_axis="tpsp",
                  overlap="auto", num_max_streams=3, chunks_per_rank=1,
                  aggregate_all_gather=False, comm=None, nccl_comm=None, gpu_sharing=False,
-                 timeout_s=None):
+                 timeout_s=None, fsdp=1, fsdp_axis="fsdp"):
         desc = _ContextDesc()
         _lib.cgemm_context_desc_init(ctypes.byref(desc))
         desc.dp, desc.tp = _int(dp, "dp"), _int(tp, "tp")
@@ -519,6 +523,8 @@ class Context:
         if not isinstance(gpu_sharing, numbers.Integral) or int(gpu_sharing) not in (0, 1):
             raise ValueError(f"gpu_sharing: True or False, got {gpu_sharing!r}")
         opts.gpu_sharing = int(gpu_sharing)
+        opts.fsdp = _int(fsdp, "fsdp")
+        opts.fsdp_axis = _bytes(fsdp_axis, "fsdp_axis")
         if timeout_s is not None:
             if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
                 raise TypeError(f"timeout_s: a number of seconds is needed, got "
@@ -548,6 +554,11 @@ class Context:
         self.dp, self.tp, self.dp_rank, self.tp_rank = info.dp, info.tp, info.dp_rank, info.tp_rank
         self.backend = info.backend.decode()
         self.dp_axis, self.tpsp_axis = str(dp_axis), str(tpsp_axis)
+        fsdp_size, fsdp_rank = ctypes.c_int(), ctypes.c_int()
+        _check(_lib.cgemm_context_get_fsdp(self._handle, ctypes.byref(fsdp_size),
+                                           ctypes.byref(fsdp_rank)))
+        self.fsdp, self.fsdp_rank = fsdp_size.value, fsdp_rank.value
+        self.fsdp_axis = str(fsdp_axis)
 
     def plan(self, lhs_shape, rhs_shape, bias_shape=None, dtype="bfloat16", out_dtype=None,
              lhs_spec=None, rhs_spec=None, bias_spec=None, contracting_dims=((-1,), (0,)),

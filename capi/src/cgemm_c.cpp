@@ -115,7 +115,9 @@ Fields context_fields(const cgemm_context_desc& d, const cgemm_context_options& 
           {"chunks_per_rank", std::to_string(d.chunks_per_rank)},
           {"aggregate_all_gather", std::to_string(d.aggregate_all_gather)},
           {"options->gpu_sharing", std::to_string(o.gpu_sharing)},
-          {"options->timeout_s", std::to_string(o.timeout_s)}};
+          {"options->timeout_s", std::to_string(o.timeout_s)},
+          {"options->fsdp", std::to_string(o.fsdp)},
+          {"options->fsdp_axis", text_field(o.fsdp_axis)}};
 }
 
 cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
@@ -155,6 +157,8 @@ cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
   mesh.tp = desc->tp;
   if (desc->dp_axis) mesh.dp_axis = desc->dp_axis;
   if (desc->tpsp_axis) mesh.tpsp_axis = desc->tpsp_axis;
+  mesh.fsdp = options.fsdp > 1 ? options.fsdp : 1;
+  if (options.fsdp_axis) mesh.fsdp_axis = options.fsdp_axis;
   cgemm::OverlapOptions overlap;
   overlap.policy = parse_arg(desc->overlap, "auto", "overlap", cgemm::parse_overlap_policy);
   overlap.num_max_streams = desc->num_max_streams;
@@ -430,6 +434,15 @@ cgemm_status cgemm_context_get_info(const cgemm_context* ctx, cgemm_context_info
     info.tp_rank = comms.tp_rank();
     info.backend = c.ctx->backend().kind() == cgemm::BackendKind::kCuda ? "cuda" : "cpu";
     *out = info;
+    return CGEMM_SUCCESS;
+  });
+}
+
+cgemm_status cgemm_context_get_fsdp(const cgemm_context* ctx, int* fsdp, int* fsdp_rank) {
+  return guarded(__func__, [&] {
+    const auto& comms = context_of(ctx).ctx->comms();
+    if (fsdp != nullptr) *fsdp = comms.fsdp();
+    if (fsdp_rank != nullptr) *fsdp_rank = comms.fsdp_rank();
     return CGEMM_SUCCESS;
   });
 }

@@ -90,6 +90,10 @@ cgemm_context_options read_options(const cgemm_context_options* given) {
     throw ArgumentError("options->gpu_sharing " + std::to_string(o.gpu_sharing) +
                         ": must be 0 or 1");
   }
+  if (o.fsdp < 0) {
+    throw ArgumentError("options->fsdp " + std::to_string(o.fsdp) +
+                        ": must be 0 or 1 (no fsdp axis) or the fsdp size");
+  }
   if (!(o.timeout_s == 0.0 || (o.timeout_s > 0.0 && o.timeout_s <= cgemm::kMaxTimeoutSeconds))) {
     throw ArgumentError("options->timeout_s " + std::to_string(o.timeout_s) +
                         ": must be 0 (the default) or more than 0 up to " +

@@ -739,6 +739,24 @@ foreach(mesh "tp2;2;1" "dp2tp2;4;2")
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
 
+# Context(fsdp=...) (python/cgemm.py over cgemm_context_options.fsdp) on the CPU backend: the
+# weight's shard in, the GEMM on the whole weight out, against float64; fsdp 2, fsdp 2 x tp 2
+# and dp 2 x fsdp 2; the refusals.
+foreach(mesh "fsdp2;2;1;2" "fsdp2tp2;4;1;2" "dp2fsdp2;4;2;2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 dp)
+  list(GET mesh 3 fsdp)
+  add_test(NAME mpi_python_fsdp_${mname}
+    COMMAND sh -c "exec \"$@\" --seed $(date +%s)" sh
+            env CGEMM_LIBRARY=$<TARGET_FILE:cgemm_capi>
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            ${CGEMM_NUMPY_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_python_fsdp.py --dp ${dp}
+            --fsdp ${fsdp})
+  set_tests_properties(mpi_python_fsdp_${mname} PROPERTIES LABELS mpi TIMEOUT 120
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()
+
 # Context.grouped_plan (python/cgemm.py over cgemm_grouped_plan_*) on the CPU backend: every
 # form against a float64 numpy reference on fresh inputs (seed printed), poisoned outputs, each
 # rank its own sizes; the errors as cgemm.Error, ValueError.

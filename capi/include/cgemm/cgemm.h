@@ -230,6 +230,15 @@ typedef struct cgemm_context_options {
    * nonzero timeout_s sets it for every context. Other values (negative, NaN, above 1e7):
    * CGEMM_ERROR_INVALID_ARGUMENT. */
   double timeout_s;
+  /* Appended in 0.2. The fsdp axis of a dp x fsdp x tp mesh (docs/FSDP.md; gemm.py's
+   * fsdp_resource): 0 (the default) or 1: none, the dp x tp mesh; N > 1: each replica's batch
+   * and weights are split over N ranks, world rank (dp_rank * fsdp + fsdp_rank) * tp + tp_rank,
+   * tp 0 meaning world size / (dp x fsdp), and a weight given sharded over the fsdp axis where
+   * gemm.py gathers it is gathered inside its GEMM (pass the shard: cgemm_plan_tensor_info's
+   * rhs local shape and offset). Negative: CGEMM_ERROR_INVALID_ARGUMENT; a mesh that does not factor the
+   * world, as for dp. */
+  int fsdp;
+  const char* fsdp_axis; /* NULL (the default): "fsdp"; it must differ from dp_axis, tpsp_axis */
 } cgemm_context_options;
 
 /* Fills the struct_size bytes at options with the defaults (zeros: gpu_sharing 0, nccl_comm
@@ -268,11 +277,15 @@ CGEMM_API cgemm_status cgemm_mpi_finalize(void);
 typedef struct cgemm_context_info {
   int world_rank, world_size; /* in the communicator the context was made from */
   int dp, tp;                 /* the mesh, tp resolved */
-  int dp_rank, tp_rank;       /* world rank = dp_rank * tp + tp_rank */
+  int dp_rank, tp_rank;       /* world rank = dp_rank * tp + tp_rank (fsdp 1) */
   const char* backend;        /* the backend built: "cpu" or "cuda" (static string) */
 } cgemm_context_info;
 
 CGEMM_API cgemm_status cgemm_context_get_info(const cgemm_context* ctx, cgemm_context_info* out);
+/* The context's fsdp axis (cgemm_context_options' fsdp; 1 without one) and this rank's place
+ * on it: world rank = (dp_rank * fsdp + fsdp_rank) * tp + tp_rank. Either pointer may be NULL.
+ * CGEMM_ERROR_INVALID_ARGUMENT: ctx unknown. */
+CGEMM_API cgemm_status cgemm_context_get_fsdp(const cgemm_context* ctx, int* fsdp, int* fsdp_rank);
 /* Collective. NULL: nothing. CGEMM_ERROR_STATE (and the context kept) while plans remain. */
 CGEMM_API cgemm_status cgemm_context_destroy(cgemm_context* ctx);
 
