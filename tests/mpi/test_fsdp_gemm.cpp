@@ -231,6 +231,133 @@ TEST(FsdpGemm, TransposedWeight) {
   run_and_check(d, 1e-5);
 }
 
+// FSDP's weight gradient (GemmDesc::fsdp_scatter_dim, kinds/fsdp_reduce_scatter_gemm.cpp):
+// dW = x^T dy over the tokens, which every data-parallel rank splits; the sum over the fsdp group
+// reduce-scattered so each rank gets its weight shard's block (and, with replicas, summed over
+// dp too). Against fp64; both paths byte-identical (both sum the blocks in rank order in fp32);
+// a second call byte-identical to the first.
+void run_wgrad(GemmDesc d, double tolerance) {
+  SCOPED_TRACE(d.name);
+  Backend& be = g_ctx->backend();
+  GemmPlan plan(*g_ctx, d);
+  const PlanDescription& pd = plan.description();
+  ASSERT_EQ(pd.out_spec[static_cast<size_t>(d.fsdp_scatter_dim)], fsdp());
+  const auto x = random_tensor(d.lhs_shape, d.dtype, 4),
+             dy = random_tensor(d.rhs_shape, d.dtype, 5);
+  std::vector<double> bias;
+  if (d.bias_shape) bias = random_tensor(*d.bias_shape, d.out_dtype, 6);
+  const int64_t tokens = d.lhs_shape[0] * d.lhs_shape[1], k = d.lhs_shape[2], n = d.rhs_shape[2];
+  std::vector<double> ref(static_cast<size_t>(k * n)), mag(ref.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = x[static_cast<size_t>(t * k + i)] * dy[static_cast<size_t>(t * n + j)];
+        ref[static_cast<size_t>(i * n + j)] += v;
+        mag[static_cast<size_t>(i * n + j)] += std::fabs(v);
+      }
+    }
+  }
+  if (!bias.empty()) {
+    for (int64_t i = 0; i < k * n; ++i)
+      ref[static_cast<size_t>(i)] += bias[static_cast<size_t>(i % n)];
+  }
+  const Buffer xb(be, shard(x, d.lhs_shape, plan.lhs_offset(), plan.lhs_local()), d.dtype);
+  const Buffer dyb(be, shard(dy, d.rhs_shape, plan.rhs_offset(), plan.rhs_local()), d.dtype);
+  std::unique_ptr<Buffer> bb;
+  if (!bias.empty()) {
+    bb = std::make_unique<Buffer>(
+        be, shard(bias, *d.bias_shape, plan.bias_offset(), plan.bias_local()), d.out_dtype);
+  }
+  const auto want = shard(ref, plan.out_global(), plan.out_offset(), plan.out_local());
+  const auto scale = shard(mag, plan.out_global(), plan.out_offset(), plan.out_local());
+  const std::vector<double> nan(want.size(), std::nan(""));
+  std::vector<std::vector<char>> outs;
+  for (int path = 0; path < 3; ++path) {
+    const Buffer out(be, nan, d.out_dtype);
+    const void* b = bb ? bb->p : nullptr;
+    if (path == 1) {
+      plan.execute_sequential(xb.p, dyb.p, b, out.p);
+    } else {
+      plan.execute_overlapped(xb.p, dyb.p, b, out.p);
+    }
+    outs.push_back(out.bytes_back());
+    std::vector<float> got(want.size());
+    convert_to_float(outs.back().data(), d.out_dtype, got.data(), static_cast<int64_t>(got.size()));
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+      if (!(err <= tolerance * scale[i] + 1e-6) && bad++ < 3) {
+        ADD_FAILURE() << "path " << path << ": dW[" << i << "] = " << got[i] << ", reference "
+                      << want[i];
+      }
+    }
+    EXPECT_EQ(bad, 0) << "path " << path << ": " << plan.schedule_summary();
+  }
+  EXPECT_EQ(outs[0], outs[1]) << "the overlapped and the sequential path differ";
+  EXPECT_EQ(outs[0], outs[2]) << "a second call differs from the first";
+}
+
+GemmDesc wgrad(std::string name, bool by_rows, DType dtype, DType out_dtype, bool bias) {
+  const SpecEntry data = g_dp == 1 ? fsdp() : SpecEntry::tuple({"dp", "fsdp"});
+  const SpecEntry tpsp = SpecEntry::axis("tpsp");
+  const int64_t b = 2 * g_dp * g_fsdp, s = 6, k = 8 * g_fsdp * g_tp, n = 4 * g_fsdp * g_tp;
+  GemmDesc d;
+  d.name = std::move(name);
+  d.lhs_shape = {b, s, k};
+  d.rhs_shape = {b, s, n};
+  d.contracting_dims = {{0, 1}, {0, 1}};
+  d.dtype = dtype;
+  d.out_dtype = out_dtype;
+  // By rows: the column-parallel weight's gradient [K, N] (None, tpsp) -> (fsdp, tpsp); by
+  // columns: the row-parallel one's [F, H] (tpsp, None) -> (tpsp, fsdp).
+  d.lhs_spec = {data, none(), by_rows ? none() : tpsp};
+  d.rhs_spec = {data, none(), by_rows ? tpsp : none()};
+  d.fsdp_scatter_dim = by_rows ? 0 : 1;
+  if (bias) {
+    d.bias_shape = Shape{n};
+    d.bias_spec = {by_rows ? tpsp : none()};
+  }
+  return d;
+}
+
+TEST(FsdpGemm, WeightGradientReduceScatter) {
+  for (bool by_rows : {true, false}) {
+    const std::string how = by_rows ? "rows" : "columns";
+    run_wgrad(wgrad("dW by " + how, by_rows, DType::kFloat32, DType::kFloat32, false), 1e-5);
+    run_wgrad(wgrad("dW by " + how + " bf16 -> fp32, bias", by_rows, DType::kBFloat16,
+                    DType::kFloat32, true),
+              1e-5);
+    run_wgrad(wgrad("dW by " + how + " bf16", by_rows, DType::kBFloat16, DType::kBFloat16, false),
+              2e-2);
+  }
+}
+
+TEST(FsdpGemm, WeightGradientRefusals) {
+  // The planner reduces nothing over fsdp: the tokens are not split over it.
+  GemmDesc d = wgrad("replicated tokens", true, DType::kFloat32, DType::kFloat32, false);
+  d.lhs_spec[0] = d.rhs_spec[0] = none();
+  std::string why = error_of([&] { GemmPlan p(*g_ctx, d); });
+  EXPECT_NE(why.find("does not reduce the output"), std::string::npos) << why;
+  // A dim that is not whole blocks of the local output.
+  d = wgrad("bad dim", true, DType::kFloat32, DType::kFloat32, false);
+  d.fsdp_scatter_dim = 2;
+  why = error_of([&] { GemmPlan p(*g_ctx, d); });
+  EXPECT_NE(why.find("by its first dim (rows) or by dim 1"), std::string::npos) << why;
+  // Rows that do not divide.
+  d = wgrad("odd rows", true, DType::kFloat32, DType::kFloat32, false);
+  d.lhs_shape[2] = 8 * g_fsdp * g_tp + 1;
+  why = error_of([&] { GemmPlan p(*g_ctx, d); });
+  EXPECT_NE(why.find("does not divide into fsdp=" + std::to_string(g_fsdp) + " blocks"),
+            std::string::npos)
+      << why;
+  // Only a plain GEMM.
+  GemmDesc ag = standard(CollectiveOp::kAllGather, DType::kFloat32, false);
+  ag.rhs_spec = gathered(ag).rhs_spec;
+  ag.fsdp_scatter_dim = 0;
+  why = error_of([&] { GemmPlan p(*g_ctx, ag); });
+  EXPECT_NE(why.find("only a plain GEMM"), std::string::npos) << why;
+}
+
 TEST(FsdpGemm, RefusesWhatItDoesNotRun) {
   // A weight dim that does not divide: cgemm does not pad shards.
   GemmDesc d;

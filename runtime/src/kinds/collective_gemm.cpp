@@ -7,13 +7,18 @@ namespace cgemm {
 namespace {
 
 // First match wins: a kind that refines another (say, an FP8 all-gather GEMM) goes above it.
-constexpr std::array<CollectiveGemmKind, 3> kKinds{{
+constexpr std::array<CollectiveGemmKind, 4> kKinds{{
     {"all-gather GEMM",
      [](const GemmGeometry& g) { return g.collective == CollectiveOp::kAllGather; },
      make_all_gather_gemm},
     {"reduce-scatter GEMM",
      [](const GemmGeometry& g) { return g.collective == CollectiveOp::kReduceScatter; },
      make_reduce_scatter_gemm},
+    {"fsdp reduce-scatter GEMM",
+     [](const GemmGeometry& g) {
+       return g.collective == CollectiveOp::kNone && g.fsdp_scatter != FsdpScatter::kNone;
+     },
+     make_fsdp_reduce_scatter_gemm},
     {"plain GEMM", [](const GemmGeometry& g) { return g.collective == CollectiveOp::kNone; },
      make_plain_gemm},
 }};

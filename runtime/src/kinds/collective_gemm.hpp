@@ -43,6 +43,7 @@ std::vector<const Program*> execute_programs(const CollectiveGemm& c);
 using CollectiveGemmFactory = CollectiveGemm (*)(GemmGeometry& g);
 
 CollectiveGemm make_plain_gemm(GemmGeometry& g);
+CollectiveGemm make_fsdp_reduce_scatter_gemm(GemmGeometry& g);
 CollectiveGemm make_all_gather_gemm(GemmGeometry& g);
 CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g);
 

@@ -29,11 +29,23 @@ struct SideBand {
   int block = 0;
 };
 
+/// FSDP's weight gradient (kinds/fsdp_reduce_scatter_gemm.cpp): how its output, reduced over
+/// the fsdp group, is scattered over it.
+enum class FsdpScatter {
+  kNone,     // not at all (every other GEMM)
+  kRows,     // by its rows: block j is rows [j M/f, (j+1) M/f)
+  kColumns,  // by its columns: block j is columns [j N/f, (j+1) N/f)
+};
+
 struct GemmGeometry {
   std::string name;  // the GemmDesc's, for labels and errors
   CollectiveOp collective = CollectiveOp::kNone;
   // Mesh: this rank is `me` of the TP group of `tp`; `dp` data-parallel groups.
   int tp = 1, me = 0, dp = 1;
+  int fsdp = 1, fsdp_rank = 0;  // the fsdp group and this rank's place in it
+  FsdpScatter fsdp_scatter = FsdpScatter::kNone;
+  bool fsdp_scatter_dp_sum =
+      false;               // the planner reduces over (dp, fsdp): all-reduce over dp after
   int num_streams = 1;     // compute streams a collective GEMM may use
   bool aggregate = false;  // all-gather both ways round the ring
   int pieces = 1;          // chunks_per_rank: each ring chunk moves and multiplies in pieces

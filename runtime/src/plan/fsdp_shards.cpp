@@ -108,4 +108,59 @@ FsdpGather plan_fsdp_gather(const GemmDesc& desc, const GemmLayouts& layout, int
   return f;
 }
 
+FsdpScatter plan_fsdp_scatter(const GemmDesc& desc, const GemmLayouts& layout,
+                              const PlanningMesh& m, PlanDescription& r) {
+  const int dim = desc.fsdp_scatter_dim;
+  const std::string where = "GEMM '" + desc.name + "': fsdp_scatter_dim " + std::to_string(dim);
+  const GemmSharding& s = r.sharding;
+  if (desc.collective != CollectiveOp::kNone) {
+    throw Error(where + ": only a plain GEMM (collective none) reduce-scatters over fsdp; this " +
+                "one is " + std::string(collective_name(desc.collective)));
+  }
+  if (desc.quantization.mode != ScalingMode::kNoScaling) {
+    throw Error(where + ": a quantized GEMM's reduce-scatter over fsdp is not run yet");
+  }
+  if (r.fsdp_dim >= 0) {
+    throw Error(where + ": its rhs is gathered over fsdp too; a GEMM does one or the other");
+  }
+  // Over fsdp alone, or over the replicas too (HSDP: then summed over dp after the scatter).
+  const auto is_data = [&](const SpecEntry& e) {
+    if (e.is_axis(m.fsdp_axis)) return true;
+    if (!e.is_tuple || e.axes.size() != 2) return false;
+    return std::count(e.axes.begin(), e.axes.end(), m.fsdp_axis) == 1 &&
+           std::count(e.axes.begin(), e.axes.end(), m.dp_axis) == 1;
+  };
+  if (!s.reduce_spec || !is_data(*s.reduce_spec)) {
+    throw PlanError(where + ": the planner " +
+                    (s.reduce_spec ? "reduces the output over " + entry_text(*s.reduce_spec)
+                                   : std::string("does not reduce the output")) +
+                    "; a reduce-scatter over the fsdp axis '" + m.fsdp_axis + "' needs both " +
+                    "contracting dims sharded over it, or over ('" + m.dp_axis + "', '" +
+                    m.fsdp_axis + "') (lhs " + spec_str(s.lhs) + ", rhs " + spec_str(s.rhs) + ")");
+  }
+  const auto lhs_kept = static_cast<int>(layout.lhs.kept_shape(desc.lhs_shape).size());
+  const int out_nd = static_cast<int>(r.out_global.size());
+  FsdpScatter how = FsdpScatter::kNone;
+  if (dim == 0 && lhs_kept > 0) how = FsdpScatter::kRows;
+  if (dim == lhs_kept && dim < out_nd) how = FsdpScatter::kColumns;
+  if (how == FsdpScatter::kNone) {
+    throw Error(where + ": the output " + shape_str(r.out_global) + " is reduce-scattered by " +
+                "its first dim (rows) or by dim " + std::to_string(lhs_kept) +
+                ", the first of the rhs's (columns): whole blocks of the local GEMM's output");
+  }
+  const auto d = static_cast<size_t>(dim);
+  if (!s.out[d].is_none()) {
+    throw PlanError(where + ": the planner shards that output dim as " + spec_str({s.out[d]}) +
+                    " already (output " + spec_str(s.out) + ")");
+  }
+  if (r.out_local[d] % m.fsdp != 0) {
+    throw PlanError(where + ": output dim of size " + std::to_string(r.out_local[d]) +
+                    " does not divide into fsdp=" + std::to_string(m.fsdp) +
+                    " blocks; cgemm does not pad FSDP shards: pad the weight");
+  }
+  r.out_local[d] /= m.fsdp;
+  r.out_spec[d] = SpecEntry::axis(m.fsdp_axis);
+  return how;
+}
+
 }  // namespace cgemm

@@ -475,6 +475,9 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   g.ldb = g.rhs_transposed ? g.k : g.n;
   // The caller holds 1/fsdp of the rhs the GEMM multiplies by (fsdp 1: the whole of it).
   if (fsdp_dim >= 0 && m.fsdp > 1) fsdp = plan_fsdp_gather(desc, layout, fsdp_dim, m, r);
+  // FSDP's weight gradient: the output's sum over fsdp scattered over it, not all-reduced.
+  r.out_spec = sharding.out;
+  if (desc.fsdp_scatter_dim >= 0) g.fsdp_scatter = plan_fsdp_scatter(desc, layout, m, r);
   // The local GEMM's output grows tp-fold by the all-gather and shrinks by the
   // reduce-scatter: it must hold exactly this rank's shard of the output.
   int64_t produced = num_elements(r.abstract.out_shape);
@@ -482,6 +485,7 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
     produced = checked_mul(produced, m.tp, where + " gathered output");
   }
   if (desc.collective == CollectiveOp::kReduceScatter) produced /= m.tp;
+  if (desc.fsdp_scatter_dim >= 0) produced /= m.fsdp;
   if (produced != num_elements(r.out_local)) {
     throw PlanError(where + ": the local GEMM output " + shape_str(r.abstract.out_shape) +
                     " after the " + std::string(collective_name(desc.collective)) +
@@ -498,6 +502,10 @@ void fill_geometry(GemmGeometry& g, const GemmDesc& desc, const PlanningMesh& m,
       opt.backend_streams > 0 ? opt.backend_streams : opt.overlap.num_max_streams;
   g.tp = m.tp;
   g.me = m.tp_rank;
+  g.fsdp = m.fsdp;
+  g.fsdp_rank = m.fsdp_rank;
+  g.fsdp_scatter_dp_sum = g.fsdp_scatter != FsdpScatter::kNone && r.sharding.reduce_spec &&
+                          r.sharding.reduce_spec->is_tuple;
   g.dp = m.dp;
   g.num_streams = std::max(1, std::min(opt.overlap.num_max_streams, backend_streams));
   g.aggregate = opt.overlap.aggregate_all_gather;
@@ -543,7 +551,7 @@ void describe(PlannedGemm& out, const PlanningMesh& m, const PlanningOptions& op
   r.rhs_spec = sharding.rhs;
   if (r.fsdp_dim >= 0) r.rhs_spec[static_cast<size_t>(r.fsdp_dim)] = entry(m.fsdp_axis);
   r.rhs_offset = shard_offset(r.rhs_local, r.rhs_spec, m);
-  r.out_offset = shard_offset(r.out_local, sharding.out, m);
+  r.out_offset = shard_offset(r.out_local, r.out_spec, m);
   r.bias_offset = g.has_bias ? shard_offset(r.bias_local, sharding.bias, m) : Shape{0};
   r.schedule_summary = std::string(collective_name(desc.collective)) + ": " + c.summary;
   r.overlappable = c.overlappable;

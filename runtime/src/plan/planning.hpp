@@ -36,6 +36,14 @@ void require_fsdp_not_twice(const GemmSharding& s, const PlanningMesh& m, const 
 FsdpGather plan_fsdp_gather(const GemmDesc& desc, const GemmLayouts& layout, int dim,
                             const PlanningMesh& m, PlanDescription& r);
 
+/// GemmDesc::fsdp_scatter_dim (kinds/fsdp_reduce_scatter_gemm.cpp): checks it (a plain,
+/// unquantized GEMM whose output the planner reduces over the fsdp axis; the output's first dim
+/// or the first of the rhs's non-contracting dims; None there and divisible by fsdp), shards
+/// r.out_local and r.out_spec on it, and says whether the blocks are rows or columns. Throws
+/// PlanError or cgemm::Error naming the GEMM.
+FsdpScatter plan_fsdp_scatter(const GemmDesc& desc, const GemmLayouts& layout,
+                              const PlanningMesh& m, PlanDescription& r);
+
 PlannedGemm plan_gemm_programs(const GemmDesc& desc, const PlanningMesh& mesh,
                                const PlanningOptions& options);
 

@@ -52,6 +52,15 @@ struct GemmDesc {
   CollectiveOp collective = CollectiveOp::kNone;
   bool transpose_batch_sequence = false;
   QuantizationDesc quantization;  // mode kNoScaling: the GEMM runs in `dtype`
+  // FSDP's weight gradient (docs/FSDP.md): -1 (the default), or the output dim over which a
+  // plain GEMM's sum over the fsdp group is scattered instead of all-reduced (ZeRO's
+  // reduce-scatter; JAX's psum_scatter). The planner must reduce the output over the fsdp axis
+  // (both contracting dims sharded over it, e.g. dW = x^T dy over the tokens); the dim is the
+  // output's first (its rows, [K, N] by K) or the first of the rhs's non-contracting dims (its
+  // columns, by N), None in the planner's output spec and divisible by fsdp. The output then
+  // comes sharded over the fsdp axis on that dim (PlanDescription::out_spec), as the weight
+  // whose gradient it is; a bias is added after the sum.
+  int fsdp_scatter_dim = -1;
 };
 
 /// The dp x fsdp x tp mesh (tp resolved, >= 1), its axis names, and the rank being planned:
@@ -155,6 +164,7 @@ struct PlanDescription {
   int fsdp_dim = -1;
   Shape rhs_gathered;
   PartitionSpec rhs_spec;  // the caller's rhs's: sharding.rhs, with the fsdp axis on fsdp_dim
+  PartitionSpec out_spec;  // the output's: sharding.out, with the fsdp axis on fsdp_scatter_dim
   Shape lhs_offset, rhs_offset, bias_offset, out_offset;  // bias_offset {0} without a bias
   /// The collective GEMM's schedule: "all_gather: 4 chunks of 128 rows in 4 steps on 3
   /// stream(s), ..." (no transport: that is the backend's, see predict_transport).
