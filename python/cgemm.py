@@ -557,8 +557,7 @@ class Context:
         fsdp_size, fsdp_rank = ctypes.c_int(), ctypes.c_int()
         _check(_lib.cgemm_context_get_fsdp(self._handle, ctypes.byref(fsdp_size),
                                            ctypes.byref(fsdp_rank)))
-        self.fsdp, self.fsdp_rank = fsdp_size.value, fsdp_rank.value
-        self.fsdp_axis = str(fsdp_axis)
+        self.fsdp, self.fsdp_rank, self.fsdp_axis = fsdp_size.value, fsdp_rank.value, str(fsdp_axis)
 
     def plan(self, lhs_shape, rhs_shape, bias_shape=None, dtype="bfloat16", out_dtype=None,
              lhs_spec=None, rhs_spec=None, bias_spec=None, contracting_dims=((-1,), (0,)),
