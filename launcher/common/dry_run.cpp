@@ -229,17 +229,19 @@ int planned_world(const RunConfig& cfg, int mpi_world) {
   }
   if (cfg.tp < 1) {
     throw OptionError("--ranks_per_node " + std::to_string(cfg.ranks_per_node) +
-                      ": needs --tp (the described world is dp x tp)");
+                      ": needs --tp (the described world is dp x fsdp x tp)");
   }
   const int64_t world = static_cast<int64_t>(cfg.dp) * cfg.fsdp * cfg.tp;
+  const std::string mesh = "--dp " + std::to_string(cfg.dp) +
+                           (cfg.fsdp > 1 ? " x --fsdp " + std::to_string(cfg.fsdp) : "") +
+                           " x --tp " + std::to_string(cfg.tp);
   if (world > kMaxDescribedRanks) {
-    throw OptionError("--dp " + std::to_string(cfg.dp) + " x --tp " + std::to_string(cfg.tp) +
-                      " = " + std::to_string(world) +
+    throw OptionError(mesh + " = " + std::to_string(world) +
                       " ranks: a described dry run (--ranks_per_node) plans and prints at most " +
                       std::to_string(kMaxDescribedRanks) + " ranks, one line each");
   }
   if (world * cfg.tp > kMaxDescribedRankPeers) {
-    throw OptionError("--dp " + std::to_string(cfg.dp) + " x --tp " + std::to_string(cfg.tp) +
+    throw OptionError(mesh +
                       ": a described dry run plans each rank's transfers with each of its TP "
                       "peers, world x tp = " +
                       std::to_string(world * cfg.tp) + " here; at most " +

@@ -69,7 +69,7 @@ for collective, x_spec, w_spec, b_spec in cases:
                             f"of {err.size} elements off")
 
 for kwargs, words in (({"fsdp": -1}, "options->fsdp -1"),
-                      ({"fsdp": 1, "fsdp_axis": "dp"}, "three different, non-empty names")):
+                      ({"fsdp": ctx.size, "fsdp_axis": "dp"}, "three different, non-empty names")):
     try:
         cgemm.Context(dp=1, backend="cpu", **kwargs)
         failures.append(f"rank {ctx.rank}: Context({kwargs}) was accepted")

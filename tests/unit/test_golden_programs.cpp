@@ -306,8 +306,9 @@ TEST(GoldenPrograms, TransfersPairUpAcrossRanks) {
 // FSDP wraps any kind's programs (runtime/src/fsdp/fsdp_gather.hpp): the weight gathered over
 // the fsdp group inside the GEMM. Each kind at fsdp 2 (tp 1: columns, one GEMM per shard) and at
 // fsdp 2 x tp 2 (the all-gather GEMM's column-parallel weight by its contracting rows, the
-// others by columns), every fsdp rank of tp rank 0, with and without a bias. Within each case
-// the fsdp exchanges every rank posts pair up with its peers'.
+// others by columns), every fsdp rank of tp rank 0, with and without a bias; and the weight
+// gradient's reduce-scatter over fsdp by rows and by columns. Within each case the fsdp
+// exchanges every rank posts pair up with its peers'.
 TEST(GoldenPrograms, Fsdp) {
   std::string got;
   int paired = 0;
@@ -363,7 +364,56 @@ TEST(GoldenPrograms, Fsdp) {
       }
     }
   }
-  EXPECT_EQ(paired, 12);
+  // The weight gradient's reduce-scatter over fsdp (kinds/fsdp_reduce_scatter_gemm.cpp): dW =
+  // x^T dy over tokens split over fsdp 2, by rows and by columns, on 2 streams.
+  for (int by_rows = 0; by_rows < 2; ++by_rows) {
+    const int fsdp = 2;
+    std::map<std::pair<int, int>, std::vector<std::tuple<size_t, size_t>>> sent, received;
+    for (int rank = 0; rank < fsdp; ++rank) {
+      PlanningMesh m;
+      m.fsdp = fsdp;
+      m.fsdp_rank = rank;
+      GemmDesc d;
+      d.name = "dw";
+      d.lhs_shape = {4, 8, 64};
+      d.rhs_shape = {4, 8, 96};
+      d.lhs_spec = {SpecEntry::axis("fsdp"), SpecEntry::none(), SpecEntry::none()};
+      d.rhs_spec = d.lhs_spec;
+      d.contracting_dims = {{0, 1}, {0, 1}};
+      d.out_dtype = DType::kFloat32;
+      d.fsdp_scatter_dim = by_rows == 1 ? 0 : 1;
+      PlanningOptions opt;
+      opt.backend = BackendKind::kCpu;
+      opt.overlap.num_max_streams = 2;
+      const PlannedGemm p = plan_gemm_programs(d, m, opt);
+      RecordingBackend be(1, 0, 2, fsdp, rank);
+      const PlanBytes& b = p.description.bytes;
+      const Operands x(be.region("lhs", static_cast<size_t>(b.lhs)),
+                       be.region("rhs", static_cast<size_t>(b.rhs)), nullptr,
+                       be.region("out", static_cast<size_t>(b.out)));
+      got += std::string("== fsdp reduce-scatter by ") + (by_rows == 1 ? "rows" : "columns") +
+             " fsdp=2 fsdp_rank=" + std::to_string(rank) + "\n";
+      for (const auto& [name, program] : std::vector<std::pair<const char*, const Program*>>{
+               {"overlapped", &p.kind.overlapped}, {"sequential", &p.kind.sequential}}) {
+        Engine engine(be, rank);
+        const size_t from = be.calls().size();
+        const size_t posted = be.posted().size();
+        engine.prepare({&program, 1});
+        engine.run(*program, x);
+        got += std::string("-- ") + name + "\n";
+        for (size_t i = from; i < be.calls().size(); ++i) got += be.calls()[i] + "\n";
+        for (size_t i = posted; i < be.posted().size(); ++i) {
+          const auto& t = be.posted()[i];
+          sent[{rank, t.send_peer}].emplace_back(t.bytes, t.send_offset);
+          received[{t.recv_peer, rank}].emplace_back(t.bytes, t.recv_offset);
+        }
+      }
+    }
+    EXPECT_EQ(sent, received) << "reduce-scatter by " << (by_rows == 1 ? "rows" : "columns");
+    EXPECT_EQ(sent.size(), 2u);
+    ++paired;
+  }
+  EXPECT_EQ(paired, 14);
   compare_golden(got, std::string(CGEMM_GOLDEN_DIR) + "/fsdp.txt");
 }
 

@@ -501,7 +501,9 @@ class CpuBackend final : public Backend {
   // whole group.
   std::string group_wait(Group group, const char* label, const char* collective) const {
     return std::string(collective) + (label != nullptr ? " '" + std::string(label) + "'" : "") +
-           (group == Group::kTp ? " over the TP group, " : " over the DP group, ") +
+           (group == Group::kTp   ? " over the TP group, "
+            : group == Group::kDp ? " over the DP group, "
+                                  : " over the FSDP group, ") +
            comms_.describe_group(group) + ", some of which have not arrived";
   }
   // Where the transport table's rows make this backend's transports of `group`.

@@ -35,8 +35,7 @@ cudaEvent_t ExchangeFifo::take_event() {
 }
 
 std::string ExchangeFifo::peer(Group g, int rank) const {
-  return peer_ ? peer_(g, rank)
-               : (g == Group::kTp ? "tp rank " : "dp rank ") + std::to_string(rank);
+  return peer_ ? peer_(g, rank) : std::string(group_name(g)) + " rank " + std::to_string(rank);
 }
 
 ExchangeToken ExchangeFifo::push(Group over, std::span<const Exchange> group, cudaStream_t comm) {

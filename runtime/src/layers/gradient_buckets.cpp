@@ -48,6 +48,16 @@ struct GradientBuckets::Programs {
 
 GradientBuckets::GradientBuckets(Backend& be, std::vector<GradientSlot> slots, size_t bucket_bytes)
     : be_(be), slots_(std::move(slots)), bucket_bytes_(bucket_bytes) {
+  // With an fsdp axis the ranks of the fsdp group hold other tokens too: a sum over dp alone
+  // would be wrong. FSDP's gradients are reduce-scattered by their GEMM instead
+  // (GemmDesc::fsdp_scatter_dim, docs/FSDP.md).
+  if (be_.group_size(Group::kFsdp) > 1) {
+    throw Error("GradientBuckets: the mesh has an fsdp axis (" +
+                std::to_string(be_.group_size(Group::kFsdp)) +
+                " ranks), whose ranks hold other tokens as well; GradientBuckets sums over the "
+                "dp group only. Reduce-scatter FSDP's weight gradients in their GEMM "
+                "(GemmDesc::fsdp_scatter_dim) instead");
+  }
   if (bucket_bytes_ == 0) {
     throw Error("GradientBuckets: bucket_bytes 0: a bucket holds at least 1 byte");
   }

@@ -121,12 +121,23 @@ std::unique_ptr<detail::BackendMemory> ones(Backend& be, int64_t count, DType dt
   return p;
 }
 
+// The layer pair plans its GEMMs for the dp x tp mesh: its weight gradients see the local batch
+// whole, which an fsdp axis (other tokens on the fsdp ranks, the weights sharded) would make
+// silently wrong.
+void require_no_fsdp(const Context& ctx, const std::string& layer) {
+  if (ctx.comms().fsdp() == 1) return;
+  throw Error("linear layer '" + layer + "': the tensor-parallel layer pair runs on a dp x tp " +
+              "mesh; this context has an fsdp axis of " + std::to_string(ctx.comms().fsdp()) +
+              " ranks, which it does not run yet (docs/FSDP.md)");
+}
+
 }  // namespace
 
 // --- column-parallel ---
 
 ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
     : desc_(std::move(desc)) {
+  require_no_fsdp(ctx, desc_.name);
   const TpLinearDesc& d = desc_;
   const bool tbs = d.transpose_batch_sequence;
   const SpecEntry dp = SpecEntry::axis(ctx.mesh_config().dp_axis);
@@ -197,6 +208,7 @@ void ColumnParallelLinear::backward(const void* x, const void* w, const void* dy
 // --- row-parallel ---
 
 RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(std::move(desc)) {
+  require_no_fsdp(ctx, desc_.name);
   const TpLinearDesc& d = desc_;
   const bool tbs = d.transpose_batch_sequence;
   const SpecEntry dp = SpecEntry::axis(ctx.mesh_config().dp_axis);

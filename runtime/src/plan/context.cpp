@@ -260,7 +260,8 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
                 " does not divide the world size " + std::to_string(size));
   }
   if (mesh_config_.tp == 0) mesh_config_.tp = size / mesh_config_.dp / mesh_config_.fsdp;
-  require_axis_names(mesh_config_.dp_axis, mesh_config_.fsdp_axis, mesh_config_.tpsp_axis);
+  require_axis_names(mesh_config_.dp_axis, mesh_config_.tpsp_axis, mesh_config_.fsdp,
+                     mesh_config_.fsdp_axis);
   if (overlap_.num_max_streams < 1) {
     throw Error("num_max_streams must be >= 1, got " + std::to_string(overlap_.num_max_streams));
   }
@@ -272,12 +273,13 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
   const watchdog::WaitScope bootstrap(
       "the bootstrap of the mesh and the backend (MPI communicators, the backend rule, NCCL, "
       "CUDA IPC) with the other ranks");
-  mesh_.axes = {{mesh_config_.dp_axis, mesh_config_.dp},
-                {mesh_config_.fsdp_axis, mesh_config_.fsdp},
-                {mesh_config_.tpsp_axis, mesh_config_.tp}};
+  mesh_.axes = {{mesh_config_.dp_axis, mesh_config_.dp}, {mesh_config_.tpsp_axis, mesh_config_.tp}};
   resource_.dp_resource = mesh_config_.dp_axis;
-  resource_.fsdp_resource = mesh_config_.fsdp_axis;
   resource_.tpsp_resource = mesh_config_.tpsp_axis;
+  if (mesh_config_.fsdp > 1) {  // without, the dp x tp mesh as before the axis existed
+    mesh_.axes.insert(mesh_.axes.begin() + 1, {mesh_config_.fsdp_axis, mesh_config_.fsdp});
+    resource_.fsdp_resource = mesh_config_.fsdp_axis;
+  }
   comms_ = std::make_unique<MeshComms>(world, mesh_config_.dp, mesh_config_.tp, mesh_config_.fsdp);
   install_watchdog_channel(*comms_);
   const bool borrows_nccl = lends_nccl_comm(*comms_, backend);

@@ -15,10 +15,17 @@ namespace cgemm {
 int fsdp_gathered_dim(const PartitionSpec& given, const PartitionSpec& planned,
                       const PlanningMesh& m, const std::string& where) {
   int dim = -1;
+  if (m.fsdp == 1) return dim;  // no fsdp axis: the spec must be the planner's
   for (size_t d = 0; d < given.size() && d < planned.size(); ++d) {
-    if (given[d] == planned[d] || !given[d].is_axis(m.fsdp_axis) || !planned[d].is_none()) {
-      continue;
+    if (given[d] == planned[d] || !planned[d].is_none()) continue;
+    if (given[d].is_tuple &&
+        std::find(given[d].axes.begin(), given[d].axes.end(), m.fsdp_axis) != given[d].axes.end()) {
+      throw Error(where + ": dim " + std::to_string(d) + " of " + spec_str(given) +
+                  " is sharded over a tuple holding the fsdp axis '" + m.fsdp_axis +
+                  "', which gemm.py gathers whole; cgemm gathers the fsdp axis alone: shard the " +
+                  "dim over '" + m.fsdp_axis + "' only, or pass the weight gathered");
     }
+    if (!given[d].is_axis(m.fsdp_axis)) continue;
     if (dim >= 0) {
       throw PlanError(where + ": dims " + std::to_string(dim) + " and " + std::to_string(d) +
                       " of " + spec_str(given) + " are both sharded over the fsdp axis '" +

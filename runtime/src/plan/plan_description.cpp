@@ -29,7 +29,7 @@ int64_t coordinate(const SpecEntry& e, const PlanningMesh& m) {
     if (axis == m.dp_axis) {
       size = m.dp;
       coord = m.dp_rank;
-    } else if (axis == m.fsdp_axis) {
+    } else if (m.fsdp > 1 && axis == m.fsdp_axis) {
       size = m.fsdp;
       coord = m.fsdp_rank;
     } else if (axis == m.tpsp_axis) {
@@ -159,7 +159,7 @@ void require_mesh(const PlanningMesh& m) {
                 ") is outside the dp=" + std::to_string(m.dp) +
                 " x fsdp=" + std::to_string(m.fsdp) + " x tp=" + std::to_string(m.tp) + " mesh");
   }
-  require_axis_names(m.dp_axis, m.fsdp_axis, m.tpsp_axis);
+  require_axis_names(m.dp_axis, m.tpsp_axis, m.fsdp, m.fsdp_axis);
 }
 
 // What the CPU backend allocates around the programs' ops (runtime/src/cpu/cpu_backend.cpp and
@@ -315,10 +315,15 @@ int64_t WorkspaceSizes::total() const {
   return checked_add(t, fsdp_ring, what);
 }
 
-void require_axis_names(const std::string& dp, const std::string& fsdp, const std::string& tpsp) {
-  if (dp.empty() || fsdp.empty() || tpsp.empty() || dp == fsdp || dp == tpsp || fsdp == tpsp) {
+void require_axis_names(const std::string& dp, const std::string& tpsp, int fsdp,
+                        const std::string& fsdp_axis) {
+  if (dp.empty() || tpsp.empty() || dp == tpsp) {
+    throw Error("mesh: the dp and tpsp axes need two different, non-empty names");
+  }
+  // Without an fsdp axis its name is unused: any mesh of two axes stays as it was.
+  if (fsdp > 1 && (fsdp_axis.empty() || fsdp_axis == dp || fsdp_axis == tpsp)) {
     throw Error("mesh: the dp, fsdp and tpsp axes need three different, non-empty names (got '" +
-                dp + "', '" + fsdp + "', '" + tpsp + "')");
+                dp + "', '" + fsdp_axis + "', '" + tpsp + "')");
   }
 }
 
@@ -343,11 +348,14 @@ namespace {
 GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const PlanningOptions& opt,
                          PlanDescription& r, std::optional<FsdpGather>& fsdp) {
   Mesh mesh;
-  mesh.axes = {{m.dp_axis, m.dp}, {m.fsdp_axis, m.fsdp}, {m.tpsp_axis, m.tp}};
+  mesh.axes = {{m.dp_axis, m.dp}, {m.tpsp_axis, m.tp}};
   MeshResource resource;
   resource.dp_resource = m.dp_axis;
-  resource.fsdp_resource = m.fsdp_axis;
   resource.tpsp_resource = m.tpsp_axis;
+  if (m.fsdp > 1) {  // without, the mesh and the planner's MeshResource are dp x tp's
+    mesh.axes.insert(mesh.axes.begin() + 1, {m.fsdp_axis, m.fsdp});
+    resource.fsdp_resource = m.fsdp_axis;
+  }
 
   const std::string where = "GEMM '" + desc.name + "'";
   const size_t lhs_nd = desc.lhs_shape.size(), rhs_nd = desc.rhs_shape.size();
@@ -477,6 +485,10 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   if (fsdp_dim >= 0 && m.fsdp > 1) fsdp = plan_fsdp_gather(desc, layout, fsdp_dim, m, r);
   // FSDP's weight gradient: the output's sum over fsdp scattered over it, not all-reduced.
   r.out_spec = sharding.out;
+  if (desc.fsdp_scatter_dim < -1) {
+    throw Error(where + ": fsdp_scatter_dim " + std::to_string(desc.fsdp_scatter_dim) +
+                ": -1 (no reduce-scatter over fsdp) or an output dim");
+  }
   if (desc.fsdp_scatter_dim >= 0) g.fsdp_scatter = plan_fsdp_scatter(desc, layout, m, r);
   // The local GEMM's output grows tp-fold by the all-gather and shrinks by the
   // reduce-scatter: it must hold exactly this rank's shard of the output.

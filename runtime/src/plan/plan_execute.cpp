@@ -71,7 +71,11 @@ std::string GemmPlan::path_summary() const {
   if (p.policy == OverlapPolicy::kAlways) return "overlapped (overlap = on)";
   if (p.policy == OverlapPolicy::kNever) return "sequential (overlap = off)";
   if (p.kind.fsdp > 1) {
-    return "overlapped (auto: the rhs is gathered over fsdp=" + std::to_string(p.kind.fsdp) + ")";
+    return "overlapped (auto: " +
+           std::string(p.geometry.fsdp_scatter == FsdpScatter::kNone
+                           ? "the rhs is gathered over fsdp="
+                           : "the output is reduce-scattered over fsdp=") +
+           std::to_string(p.kind.fsdp) + ")";
   }
   char buf[200];
   std::snprintf(buf, sizeof(buf), "%s (auto: tp %d, %s GEMM %.3g GFLOP %s %.3g GFLOP)",

@@ -78,8 +78,10 @@ struct PlanningMesh {
   int fsdp_rank = 0;
 };
 
-/// Throws cgemm::Error unless the mesh's three axis names are non-empty and different.
-void require_axis_names(const std::string& dp, const std::string& fsdp, const std::string& tpsp);
+/// Throws cgemm::Error unless the dp and tpsp axis names are non-empty and different, and, where
+/// the mesh has an fsdp axis (fsdp > 1), its name too (unused without one).
+void require_axis_names(const std::string& dp, const std::string& tpsp, int fsdp,
+                        const std::string& fsdp_axis);
 
 /// What planning takes from the backend, given as options instead.
 struct PlanningOptions {
