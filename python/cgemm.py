@@ -485,9 +485,9 @@ class GroupedPlan:
 
 
 class Context:
-    """The mesh on a communicator (collective): dp x tp (tp 0: world size / dp), the axis names
-    the specs use, the backend ("cpu", "cuda", "auto") and the overlap knobs. comm: None for
-    MPI_COMM_WORLD (MPI initialized here if needed), or a Fortran handle (mpi4py:
+    """The mesh on a communicator (collective): dp x fsdp x tp (tp 0: world size / (dp fsdp)),
+    the axis names the specs use, the backend ("cpu", "cuda", "auto") and the overlap knobs.
+    comm: None for MPI_COMM_WORLD (MPI initialized here if needed), or a Fortran handle (mpi4py:
     comm.py2f()). nccl_comm: None, or the caller's NCCL communicator over this rank's TP group
     as an int handle (an ncclComm_t), which the CUDA backend borrows instead of making its own
     (the caller destroys it after close()). gpu_sharing: let ranks of a host share its GPUs on

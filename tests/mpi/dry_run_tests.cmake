@@ -27,6 +27,8 @@ cgemm_add_dry_run_test(described_dp2tp4 1 8 2 --dp 2 --tp 4 --ranks_per_node 4)
 # The same 8 ranks as dp 2 x fsdp 2 x tp 2: each rank's fsdp coordinate, the weight's shard.
 cgemm_add_dry_run_test(described_dp2fsdp2tp2 1 8 2 --dp 2 --fsdp 2 --tp 2 --ranks_per_node 4
   --batch 4 --collective all_gather)
+set_tests_properties(mpi_dry_run_described_dp2fsdp2tp2 PROPERTIES ENVIRONMENT
+  "${CGEMM_MPI_ENV};EXPECT_DRY_RUN=8 ranks \\(dp 2 x fsdp 2 x tp 2\\)\nrank 6: .*, dp 1, fsdp 1, tp 0, \nrhs \\[256, 512\\] \\('fsdp', 'tpsp'\\) -> local \\[128, 256\\]\nrhs gathered over fsdp=2")
 # transport = ucx: every TP peer's transport in the rank lines (and the JSON report) is ucx, or,
 # in a build without UCX, the refusal a real run gives.
 if(CGEMM_HAVE_UCX)

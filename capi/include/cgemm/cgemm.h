@@ -141,7 +141,7 @@ typedef struct cgemm_context cgemm_context;
 
 typedef struct cgemm_context_desc {
   int dp;                /* data-parallel size, >= 1; it must divide the world size */
-  int tp;                /* tensor-parallel size; 0: world size / dp */
+  int tp;                /* tensor-parallel size; 0: world size / (dp x fsdp) */
   const char* dp_axis;   /* the mesh axis names the specs use; NULL: "dp" */
   const char* tpsp_axis; /* NULL: "tpsp" */
   const char* backend;   /* "cpu", "cuda" or "auto" (the backend rule); NULL: "auto" */
@@ -230,7 +230,7 @@ typedef struct cgemm_context_options {
    * nonzero timeout_s sets it for every context. Other values (negative, NaN, above 1e7):
    * CGEMM_ERROR_INVALID_ARGUMENT. */
   double timeout_s;
-  /* Appended in 0.2. The fsdp axis of a dp x fsdp x tp mesh (docs/FSDP.md; gemm.py's
+  /* Appended in 0.1, after timeout_s. The fsdp axis of a dp x fsdp x tp mesh (docs/FSDP.md; gemm.py's
    * fsdp_resource): 0 (the default) or 1: none, the dp x tp mesh; N > 1: each replica's batch
    * and weights are split over N ranks, world rank (dp_rank * fsdp + fsdp_rank) * tp + tp_rank,
    * tp 0 meaning world size / (dp x fsdp), and a weight given sharded over the fsdp axis where

@@ -8,10 +8,11 @@
 // Overlapped: the GEMM of each other rank's block first, each on the next stream, into a send
 // slot, and that block leaves for its rank right after its GEMM (step s: the block of rank
 // me + s; rank me - s's partial of this rank's block arrives in the fsdp ring); this rank's own
-// partial last, into its own ring slot. Then the f partials are summed in fp32 in rank order,
-// so every rank sums in the same order on both paths: bit-repeatable from run to run. A bias is
-// added after the sum (gemm.py adds it to the reduced output). Sequential: the same f block GEMMs
-// into the work buffer, then one reduce-scatter over the fsdp group, then the bias.
+// partial last, into its own ring slot. Then the f partials are summed in fp32 in rank order:
+// bit-repeatable from run to run. A bias is added after the sum (gemm.py adds it to the reduced
+// output). Sequential: the same f block GEMMs into the work buffer, then one reduce-scatter over
+// the fsdp group (the CPU backend's and the copy engines' sum as the overlapped path does, in
+// rank order; NCCL's in its own), then the bias.
 
 #include <string>
 
