@@ -76,11 +76,14 @@ std::vector<PlanDescription> plans_of(const RunConfig& cfg, int rank, BackendKin
 // fp64 copies and temporaries, with the check's host copies of an output on the CPU).
 int64_t job_bytes(const std::vector<PlanDescription>& plans, BackendKind backend) {
   const std::string what = "bytes of the block";
-  int64_t sum = 0, once = 0;
+  int64_t sum = 0, once = 0, fsdp_ring = 0;
   for (const PlanDescription& p : plans) {
     const PlanBytes& b = p.bytes;
-    sum = checked_add(sum, checked_add(checked_add(b.operands(), b.out, what), b.workspace, what),
-                      what);
+    // The plans share one fsdp ring (Context::fsdp_ring_bytes): the largest counts, once.
+    sum = checked_add(
+        sum, checked_add(checked_add(b.operands(), b.out, what), b.workspace - b.fsdp_ring, what),
+        what);
+    fsdp_ring = std::max(fsdp_ring, b.fsdp_ring);
     int64_t scratch = b.cublas_workspace;
     if (backend == BackendKind::kCpu) {
       const int64_t nan_fill = checked_bytes(num_elements(p.out_local), sizeof(float), what);
@@ -89,7 +92,7 @@ int64_t job_bytes(const std::vector<PlanDescription>& plans, BackendKind backend
     }
     once = std::max(once, scratch);
   }
-  return checked_add(sum, once, what);
+  return checked_add(checked_add(sum, once, what), fsdp_ring, what);
 }
 
 std::string bytes_str(int64_t b) {

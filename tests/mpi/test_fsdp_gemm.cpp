@@ -34,7 +34,8 @@ namespace {
 using test::error_of;
 
 std::unique_ptr<Context> g_ctx;
-uint32_t g_seed = 0;  // rank 0's, broadcast: every rank builds the same global tensors
+BackendOptions g_backend;  // g_ctx's
+uint32_t g_seed = 0;       // rank 0's, broadcast: every rank builds the same global tensors
 int g_dp = 1, g_fsdp = 1, g_tp = 1;
 
 SpecEntry none() { return SpecEntry::none(); }
@@ -109,10 +110,13 @@ GemmDesc gathered(GemmDesc d) {
 }
 
 // Runs `desc` on both paths and the gathered plan; checks each against the fp64 reference.
-void run_and_check(const GemmDesc& desc, double tolerance) {
+// `made`: a plan of desc made earlier, run instead of a new one.
+void run_and_check(const GemmDesc& desc, double tolerance, GemmPlan* made = nullptr) {
   SCOPED_TRACE(desc.name);
   Backend& be = g_ctx->backend();
-  GemmPlan plan(*g_ctx, desc);
+  std::unique_ptr<GemmPlan> own;
+  if (made == nullptr) own = std::make_unique<GemmPlan>(*g_ctx, desc);
+  GemmPlan& plan = made != nullptr ? *made : *own;
   GemmPlan whole(*g_ctx, gathered(desc));
   const PlanDescription& d = plan.description();
   ASSERT_GE(d.fsdp_dim, 0) << "the plan gathers no rhs dim";
@@ -191,9 +195,11 @@ void run_and_check(const GemmDesc& desc, double tolerance) {
   }
 }
 
-GemmDesc standard(CollectiveOp op, DType dtype, bool bias, bool sequence_first = false) {
+GemmDesc standard(CollectiveOp op, DType dtype, bool bias, bool sequence_first = false,
+                  int64_t widen = 1) {
   const PlanningMesh m = planning_mesh(*g_ctx);
-  const int64_t batch = 2 * g_dp * g_fsdp, seq = 4 * g_tp, k = 16, n = 12 * g_fsdp * g_tp;
+  const int64_t batch = 2 * g_dp * g_fsdp, seq = 4 * g_tp, k = 16 * widen,
+                n = 12 * g_fsdp * g_tp * widen;
   GemmDesc d = tensor_sequence_parallel_gemm(m, std::string(collective_name(op)), op, batch, seq, k,
                                              n, dtype, bias, sequence_first);
   return d;
@@ -231,6 +237,47 @@ TEST(FsdpGemm, SequenceFirstActivations) {
 
 // A plain GEMM (tp replicated) of an [N, K] weight sharded over fsdp on N: each shard is whole
 // rows of the stored weight.
+// The plans of one context share one fsdp ring (program/shared_ring.hpp): it is the largest
+// plan's gathered weight, not the sum; a plan made before it grew still runs right after; once a
+// call was captured with it, it refuses to grow. On a context of its own (the capture marks it).
+TEST(FsdpGemm, PlansShareOneGatheredWeight) {
+  std::unique_ptr<Context> saved = std::move(g_ctx);
+  g_ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{.dp = g_dp, .tp = 0, .fsdp = g_fsdp},
+                                    g_backend, OverlapOptions{});
+  {
+    const GemmDesc small = standard(CollectiveOp::kAllGather, DType::kFloat32, true);
+    const GemmDesc big = standard(CollectiveOp::kAllGather, DType::kFloat32, true, false, 2);
+    GemmPlan a(*g_ctx, small);
+    const int64_t need_a = a.description().bytes.fsdp_ring;
+    EXPECT_GT(need_a, 0);
+    EXPECT_EQ(g_ctx->fsdp_ring_bytes(), need_a);
+    GemmPlan b(*g_ctx, big);
+    const int64_t need_b = b.description().bytes.fsdp_ring;
+    EXPECT_GT(need_b, need_a);
+    EXPECT_EQ(g_ctx->fsdp_ring_bytes(), need_b) << "one ring at the largest need, not the sum";
+    run_and_check(small, 1e-5, &a);  // made before the ring grew
+    run_and_check(big, 1e-5, &b);
+    run_and_check(small, 1e-5, &a);
+    EXPECT_EQ(g_ctx->fsdp_ring_bytes(), need_b);
+    // A call captured with the ring: growing it now would leave the graph a freed buffer.
+    Backend& be = g_ctx->backend();
+    const auto filled = [&](const Shape& s) {
+      return std::make_unique<Buffer>(
+          be, std::vector<double>(static_cast<size_t>(num_elements(s)), 0.5), DType::kFloat32);
+    };
+    const auto x = filled(b.lhs_local()), w = filled(b.rhs_local()), bias = filled(b.bias_local()),
+               out = filled(b.out_local());
+    const CapturedCall call = b.capture(Operands(x->p, w->p, bias->p, out->p), nullptr);
+    const GemmDesc bigger = standard(CollectiveOp::kAllGather, DType::kFloat32, true, false, 3);
+    const std::string why = error_of([&] { GemmPlan p(*g_ctx, bigger); });
+    EXPECT_NE(why.find("make the plan with the largest weight before capturing"), std::string::npos)
+        << why;
+    EXPECT_EQ(g_ctx->fsdp_ring_bytes(), need_b);
+    GemmPlan c(*g_ctx, small);  // one that fits is still made
+  }
+  g_ctx = std::move(saved);
+}
+
 TEST(FsdpGemm, TransposedWeight) {
   GemmDesc d;
   d.name = "nk";
@@ -469,12 +516,11 @@ int main(int argc, char** argv) {
     std::printf("seed %u, dp %d x fsdp %d x tp %d, backend %s\n", cgemm::g_seed, cgemm::g_dp,
                 cgemm::g_fsdp, cgemm::g_tp, cuda ? "cuda" : "cpu");
   }
-  cgemm::BackendOptions opts;
-  opts.kind = cuda ? cgemm::BackendKind::kCuda : cgemm::BackendKind::kCpu;
-  opts.gpu_sharing = cuda;
+  cgemm::g_backend.kind = cuda ? cgemm::BackendKind::kCuda : cgemm::BackendKind::kCpu;
+  cgemm::g_backend.gpu_sharing = cuda;
   cgemm::g_ctx = std::make_unique<cgemm::Context>(
-      MPI_COMM_WORLD, cgemm::MeshConfig{.dp = cgemm::g_dp, .tp = 0, .fsdp = cgemm::g_fsdp}, opts,
-      cgemm::OverlapOptions{});
+      MPI_COMM_WORLD, cgemm::MeshConfig{.dp = cgemm::g_dp, .tp = 0, .fsdp = cgemm::g_fsdp},
+      cgemm::g_backend, cgemm::OverlapOptions{});
   const int rc = RUN_ALL_TESTS();
   cgemm::g_ctx.reset();
   MPI_Finalize();

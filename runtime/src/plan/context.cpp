@@ -11,6 +11,7 @@
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/plan_description.hpp"
+#include "program/shared_ring.hpp"
 #include "transport_table.hpp"
 
 namespace cgemm {
@@ -396,5 +397,12 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
 }
 
 Context::~Context() = default;
+
+SharedRing& Context::fsdp_ring() {
+  if (!fsdp_ring_) fsdp_ring_ = std::make_unique<SharedRing>(*backend_, Group::kFsdp);
+  return *fsdp_ring_;
+}
+
+int64_t Context::fsdp_ring_bytes() const { return fsdp_ring_ ? fsdp_ring_->bytes() : 0; }
 
 }  // namespace cgemm

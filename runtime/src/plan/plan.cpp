@@ -55,8 +55,8 @@ GemmPlan::GemmPlan(Context& ctx, GemmDesc desc) : ctx_(ctx), desc_(std::move(des
   bias_local_ = p.description.bias_local;
   out_local_ = p.description.out_local;
   out_global_ = p.description.out_global;
-  impl_ = std::make_unique<Impl>(ctx.backend(), ctx.comms().world_rank(), std::move(p.geometry),
-                                 std::move(p.kind));
+  impl_ = std::make_unique<Impl>(ctx.backend(), ctx.comms().world_rank(), &ctx.fsdp_ring(),
+                                 std::move(p.geometry), std::move(p.kind));
   impl_->description = std::move(p.description);
   impl_->call_name = "GEMM '" + desc_.name + "'";
   Impl& im = *impl_;

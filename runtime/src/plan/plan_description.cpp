@@ -291,6 +291,7 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
     }
   }
   b.workspace = held.total();
+  b.fsdp_ring = held.fsdp_ring;
   if (opt.backend == BackendKind::kCpu) {
     CpuScratch cpu;
     for (const Program* q : execute_programs(p.kind)) cpu.add(*q);

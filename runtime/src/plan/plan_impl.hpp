@@ -9,12 +9,12 @@
 namespace cgemm {
 
 struct GemmPlan::Impl {
-  Impl(Backend& be, int world_rank, GemmGeometry g, CollectiveGemm k)
+  Impl(Backend& be, int world_rank, SharedRing* fsdp_ring, GemmGeometry g, CollectiveGemm k)
       : geometry(std::move(g)),
         kind(std::move(k)),
         overlapped_operands(kind.overlapped.operands_used()),
         sequential_operands(kind.sequential.operands_used()),
-        engine(be, world_rank) {
+        engine(be, world_rank, fsdp_ring) {
     if (kind.overlapped_gathering) {
       overlapped_gathering_operands = kind.overlapped_gathering->operands_used();
     }

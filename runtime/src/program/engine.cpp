@@ -73,7 +73,8 @@ const Fault& fault() {
 
 }  // namespace
 
-Engine::Engine(Backend& be, int world_rank) : be_(be), world_rank_(world_rank) {
+Engine::Engine(Backend& be, int world_rank, SharedRing* fsdp_ring)
+    : be_(be), shared_fsdp_(fsdp_ring), world_rank_(world_rank) {
   static_cast<void>(fault());  // a bad value fails at planning, not mid-run
 }
 
@@ -128,8 +129,12 @@ void Engine::prepare(std::span<const Program* const> programs) {
     throw Error("engine: a program needs a ring of " + std::to_string(need.ring) +
                 " bytes, the plan holds " + std::to_string(have_.ring));
   }
-  // The same for the FSDP gather's slots, over the fsdp group (after the ring, on every rank).
-  if (need.fsdp_ring > 0 && fsdp_ring_.local == nullptr) {
+  // The same for the FSDP gather's slots, over the fsdp group (after the ring, on every rank):
+  // the Context's shared ring grown to this plan's need, or this engine's own.
+  if (need.fsdp_ring > 0 && shared_fsdp_ != nullptr) {
+    shared_fsdp_->reserve(need.fsdp_ring);
+    have_.fsdp_ring = need.fsdp_ring;
+  } else if (need.fsdp_ring > 0 && fsdp_ring_.local == nullptr) {
     fsdp_ring_ = be_.allocate_symmetric(static_cast<size_t>(need.fsdp_ring), Group::kFsdp);
     have_.fsdp_ring = need.fsdp_ring;
   }
@@ -238,7 +243,7 @@ void Engine::set_scales(const Program& p, const std::vector<float>& s) {
 void* Engine::base(Workspace w) const {
   if (w == Workspace::kHost) return const_cast<std::byte*>(host_.data());  // NOLINT: the run's
   if (w == Workspace::kRing) return ring_.local;
-  if (w == Workspace::kFsdpRing) return fsdp_ring_.local;
+  if (w == Workspace::kFsdpRing) return fsdp_ring().local;
   return private_[slot(w)];
 }
 
@@ -267,6 +272,7 @@ void Engine::check_capturable(const Program& p, const std::string& name) const {
 int64_t Engine::capture(const Program& p, const Operands& x, void* stream,
                         const std::string& name) {
   check_capturable(p, name);
+  if (shared_fsdp_ != nullptr && p.workspace.fsdp_ring > 0) shared_fsdp_->mark_captured();
   // Copies of the operands and the name: the CPU backend runs this again at each replay.
   return be_.capture_graph(stream, [this, &p, x, stream, name] { run_on(p, x, stream, name); });
 }
@@ -280,6 +286,7 @@ void Engine::run_on(const Program& p, const Operands& x, void* external, const s
   const bool captured = !be_.capturing() && be_.is_capturing(external);
   if (captured) {
     check_capturable(p, name);  // before anything is recorded
+    if (shared_fsdp_ != nullptr && p.workspace.fsdp_ring > 0) shared_fsdp_->mark_captured();
     be_.begin_capture();
   }
   std::optional<CaptureScope> scope;  // end_capture on every way out
@@ -331,7 +338,7 @@ void Engine::run(const Program& p, const Operands& x, const std::string& name) {
         be_.gemm(t, o.stream);
       },
       [&](const ExchangeOp& o) {
-        const SymmetricBuffer* dst = o.ring == Workspace::kFsdpRing ? &fsdp_ring_ : &ring_;
+        const SymmetricBuffer* dst = o.ring == Workspace::kFsdpRing ? &fsdp_ring() : &ring_;
         std::vector<Exchange> group;
         group.reserve(o.transfers.size());
         for (const Transfer& tr : o.transfers) {

@@ -18,13 +18,16 @@
 #include "cgemm/runtime/backend.hpp"
 #include "cgemm/runtime/operands.hpp"
 #include "program.hpp"
+#include "shared_ring.hpp"
 
 namespace cgemm {
 
 class Engine {
  public:
   /// `world_rank` only selects the rank a test fault (CGEMM_TEST_FAULT, engine.cpp) hits.
-  Engine(Backend& be, int world_rank);
+  /// `fsdp_ring`: the fsdp ring the engines of a Context's plans share (shared_ring.hpp), which
+  /// must outlive this engine; null: this engine makes its own.
+  Engine(Backend& be, int world_rank, SharedRing* fsdp_ring = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -81,8 +84,12 @@ class Engine {
 
   Backend& be_;
   SymmetricBuffer ring_;
-  std::optional<Group> ring_group_;  // that of the programs with a ring (they agree)
-  SymmetricBuffer fsdp_ring_;        // Workspace::kFsdpRing, over the fsdp group
+  std::optional<Group> ring_group_;    // that of the programs with a ring (they agree)
+  SymmetricBuffer fsdp_ring_;          // Workspace::kFsdpRing, over the fsdp group, when not shared
+  SharedRing* shared_fsdp_ = nullptr;  // the Context's, when shared
+  const SymmetricBuffer& fsdp_ring() const {
+    return shared_fsdp_ != nullptr ? shared_fsdp_->buffer() : fsdp_ring_;
+  }
   // The private workspaces (all but the ring and the host one), indexed by Workspace.
   std::array<void*, kWorkspaces.size()> private_{};
   std::vector<std::byte> host_;  // Workspace::kHost

@@ -19,6 +19,8 @@
 
 namespace cgemm {
 
+class SharedRing;  // runtime/src/program/shared_ring.hpp
+
 /// The dp x fsdp x tp mesh and the names of its axes (Transformer Engine's MeshResource: the tp
 /// axis plays the tpsp role, i.e. tensor parallel with sequence parallelism; the fsdp axis is
 /// fsdp_resource, the ranks that shard one replica's weights). World rank
@@ -84,6 +86,11 @@ class Context {
   /// host on the CPU backend, the ranks on its GPU (by UUID) on the CUDA backend. For the
   /// memory check (memory_check.hpp).
   int ranks_sharing_memory() const { return ranks_sharing_memory_; }
+  /// Bytes of the fsdp ring the context's FSDP plans share (docs/FSDP.md): one gathered weight,
+  /// the largest any plan made so far needs; 0 before the first.
+  int64_t fsdp_ring_bytes() const;
+  /// That ring itself (internal: GemmPlan's engines share it; made on first use).
+  SharedRing& fsdp_ring();
 
  private:
   MeshConfig mesh_config_;
@@ -95,6 +102,7 @@ class Context {
   int ranks_sharing_memory_ = 1;
   std::unique_ptr<MeshComms> comms_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<SharedRing> fsdp_ring_;  // after backend_: released before it
 };
 
 }  // namespace cgemm

@@ -113,6 +113,9 @@ struct PlanBytes {
   // The workspaces the plan holds from when it is made: each buffer at the largest size any
   // path execute() may run needs (both paths, and their gathered-lhs variants).
   int64_t workspace = 0;
+  // Of workspace: the fsdp ring this plan needs, which the plans of one Context share
+  // (Context::fsdp_ring_bytes): a block of plans needs the largest, not the sum.
+  int64_t fsdp_ring = 0;
   // CUDA: the cuBLAS workspace of one stream, and gemm_abstract's workspace (one per stream
   // of a collective GEMM, plus 256 bytes of alignment). 0 on the CPU backend.
   int64_t cublas_workspace_per_stream = 0;

@@ -1,0 +1,30 @@
+#include "shared_ring.hpp"
+
+#include <string>
+
+#include "cgemm/core/error.hpp"
+
+namespace cgemm {
+
+SharedRing::~SharedRing() {
+  if (buf_.local != nullptr) be_.release_symmetric(buf_);
+}
+
+void SharedRing::reserve(int64_t bytes) {
+  if (bytes <= this->bytes()) return;
+  if (captured_) {
+    throw Error(std::string("a plan needs the ") + group_name(group_) + " ring to grow to " +
+                std::to_string(bytes) +
+                " bytes, but a call captured into a CUDA graph uses it at " +
+                std::to_string(this->bytes()) + " bytes (its graph holds that buffer's address): " +
+                "make the plan with the largest weight before capturing");
+  }
+  SymmetricBuffer grown = be_.allocate_symmetric(static_cast<size_t>(bytes), group_);
+  if (buf_.local != nullptr) {
+    be_.synchronize();  // calls queued with the old buffer have finished with it
+    be_.release_symmetric(buf_);
+  }
+  buf_ = grown;
+}
+
+}  // namespace cgemm

@@ -1,0 +1,46 @@
+#pragma once
+// A symmetric workspace that the engines of several plans share: the fsdp ring, where an FSDP
+// plan's gathered weight lives only while its call runs (fsdp/fsdp_gather.hpp). One per Context,
+// at the largest size any of its plans needs, so a model's FSDP plans hold one gathered weight
+// between them, not one each (what makes FSDP save memory).
+//
+// Sharing is safe because the plans' calls are ordered: every call starts with a fork (its
+// exchanges and streams wait for the backend's stream 0) and ends with a join into stream 0, so
+// one plan's exchanges never overwrite the slots another plan's GEMMs still read, on this rank
+// or (the receiving side posts its half after its own fork) on a peer.
+
+#include <cstdint>
+
+#include "cgemm/collective/exchange.hpp"
+#include "cgemm/collective/group.hpp"
+#include "cgemm/runtime/backend.hpp"
+
+namespace cgemm {
+
+class SharedRing {
+ public:
+  /// Over `group`; nothing is allocated until reserve().
+  SharedRing(Backend& be, Group group) : be_(be), group_(group) {}
+  ~SharedRing();
+  SharedRing(const SharedRing&) = delete;
+  SharedRing& operator=(const SharedRing&) = delete;
+
+  /// Makes the buffer at least `bytes`. Growing is collective over the group (a new symmetric
+  /// buffer, after the backend finished every call that used the old one; then the old one is
+  /// released): every rank makes the same plans in the same order, so every rank grows alike.
+  /// Throws cgemm::Error naming both sizes when it must grow after a call was captured into a
+  /// CUDA graph with it (the graph holds the old buffer's address).
+  void reserve(int64_t bytes);
+  /// A call captured with the buffer as it is now: later growth is refused (above).
+  void mark_captured() { captured_ = true; }
+  const SymmetricBuffer& buffer() const { return buf_; }
+  int64_t bytes() const { return static_cast<int64_t>(buf_.bytes); }
+
+ private:
+  Backend& be_;
+  Group group_;
+  SymmetricBuffer buf_;
+  bool captured_ = false;
+};
+
+}  // namespace cgemm
