@@ -1227,6 +1227,7 @@ const std::map<std::string, std::string>& non_default_values() {
   static const std::map<std::string, std::string> values{
       {"dp", "2"},
       {"tp", "4"},
+      {"fsdp", "2"},
       {"batch", "8"},
       {"seq_len", "1024"},
       {"gemm", "up_proj reduce_scatter 768 3072"},
