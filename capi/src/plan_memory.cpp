@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
 
 #include "capi_errors.hpp"
@@ -20,7 +21,9 @@ void check_plan_memory(const cgemm::Context& ctx, const cgemm::GemmDesc& g) {
   const bool cpu = opt.backend == cgemm::BackendKind::kCpu;
   // Planning is a function of the arguments, which the ranks agreed: its errors are alike.
   const cgemm::PlanBytes b = cgemm::plan_gemm(g, m, opt).bytes;
-  const int64_t mine = b.total() - b.operands();
+  // The fsdp ring is the context's, shared by its plans: only its growth is new memory.
+  const int64_t ring = std::min(b.fsdp_ring, ctx.fsdp_ring_bytes());
+  const int64_t mine = b.total() - b.operands() - ring;
   const int sharing = ctx.ranks_sharing_memory();
   int64_t together = 0;
   MPI_Comm node = ctx.comms().node_comm();

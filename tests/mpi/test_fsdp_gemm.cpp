@@ -239,7 +239,8 @@ TEST(FsdpGemm, SequenceFirstActivations) {
 // rows of the stored weight.
 // The plans of one context share one fsdp ring (program/shared_ring.hpp): it is the largest
 // plan's gathered weight, not the sum; a plan made before it grew still runs right after; once a
-// call was captured with it, it refuses to grow. On a context of its own (the capture marks it).
+// call was captured with it, it refuses to grow; the last plan gone, it is released. On a
+// context of its own (the capture marks it).
 TEST(FsdpGemm, PlansShareOneGatheredWeight) {
   std::unique_ptr<Context> saved = std::move(g_ctx);
   g_ctx = std::make_unique<Context>(MPI_COMM_WORLD, MeshConfig{.dp = g_dp, .tp = 0, .fsdp = g_fsdp},
@@ -274,6 +275,12 @@ TEST(FsdpGemm, PlansShareOneGatheredWeight) {
         << why;
     EXPECT_EQ(g_ctx->fsdp_ring_bytes(), need_b);
     GemmPlan c(*g_ctx, small);  // one that fits is still made
+  }
+  // Released with the last plan that used it (and its captures with them): it may grow again.
+  EXPECT_EQ(g_ctx->fsdp_ring_bytes(), 0);
+  {
+    GemmPlan d(*g_ctx, standard(CollectiveOp::kAllGather, DType::kFloat32, true, false, 3));
+    EXPECT_EQ(g_ctx->fsdp_ring_bytes(), d.description().bytes.fsdp_ring);
   }
   g_ctx = std::move(saved);
 }

@@ -129,6 +129,10 @@ ReduceScatterOp scatter(const GemmGeometry& g, const Blocks& b) {
 
 CollectiveGemm make_fsdp_reduce_scatter_gemm(GemmGeometry& g) {
   const std::string where = "GEMM '" + g.name + "'";
+  if (g.fsdp < 2) {
+    throw Error(where + ": a reduce-scatter over fsdp=" + std::to_string(g.fsdp) +
+                " (an internal error: planning refuses it without an fsdp axis)");
+  }
   const bool by_rows = g.fsdp_scatter == FsdpScatter::kRows;
   if ((by_rows ? g.lhs_rows : g.n) % g.fsdp != 0) {
     throw PlanError(where + ": the output's " + (by_rows ? "rows " : "columns ") +
@@ -141,24 +145,13 @@ CollectiveGemm make_fsdp_reduce_scatter_gemm(GemmGeometry& g) {
   c.overlappable = false;
   c.fsdp = g.fsdp;
   c.gemm_rows = g.lhs_rows;
-  if (g.fsdp == 1) {
-    // Nothing to scatter: the GEMM, then what follows the reduction.
-    GemmTask t = g.task();
-    t.m = g.lhs_rows;
-    c.overlapped.ops.push_back(
-        g.gemm(t, g.lhs_src, {Operand::kOut}, std::nullopt, 0, g.name + " gemm"));
-    c.gemm_only = c.overlapped;
-    finish(g, b, c.overlapped);
-    c.sequential = c.overlapped;
-  } else {
-    c.overlapped = overlapped(g, b);
-    all_blocks(g, b, c.sequential);
-    c.sequential.ops.push_back(scatter(g, b));
-    finish(g, b, c.sequential);
-    all_blocks(g, b, c.gemm_only);
-    c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;
-    c.collective_only.ops.push_back(scatter(g, b));
-  }
+  c.overlapped = overlapped(g, b);
+  all_blocks(g, b, c.sequential);
+  c.sequential.ops.push_back(scatter(g, b));
+  finish(g, b, c.sequential);
+  all_blocks(g, b, c.gemm_only);
+  c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;
+  c.collective_only.ops.push_back(scatter(g, b));
   c.summary = "fsdp reduce-scatter GEMM: " + std::to_string(g.fsdp) + " blocks of [" +
               std::to_string(b.rows) + " x " + std::to_string(b.cols) + "] (the output's " +
               (by_rows ? "rows" : "columns") + "), k=" + std::to_string(g.k) +

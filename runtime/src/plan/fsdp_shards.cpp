@@ -20,10 +20,11 @@ int fsdp_gathered_dim(const PartitionSpec& given, const PartitionSpec& planned,
     if (given[d] == planned[d] || !planned[d].is_none()) continue;
     if (given[d].is_tuple &&
         std::find(given[d].axes.begin(), given[d].axes.end(), m.fsdp_axis) != given[d].axes.end()) {
-      throw Error(where + ": dim " + std::to_string(d) + " of " + spec_str(given) +
-                  " is sharded over a tuple holding the fsdp axis '" + m.fsdp_axis +
-                  "', which gemm.py gathers whole; cgemm gathers the fsdp axis alone: shard the " +
-                  "dim over '" + m.fsdp_axis + "' only, or pass the weight gathered");
+      throw PlanError(
+          where + ": dim " + std::to_string(d) + " of " + spec_str(given) +
+          " is sharded over a tuple holding the fsdp axis '" + m.fsdp_axis +
+          "', which gemm.py gathers whole; cgemm gathers the fsdp axis alone: shard the " +
+          "dim over '" + m.fsdp_axis + "' only, or pass the weight gathered");
     }
     if (!given[d].is_axis(m.fsdp_axis)) continue;
     if (dim >= 0) {
@@ -50,6 +51,7 @@ std::string entry_text(const SpecEntry& e) {
 
 void require_fsdp_not_twice(const GemmSharding& s, const PlanningMesh& m,
                             const std::string& where) {
+  if (m.fsdp == 1) return;  // no fsdp axis: require_axes_once names a repeated axis
   int named = 0;
   for (const SpecEntry& e : s.out) {
     named += static_cast<int>(std::count(e.axes.begin(), e.axes.end(), m.fsdp_axis));
@@ -120,6 +122,10 @@ FsdpScatter plan_fsdp_scatter(const GemmDesc& desc, const GemmLayouts& layout,
   const int dim = desc.fsdp_scatter_dim;
   const std::string where = "GEMM '" + desc.name + "': fsdp_scatter_dim " + std::to_string(dim);
   const GemmSharding& s = r.sharding;
+  if (m.fsdp == 1) {
+    throw PlanError(where + ": the mesh has no fsdp axis (fsdp 1), so there is nothing to " +
+                    "reduce-scatter over; leave it at -1");
+  }
   if (desc.collective != CollectiveOp::kNone) {
     throw Error(where + ": only a plain GEMM (collective none) reduce-scatters over fsdp; this " +
                 "one is " + std::string(collective_name(desc.collective)));

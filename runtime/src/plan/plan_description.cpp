@@ -487,8 +487,8 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   // FSDP's weight gradient: the output's sum over fsdp scattered over it, not all-reduced.
   r.out_spec = sharding.out;
   if (desc.fsdp_scatter_dim < -1) {
-    throw Error(where + ": fsdp_scatter_dim " + std::to_string(desc.fsdp_scatter_dim) +
-                ": -1 (no reduce-scatter over fsdp) or an output dim");
+    throw PlanError(where + ": fsdp_scatter_dim " + std::to_string(desc.fsdp_scatter_dim) +
+                    ": -1 (no reduce-scatter over fsdp) or an output dim");
   }
   if (desc.fsdp_scatter_dim >= 0) g.fsdp_scatter = plan_fsdp_scatter(desc, layout, m, r);
   // The local GEMM's output grows tp-fold by the all-gather and shrinks by the

@@ -82,6 +82,7 @@ Engine::~Engine() {
   for (const auto& [shape, handle] : grouped_) be_.release_grouped_gemm(handle);
   if (ring_.local != nullptr) be_.release_symmetric(ring_);
   if (fsdp_ring_.local != nullptr) be_.release_symmetric(fsdp_ring_);
+  if (uses_shared_fsdp_) shared_fsdp_->drop_user();
   for (void* p : private_) {
     if (p != nullptr) be_.release(p);
   }
@@ -133,7 +134,9 @@ void Engine::prepare(std::span<const Program* const> programs) {
   // the Context's shared ring grown to this plan's need, or this engine's own.
   if (need.fsdp_ring > 0 && shared_fsdp_ != nullptr) {
     shared_fsdp_->reserve(need.fsdp_ring);
-    have_.fsdp_ring = need.fsdp_ring;
+    if (!uses_shared_fsdp_) shared_fsdp_->add_user();
+    uses_shared_fsdp_ = true;
+    have_.fsdp_ring = std::max(have_.fsdp_ring, need.fsdp_ring);
   } else if (need.fsdp_ring > 0 && fsdp_ring_.local == nullptr) {
     fsdp_ring_ = be_.allocate_symmetric(static_cast<size_t>(need.fsdp_ring), Group::kFsdp);
     have_.fsdp_ring = need.fsdp_ring;
@@ -308,7 +311,12 @@ void Engine::run_on(const Program& p, const Operands& x, void* external, const s
 
 void Engine::run(const Program& p, const Operands& x, const std::string& name) {
   check_prepared(p);
-  if (be_.capturing()) check_capturable(p, name);  // e.g. a training step being captured
+  if (be_.capturing()) {
+    check_capturable(p, name);  // e.g. a training step being captured
+    // Whatever captures it (capture(), run_on in a caller's capture, Backend::capture_graph
+    // around a whole step), the graph holds the shared ring's address from now on.
+    if (shared_fsdp_ != nullptr && p.workspace.fsdp_ring > 0) shared_fsdp_->mark_captured();
+  }
   tokens_.assign(static_cast<size_t>(p.tokens), -1);
   // Labels name the work in traces and in the watchdog's timeout messages.
   const auto label = [](const std::string& s) { return s.c_str(); };

@@ -87,6 +87,7 @@ class Engine {
   std::optional<Group> ring_group_;    // that of the programs with a ring (they agree)
   SymmetricBuffer fsdp_ring_;          // Workspace::kFsdpRing, over the fsdp group, when not shared
   SharedRing* shared_fsdp_ = nullptr;  // the Context's, when shared
+  bool uses_shared_fsdp_ = false;      // a user of it (SharedRing::add_user)
   const SymmetricBuffer& fsdp_ring() const {
     return shared_fsdp_ != nullptr ? shared_fsdp_->buffer() : fsdp_ring_;
   }

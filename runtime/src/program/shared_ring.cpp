@@ -19,12 +19,17 @@ void SharedRing::reserve(int64_t bytes) {
                 std::to_string(this->bytes()) + " bytes (its graph holds that buffer's address): " +
                 "make the plan with the largest weight before capturing");
   }
+  if (buf_.local != nullptr) be_.synchronize();  // calls queued with the old buffer are done
   SymmetricBuffer grown = be_.allocate_symmetric(static_cast<size_t>(bytes), group_);
-  if (buf_.local != nullptr) {
-    be_.synchronize();  // calls queued with the old buffer have finished with it
-    be_.release_symmetric(buf_);
-  }
+  if (buf_.local != nullptr) be_.release_symmetric(buf_);
   buf_ = grown;
+}
+
+void SharedRing::drop_user() noexcept {
+  if (--users_ > 0 || buf_.local == nullptr) return;
+  be_.release_symmetric(buf_);  // waits for the work that uses it (Backend::release_symmetric)
+  buf_ = {};
+  captured_ = false;  // the graphs of its calls went with their plans
 }
 
 }  // namespace cgemm

@@ -25,14 +25,19 @@ class SharedRing {
   SharedRing(const SharedRing&) = delete;
   SharedRing& operator=(const SharedRing&) = delete;
 
-  /// Makes the buffer at least `bytes`. Growing is collective over the group (a new symmetric
-  /// buffer, after the backend finished every call that used the old one; then the old one is
-  /// released): every rank makes the same plans in the same order, so every rank grows alike.
+  /// Makes the buffer at least `bytes`. Growing is collective over the group (after the backend
+  /// finished every call that used the old buffer, a new symmetric buffer, then the old one
+  /// released: both are held for that moment): every rank makes the same plans in the same
+  /// order, so every rank grows alike.
   /// Throws cgemm::Error naming both sizes when it must grow after a call was captured into a
   /// CUDA graph with it (the graph holds the old buffer's address).
   void reserve(int64_t bytes);
   /// A call captured with the buffer as it is now: later growth is refused (above).
   void mark_captured() { captured_ = true; }
+  /// The engines that use the buffer: when the last one goes (drop_user), the buffer is
+  /// released (after the backend finished with it), so a sweep's next plans start from nothing.
+  void add_user() { ++users_; }
+  void drop_user() noexcept;
   const SymmetricBuffer& buffer() const { return buf_; }
   int64_t bytes() const { return static_cast<int64_t>(buf_.bytes); }
 
@@ -41,6 +46,7 @@ class SharedRing {
   Group group_;
   SymmetricBuffer buf_;
   bool captured_ = false;
+  int users_ = 0;
 };
 
 }  // namespace cgemm
