@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_fuzz.sh [SECONDS]: builds the libFuzzer targets (clang, -DCGEMM_FUZZ=ON, in
 # $CGEMM_FUZZ_BUILD, default build-fuzz/) and runs each for SECONDS (default
-# $CGEMM_FUZZ_SECONDS, else 180): fuzz_plan_line (cgemm-plan's line handler) and
+# $CGEMM_FUZZ_SECONDS, else 120): fuzz_plan_line (cgemm-plan's line handler) and
 # fuzz_run_config (cgemm-run's INI parser). With 2 or more cores the targets run side by
 # side, one core each, so the run takes about SECONDS, not twice that.
 #
@@ -24,7 +24,7 @@ if [ "${1:-}" = --merge ]; then
   merge=1
   shift
 fi
-seconds=${1:-${CGEMM_FUZZ_SECONDS:-180}}
+seconds=${1:-${CGEMM_FUZZ_SECONDS:-120}}
 build=${CGEMM_FUZZ_BUILD:-$root/build-fuzz}
 work=${CGEMM_FUZZ_CORPUS:-$build/fuzz/corpus}
 fuzz=$root/tests/fuzz
