@@ -249,7 +249,9 @@ std::unique_ptr<Backend> make_cuda_backend_agreed(const MeshComms& comms,
 
 Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& backend,
                  const OverlapOptions& overlap)
-    : mesh_config_(mesh), overlap_(overlap) {
+    : mesh_config_(mesh),
+      overlap_(overlap),
+      fsdp_ring_(std::make_unique<SharedRing>(Group::kFsdp)) {
   const int size = world_size(world);
   if (mesh_config_.dp < 1 || size % mesh_config_.dp != 0) {
     throw Error("mesh: dp=" + std::to_string(mesh_config_.dp) + " does not divide the world size " +
@@ -398,11 +400,6 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
 
 Context::~Context() = default;
 
-SharedRing& Context::fsdp_ring() {
-  if (!fsdp_ring_) fsdp_ring_ = std::make_unique<SharedRing>(*backend_, Group::kFsdp);
-  return *fsdp_ring_;
-}
-
-int64_t Context::fsdp_ring_bytes() const { return fsdp_ring_ ? fsdp_ring_->bytes() : 0; }
+int64_t Context::fsdp_ring_bytes() const { return fsdp_ring_->bytes(); }
 
 }  // namespace cgemm

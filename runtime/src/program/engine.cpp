@@ -133,7 +133,7 @@ void Engine::prepare(std::span<const Program* const> programs) {
   // The same for the FSDP gather's slots, over the fsdp group (after the ring, on every rank):
   // the Context's shared ring grown to this plan's need, or this engine's own.
   if (need.fsdp_ring > 0 && shared_fsdp_ != nullptr) {
-    shared_fsdp_->reserve(need.fsdp_ring);
+    shared_fsdp_->reserve(be_, need.fsdp_ring);
     if (!uses_shared_fsdp_) shared_fsdp_->add_user();
     uses_shared_fsdp_ = true;
     have_.fsdp_ring = std::max(have_.fsdp_ring, need.fsdp_ring);

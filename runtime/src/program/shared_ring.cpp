@@ -7,11 +7,17 @@
 namespace cgemm {
 
 SharedRing::~SharedRing() {
-  if (buf_.local != nullptr) be_.release_symmetric(buf_);
+  if (buf_.local != nullptr) be_->release_symmetric(buf_);
 }
 
-void SharedRing::reserve(int64_t bytes) {
+void SharedRing::reserve(Backend& be, int64_t bytes) {
   if (bytes <= this->bytes()) return;
+  if (be_ != nullptr && be_ != &be) {
+    throw Error(std::string("the ") + group_name(group_) +
+                " ring of a context was asked for by a " +
+                "plan of another backend (an internal error)");
+  }
+  be_ = &be;
   if (captured_) {
     throw Error(std::string("a plan needs the ") + group_name(group_) + " ring to grow to " +
                 std::to_string(bytes) +
@@ -19,15 +25,15 @@ void SharedRing::reserve(int64_t bytes) {
                 std::to_string(this->bytes()) + " bytes (its graph holds that buffer's address): " +
                 "make the plan with the largest weight before capturing");
   }
-  if (buf_.local != nullptr) be_.synchronize();  // calls queued with the old buffer are done
-  SymmetricBuffer grown = be_.allocate_symmetric(static_cast<size_t>(bytes), group_);
-  if (buf_.local != nullptr) be_.release_symmetric(buf_);
+  if (buf_.local != nullptr) be.synchronize();  // calls queued with the old buffer are done
+  SymmetricBuffer grown = be.allocate_symmetric(static_cast<size_t>(bytes), group_);
+  if (buf_.local != nullptr) be.release_symmetric(buf_);
   buf_ = grown;
 }
 
 void SharedRing::drop_user() noexcept {
   if (--users_ > 0 || buf_.local == nullptr) return;
-  be_.release_symmetric(buf_);  // waits for the work that uses it (Backend::release_symmetric)
+  be_->release_symmetric(buf_);  // waits for the work that uses it (Backend::release_symmetric)
   buf_ = {};
   captured_ = false;  // the graphs of its calls went with their plans
 }

@@ -20,7 +20,7 @@ namespace cgemm {
 class SharedRing {
  public:
   /// Over `group`; nothing is allocated until reserve().
-  SharedRing(Backend& be, Group group) : be_(be), group_(group) {}
+  explicit SharedRing(Group group) : group_(group) {}
   ~SharedRing();
   SharedRing(const SharedRing&) = delete;
   SharedRing& operator=(const SharedRing&) = delete;
@@ -31,7 +31,7 @@ class SharedRing {
   /// order, so every rank grows alike.
   /// Throws cgemm::Error naming both sizes when it must grow after a call was captured into a
   /// CUDA graph with it (the graph holds the old buffer's address).
-  void reserve(int64_t bytes);
+  void reserve(Backend& be, int64_t bytes);
   /// A call captured with the buffer as it is now: later growth is refused (above).
   void mark_captured() { captured_ = true; }
   /// The engines that use the buffer: when the last one goes (drop_user), the buffer is
@@ -42,7 +42,7 @@ class SharedRing {
   int64_t bytes() const { return static_cast<int64_t>(buf_.bytes); }
 
  private:
-  Backend& be_;
+  Backend* be_ = nullptr;  // the backend the buffer came from (set by the first reserve)
   Group group_;
   SymmetricBuffer buf_;
   bool captured_ = false;

@@ -87,10 +87,11 @@ class Context {
   /// memory check (memory_check.hpp).
   int ranks_sharing_memory() const { return ranks_sharing_memory_; }
   /// Bytes of the fsdp ring the context's FSDP plans share (docs/FSDP.md): one gathered weight,
-  /// the largest any plan made so far needs; 0 before the first.
+  /// the largest any living plan needs; 0 while none does.
   int64_t fsdp_ring_bytes() const;
-  /// That ring itself (internal: GemmPlan's engines share it; made on first use).
-  SharedRing& fsdp_ring();
+  /// That ring itself (internal: GemmPlan's engines share it). Inline, so a program that makes
+  /// plans of a Context but never a Context links no backend.
+  SharedRing& fsdp_ring() { return *fsdp_ring_; }
 
  private:
   MeshConfig mesh_config_;
