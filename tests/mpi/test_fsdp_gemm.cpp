@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../support/error_of.hpp"
+#include "../support/global_tensors.hpp"
 #include "cgemm/core/convert.hpp"
 #include "cgemm/runtime/gradient_buckets.hpp"
 #include "cgemm/runtime/plan.hpp"
@@ -32,51 +33,22 @@ namespace cgemm {
 namespace {
 
 using test::error_of;
+using test::shard;
+
+// A global tensor of this run's seed (global_tensors.hpp).
+std::vector<double> random_tensor(const Shape& s, DType dtype, uint32_t stream);
 
 std::unique_ptr<Context> g_ctx;
 BackendOptions g_backend;  // g_ctx's
 uint32_t g_seed = 0;       // rank 0's, broadcast: every rank builds the same global tensors
 int g_dp = 1, g_fsdp = 1, g_tp = 1;
 
+std::vector<double> random_tensor(const Shape& s, DType dtype, uint32_t stream) {
+  return test::random_tensor(s, dtype, g_seed, stream);
+}
+
 SpecEntry none() { return SpecEntry::none(); }
 SpecEntry fsdp() { return SpecEntry::axis("fsdp"); }
-
-std::vector<int64_t> strides(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
-
-// The shard of `global` (shape gshape) at `offset` of shape `local`, row-major.
-std::vector<double> shard(const std::vector<double>& global, const Shape& gshape,
-                          const Shape& offset, const Shape& local) {
-  const auto gs = strides(gshape);
-  const auto ls = strides(local);
-  std::vector<double> out(static_cast<size_t>(num_elements(local)));
-  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
-    int64_t g = 0;
-    for (size_t d = 0; d < local.size(); ++d) g += ((i / ls[d]) % local[d] + offset[d]) * gs[d];
-    out[static_cast<size_t>(i)] = global[static_cast<size_t>(g)];
-  }
-  return out;
-}
-
-// Global values in +-[0.25, 1], rounded to `dtype` so the reference sees what the GEMM reads.
-std::vector<double> random_tensor(const Shape& s, DType dtype, uint32_t stream) {
-  std::mt19937 gen(g_seed + 7919u * stream);
-  std::uniform_real_distribution<double> mag(0.25, 1.0);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<double> v(static_cast<size_t>(num_elements(s)));
-  std::vector<char> buf(dtype_size(dtype));
-  for (double& x : v) {
-    const float f = static_cast<float>(sign(gen) ? mag(gen) : -mag(gen));
-    float r = 0.0f;
-    convert_from_float(&f, buf.data(), dtype, 1);
-    convert_to_float(buf.data(), dtype, &r, 1);
-    x = r;
-  }
-  return v;
-}
 
 // Host bytes of `v` in `dtype`, copied into backend memory (and back).
 struct Buffer {
@@ -100,6 +72,22 @@ struct Buffer {
     return host;
   }
 };
+
+// Every element of `bytes` (of `dtype`) within tolerance x scale (+1e-6) of `want`: one
+// failure per element off (the first 3 shown), NaN included.
+void expect_near(const std::vector<char>& bytes, DType dtype, const std::vector<double>& want,
+                 const std::vector<double>& scale, double tolerance, const std::string& what) {
+  std::vector<float> got(want.size());
+  convert_to_float(bytes.data(), dtype, got.data(), static_cast<int64_t>(got.size()));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= tolerance * scale[i] + 1e-6) && bad++ < 3) {
+      ADD_FAILURE() << what << ": out[" << i << "] = " << got[i] << ", reference " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements off";
+}
 
 // The same GEMM with the whole weight passed in: the fsdp entry of the rhs spec dropped.
 GemmDesc gathered(GemmDesc d) {
@@ -168,17 +156,7 @@ void run_and_check(const GemmDesc& desc, double tolerance, GemmPlan* made = null
     if (path == 1) plan.execute_sequential(x.p, w.p, bias_p, out.p);
     if (path == 2) whole.execute(x.p, w_all.p, bias_p, out.p);
     outs.push_back(out.bytes_back());
-    std::vector<float> got(want.size());
-    convert_to_float(outs.back().data(), out_t, got.data(), static_cast<int64_t>(got.size()));
-    int bad = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-      if (!(err <= tolerance * scale[i] + 1e-6) && bad++ < 3) {
-        ADD_FAILURE() << "path " << path << ": out[" << i << "] = " << got[i] << ", reference "
-                      << want[i];
-      }
-    }
-    EXPECT_EQ(bad, 0) << "path " << path << ": " << plan.schedule_summary();
+    expect_near(outs.back(), out_t, want, scale, tolerance, "path " + std::to_string(path));
   }
   // The CPU backend computes every output element alike whatever a GEMM's shape; cuBLASLt may
   // choose another algorithm for another shape (another order of the fp32 sums), so there the
@@ -349,17 +327,7 @@ void run_wgrad(GemmDesc d, double tolerance) {
       plan.execute_overlapped(xb.p, dyb.p, b, out.p);
     }
     outs.push_back(out.bytes_back());
-    std::vector<float> got(want.size());
-    convert_to_float(outs.back().data(), d.out_dtype, got.data(), static_cast<int64_t>(got.size()));
-    int bad = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-      if (!(err <= tolerance * scale[i] + 1e-6) && bad++ < 3) {
-        ADD_FAILURE() << "path " << path << ": dW[" << i << "] = " << got[i] << ", reference "
-                      << want[i];
-      }
-    }
-    EXPECT_EQ(bad, 0) << "path " << path << ": " << plan.schedule_summary();
+    expect_near(outs.back(), d.out_dtype, want, scale, tolerance, "path " + std::to_string(path));
   }
   EXPECT_EQ(outs[0], outs[1]) << "the overlapped and the sequential path differ";
   EXPECT_EQ(outs[0], outs[2]) << "a second call differs from the first";

@@ -16,11 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "../support/global_tensors.hpp"
 #include "cgemm/core/convert.hpp"
 #include "cgemm/runtime/plan.hpp"
 
 namespace cgemm {
 namespace {
+
+using test::shard;
 
 std::unique_ptr<Context> g_ctx;
 uint32_t g_seed = 0;  // rank 0's, broadcast: every rank builds the same global tensors
@@ -29,44 +32,9 @@ SpecEntry none() { return SpecEntry::none(); }
 SpecEntry dp() { return SpecEntry::axis("dp"); }
 SpecEntry tpsp() { return SpecEntry::axis("tpsp"); }
 
-// Row-major strides of `s`.
-std::vector<int64_t> strides(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
-
-// The shard of `global` (shape gshape) at `offset` of shape `local`, row-major.
-std::vector<double> shard(const std::vector<double>& global, const Shape& gshape,
-                          const Shape& offset, const Shape& local) {
-  const auto gs = strides(gshape);
-  const auto ls = strides(local);
-  std::vector<double> out(static_cast<size_t>(num_elements(local)));
-  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
-    int64_t g = 0;
-    for (size_t d = 0; d < local.size(); ++d) {
-      g += ((i / ls[d]) % local[d] + offset[d]) * gs[d];
-    }
-    out[static_cast<size_t>(i)] = global[static_cast<size_t>(g)];
-  }
-  return out;
-}
-
-// Global values, never zero, rounded to `dtype` so the reference sees what the GEMM reads.
+// A global tensor of this run's seed (global_tensors.hpp).
 std::vector<double> random_tensor(const Shape& s, DType dtype, uint32_t stream) {
-  std::mt19937 gen(g_seed + 7919u * stream);
-  std::uniform_real_distribution<double> mag(0.25, 1.0);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<double> v(static_cast<size_t>(num_elements(s)));
-  for (double& x : v) {
-    const float f = static_cast<float>(sign(gen) ? mag(gen) : -mag(gen));
-    float r = 0.0f;
-    std::vector<char> buf(dtype_size(dtype));
-    convert_from_float(&f, buf.data(), dtype, 1);
-    convert_to_float(buf.data(), dtype, &r, 1);
-    x = r;
-  }
-  return v;
+  return test::random_tensor(s, dtype, g_seed, stream);
 }
 
 std::vector<char> to_dtype(const std::vector<double>& v, DType dtype) {

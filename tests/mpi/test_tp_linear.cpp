@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/global_tensors.hpp"
 #include "cgemm/core/convert.hpp"
 #include "cgemm/runtime/activation_gather.hpp"
 #include "cgemm/runtime/tp_linear.hpp"
@@ -30,26 +31,7 @@ namespace {
 std::unique_ptr<Context> g_ctx;
 uint32_t g_seed = 0;  // rank 0's, broadcast: every rank builds the same global tensors
 
-std::vector<int64_t> strides(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
-
-// The shard of `global` (shape gshape) at `offset` of shape `local`, row-major.
-template <class T>
-std::vector<T> shard(const std::vector<T>& global, const Shape& gshape, const Shape& offset,
-                     const Shape& local) {
-  const auto gs = strides(gshape);
-  const auto ls = strides(local);
-  std::vector<T> out(static_cast<size_t>(num_elements(local)));
-  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
-    int64_t g = 0;
-    for (size_t d = 0; d < local.size(); ++d) g += ((i / ls[d]) % local[d] + offset[d]) * gs[d];
-    out[static_cast<size_t>(i)] = global[static_cast<size_t>(g)];
-  }
-  return out;
-}
+using test::shard;
 
 // Global fp32 values in +-[0.25, 1], never zero; `stream` tells tensors apart.
 std::vector<float> random_tensor(int64_t count, uint32_t stream) {
