@@ -23,39 +23,18 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | head -1
-status=0
-summary=()
 t0=$SECONDS
-counts() {
-  tr -d '\033' <"$1" | sed 's/\[[0-9;]*m//g' | grep -aE '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?' |
-    sed 's/, listed below://' | sort | uniq -c | tr '\n' ' '
-}
-# step NAME TIMEOUT LOG COMMAND...: runs it, records PASS or FAIL.
-step() {
-  local name=$1 limit=$2 log=$3
-  shift 3
-  echo "== $name ($((SECONDS - t0)) s so far)"
-  if timeout "$limit" "$@" >"$log" 2>&1; then
-    summary+=("PASS  $name ($(counts "$log"))")
-  else
-    local rc=$?
-    status=1
-    summary+=("FAIL  $name (exit $rc; $(counts "$log"); $log)")
-    tail -n 30 "$log"
-  fi
-}
+step_timeout=120
+. "$root/scripts/device-steps.sh"
 
 for mesh in "2 1 2" "4 1 2" "4 2 2"; do
   read -r np dp fsdp <<<"$mesh"
-  step "test_fsdp_gemm cuda np $np dp $dp fsdp $fsdp" 120 "$out/test_fsdp_np${np}_dp${dp}.log" \
-    mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda \
+  step "test_fsdp_np${np}_dp${dp}" mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda \
     "$bin/test_fsdp_gemm" --dp "$dp" --fsdp "$fsdp"
 done
-step "test_grouped_plan --backend=cuda" 90 "$out/test_grouped_plan.log" \
-  mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin/test_grouped_plan" --backend=cuda
+step test_grouped_plan mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin/test_grouped_plan" --backend=cuda
 for np in 1 2; do
-  step "test_capture cuda np $np" 120 "$out/test_capture_np$np.log" \
-    mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda \
+  step "test_capture_np$np" mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda \
     "$bin/test_capture"
 done
 
@@ -81,5 +60,4 @@ else
 fi
 
 echo "== summary ($((SECONDS - t0)) s)"
-printf '%s\n' "${summary[@]}"
-exit $status
+finish
