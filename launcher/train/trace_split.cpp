@@ -49,18 +49,20 @@ std::vector<CallSplit> split_calls(const std::vector<TraceSpan>& timeline) {
   std::vector<CallSplit> out;
   for (const TraceSpan& call : timeline) {
     if (call.category != "call") continue;
-    Intervals gemm, comm;
+    Intervals gemm, comm, fsdp;
     for (const TraceSpan& s : timeline) {
       if (s.group != call.group || s.end_ms <= s.start_ms) continue;
       if (s.category == "gemm") gemm.emplace_back(s.start_ms, s.end_ms);
       if (s.category == "transfer" || s.category == "collective") {
         comm.emplace_back(s.start_ms, s.end_ms);
+        if (s.name.find("fsdp") != std::string::npos) fsdp.emplace_back(s.start_ms, s.end_ms);
       }
     }
     gemm = merged(std::move(gemm));
     comm = merged(std::move(comm));
-    out.push_back(
-        {call.group, call.end_ms - call.start_ms, length(gemm), length(comm), overlap(gemm, comm)});
+    fsdp = merged(std::move(fsdp));
+    out.push_back({call.group, call.end_ms - call.start_ms, length(gemm), length(comm),
+                   overlap(gemm, comm), length(fsdp), overlap(gemm, fsdp)});
   }
   return out;
 }

@@ -84,11 +84,18 @@ std::vector<Row> own_rows() {
     out << "tp = " << c.tp << (c.tp == 0 ? "  # world size / dp" : "") << "\n";
   };
   rows.push_back(std::move(tp));
+  rows.push_back(number<int>(
+      "fsdp", G::kMesh, "N", "ranks",
+      "fully sharded data-parallel size: ranks of one replica that split the batch and shard "
+      "W1 and W2 with their gradients, fp32 masters and Adam moments (1/N each); each layer's "
+      "GEMMs gather the weight as they run and reduce-scatter its gradient (docs/FSDP.md); "
+      "world = dp x fsdp x tp",
+      [](auto& c) -> auto& { return c.fsdp; }, 1, "must be at least 1 [ranks]"));
 
   rows.push_back(number<int64_t>(
       "batch", G::kProblem, "N", "sequences",
-      "global batch size B, split over dp; B / dp must be 1 or a multiple of dp (gemm.py's "
-      "sequence-parallel reorder)",
+      "global batch size B, split over dp x fsdp; B / (dp x fsdp) must be 1 or a multiple of "
+      "dp (gemm.py's sequence-parallel reorder)",
       [](auto& c) -> auto& { return c.batch; }, 1, "must be at least 1 [sequences]"));
   rows.push_back(number<int64_t>(
       "seq_len", G::kProblem, "N", "tokens", "sequence length S, sharded over tp",
@@ -239,7 +246,10 @@ ProgramSpec train_program_spec() {
       "Tensor-sequence parallel over tp (x sharded over the sequence; the up projection an\n"
       "all-gather GEMM, the down projection a reduce-scatter GEMM), data parallel over dp (the\n"
       "weight gradients summed over dp in buckets, each all-reduced as soon as its gradients\n"
-      "are ready). Every mesh draws the same global weights and inputs, so it trains the same\n"
+      "are ready), fully sharded over fsdp (W1, W2, their gradients and optimizer state split\n"
+      "over the fsdp ranks; each GEMM gathers its weight as it runs, the weight gradients are\n"
+      "reduce-scattered). Every mesh draws the same global weights and inputs, so it trains the "
+      "same\n"
       "model as one rank. Everything runs on the backend: on a GPU the elementwise steps and\n"
       "the optimizer are kernels. Rank 0 prints the loss of every step, then tokens per second,\n"
       "the share of the step time in each layer call (GEMMs with their collectives), GELU, the\n"
@@ -253,7 +263,9 @@ ProgramSpec train_program_spec() {
       "--timeout, 5 training diverged (a step's loss is NaN or infinite: the run stops there,\n"
       "and the report gives that step under \"diverged\" and such losses as strings).\n\n" +
       file_notes();
-  spec.mesh_caption = "Mesh (world size = dp x tp; a TP group is tp consecutive ranks)";
+  spec.mesh_caption =
+      "Mesh (world size = dp x fsdp x tp; a TP group is tp consecutive ranks, an FSDP group the "
+      "ranks of one tp rank in one replica)";
   spec.problem_caption =
       "Problem (y = x + GELU(x W1 + b1) W2 + b2; x [batch, seq_len, hidden], W1 [hidden, ffn])";
   spec.options = entries_of(train_rows(), TrainConfig());
@@ -286,7 +298,9 @@ TrainParseResult parse_train_config(int argc, const char* const* argv) {
 
 void resolve_train_mesh(TrainConfig& cfg, int world_size) {
   resolve_dp_tp(cfg.tp, cfg.dp, cfg.batch, cfg.seq_len, world_size,
-                "each data-parallel group trains on batch / dp sequences");
+                cfg.fsdp == 1 ? "each data-parallel group trains on batch / dp sequences"
+                              : "each data-parallel rank trains on batch / (dp x fsdp) sequences",
+                cfg.fsdp);
   const std::string tp = std::to_string(cfg.tp);
   if (cfg.ffn % cfg.tp != 0) {
     throw OptionError("--ffn " + std::to_string(cfg.ffn) + " is not divisible by tp " + tp +
@@ -296,12 +310,13 @@ void resolve_train_mesh(TrainConfig& cfg, int world_size) {
   // gemm.py's sequence-parallel reorders (_reorder_tpsp_leading / _reorder_dp_leading) reshape
   // each rank's batch by dp: it must be 1 or a multiple of dp. The planner refuses it too, in
   // gemm.py's words; this names the option.
-  const int64_t local = cfg.batch / cfg.dp;
+  const int64_t local = cfg.batch / (static_cast<int64_t>(cfg.dp) * cfg.fsdp);
   if (local != 1 && local % cfg.dp != 0) {
     throw OptionError("--batch " + std::to_string(cfg.batch) + " on --dp " +
-                      std::to_string(cfg.dp) + ": each data-parallel rank's " +
-                      std::to_string(local) + " sequences must be 1 or a multiple of dp " +
                       std::to_string(cfg.dp) +
+                      (cfg.fsdp == 1 ? "" : " x --fsdp " + std::to_string(cfg.fsdp)) +
+                      ": each data-parallel rank's " + std::to_string(local) +
+                      " sequences must be 1 or a multiple of dp " + std::to_string(cfg.dp) +
                       " (gemm.py's sequence-parallel reorder reshapes the local batch by dp)");
   }
 }

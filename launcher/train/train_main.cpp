@@ -62,6 +62,7 @@ nlohmann::json losses_json(const std::vector<double>& losses) {
 
 nlohmann::json config_json(const TrainConfig& cfg) {
   return {{"dp", cfg.dp},
+          {"fsdp", cfg.fsdp},
           {"tp", cfg.tp},
           {"batch", cfg.batch},
           {"seq_len", cfg.seq_len},
@@ -96,6 +97,13 @@ struct TrainRun {
   std::vector<CallSplit> splits;
 };
 
+// The mesh in words: "dp 2 x tp 2", "dp 1 x fsdp 2 x tp 2".
+std::string mesh_words(const TrainConfig& cfg) {
+  return "dp " + std::to_string(cfg.dp) +
+         (cfg.fsdp > 1 ? " x fsdp " + std::to_string(cfg.fsdp) : std::string()) + " x tp " +
+         std::to_string(cfg.tp);
+}
+
 // The MLP block in words, for messages.
 std::string block_words(const TrainConfig& cfg) {
   return "batch " + std::to_string(cfg.batch) + ", seq_len " + std::to_string(cfg.seq_len) +
@@ -118,8 +126,8 @@ bool memory_fits(const TrainRun& r) {
     const MemoryCheck c = check_shared_memory(*r.ctx, mine);
     if (!c.ok) {
       error = c.message + " (the MLP block: " + block_words(cfg) + ", " +
-              std::string(dtype_name(cfg.dtype)) + " on dp " + std::to_string(cfg.dp) + " x tp " +
-              std::to_string(cfg.tp) + "; each rank needs " + std::to_string(mine) +
+              std::string(dtype_name(cfg.dtype)) + " on " + mesh_words(cfg) + "; each rank needs " +
+              std::to_string(mine) +
               " bytes for its activations, weights, optimizer state and GEMM plans; nothing "
               "was allocated)";
     }
@@ -135,9 +143,8 @@ bool plan(TrainRun& r) {
           r.trainer = std::make_unique<MlpTrainer>(*r.ctx, cfg);
         } catch (const PlanError& e) {
           // The planner's message names its rule, not the block: say which shape it refused.
-          throw Error("the planner refuses the MLP block (" + block_words(cfg) + " on dp " +
-                      std::to_string(cfg.dp) + " x tp " + std::to_string(cfg.tp) +
-                      "): " + e.what());
+          throw Error("the planner refuses the MLP block (" + block_words(cfg) + " on " +
+                      mesh_words(cfg) + "): " + e.what());
         }
       })) {
     return false;
@@ -149,6 +156,19 @@ bool plan(TrainRun& r) {
     while (!buckets.empty() && buckets.back() == '\n') buckets.pop_back();
     say("dp gradient buckets (" + std::to_string(cfg.bucket_kib) + " KiB):\n" + buckets);
   }
+  if (cfg.fsdp > 1 && cfg.dp > 1) {
+    say("dp gradient sum: inside the gradient GEMMs (HSDP: each wgrad's reduce-scatter over "
+        "fsdp, then an all-reduce over dp; the bias gradients all-reduced over fsdp and dp); no "
+        "buckets");
+  }
+  const StateBytes b = r.trainer->state_bytes();
+  say(fmt("memory per rank: weights W1, W2 with gradients, masters and optimizer state %.0f "
+          "bytes (%.4f of the %.0f a replicated run holds), ",
+          static_cast<double>(b.weights),
+          static_cast<double>(b.weights) / static_cast<double>(b.weights_replicated),
+          static_cast<double>(b.weights_replicated)) +
+      fmt("biases b1, b2 %.0f bytes (replicated), FSDP's gathered-weight buffers %.0f bytes",
+          static_cast<double>(b.biases), static_cast<double>(b.gathered)));
   return true;
 }
 
@@ -225,10 +245,10 @@ void measure(TrainRun& r) {
   try {
     r.trace = r.trainer->trace_pass();
     for (const CallSplit& c : split_calls(r.trace)) {
-      double v[4] = {c.wall_ms, c.gemm_ms, c.comm_ms, c.hidden_ms};
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+      double v[6] = {c.wall_ms, c.gemm_ms, c.comm_ms, c.hidden_ms, c.fsdp_ms, c.fsdp_hidden_ms};
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
                 "MPI_Allreduce(call split)");
-      r.splits.push_back({c.call, v[0], v[1], v[2], v[3]});
+      r.splits.push_back({c.call, v[0], v[1], v[2], v[3], v[4], v[5]});
     }
     if (r.cfg.timed_passes > 0) {
       const auto pass = [&] {
@@ -305,20 +325,27 @@ int summarize(TrainRun& r) {
                   c.call.c_str(), c.wall_ms, c.gemm_ms, c.comm_ms, c.hidden_ms,
                   c.comm_ms > 0 ? 100.0 * c.hidden_ms / c.comm_ms : 0.0);
     say(line);
+    if (cfg.fsdp > 1) {
+      std::snprintf(line, sizeof(line), "    of which over fsdp %26.3f  %10.3f (%.0f%%)", c.fsdp_ms,
+                    c.fsdp_hidden_ms, c.fsdp_ms > 0 ? 100.0 * c.fsdp_hidden_ms / c.fsdp_ms : 0.0);
+      say(line);
+    }
     split_json.push_back({{"call", c.call},
                           {"wall_ms", c.wall_ms},
                           {"gemm_ms", c.gemm_ms},
                           {"communication_ms", c.comm_ms},
-                          {"hidden_ms", c.hidden_ms}});
+                          {"hidden_ms", c.hidden_ms},
+                          {"fsdp_communication_ms", c.fsdp_ms},
+                          {"fsdp_hidden_ms", c.fsdp_hidden_ms}});
   }
 
   if (!cfg.trace.empty()) {
     const int lane = std::min(cfg.overlap.num_max_streams, r.ctx->backend().num_streams());
-    const std::string terr = write_trace(
-        cfg.trace, r.trace, lane,
-        "cgemm-train: one forward and backward pass of the MLP block, " + std::to_string(r.world) +
-            " ranks, dp " + std::to_string(cfg.dp) + " x tp " + std::to_string(cfg.tp),
-        MPI_COMM_WORLD);
+    const std::string terr =
+        write_trace(cfg.trace, r.trace, lane,
+                    "cgemm-train: one forward and backward pass of the MLP block, " +
+                        std::to_string(r.world) + " ranks, " + mesh_words(cfg),
+                    MPI_COMM_WORLD);
     if (terr.empty()) {
       say("trace written to " + cfg.trace + " (Chrome trace JSON) and " + cfg.trace + ".svg");
     }
@@ -333,6 +360,17 @@ int summarize(TrainRun& r) {
     report["tokens_per_second"] = tokens_per_s;
     report["phases"] = phases;
     report["call_split"] = split_json;
+    const StateBytes b = r.trainer->state_bytes();
+    report["memory"] = {
+        {"weights_and_state_bytes", b.weights},
+        {"weights_and_state_bytes_replicated", b.weights_replicated},
+        {"biases_and_state_bytes", b.biases},
+        {"fsdp_gathered_bytes", b.gathered},
+        {"note",
+         "this rank's W1 and W2 with their gradients (dtype), fp32 masters and Adam moments (and "
+         "dp sums); replicated: the same with every weight whole (fsdp 1); the biases stay "
+         "replicated over fsdp; fsdp_gathered_bytes: the shared fsdp ring and the weights the "
+         "dgrads gather again"}};
     if (cfg.cuda_graph) {
       report["cuda_graph"] = {
           {"captured",
@@ -392,6 +430,7 @@ int run(int argc, char** argv) {
                   [] { abort_world(watchdog::kExitTimeout); });
   if (!context_for(cfg, cfg.tp, cfg.overlap, r.ctx)) return kExitUsage;
   say("cgemm-train: " + std::to_string(world) + " ranks, mesh dp=" + std::to_string(cfg.dp) +
+      (cfg.fsdp > 1 ? " x fsdp=" + std::to_string(cfg.fsdp) : std::string()) +
       " x tp=" + std::to_string(cfg.tp) + ", backend " + r.ctx->backend().name() + ", transport " +
       r.ctx->backend().transport());
   say("resolved config:\n" + train_ini(cfg));

@@ -82,8 +82,9 @@ const char* phase_name(Phase p) {
 struct MlpTrainer::Param {
   using Memory = std::unique_ptr<detail::BackendMemory>;
   std::string name;
-  int64_t n = 0;     // local elements
-  int dp_slot = -1;  // its slot in the dp gradient buckets (student, dp > 1)
+  int64_t n = 0;        // local elements
+  int fsdp_shards = 1;  // the fsdp ranks it is split over (W1 and W2 with --fsdp); 1: whole
+  int dp_slot = -1;     // its slot in the dp gradient buckets (student, dp > 1, fsdp 1)
   detail::BackendMemory value, grad;
   Memory master, m, v, summed;  // null where not needed
   Param(Backend& be, std::string nm, const Shape& local, DType t, bool student, bool adam,
@@ -163,7 +164,9 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
        &tw2_},
       {"b2", &downf, true, kBiasStd, &b2_, &tb2_}};
   const bool adam = cfg.optimizer == Optimizer::kAdam;
-  const bool dp_sum = ctx.comms().dp() > 1;
+  // With an fsdp axis the layers' gradient GEMMs sum over dp themselves (HSDP: the wgrad's
+  // reduce-scatter over fsdp, then an all-reduce over dp; the bias gradients all-reduced).
+  const bool dp_sum = ctx.comms().dp() > 1 && ctx.comms().fsdp() == 1;
   uint64_t k = 0;
   for (const Spec& s : specs) {
     ++k;  // the seeds stay those of the four tensors whether the biases are on or not
@@ -174,6 +177,7 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
     const Shape offset = s.bias ? s.plan->bias_offset() : s.plan->rhs_offset();
     // The student: fp32 master weights drawn by global index, then rounded to dtype.
     auto p = std::make_unique<Param>(be, s.name, local, cfg.dtype, true, adam, dp_sum);
+    if (!s.bias && s.plan->description().fsdp_dim >= 0) p->fsdp_shards = ctx.comms().fsdp();
     be.fill_normal(p->master->get(), DType::kFloat32, global, local, offset, cfg.seed + k, s.std);
     from_host(be, p->value.get(), to_host(be, p->master->get(), DType::kFloat32, p->n), cfg.dtype);
     if (adam) {
@@ -218,7 +222,7 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
   const PlanningMesh m = planning_mesh(ctx);
   const PlanningOptions o = planning_options(ctx);
   const auto es = static_cast<int64_t>(dtype_size(cfg.dtype));
-  const bool adam = cfg.optimizer == Optimizer::kAdam, dp_sum = m.dp > 1;
+  const bool adam = cfg.optimizer == Optimizer::kAdam, dp_sum = m.dp > 1 && m.fsdp == 1;
   // Per element of a parameter: the student's value and gradient in dtype, its fp32 master,
   // Adam's two fp32 moments, the dp sum and its bucket (fp32); the teacher's value and gradient.
   const int64_t per_param = 2 * es + 4 + (adam ? 8 : 0) + (dp_sum ? 8 : 0) + 2 * es;
@@ -228,14 +232,22 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
   };
   int64_t n_x = 0, n_pre = 0;
   for (const bool up : {true, false}) {
-    const GemmDesc g = tensor_sequence_parallel_gemm(
-        ctx, up ? "up_proj" : "down_proj",
-        up ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter, cfg.batch, cfg.seq_len,
-        up ? cfg.hidden : cfg.ffn, up ? cfg.ffn : cfg.hidden, cfg.dtype, cfg.bias, false);
-    const PlanDescription p = plan_gemm(g, m, o);
+    TpLinearDesc d;
+    d.name = up ? "up_proj" : "down_proj";
+    d.batch = cfg.batch;
+    d.seq_len = cfg.seq_len;
+    d.hidden_in = up ? cfg.hidden : cfg.ffn;
+    d.hidden_out = up ? cfg.ffn : cfg.hidden;
+    d.dtype = cfg.dtype;
+    d.bias = cfg.bias;
+    const PlanDescription p = plan_gemm(
+        tp_linear_forward_desc(m, d, up ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter),
+        m, o);
     add(p.bytes.total() - p.bytes.operands(), 3);
     add(num_elements(p.rhs_local), per_param);
     if (cfg.bias) add(num_elements(p.bias_local), per_param);
+    // fsdp: the weight the dgrad gathers again, and the rank-major copy of a column gather.
+    if (p.fsdp_dim >= 0) add(num_elements(p.rhs_gathered), es * (p.fsdp_dim == 1 ? 2 : 1));
     // The all-gathered activation each layer keeps for its wgrad (x for up, dy for down).
     add(checked_mul(num_elements(up ? p.lhs_local : p.out_local), m.tp, what), es);
     if (up) {
@@ -284,10 +296,18 @@ StepResult MlpTrainer::gradients(int step) {
 
 void MlpTrainer::draw_inputs(int step) {
   // x ~ N(0, 1), a fresh global batch per step.
+  // With an fsdp axis the layers plan on one replica (tp_linear.hpp): its batch block is
+  // dp_rank's of the global batch.
   const GemmPlan& upf = up_->forward_plan();
-  ctx_.backend().fill_normal(x_, cfg_.dtype, upf.desc().lhs_shape, upf.lhs_local(),
-                             upf.lhs_offset(), cfg_.seed + kInputSeed + static_cast<uint64_t>(step),
-                             1.0f);
+  Shape global = upf.desc().lhs_shape;
+  Shape offset = upf.lhs_offset();
+  const size_t batch_dim = 0;  // batch-first
+  if (ctx_.comms().fsdp() > 1) {
+    offset[batch_dim] += global[batch_dim] * ctx_.comms().dp_rank();
+    global[batch_dim] = cfg_.batch;
+  }
+  ctx_.backend().fill_normal(x_, cfg_.dtype, global, upf.lhs_local(), offset,
+                             cfg_.seed + kInputSeed + static_cast<uint64_t>(step), 1.0f);
 }
 
 void MlpTrainer::teacher_targets() {
@@ -453,6 +473,25 @@ StepResult MlpTrainer::step_graphed(int step) {
   r.phase_ms[static_cast<int>(Phase::kGraphStep)] =
       std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return r;
+}
+
+StateBytes MlpTrainer::state_bytes() const {
+  StateBytes b;
+  for (const auto& p : params_) {
+    int64_t each = 2 * static_cast<int64_t>(dtype_size(cfg_.dtype));
+    for (const Param::Memory* m : {&p->master, &p->m, &p->v, &p->summed}) {
+      if (*m != nullptr) each += 4;
+    }
+    const int64_t mine = p->n * each;
+    if (p.get() == w1_ || p.get() == w2_) {
+      b.weights += mine;
+      b.weights_replicated += mine * p->fsdp_shards;
+    } else {
+      b.biases += mine;
+    }
+  }
+  b.gathered = ctx_.fsdp_ring_bytes() + up_->fsdp_weight_bytes() + down_->fsdp_weight_bytes();
+  return b;
 }
 
 std::vector<float> MlpTrainer::weights() const {

@@ -69,6 +69,18 @@ const char* phase_name(Phase p);
 
 using Clock = std::chrono::steady_clock;
 
+/// This rank's bytes for the student's parameters: each weight and bias with its gradient (in
+/// dtype), its fp32 master, Adam's two fp32 moments and (dp > 1 without fsdp) its fp32 dp sum.
+struct StateBytes {
+  int64_t weights = 0;             // W1 and W2's
+  int64_t weights_replicated = 0;  // the same with no fsdp axis (each weight whole on a rank)
+  int64_t biases = 0;              // b1 and b2's: replicated over fsdp (gemm.py's bias spec
+                                   // follows the gathered weight's columns)
+  // What FSDP holds besides: the context's fsdp ring (one gathered weight, shared by the
+  // plans) and the layers' weights gathered again for the dgrads.
+  int64_t gathered = 0;
+};
+
 struct StepResult {
   double loss = 0.0;                                      // the job's, the same on every rank
   double phase_ms[static_cast<int>(Phase::kCount)] = {};  // this rank's
@@ -125,6 +137,7 @@ class MlpTrainer {
   double timed_pass_graphed();
 
   const ColumnParallelLinear& up() const { return *up_; }
+  StateBytes state_bytes() const;
   /// The dp gradient buckets; null with dp 1.
   const GradientBuckets* dp_buckets() const { return buckets_.get(); }
   const RowParallelLinear& down() const { return *down_; }

@@ -182,7 +182,7 @@ TEST_P(CudaBackendTest, ReorderMatchesApplyReorder) {
         apply_reorder(kind, shape, dp, tp, src.data(), want.data(), 2);
         Buf ds(be, src.size() * 2), dd(be, src.size() * 2);
         be.copy_from_host(ds.p, src.data(), src.size() * 2);
-        be.reorder(kind, shape, dp, ds.p, dd.p, DType::kBFloat16, 1 % be.num_streams());
+        be.reorder(kind, shape, dp, tp, ds.p, dd.p, DType::kBFloat16, 1 % be.num_streams());
         EXPECT_EQ(to_host<uint16_t>(be, dd.p, src.size()), want)
             << (kind == ReorderKind::kTpspLeading ? "tpsp" : "dp") << " rest " << rest << " dp "
             << dp;

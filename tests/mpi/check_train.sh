@@ -14,6 +14,13 @@
 #           on the GPU (CGEMM_TRAIN_BACKEND=cuda) the replays are real.
 #   backends: 1 rank on CGEMM_TRAIN_BACKEND against 1 rank on the CPU backend (fp32 within
 #           1e-4 relative per step, bf16 within 2e-2): for the GPU machine.
+#   fsdp:   --fsdp (weights, gradients and optimizer state sharded over the fsdp ranks): fsdp 2,
+#           fsdp 2 x tp 2, dp 2 x fsdp 2 and fsdp 4 give one rank's losses (fp32 within 1e-5;
+#           about 1e-8 seen), the sequential path with SGD too, bf16 at fsdp 2 x tp 2 within
+#           1e-2, and odd sizes (hidden 24, ffn 48, batch 3) at fsdp 3; each report holds
+#           1/fsdp of the replicated run's weight bytes (the biases stay replicated), and a
+#           traced pass whose every layer call moved its weight or gradient over fsdp; the
+#           CUDA graph replays give the eager losses bit for bit.
 #   demo:   CONFIG (configs/train_demo.ini) on 4 ranks with --trace: the loss falls to below
 #           20% of the first in its 50 steps (14% seen), the report has every step, the trace
 #           has the four layer calls.
@@ -115,6 +122,53 @@ case "$mode" in
     train nobias_dp2tp2 4 "${small[@]}" --bias off --dp 2
     compare nobias_1 nobias_dp2tp2 1e-5
     falls nobias_dp2tp2 0.3
+    ;;
+  fsdp)
+    small=(--batch 4 --seq_len 16 --hidden 32 --ffn 64 --steps 20 --seed 77)
+    train fp32_1 1 "${small[@]}"
+    train fp32_fsdp2 2 "${small[@]}" --fsdp 2
+    train fp32_fsdp2tp2 4 "${small[@]}" --fsdp 2
+    train fp32_dp2fsdp2 4 "${small[@]}" --dp 2 --fsdp 2
+    train fp32_fsdp4 4 "${small[@]}" --fsdp 4
+    for run in fp32_fsdp2 fp32_fsdp2tp2 fp32_dp2fsdp2 fp32_fsdp4; do compare fp32_1 "$run" 1e-5; done
+    falls fp32_dp2fsdp2 0.3
+    sgd=(--optimizer sgd --lr 0.5)
+    train sgd_1 1 "${small[@]}" "${sgd[@]}"
+    train sgd_fsdp2tp2_seq 4 "${small[@]}" "${sgd[@]}" --fsdp 2 --path sequential
+    compare sgd_1 sgd_fsdp2tp2_seq 1e-5
+    train bf16_1 1 "${small[@]}" --dtype bf16
+    train bf16_fsdp2tp2 4 "${small[@]}" --dtype bf16 --fsdp 2
+    compare bf16_1 bf16_fsdp2tp2 1e-2
+    odd=(--batch 3 --seq_len 10 --hidden 24 --ffn 48 --steps 20 --seed 78)
+    train odd_1 1 "${odd[@]}"
+    train odd_fsdp3 3 "${odd[@]}" --fsdp 3
+    compare odd_1 odd_fsdp3 1e-5
+    # Memory: 1/fsdp of the weights (and their state) a replicated run holds on the same tp
+    # shard; the replicated figure is the 1-rank run's over tp.
+    python3 - "$dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+one = json.load(open(d + "/fp32_1.json"))["memory"]
+for name in ["fp32_fsdp2", "fp32_fsdp2tp2", "fp32_dp2fsdp2", "fp32_fsdp4", "odd_fsdp3"]:
+    r = json.load(open("%s/%s.json" % (d, name)))
+    m, c = r["memory"], r["config"]
+    base = json.load(open(d + "/odd_1.json"))["memory"] if name.startswith("odd") else one
+    assert m["weights_and_state_bytes"] * c["fsdp"] == m["weights_and_state_bytes_replicated"], m
+    assert m["weights_and_state_bytes_replicated"] * c["tp"] == base["weights_and_state_bytes"], (m, base)
+    assert m["fsdp_gathered_bytes"] > 0 and base["fsdp_gathered_bytes"] == 0, (m, base)
+    calls = {s["call"]: s for s in r["call_split"]}
+    assert len(calls) == 4 and all(s["fsdp_communication_ms"] > 0 for s in calls.values()), calls
+    assert all(0 <= s["fsdp_hidden_ms"] <= s["fsdp_communication_ms"] for s in calls.values()), calls
+    print("%s: weights and state %d bytes per rank, 1/%d of the replicated %d; %s" % (
+        name, m["weights_and_state_bytes"], c["fsdp"], m["weights_and_state_bytes_replicated"],
+        ", ".join("%s %.0f%% of its fsdp time hidden" % (k, 100 * s["fsdp_hidden_ms"] /
+                  s["fsdp_communication_ms"]) for k, s in calls.items())))
+PY
+    export CGEMM_GEMM_AUTOTUNE=0  # as the graph mode: one algorithm per GEMM in both runs
+    graph=(--batch 4 --seq_len 16 --hidden 32 --ffn 64 --steps 6 --seed 79 --timed_passes 2)
+    train graph_off 4 "${graph[@]}" --fsdp 2 --cuda_graph off
+    train graph_on 4 "${graph[@]}" --fsdp 2 --cuda_graph on
+    same graph_off graph_on
     ;;
   demo)
     train demo 4 --config "$6" --trace "$dir/trace.json"

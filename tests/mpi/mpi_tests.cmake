@@ -633,6 +633,14 @@ add_test(NAME mpi_train_parity
           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} $<TARGET_FILE:cgemm-train>)
 set_tests_properties(mpi_train_parity PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 4
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
+# cgemm-train --fsdp (issue 41): loss parity with one rank at fsdp 2, fsdp 2 x tp 2, dp 2 x
+# fsdp 2, fsdp 4 and fsdp 3 (odd sizes), 1/fsdp of the weight bytes, the fsdp share of each
+# layer call, the graph replays.
+add_test(NAME mpi_train_fsdp
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_train.sh fsdp ${CMAKE_CURRENT_BINARY_DIR}/train_fsdp
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} $<TARGET_FILE:cgemm-train>)
+set_tests_properties(mpi_train_fsdp PROPERTIES LABELS mpi TIMEOUT 240 PROCESSORS 4
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
 # --cuda_graph on gives --cuda_graph off's losses bit for bit (the CPU backend's emulated
 # graphs here; scripts/device-graphs.sh runs the same on the GPU).
 add_test(NAME mpi_train_graph
@@ -688,6 +696,13 @@ if(NOT CGEMM_HAVE_CUDA)
   cgemm_add_train_failure_test(cuda_without_gpu 2
     "cgemm-train: error: backend cuda: rank 0 on host .* sees no usable GPU" --backend cuda)
 endif()
+cgemm_add_train_failure_test(fsdp_weight_not_divisible 2
+  "cgemm-train: error: the planner refuses the MLP block \\(batch 4, seq_len 16, hidden 32, ffn 65 on dp 1 x fsdp 2 x tp 1\\): GEMM 'up_proj forward' rhs \\(None, 'fsdp'\\): dim 1 of size 65 does not divide into fsdp=2 shards; cgemm does not pad FSDP shards"
+  --fsdp 2 --ffn 65)
+cgemm_add_train_failure_test(fsdp_batch_not_divisible 4
+  "cgemm-train: error: --batch 6 is not divisible by --dp 2 x --fsdp 2" --dp 2 --fsdp 2 --batch 6)
+cgemm_add_train_failure_test(fsdp_mesh_not_the_world 3
+  "cgemm-train: error: --dp 1 x --fsdp 2 does not divide the world size 3" --fsdp 2)
 cgemm_add_train_failure_test(unknown_optimizer 2
   "cgemm-train: error: --optimizer lbfgs: unknown value 'lbfgs' \\(known: sgd, adam\\)"
   --optimizer lbfgs)

@@ -103,8 +103,8 @@ class RecordingBackend final : public Backend {
         " rhs=" + where(t.rhs) + " out=" + where(t.out) + " bias=" + where(t.bias) + " '" +
         (t.label != nullptr ? t.label : "") + "'");
   }
-  void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
-               DType dtype, int stream) override {
+  void reorder(ReorderKind kind, const Shape& shape, int dp_size, int /*tpsp_size*/,
+               const void* src, void* dst, DType dtype, int stream) override {
     log("reorder s" + std::to_string(stream) + " " +
         (kind == ReorderKind::kTpspLeading ? "tpsp-leading " : "dp-leading ") + shape_str(shape) +
         " dp=" + std::to_string(dp_size) + " " + where(src) + " -> " + where(dst) + " " +

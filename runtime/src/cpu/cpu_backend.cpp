@@ -204,14 +204,14 @@ class CpuBackend final : public Backend {
     // Let in-flight transfers move between chunks.
     for (Transport* t : ring_) t->progress();
   }
-  void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
-               DType dtype, int stream) override {
+  void reorder(ReorderKind kind, const Shape& shape, int dp_size, int tpsp_size, const void* src,
+               void* dst, DType dtype, int stream) override {
     // Read once, written once.
     const int64_t bytes = 2 * num_elements(shape) * static_cast<int64_t>(dtype_size(dtype));
     traced("reorder",
            kind == ReorderKind::kTpspLeading ? "reorder tpsp-leading" : "reorder dp-leading",
            stream, bytes, 0,
-           [&] { apply_reorder(kind, shape, dp_size, comms_.tp(), src, dst, dtype_size(dtype)); });
+           [&] { apply_reorder(kind, shape, dp_size, tpsp_size, src, dst, dtype_size(dtype)); });
   }
   void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                     const void* bias, int64_t bias_len, void* out, DType out_dtype,

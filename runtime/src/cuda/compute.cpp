@@ -13,8 +13,8 @@
 
 namespace cgemm::cuda {
 
-Compute::Compute(Streams& streams, Trace& trace, int tp, std::string where)
-    : streams_(streams), trace_(trace), tp_(tp), where_(std::move(where)) {
+Compute::Compute(Streams& streams, Trace& trace, std::string where)
+    : streams_(streams), trace_(trace), where_(std::move(where)) {
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   cudaDeviceProp props{};
@@ -56,10 +56,10 @@ void Compute::gemm(const GemmTask& task, int s) {
       [&] { gemm_->run(task, st); }, trace_gemm_bytes(task), trace_gemm_flops(task));
 }
 
-void Compute::reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
-                      DType dtype, int s) {
+void Compute::reorder(ReorderKind kind, const Shape& shape, int dp_size, int tpsp_size,
+                      const void* src, void* dst, DType dtype, int s) {
   cudaStream_t st = streams_.at(s, "reorder");
-  const int tp = tp_;
+  const int tp = tpsp_size;
   check_reorder(kind, shape, dp_size, tp);  // gemm.py's assertions, with its messages
   const std::string what = std::string("reorder(") +
                            (kind == ReorderKind::kTpspLeading ? "tpsp-leading" : "dp-leading") +

@@ -29,16 +29,15 @@ namespace cgemm::cuda {
 /// stream of `streams`.
 class Compute {
  public:
-  /// `tp`: the TP group's size, which the reorders split by.
-  Compute(Streams& streams, Trace& trace, int tp, std::string where);
+  Compute(Streams& streams, Trace& trace, std::string where);
 
   /// One line: cuBLASLt's workspace, FP8 accumulation and how algorithms are chosen.
   std::string describe() const;
 
   void copy(void* dst, const void* src, size_t bytes, int s, const char* label);
   void gemm(const GemmTask& task, int s);
-  void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
-               DType dtype, int s);
+  void reorder(ReorderKind kind, const Shape& shape, int dp_size, int tpsp_size, const void* src,
+               void* dst, DType dtype, int s);
   void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                     const void* bias, int64_t bias_len, void* out, DType out_dtype, int s);
   /// out[i] = the max over the parts of parts[p][i] (fp32; NaNs skipped), on stream s.
@@ -64,7 +63,6 @@ class Compute {
 
   Streams& streams_;
   Trace& trace_;
-  int tp_;
   std::string where_;
   std::string device_;  // "NVIDIA H200, compute capability 9.0", for refusals
   int cc_ = 0;          // compute capability, e.g. 90

@@ -96,9 +96,9 @@ class CudaBackend final : public Backend {
     compute_->copy(dst, src, bytes, s, label);
   }
   void gemm(const GemmTask& task, int s) override { compute_->gemm(task, s); }
-  void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src, void* dst,
-               DType dtype, int s) override {
-    compute_->reorder(kind, shape, dp_size, src, dst, dtype, s);
+  void reorder(ReorderKind kind, const Shape& shape, int dp_size, int tpsp_size, const void* src,
+               void* dst, DType dtype, int s) override {
+    compute_->reorder(kind, shape, dp_size, tpsp_size, src, dst, dtype, s);
   }
   void sum_partials(std::span<const void* const> parts, DType part_dtype, int64_t count,
                     const void* bias, int64_t bias_len, void* out, DType out_dtype,
@@ -272,7 +272,7 @@ CudaBackend::CudaBackend(const MeshComms& comms, const OverlapOptions& opts,
                                              opts.communication_stream_priority, where_);
   timer_ = std::make_unique<cuda::EventTimer>(where_);
   trace_ = std::make_unique<cuda::Trace>(where_);
-  compute_ = std::make_unique<cuda::Compute>(*streams_, *trace_, comms.tp(), where_);
+  compute_ = std::make_unique<cuda::Compute>(*streams_, *trace_, where_);
   grouped_ = std::make_unique<cuda::GroupedRunners>(where_);
 
   test_dp_through_host_ = env_flag(env::kTestDpThroughHost).value_or(false);

@@ -61,11 +61,14 @@ struct GemmGeometry {
   bool has_bias = false;
   bool fuse_bias = false;  // bias in the GEMM epilogue (no reduce axis), as gemm.py's fuse_bias
 
-  Shape lhs_local, out_local;   // shard shapes, for the reorders
-  bool need_reorder = false;    // gemm.py's need_reorder: batch-first activations
-  int sequence_dim = -1;        // the planner's sequence dim of the output; -1: none
-  std::string reduce_axis;      // the planner's reduce axis of the output as a spec; "": none
-  bool reduce_over_tp = false;  // that axis is the tensor-parallel one
+  Shape lhs_local, out_local;  // shard shapes, for the reorders
+  bool need_reorder = false;   // gemm.py's need_reorder: batch-first activations
+  int sequence_dim = -1;       // the planner's sequence dim of the output; -1: none
+  std::string reduce_axis;     // the planner's reduce axis of the output as a spec; "": none
+  // The groups the plain GEMM's all-reduce runs over for that axis, in order: {tp} for the
+  // tensor-parallel axis, {fsdp} for the fsdp axis, {fsdp, dp} for ('dp', 'fsdp') (FSDP's bias
+  // gradients); empty where the runtime runs no such reduction (make_plain_gemm refuses it).
+  std::vector<Group> reduce_groups;
   std::vector<SideBand> lhs_side_band;  // travels with each lhs chunk
 
   // Where the GEMMs read their operands: the caller's, or (quantized GEMMs) the plan's

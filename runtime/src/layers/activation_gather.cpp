@@ -47,7 +47,7 @@ void ActivationGather::execute(const void* src, void* dst) {
   be_.all_gather(Group::kTp, src, rank_major_, bytes, 0, label.c_str());
   // dp 1: the reorder's batch split is gemm.py's dp blocks of the local batch, which the
   // rank-major layout of one dp rank's shards does not have.
-  be_.reorder(ReorderKind::kDpLeading, gathered_, 1, rank_major_, dst, dtype_, 0);
+  be_.reorder(ReorderKind::kDpLeading, gathered_, 1, be_.tp_size(), rank_major_, dst, dtype_, 0);
 }
 
 }  // namespace cgemm

@@ -5,6 +5,7 @@
 
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/error.hpp"
+#include "fsdp_weight_gather.hpp"
 
 namespace cgemm {
 
@@ -79,22 +80,31 @@ GemmDesc dgrad_desc(const TpLinearDesc& d, CollectiveOp collective, PartitionSpe
   return g;
 }
 
-// A gradient contracting the token dims [B/dp, S] (or [S, B/dp]) of both operands: lhs
-// [tokens..., K] (or the ones [tokens...]) and rhs [tokens..., N] -> [K, N] (or [N]). The local
-// batch is the whole batch of these plans: the dp sum is the caller's.
-GemmDesc token_sum_desc(const TpLinearDesc& d, std::string what, const Shape& tokens,
+// The token dims a layer's gradients contract, and their spec: without an fsdp axis this rank's
+// [B/dp, S] (or [S, B/dp]) as the whole of them (the dp sum is the caller's); with one, the
+// global [B, S] with the batch sharded over the data axes, which the planner then reduces the
+// gradients over (the wgrad reduce-scattered over fsdp, the bias gradient all-reduced).
+struct Tokens {
+  Shape shape;
+  PartitionSpec spec;
+};
+
+// A gradient contracting the token dims of both operands: lhs [tokens..., K] (or the ones
+// [tokens...]) and rhs [tokens..., N] -> [K, N] (or [N]).
+GemmDesc token_sum_desc(const TpLinearDesc& d, std::string what, const Tokens& tokens,
                         int64_t lhs_hidden, SpecEntry lhs_hidden_spec, SpecEntry rhs_hidden_spec) {
   GemmDesc g;
   g.name = d.name + " " + std::move(what);
-  g.lhs_shape = tokens;
-  g.lhs_spec = {none(), none()};
+  g.lhs_shape = tokens.shape;
+  g.lhs_spec = tokens.spec;
   if (lhs_hidden > 0) {
     g.lhs_shape.push_back(lhs_hidden);
     g.lhs_spec.push_back(std::move(lhs_hidden_spec));
   }
-  g.rhs_shape = tokens;
+  g.rhs_shape = tokens.shape;
   g.rhs_shape.push_back(d.hidden_out);
-  g.rhs_spec = {none(), none(), std::move(rhs_hidden_spec)};
+  g.rhs_spec = tokens.spec;
+  g.rhs_spec.push_back(std::move(rhs_hidden_spec));
   g.contracting_dims = {{0, 1}, {0, 1}};
   g.dtype = g.out_dtype = d.dtype;
   return g;
@@ -105,6 +115,51 @@ Shape local_tokens(const Shape& local_batch_first_or_not, int tp, bool tbs) {
   Shape t{local_batch_first_or_not[0], local_batch_first_or_not[1]};
   t[tbs ? 0 : 1] *= tp;
   return t;
+}
+
+bool has_fsdp(const PlanningMesh& m) { return m.fsdp > 1; }
+
+// The gradients' tokens (see Tokens) for a layer whose activation shard is `local`; `tp` gathers
+// the sequence of a sequence-sharded one.
+Tokens gradient_tokens(const PlanningMesh& m, const TpLinearDesc& d, const Shape& local, int tp) {
+  const bool tbs = d.transpose_batch_sequence;
+  if (!has_fsdp(m)) return {local_tokens(local, tp, tbs), {none(), none()}};
+  const SpecEntry data =
+      m.dp == 1 ? SpecEntry::axis(m.fsdp_axis) : SpecEntry::tuple({m.dp_axis, m.fsdp_axis});
+  if (tbs) return {{d.seq_len, d.batch}, {none(), data}};
+  return {{d.batch, d.seq_len}, {data, none()}};
+}
+
+// The mesh a layer's forward and dgrad plan on: the context's, or with an fsdp axis one replica
+// of it (dp 1, the batch over 'fsdp' alone, B / dp sequences). With the batch over
+// ('dp', 'fsdp') gemm.py keeps the row-parallel weight, and the column-parallel one in its
+// dgrad, sharded over fsdp (a non-contracting rhs dim is gathered only where the lhs names the
+// same entry); the replicas' GEMMs never exchange anything, so each plans as a job of its own.
+PlanningMesh replica_mesh(PlanningMesh m) {
+  if (has_fsdp(m)) {
+    m.dp = 1;
+    m.dp_rank = 0;
+  }
+  return m;
+}
+
+TpLinearDesc on_replica(const PlanningMesh& m, TpLinearDesc d) {
+  if (!has_fsdp(m)) return d;
+  if (d.batch % m.dp != 0) {
+    throw Error("linear layer '" + d.name + "': batch " + std::to_string(d.batch) +
+                " does not divide over dp " + std::to_string(m.dp));
+  }
+  d.batch /= m.dp;
+  return d;
+}
+
+// The rhs dim a spec shards over the fsdp axis; -1: none.
+int fsdp_dim_of(const PartitionSpec& spec, const PlanningMesh& m) {
+  if (!has_fsdp(m)) return -1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (spec[i].is_axis(m.fsdp_axis)) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 std::unique_ptr<detail::BackendMemory> allocate(Backend& be, int64_t bytes) {
@@ -121,14 +176,39 @@ std::unique_ptr<detail::BackendMemory> ones(Backend& be, int64_t count, DType dt
   return p;
 }
 
-// The layer pair plans its GEMMs for the dp x tp mesh: its weight gradients see the local batch
-// whole, which an fsdp axis (other tokens on the fsdp ranks, the weights sharded) would make
-// silently wrong.
-void require_no_fsdp(const Context& ctx, const std::string& layer) {
-  if (ctx.comms().fsdp() == 1) return;
-  throw Error("linear layer '" + layer + "': the tensor-parallel layer pair runs on a dp x tp " +
-              "mesh; this context has an fsdp axis of " + std::to_string(ctx.comms().fsdp()) +
-              " ranks, which it does not run yet (docs/FSDP.md)");
+}  // namespace
+
+GemmDesc tp_linear_forward_desc(const PlanningMesh& mesh, const TpLinearDesc& d,
+                                CollectiveOp collective) {
+  const TpLinearDesc r = on_replica(mesh, d);
+  return tensor_sequence_parallel_gemm(replica_mesh(mesh), r.name + " forward", collective, r.batch,
+                                       r.seq_len, r.hidden_in, r.hidden_out, r.dtype, r.bias,
+                                       r.transpose_batch_sequence);
+}
+
+namespace detail {
+
+// The layer's part that only a mesh with an fsdp axis has: the weight gathered again for the
+// dgrad into a buffer of the layer's (fsdp_weight_gather.hpp).
+struct FsdpWeight {
+  FsdpWeight(Context& ctx, const std::string& layer, const GemmPlan& forward, int dim)
+      : gather(ctx.backend(), layer + " W", forward.rhs_local(), dim, forward.desc().dtype),
+        whole(ctx.backend(), static_cast<size_t>(gather.gathered_bytes())) {}
+  FsdpWeightGather gather;
+  detail::BackendMemory whole;
+  // The weight the dgrad reads: gathered from this rank's shard `w`.
+  const void* gathered(const void* w) {
+    gather.execute(w, whole.get());
+    return whole.get();
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+int64_t fsdp_weight_bytes(const detail::FsdpWeight* f) {
+  return f == nullptr ? 0 : f->gather.gathered_bytes() + f->gather.own_bytes();
 }
 
 }  // namespace
@@ -137,24 +217,34 @@ void require_no_fsdp(const Context& ctx, const std::string& layer) {
 
 ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
     : desc_(std::move(desc)) {
-  require_no_fsdp(ctx, desc_.name);
   const TpLinearDesc& d = desc_;
   const bool tbs = d.transpose_batch_sequence;
-  const SpecEntry dp = SpecEntry::axis(ctx.mesh_config().dp_axis);
-  const SpecEntry tpsp = SpecEntry::axis(ctx.mesh_config().tpsp_axis);
-  forward_ = std::make_unique<GemmPlan>(
-      ctx,
-      tensor_sequence_parallel_gemm(ctx, d.name + " forward", kCollectives.forward, d.batch,
-                                    d.seq_len, d.hidden_in, d.hidden_out, d.dtype, d.bias, tbs));
+  const PlanningMesh mesh = planning_mesh(ctx);
+  const PlanningMesh replica = replica_mesh(mesh);
+  const SpecEntry data = SpecEntry::axis(has_fsdp(mesh) ? mesh.fsdp_axis : mesh.dp_axis);
+  const SpecEntry tpsp = SpecEntry::axis(mesh.tpsp_axis);
+  forward_ = std::make_unique<GemmPlan>(ctx, tp_linear_forward_desc(mesh, d, kCollectives.forward));
+  const PartitionSpec& w_spec = forward_->desc().rhs_spec;
   dgrad_ = std::make_unique<GemmPlan>(
-      ctx, dgrad_desc(d, kCollectives.backward, activation(dp, none(), tpsp, tbs), {none(), tpsp}));
-  const Shape tokens = local_tokens(forward_->lhs_local(), ctx.comms().tp(), tbs);
-  wgrad_ = std::make_unique<GemmPlan>(
-      ctx, token_sum_desc(d, "wgrad", tokens, d.hidden_in, none(), tpsp));
+      ctx, dgrad_desc(on_replica(mesh, d), kCollectives.backward,
+                      activation(data, none(), tpsp, tbs), {none(), tpsp}));
+  const Tokens tokens = gradient_tokens(mesh, d, forward_->lhs_local(), ctx.comms().tp());
+  // With an fsdp axis the wgrad's sum over fsdp is reduce-scattered into this rank's shard of
+  // W: its rows ('fsdp', 'tpsp'), or its columns at tp 1 (None, 'fsdp'), which then name no
+  // tpsp (of size 1 there).
+  const int w_fsdp_dim = fsdp_dim_of(w_spec, replica);
+  GemmDesc wgrad =
+      token_sum_desc(d, "wgrad", tokens, d.hidden_in, none(), w_fsdp_dim == 1 ? none() : tpsp);
+  wgrad.fsdp_scatter_dim = w_fsdp_dim;
+  wgrad_ = std::make_unique<GemmPlan>(ctx, std::move(wgrad));
   if (d.bias) {
     bgrad_ =
         std::make_unique<GemmPlan>(ctx, token_sum_desc(d, "bias grad", tokens, 0, none(), tpsp));
-    ones_ = ones(ctx.backend(), num_elements(tokens), d.dtype);
+    ones_ = ones(ctx.backend(),
+                 num_elements(local_tokens(forward_->lhs_local(), ctx.comms().tp(), tbs)), d.dtype);
+  }
+  if (w_fsdp_dim >= 0) {
+    fsdp_w_ = std::make_unique<detail::FsdpWeight>(ctx, d.name, *forward_, w_fsdp_dim);
   }
   if (d.wgrad_input == WgradInput::kGatherAgain) {
     gather_ =
@@ -164,6 +254,10 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
 }
 
 ColumnParallelLinear::~ColumnParallelLinear() = default;
+
+int64_t ColumnParallelLinear::fsdp_weight_bytes() const {
+  return cgemm::fsdp_weight_bytes(fsdp_w_.get());
+}
 
 void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, void* y) {
   require(desc_, x, "x");
@@ -201,38 +295,47 @@ void ColumnParallelLinear::backward(const void* x, const void* w, const void* dy
   // (found by review: dx written over dy gave a wrong dW before this order).
   run(*wgrad_, desc_.path, gathered_x_->get(), dy, nullptr, dw);
   if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), dy, nullptr, db);
-  run(*dgrad_, desc_.path, dy, w, nullptr, dx);
+  run(*dgrad_, desc_.path, dy, fsdp_w_ ? fsdp_w_->gathered(w) : w, nullptr, dx);
   have_x_ = false;  // one forward per backward: a second backward needs a new forward
 }
 
 // --- row-parallel ---
 
 RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(std::move(desc)) {
-  require_no_fsdp(ctx, desc_.name);
   const TpLinearDesc& d = desc_;
   const bool tbs = d.transpose_batch_sequence;
-  const SpecEntry dp = SpecEntry::axis(ctx.mesh_config().dp_axis);
-  const SpecEntry tpsp = SpecEntry::axis(ctx.mesh_config().tpsp_axis);
-  forward_ = std::make_unique<GemmPlan>(
-      ctx,
-      tensor_sequence_parallel_gemm(ctx, d.name + " forward", kCollectives.forward, d.batch,
-                                    d.seq_len, d.hidden_in, d.hidden_out, d.dtype, d.bias, tbs));
+  const PlanningMesh mesh = planning_mesh(ctx);
+  const PlanningMesh replica = replica_mesh(mesh);
+  const SpecEntry data = SpecEntry::axis(has_fsdp(mesh) ? mesh.fsdp_axis : mesh.dp_axis);
+  const SpecEntry tpsp = SpecEntry::axis(mesh.tpsp_axis);
+  forward_ = std::make_unique<GemmPlan>(ctx, tp_linear_forward_desc(mesh, d, kCollectives.forward));
+  const PartitionSpec& w_spec = forward_->desc().rhs_spec;
   dgrad_ = std::make_unique<GemmPlan>(
-      ctx, dgrad_desc(d, kCollectives.backward, activation(dp, tpsp, none(), tbs), {tpsp, none()}));
+      ctx, dgrad_desc(on_replica(mesh, d), kCollectives.backward,
+                      activation(data, tpsp, none(), tbs), {tpsp, none()}));
   h_bytes_ = checked_bytes(num_elements(forward_->lhs_local()), dtype_size(d.dtype), "h bytes");
   // h's local shard holds every token of the local batch already.
-  const Shape tokens = local_tokens(forward_->lhs_local(), 1, tbs);
-  wgrad_ = std::make_unique<GemmPlan>(
-      ctx, token_sum_desc(d, "wgrad", tokens, d.hidden_in, tpsp, none()));
+  const Tokens tokens = gradient_tokens(mesh, d, forward_->lhs_local(), 1);
+  GemmDesc wgrad = token_sum_desc(d, "wgrad", tokens, d.hidden_in, tpsp, none());
+  // With an fsdp axis: reduce-scattered into this rank's columns of W ('tpsp', 'fsdp').
+  wgrad.fsdp_scatter_dim = fsdp_dim_of(w_spec, replica);
+  wgrad_ = std::make_unique<GemmPlan>(ctx, std::move(wgrad));
   if (d.bias) {
     bgrad_ =
         std::make_unique<GemmPlan>(ctx, token_sum_desc(d, "bias grad", tokens, 0, none(), none()));
-    ones_ = ones(ctx.backend(), num_elements(tokens), d.dtype);
+    ones_ = ones(ctx.backend(), num_elements(local_tokens(forward_->lhs_local(), 1, tbs)), d.dtype);
+  }
+  if (const int dim = fsdp_dim_of(w_spec, replica); dim >= 0) {
+    fsdp_w_ = std::make_unique<detail::FsdpWeight>(ctx, d.name, *forward_, dim);
   }
   gathered_dy_ = allocate(ctx.backend(), gathered_bytes(*dgrad_));
 }
 
 RowParallelLinear::~RowParallelLinear() = default;
+
+int64_t RowParallelLinear::fsdp_weight_bytes() const {
+  return cgemm::fsdp_weight_bytes(fsdp_w_.get());
+}
 
 void RowParallelLinear::forward(const void* h, const void* w, const void* b, void* y) {
   require(desc_, h, "h");
@@ -259,7 +362,8 @@ void RowParallelLinear::backward(const void* h, const void* w, const void* dy, v
                 "': dh overlaps h; the wgrad reads h after the dgrad writes dh (the dgrad "
                 "gathers dy for it), so dh needs a buffer of its own");
   }
-  run_gathering(*dgrad_, desc_.path, dy, w, nullptr, dh, gathered_dy_->get());
+  run_gathering(*dgrad_, desc_.path, dy, fsdp_w_ ? fsdp_w_->gathered(w) : w, nullptr, dh,
+                gathered_dy_->get());
   run(*wgrad_, desc_.path, h, gathered_dy_->get(), nullptr, dw);
   if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), gathered_dy_->get(), nullptr, db);
 }

@@ -532,8 +532,14 @@ void fill_geometry(GemmGeometry& g, const GemmDesc& desc, const PlanningMesh& m,
   g.need_reorder = !desc.transpose_batch_sequence;
   g.sequence_dim = r.sharding.sequence_dim.value_or(-1);
   if (r.sharding.reduce_spec) {
-    g.reduce_axis = spec_str({*r.sharding.reduce_spec});
-    g.reduce_over_tp = r.sharding.reduce_spec->is_axis(m.tpsp_axis);
+    const SpecEntry& axis = *r.sharding.reduce_spec;
+    g.reduce_axis = spec_str({axis});
+    const bool data_tuple = axis.is_tuple && axis.axes.size() == 2 &&
+                            std::count(axis.axes.begin(), axis.axes.end(), m.dp_axis) == 1 &&
+                            std::count(axis.axes.begin(), axis.axes.end(), m.fsdp_axis) == 1;
+    if (axis.is_axis(m.tpsp_axis)) g.reduce_groups = {Group::kTp};
+    if (m.fsdp > 1 && axis.is_axis(m.fsdp_axis)) g.reduce_groups = {Group::kFsdp};
+    if (m.fsdp > 1 && data_tuple) g.reduce_groups = {Group::kFsdp, Group::kDp};
   }
   g.collective = desc.collective;
 }

@@ -376,7 +376,8 @@ void Engine::run(const Program& p, const Operands& x, const std::string& name) {
                          o.out_dtype, o.stream);
       },
       [&](const ReorderOp& o) {
-        be_.reorder(o.kind, o.shape, o.dp, at(o.src, x), at_mut(o.dst, x), o.dtype, o.stream);
+        be_.reorder(o.kind, o.shape, o.dp, be_.tp_size(), at(o.src, x), at_mut(o.dst, x), o.dtype,
+                    o.stream);
       },
       [&](const CopyOp& o) {
         for (int64_t i = 0; i < o.count; ++i) {

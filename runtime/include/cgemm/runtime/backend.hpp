@@ -166,9 +166,11 @@ class Backend {
 
   // --- compute ---
   virtual void gemm(const GemmTask& task, int stream) = 0;
-  /// dst = the reorder of src (planner's apply_reorder semantics), row-major `shape`.
-  virtual void reorder(ReorderKind kind, const Shape& shape, int dp_size, const void* src,
-                       void* dst, DType dtype, int stream) = 0;
+  /// dst = the reorder of src (planner's apply_reorder semantics), row-major `shape`, in
+  /// `tpsp_size` rank-major blocks: the size of the group they were gathered over (tp for the
+  /// collective GEMMs, fsdp for a weight's column shards).
+  virtual void reorder(ReorderKind kind, const Shape& shape, int dp_size, int tpsp_size,
+                       const void* src, void* dst, DType dtype, int stream) = 0;
   /// out[i] = cast_to_out(sum over p = 0..parts.size()-1, in that order, in fp32, of
   /// parts[p][i] (+ bias[i % bias_len] when bias)), for i in [0, count). The bias has
   /// out_dtype. `out` may be one of the parts (elementwise in place).

@@ -90,6 +90,8 @@
 namespace cgemm {
 
 namespace detail {
+struct FsdpWeight;  // tp_linear.cpp: the weight gathered again for the dgrad (fsdp > 1)
+
 /// Backend memory released with its owner (a layer's gathered activation and its ones), so a
 /// constructor that throws half-way leaks nothing.
 class BackendMemory {
@@ -108,6 +110,8 @@ class BackendMemory {
   void* p_ = nullptr;
 };
 }  // namespace detail
+
+struct TpLinearDesc;
 
 /// Which path each GEMM of a layer runs (GemmPlan's three entry points).
 enum class LinearPath {
@@ -136,6 +140,14 @@ struct TpLinearDesc {
   WgradInput wgrad_input = WgradInput::kKeepFromForward;  // column-parallel only
 };
 
+/// The forward GEMM a layer of `d` plans on `mesh` (the context's planning_mesh) with
+/// `collective` (the column layer's all-gather, the row layer's reduce-scatter):
+/// tensor_sequence_parallel_gemm's layout, on one replica where the mesh has an fsdp axis (see
+/// the file comment). For memory estimates made before any layer. Throws cgemm::Error when the
+/// batch does not divide over dp there.
+GemmDesc tp_linear_forward_desc(const PlanningMesh& mesh, const TpLinearDesc& d,
+                                CollectiveOp collective);
+
 /// y = AG(x) W + b; see the file comment for shapes and specs.
 class ColumnParallelLinear {
  public:
@@ -160,6 +172,8 @@ class ColumnParallelLinear {
   /// dx, dW and (with a bias) db from dy. x: this rank's shard again, read with kGatherAgain
   /// only (may be null with kKeepFromForward).
   void backward(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db);
+  /// The bytes the layer holds for the weight its dgrad gathers again (fsdp > 1; 0 without).
+  int64_t fsdp_weight_bytes() const;
 
  private:
   TpLinearDesc desc_;
@@ -167,6 +181,7 @@ class ColumnParallelLinear {
   std::unique_ptr<ActivationGather> gather_;           // kGatherAgain only
   std::unique_ptr<detail::BackendMemory> gathered_x_;  // AG(x), forward_'s gathered lhs
   std::unique_ptr<detail::BackendMemory> ones_;        // the bias gradient's [B/dp, S] ones
+  std::unique_ptr<detail::FsdpWeight> fsdp_w_;         // fsdp > 1 only
   bool have_x_ = false;
 };
 
@@ -193,6 +208,8 @@ class RowParallelLinear {
   /// dh, dW and (with a bias) db from dy (this rank's sequence shard). dh must not overlap h
   /// (cgemm::Error): the dgrad runs first, and the wgrad reads h after it.
   void backward(const void* h, const void* w, const void* dy, void* dh, void* dw, void* db);
+  /// The bytes the layer holds for the weight its dgrad gathers again (fsdp > 1; 0 without).
+  int64_t fsdp_weight_bytes() const;
 
  private:
   TpLinearDesc desc_;
@@ -200,6 +217,7 @@ class RowParallelLinear {
   std::unique_ptr<detail::BackendMemory> gathered_dy_;  // AG(dy), dgrad_'s gathered lhs
   int64_t h_bytes_ = 0;                                 // h's (and dh's) local bytes
   std::unique_ptr<detail::BackendMemory> ones_;         // [B/dp, S] in dtype
+  std::unique_ptr<detail::FsdpWeight> fsdp_w_;          // fsdp > 1 only
 };
 
 }  // namespace cgemm
