@@ -10,7 +10,12 @@
 #  3. what the FSDP code costs where there is no fsdp axis (issue 41 item 6): cgemm-train
 #     --timed_passes at tp 1 x fsdp 1, this build against $BASE (a cgemm-train built from the
 #     commit before FSDP, carried as .devbuild/bin/cgemm-train.base), alternated over ROUNDS
-#     rounds in one process's lifetime each, on the demo and the standard shape.
+#     rounds in one process's lifetime each, on the demo and the standard shape;
+#  4. cgemm-train --fsdp on the CUDA backend, ranks sharing the GPU: tests/mpi/check_train.sh
+#     fsdp (loss parity with one rank at fsdp 2, fsdp 2 x tp 2, dp 2 x fsdp 2, fsdp 4, fsdp 3,
+#     1/fsdp of the weight bytes, graph replays bit for bit), then the demo shape (bf16) at
+#     fsdp 1 and fsdp 2 with their memory and per-call fsdp lines.
+# STEPS picks them (default tests,cost,train).
 # Writes $OUT (default /tmp/cgemm-fsdp): one log per step. Exit 1 when a step failed.
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,19 +31,28 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,nohea
 t0=$SECONDS
 step_timeout=120
 . "$root/scripts/device-steps.sh"
+steps=,${STEPS:-tests,cost,train},
+wants() { [[ $steps == *,$1,* ]]; }
 
+if wants tests; then
 for mesh in "2 1 2" "4 1 2" "4 2 2"; do
   read -r np dp fsdp <<<"$mesh"
   step "test_fsdp_np${np}_dp${dp}" mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda \
     "$bin/test_fsdp_gemm" --dp "$dp" --fsdp "$fsdp"
 done
+# Backend::reorder takes its block count (the fsdp weight gather's column shards use it).
+step test_cuda_backend_shared_np2 mpirun -np 2 --bind-to none -x LD_LIBRARY_PATH \
+  -x CGEMM_TEST_GPU_SHARING=1 "$bin/test_cuda_backend" --gtest_brief=1
 step test_grouped_plan mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH "$bin/test_grouped_plan" --backend=cuda
 for np in 1 2; do
   step "test_capture_np$np" mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda \
     "$bin/test_capture"
 done
+fi
 
-if [ -x "$base" ]; then
+if ! wants cost; then
+  :
+elif [ -x "$base" ]; then
   echo "== cgemm-train --timed_passes 20 at tp 1 x fsdp 1: this build and the one before FSDP"
   mkdir -p "$out/cost"
   for c in "demo 2 2048 768 3072" "standard 4 8192 4096 8192"; do
@@ -57,6 +71,19 @@ if [ -x "$base" ]; then
   done | tee "$out/cost/summary.txt"
 else
   summary+=("SKIP  the fsdp 1 cost: no $base")
+fi
+
+if wants train; then
+  step_timeout=400 step train_fsdp env CGEMM_TRAIN_BACKEND=cuda bash "$root/tests/mpi/check_train.sh" \
+    fsdp "$out/train_fsdp" mpirun -np "$bin/cgemm-train"
+  echo "== the demo shape (bf16) at fsdp 1 and fsdp 2, ranks sharing the GPU"
+  for f in 1 2; do
+    step "train_demo_fsdp$f" mpirun -np "$f" --bind-to none -x LD_LIBRARY_PATH "$bin/cgemm-train" \
+      --backend cuda --gpu_sharing on --fsdp "$f" --dtype bf16 --batch 2 --seq_len 2048 \
+      --hidden 768 --ffn 3072 --steps 5 --lr 1e-4 --timed_passes 10 --report "$out/demo_fsdp$f.json"
+    grep -E "memory per rank|forward \+ backward pass|of which over fsdp|^  (up|down)_proj" \
+      "$out/train_demo_fsdp$f.log"
+  done
 fi
 
 echo "== summary ($((SECONDS - t0)) s)"

@@ -53,13 +53,26 @@
 //   buffer (GemmPlan's Operand::kGatheredLhs, as TE's row-parallel backward reuses the dy its
 //   dgrad gathered): one all-gather of dy per backward. So the dgrad runs first, then the wgrad
 //   and the bias gradient. Memory: the layer holds AG(dy) [B/dp, S, N] for its lifetime.
-// Data parallelism: the weight and bias gradients are this dp rank's (its local batch's);
-// summing them over dp (the data-parallel all-reduce) is the caller's. The wgrad plans see
-// the local batch as their whole batch (batch dims unsharded), which is why they plan on a
-// dp x tp mesh without a dp reduction.
-// Bias gradients are GEMMs too (planned as the wgrad, so they run on either backend with no
-// kernel of their own): a ones tensor [B/dp, S] (or [S, B/dp]) contracted with dy's (the
-// column layer's local dy, the row layer's AG(dy)) batch and sequence dims.
+// Data parallelism (no fsdp axis): the weight and bias gradients are this dp rank's (its local
+// batch's); summing them over dp (the data-parallel all-reduce) is the caller's. The wgrad plans
+// see the local batch as their whole batch (batch dims unsharded), which is why they plan on a dp x
+// tp mesh without a dp reduction.
+//
+// FSDP (a mesh with an fsdp axis, docs/FSDP.md): the batch is
+// sharded over ('dp', 'fsdp') (fsdp alone at dp 1) and each weight over fsdp as
+// tensor_sequence_parallel_gemm lays it out: the column layer's W ('fsdp', 'tpsp') ((None, 'fsdp')
+// at tp 1), the row layer's ('tpsp', 'fsdp'); the caller passes its shard of W
+// (forward_plan().rhs_local()) and gets its shard of dW. The forward gathers W inside its GEMM;
+// backward() gathers it again over fsdp before the dgrad (not hidden); the wgrad reduce-scatters dW
+// over fsdp (then all-reduces it over dp) inside its plan; db is all-reduced over fsdp and dp (the
+// biases are replicated, as gemm.py's bias spec follows the gathered weight's columns). So the dp
+// sum is done, not the caller's. The forward and dgrad plans are one replica's: batch B/dp over
+// 'fsdp' (their offsets are within the replica; its batch block is dp_rank's); the gradient plans
+// see the global batch.
+//
+// Bias gradients are GEMMs too (planned as the wgrad, so they run on either
+// backend with no kernel of their own): a ones tensor [B/dp, S] (or [S, B/dp]) contracted with dy's
+// (the column layer's local dy, the row layer's AG(dy)) batch and sequence dims.
 //
 // Every call is collective over the TP group (the GEMMs' collectives), and so is making a layer
 // (its plans allocate their rings): every rank calls the same methods in the same order. Calls are
