@@ -55,7 +55,13 @@ std::vector<CallSplit> split_calls(const std::vector<TraceSpan>& timeline) {
       if (s.category == "gemm") gemm.emplace_back(s.start_ms, s.end_ms);
       if (s.category == "transfer" || s.category == "collective") {
         comm.emplace_back(s.start_ms, s.end_ms);
-        if (s.name.find("fsdp") != std::string::npos) fsdp.emplace_back(s.start_ms, s.end_ms);
+        // Over fsdp: the spans whose labels name it (the weight's exchange steps and
+        // all-gathers, the gradient's reduce-scatter and all-reduces), less the rows layout's
+        // local copy of this rank's own shard into the ring.
+        if (s.name.find("fsdp") != std::string::npos &&
+            s.name.find("own rhs shard") == std::string::npos) {
+          fsdp.emplace_back(s.start_ms, s.end_ms);
+        }
       }
     }
     gemm = merged(std::move(gemm));

@@ -18,7 +18,8 @@ struct CallSplit {
   double comm_ms = 0.0;    // union of the "transfer" and "collective" spans
   double hidden_ms = 0.0;  // of comm_ms, the time some GEMM ran too
   // The same two for the spans over the fsdp group (their labels name it: the weight's gather
-  // and the gradient's reduce-scatter and all-reduce), a part of comm_ms and hidden_ms.
+  // and the gradient's reduce-scatter and all-reduce; not a local copy of this rank's own
+  // shard), a part of comm_ms and hidden_ms.
   double fsdp_ms = 0.0;
   double fsdp_hidden_ms = 0.0;
 };

@@ -162,13 +162,18 @@ bool plan(TrainRun& r) {
         "buckets");
   }
   const StateBytes b = r.trainer->state_bytes();
-  say(fmt("memory per rank: weights W1, W2 with gradients, masters and optimizer state %.0f "
-          "bytes (%.4f of the %.0f a replicated run holds), ",
-          static_cast<double>(b.weights),
-          static_cast<double>(b.weights) / static_cast<double>(b.weights_replicated),
+  const auto ratio = [&](int64_t x) {
+    return static_cast<double>(x) / static_cast<double>(b.weights_replicated);
+  };
+  say(fmt("memory per rank: W1, W2 with gradients, masters and optimizer state %.0f bytes (%.4f "
+          "of the %.0f a replicated run holds)",
+          static_cast<double>(b.weights), ratio(b.weights),
           static_cast<double>(b.weights_replicated)) +
-      fmt("biases b1, b2 %.0f bytes (replicated), FSDP's gathered-weight buffers %.0f bytes",
-          static_cast<double>(b.biases), static_cast<double>(b.gathered)));
+      (cfg.fsdp > 1 ? fmt("; with FSDP's gathered-weight buffers (%.0f bytes, shared by the "
+                          "layers) %.4f of it",
+                          static_cast<double>(b.gathered), ratio(b.weights + b.gathered))
+                    : std::string()) +
+      fmt("; b1, b2 with theirs %.0f bytes (replicated)", static_cast<double>(b.biases)));
   return true;
 }
 
@@ -369,8 +374,9 @@ int summarize(TrainRun& r) {
         {"note",
          "this rank's W1 and W2 with their gradients (dtype), fp32 masters and Adam moments (and "
          "dp sums); replicated: the same with every weight whole (fsdp 1); the biases stay "
-         "replicated over fsdp; fsdp_gathered_bytes: the shared fsdp ring and the weights the "
-         "dgrads gather again"}};
+         "replicated over fsdp; fsdp_gathered_bytes: the context's fsdp ring and reorder buffer "
+         "(the forward's in-GEMM gathers, the dgrads' gathers and the wgrads' reduce-scatters "
+         "use them, one at a time)"}};
     if (cfg.cuda_graph) {
       report["cuda_graph"] = {
           {"captured",

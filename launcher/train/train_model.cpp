@@ -230,7 +230,7 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
   const auto add = [&](int64_t count, int64_t each) {
     total = checked_add(total, checked_mul(count, each, what), what);
   };
-  int64_t n_x = 0, n_pre = 0;
+  int64_t n_x = 0, n_pre = 0, fsdp_ring = 0, fsdp_reorder = 0;
   for (const bool up : {true, false}) {
     TpLinearDesc d;
     d.name = up ? "up_proj" : "down_proj";
@@ -243,11 +243,17 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
     const PlanDescription p = plan_gemm(
         tp_linear_forward_desc(m, d, up ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter),
         m, o);
-    add(p.bytes.total() - p.bytes.operands(), 3);
+    // Each plan's own workspaces; the fsdp ring, which the plans share, once below.
+    add(p.bytes.total() - p.bytes.operands() - p.bytes.fsdp_ring, 3);
     add(num_elements(p.rhs_local), per_param);
     if (cfg.bias) add(num_elements(p.bias_local), per_param);
-    // fsdp: the weight the dgrad gathers again, and the rank-major copy of a column gather.
-    if (p.fsdp_dim >= 0) add(num_elements(p.rhs_gathered), es * (p.fsdp_dim == 1 ? 2 : 1));
+    // fsdp: the ring (the forward's gathered weight, the dgrad's again, the wgrad's blocks: one
+    // weight) and the reorder buffer of a column gather, the context's, at their largest.
+    if (p.fsdp_dim >= 0) {
+      const int64_t whole = checked_mul(num_elements(p.rhs_gathered), es, what);
+      fsdp_ring = std::max({fsdp_ring, whole, p.bytes.fsdp_ring});
+      if (p.fsdp_dim == 1) fsdp_reorder = std::max(fsdp_reorder, whole);
+    }
     // The all-gathered activation each layer keeps for its wgrad (x for up, dy for down).
     add(checked_mul(num_elements(up ? p.lhs_local : p.out_local), m.tp, what), es);
     if (up) {
@@ -255,6 +261,8 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
       n_pre = num_elements(p.out_local);
     }
   }
+  add(fsdp_ring, 1);
+  add(fsdp_reorder, 1);
   // x, out, dy, dx in dtype, the fp32 target; pre, h, dh, dpre in dtype.
   add(n_x, 4 * es + 4);
   add(n_pre, 4 * es);
@@ -296,16 +304,12 @@ StepResult MlpTrainer::gradients(int step) {
 
 void MlpTrainer::draw_inputs(int step) {
   // x ~ N(0, 1), a fresh global batch per step.
-  // With an fsdp axis the layers plan on one replica (tp_linear.hpp): its batch block is
-  // dp_rank's of the global batch.
+  // With an fsdp axis the layers plan on one replica (tp_linear.hpp): the global x has the
+  // whole batch, and the layer places the replica's block in it.
   const GemmPlan& upf = up_->forward_plan();
   Shape global = upf.desc().lhs_shape;
-  Shape offset = upf.lhs_offset();
-  const size_t batch_dim = 0;  // batch-first
-  if (ctx_.comms().fsdp() > 1) {
-    offset[batch_dim] += global[batch_dim] * ctx_.comms().dp_rank();
-    global[batch_dim] = cfg_.batch;
-  }
+  global[0] = cfg_.batch;  // batch-first
+  const Shape offset = up_->activation_offset(upf.lhs_offset());
   ctx_.backend().fill_normal(x_, cfg_.dtype, global, upf.lhs_local(), offset,
                              cfg_.seed + kInputSeed + static_cast<uint64_t>(step), 1.0f);
 }
@@ -490,7 +494,7 @@ StateBytes MlpTrainer::state_bytes() const {
       b.biases += mine;
     }
   }
-  b.gathered = ctx_.fsdp_ring_bytes() + up_->fsdp_weight_bytes() + down_->fsdp_weight_bytes();
+  b.gathered = ctx_.fsdp_ring_bytes() + ctx_.fsdp_reorder_bytes();
   return b;
 }
 
@@ -563,7 +567,8 @@ double MlpTrainer::timed_pass() {
 }
 
 double MlpTrainer::timed_pass_graphed() {
-  // step -1: no dp sum, as the eager timed pass.
+  // step -1: no dp sum, as the eager timed pass (with --fsdp the gradient GEMMs sum over fsdp
+  // and dp themselves, in both).
   if (pass_graph_ < 0) {
     pass_graph_ = capture("the timed pass", [this] { forward_backward(-1, nullptr, nullptr); });
   }

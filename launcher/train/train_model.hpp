@@ -77,7 +77,8 @@ struct StateBytes {
   int64_t biases = 0;              // b1 and b2's: replicated over fsdp (gemm.py's bias spec
                                    // follows the gathered weight's columns)
   // What FSDP holds besides: the context's fsdp ring (one gathered weight, shared by the
-  // plans) and the layers' weights gathered again for the dgrads.
+  // plans and the dgrads' gathers) and its reorder buffer (the rank-major column shards the
+  // dgrads' gathers reorder; one weight too).
   int64_t gathered = 0;
 };
 

@@ -574,16 +574,19 @@ set_tests_properties(mpi_grouped_plan_np1 PROPERTIES LABELS mpi TIMEOUT 120
 
 # The tensor-parallel layer pair (column- and row-parallel, sequence parallel) and the
 # activation all-gather of its weight gradients on the CPU backend against an fp64 reference:
-# 1 rank, tp 2, tp 3, tp 4, dp 2 x tp 2.
+# 1 rank, tp 2, tp 3, tp 4, dp 2 x tp 2; and with an fsdp axis (issue 41): fsdp 2, fsdp 3,
+# fsdp 2 x tp 2, dp 2 x fsdp 2.
 add_executable(test_tp_linear ${CMAKE_CURRENT_LIST_DIR}/test_tp_linear.cpp)
 target_link_libraries(test_tp_linear PRIVATE cgemm GTest::gtest cgemm_warnings)
-foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "tp4;4;" "dp2tp2;4;--dp=2")
+foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "tp4;4;" "dp2tp2;4;--dp=2" "fsdp2;2;--fsdp=2"
+             "fsdp3;3;--fsdp=3" "fsdp2tp2;4;--fsdp=2" "dp2fsdp2;4;--dp=2 --fsdp=2")
   list(GET mesh 0 mname)
   list(GET mesh 1 np)
   list(GET mesh 2 flag)
+  separate_arguments(flags UNIX_COMMAND "${flag}")
   add_test(NAME mpi_tp_linear_${mname}
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
-            $<TARGET_FILE:test_tp_linear> ${flag})
+            $<TARGET_FILE:test_tp_linear> ${flags})
   set_tests_properties(mpi_tp_linear_${mname} PROPERTIES LABELS mpi TIMEOUT 120
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()

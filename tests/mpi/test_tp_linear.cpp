@@ -1,6 +1,8 @@
 // The tensor-parallel layer pair (runtime/include/cgemm/runtime/tp_linear.hpp) and the
 // activation all-gather its weight gradients read (activation_gather.hpp), on the CPU backend
-// under mpirun: 1 rank, tp 2, tp 3, tp 4 and dp 2 x tp 2 (argument --dp=2).
+// under mpirun: 1 rank, tp 2, tp 3, tp 4 and dp 2 x tp 2 (argument --dp=2); and on meshes with
+// an fsdp axis (--fsdp=N: fsdp 2, fsdp 3, fsdp 2 x tp 2, dp 2 x fsdp 2), where each rank passes
+// its shard of W and gets its shard of dW, and dW and db are the sums over the whole batch.
 //
 // Every rank draws the same global tensors (x, W, b, dy; fresh random each run, rank 0's
 // seed), takes its shards by the plans' offsets, and checks its output shards (poisoned with
@@ -56,6 +58,7 @@ struct GatherCase {
 };
 
 TEST(ActivationGather, EqualsTheShardsInSequenceOrderBitForBit) {
+  if (g_ctx->comms().fsdp() > 1) GTEST_SKIP() << "a gather over tp alone: the dp x tp meshes";
   const int tp = g_ctx->comms().tp(), dp = g_ctx->comms().dp();
   const int64_t seq_per_rank = 3, hidden = 5;
   for (const GatherCase& c :
@@ -203,8 +206,13 @@ std::vector<LayerCase> layer_cases() {
   return out;
 }
 
-// Global sizes divisible by tp 1..4 and the local batch by dp (gemm.py's reorders).
-int64_t global_batch() { return g_ctx->comms().dp() == 1 ? 3 : 2 * g_ctx->comms().dp(); }
+// Global sizes divisible by tp 1..4 and the local batch by dp (gemm.py's reorders); with an
+// fsdp axis two sequences per data-parallel rank.
+int64_t global_batch() {
+  const int dp = g_ctx->comms().dp(), fsdp = g_ctx->comms().fsdp();
+  if (fsdp > 1) return 2 * dp * fsdp;
+  return dp == 1 ? 3 : 2 * dp;
+}
 constexpr int64_t kSeq = 12;
 
 TpLinearDesc layer_desc(const std::string& name, int64_t k, int64_t n, const LayerCase& c) {
@@ -222,8 +230,10 @@ TpLinearDesc layer_desc(const std::string& name, int64_t k, int64_t n, const Lay
   return d;
 }
 
-// The batches [b0, b1) of this dp rank.
+// The batches [b0, b1) whose gradients this rank's dW and db hold: its dp rank's, or with an
+// fsdp axis all of them (the layers sum over fsdp and dp there).
 std::pair<int64_t, int64_t> my_batches() {
+  if (g_ctx->comms().fsdp() > 1) return {0, global_batch()};
   const int64_t per = global_batch() / g_ctx->comms().dp();
   return {g_ctx->comms().dp_rank() * per, (g_ctx->comms().dp_rank() + 1) * per};
 }
@@ -236,9 +246,16 @@ void check_layer(const LayerCase& c, int64_t k, int64_t n) {
   const GemmPlan& fwd = layer.forward_plan();
   const GemmPlan& dgrad = layer.dgrad_plan();
   const GemmPlan& wgrad = layer.wgrad_plan();
-  // The dgrad reads the forward's W shard.
-  EXPECT_EQ(dgrad.rhs_local(), fwd.rhs_local());
-  EXPECT_EQ(dgrad.rhs_offset(), fwd.rhs_offset());
+  // The dgrad reads the forward's W shard (with an fsdp axis, that shard gathered over fsdp).
+  const int fsdp = g_ctx->comms().fsdp();
+  if (fsdp == 1) {
+    EXPECT_EQ(dgrad.rhs_local(), fwd.rhs_local());
+    EXPECT_EQ(dgrad.rhs_offset(), fwd.rhs_offset());
+  } else {
+    EXPECT_EQ(num_elements(dgrad.rhs_local()), num_elements(fwd.rhs_local()) * fsdp);
+    // Gathered into the context's fsdp ring, which the forward's gather sized.
+    EXPECT_GE(g_ctx->fsdp_ring_bytes(), num_elements(dgrad.rhs_local()) * 4);
+  }
   EXPECT_EQ(dgrad.desc().collective, Layer::kCollectives.backward);
 
   const Dims d{global_batch(), kSeq, k, n, c.tbs};
@@ -251,10 +268,12 @@ void check_layer(const LayerCase& c, int64_t k, int64_t n) {
   const auto [b0, b1] = my_batches();
   const Reference ref = linear_reference(d, widen(x), widen(w), widen(b), widen(dy), b0, b1);
 
-  const auto x_l = shard(x, act_k, fwd.lhs_offset(), fwd.lhs_local());
+  // Activation offsets through the layer: with an fsdp axis its plans are one replica's.
+  const auto at = [&](const Shape& plan_offset) { return layer.activation_offset(plan_offset); };
+  const auto x_l = shard(x, act_k, at(fwd.lhs_offset()), fwd.lhs_local());
   const auto w_l = shard(w, {k, n}, fwd.rhs_offset(), fwd.rhs_local());
   const auto b_l = c.bias ? shard(b, {n}, fwd.bias_offset(), fwd.bias_local()) : b;
-  const auto dy_l = shard(dy, act_n, dgrad.lhs_offset(), dgrad.lhs_local());
+  const auto dy_l = shard(dy, act_n, at(dgrad.lhs_offset()), dgrad.lhs_local());
   for (int round = 0; round < 2; ++round) {  // a second call reuses every plan's buffers
     auto y = nan_buffer(fwd.out_local());
     auto dx = nan_buffer(dgrad.out_local());
@@ -263,8 +282,8 @@ void check_layer(const LayerCase& c, int64_t k, int64_t n) {
     layer.forward(x_l.data(), w_l.data(), c.bias ? b_l.data() : nullptr, y.data());
     layer.backward(x_l.data(), w_l.data(), dy_l.data(), dx.data(), dw.data(),
                    c.bias ? db.data() : nullptr);
-    expect_near("y", y, ref.y, act_n, fwd.out_offset(), fwd.out_local(), 2e-6);
-    expect_near("dx", dx, ref.dx, act_k, dgrad.out_offset(), dgrad.out_local(), 2e-6);
+    expect_near("y", y, ref.y, act_n, at(fwd.out_offset()), fwd.out_local(), 2e-6);
+    expect_near("dx", dx, ref.dx, act_k, at(dgrad.out_offset()), dgrad.out_local(), 2e-6);
     expect_near("dW", dw, ref.dw, {k, n}, wgrad.out_offset(), wgrad.out_local(), 2e-6);
     if (c.bias) expect_near("db", db, ref.db, {n}, fwd.bias_offset(), fwd.bias_local(), 2e-6);
   }
@@ -375,12 +394,14 @@ TEST(TpLinear, ColumnThenRowChainedMatchesTheReference) {
 
     const GemmPlan& f1 = col.forward_plan();
     const GemmPlan& f2 = row.forward_plan();
-    const auto x_l = shard(x, act_k, f1.lhs_offset(), f1.lhs_local());
+    const auto at = [&](const Shape& plan_offset) { return col.activation_offset(plan_offset); };
+    const auto x_l = shard(x, act_k, at(f1.lhs_offset()), f1.lhs_local());
     const auto w1_l = shard(w1, {k, f}, f1.rhs_offset(), f1.rhs_local());
     const auto b1_l = c.bias ? shard(b1, {f}, f1.bias_offset(), f1.bias_local()) : b1;
     const auto w2_l = shard(w2, {f, n}, f2.rhs_offset(), f2.rhs_local());
     const auto b2_l = c.bias ? shard(b2, {n}, f2.bias_offset(), f2.bias_local()) : b2;
-    const auto dy_l = shard(dy, act_n, row.dgrad_plan().lhs_offset(), row.dgrad_plan().lhs_local());
+    const auto dy_l =
+        shard(dy, act_n, at(row.dgrad_plan().lhs_offset()), row.dgrad_plan().lhs_local());
 
     auto y1 = nan_buffer(f1.out_local());
     auto y2 = nan_buffer(f2.out_local());
@@ -403,14 +424,14 @@ TEST(TpLinear, ColumnThenRowChainedMatchesTheReference) {
                  c.bias ? db1.data() : nullptr);
 
     constexpr double kTol = 2e-5;  // tanh of fp32 sums, then two more GEMMs
-    expect_near("y1", y1, r1_fwd.y, act_f, f1.out_offset(), f1.out_local(), kTol);
-    expect_near("y2", y2, r2.y, act_n, f2.out_offset(), f2.out_local(), kTol);
-    expect_near("dh", dh, r2.dx, act_f, row.dgrad_plan().out_offset(), row.dgrad_plan().out_local(),
-                kTol);
+    expect_near("y1", y1, r1_fwd.y, act_f, at(f1.out_offset()), f1.out_local(), kTol);
+    expect_near("y2", y2, r2.y, act_n, at(f2.out_offset()), f2.out_local(), kTol);
+    expect_near("dh", dh, r2.dx, act_f, at(row.dgrad_plan().out_offset()),
+                row.dgrad_plan().out_local(), kTol);
     expect_near("dW2", dw2, r2.dw, {f, n}, row.wgrad_plan().out_offset(),
                 row.wgrad_plan().out_local(), kTol);
-    expect_near("dx", dx, r1.dx, act_k, col.dgrad_plan().out_offset(), col.dgrad_plan().out_local(),
-                kTol);
+    expect_near("dx", dx, r1.dx, act_k, at(col.dgrad_plan().out_offset()),
+                col.dgrad_plan().out_local(), kTol);
     expect_near("dW1", dw1, r1.dw, {k, f}, col.wgrad_plan().out_offset(),
                 col.wgrad_plan().out_local(), kTol);
     if (c.bias) {
@@ -429,16 +450,20 @@ int main(int argc, char** argv) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int dp = 1;
+  int dp = 1, fsdp = 1;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--dp=2") dp = 2;
+    const std::string a = argv[i];
+    if (a.rfind("--dp=", 0) == 0) dp = std::stoi(a.substr(5));
+    if (a.rfind("--fsdp=", 0) == 0) fsdp = std::stoi(a.substr(7));
   }
   cgemm::g_seed = std::random_device{}();
   MPI_Bcast(&cgemm::g_seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("seed %u, dp %d x tp %d\n", cgemm::g_seed, dp, world / dp);
-  cgemm::g_ctx =
-      std::make_unique<cgemm::Context>(MPI_COMM_WORLD, cgemm::MeshConfig{.dp = dp, .tp = 0},
-                                       cgemm::BackendKind::kCpu, cgemm::OverlapOptions{});
+  if (rank == 0) {
+    std::printf("seed %u, dp %d x fsdp %d x tp %d\n", cgemm::g_seed, dp, fsdp, world / dp / fsdp);
+  }
+  cgemm::g_ctx = std::make_unique<cgemm::Context>(
+      MPI_COMM_WORLD, cgemm::MeshConfig{.dp = dp, .tp = 0, .fsdp = fsdp}, cgemm::BackendKind::kCpu,
+      cgemm::OverlapOptions{});
   const int rc = RUN_ALL_TESTS();
   cgemm::g_ctx.reset();
   MPI_Finalize();

@@ -4,11 +4,19 @@
 
 #include "cgemm/core/error.hpp"
 #include "cgemm/sharding/reorder.hpp"
+#include "program/shared_ring.hpp"
 
 namespace cgemm {
 
-FsdpWeightGather::FsdpWeightGather(Backend& be, std::string name, Shape shard, int dim, DType dtype)
-    : be_(be), name_(std::move(name)), shard_(std::move(shard)), dim_(dim), dtype_(dtype) {
+FsdpWeightGather::FsdpWeightGather(Context& ctx, std::string name, Shape shard, int dim,
+                                   DType dtype)
+    : be_(ctx.backend()),
+      ring_(ctx.fsdp_ring()),
+      reorder_(ctx.fsdp_reorder()),
+      name_(std::move(name)),
+      shard_(std::move(shard)),
+      dim_(dim),
+      dtype_(dtype) {
   const std::string what = "fsdp weight gather '" + name_ + "'";
   if (shard_.size() != 2 || shard_[0] < 0 || shard_[1] < 0 || (dim_ != 0 && dim_ != 1)) {
     throw Error(what + ": a 2-D shard sharded on dim 0 or 1, got " + shape_str(shard_) +
@@ -20,32 +28,44 @@ FsdpWeightGather::FsdpWeightGather(Backend& be, std::string name, Shape shard, i
       checked_mul(shard_[static_cast<size_t>(dim_)], f, what + " dim");
   shard_bytes_ = checked_bytes(num_elements(shard_), dtype_size(dtype_), what + " shard");
   gathered_bytes_ = checked_mul(shard_bytes_, f, what + " bytes");
-  if (dim_ == 1 && f > 1) rank_major_ = be_.allocate(static_cast<size_t>(gathered_bytes_));
+  // Users of the shared buffers, so they live as long as this gather (SharedRing::drop_user).
+  ring_.add_user();
+  ring_.reserve(be_, gathered_bytes_);
+  if (dim_ == 1) {
+    reorder_.add_user();
+    reorder_.reserve(be_, gathered_bytes_);
+  }
+  // Its all-gather in a captured step needs the fsdp group's collectives sized before (their
+  // staging: every rank's block, as Engine::reserve_collectives counts).
+  be_.reserve_collectives(Group::kFsdp, static_cast<size_t>(gathered_bytes_));
 }
 
 FsdpWeightGather::~FsdpWeightGather() {
-  if (rank_major_ != nullptr) be_.release(rank_major_);
+  ring_.drop_user();
+  if (dim_ == 1) reorder_.drop_user();
 }
 
-void FsdpWeightGather::execute(const void* src, void* dst) {
-  if (src == nullptr || dst == nullptr) {
-    throw Error("fsdp weight gather '" + name_ + "': null " + (src == nullptr ? "src" : "dst"));
-  }
+const void* FsdpWeightGather::execute(const void* src) {
+  if (src == nullptr) throw Error("fsdp weight gather '" + name_ + "': null src");
   const std::string label = name_ + " fsdp all-gather";
-  const int f = be_.group_size(Group::kFsdp);
   const auto bytes = static_cast<size_t>(shard_bytes_);
-  if (f == 1) {
-    be_.copy(dst, src, bytes, 0, label.c_str());
-    return;
+  void* whole = ring_.buffer().local;
+  if (be_.capturing()) {
+    // A graph holds these addresses: the buffers must not grow after it (SharedRing).
+    ring_.mark_captured();
+    reorder_.mark_captured();
   }
   if (dim_ == 0) {
-    be_.all_gather(Group::kFsdp, src, dst, bytes, 0, label.c_str());
-    return;
+    be_.all_gather(Group::kFsdp, src, whole, bytes, 0, label.c_str());
+    return whole;
   }
   // [f, R, C] rank-major is [R, C f] after the dp-leading reorder of shape [R, C f] in f blocks
   // (gemm.py's reshape (tpsp, dp, n, m) -> (dp, n, tpsp, m) with dp 1, n = R, m = C).
-  be_.all_gather(Group::kFsdp, src, rank_major_, bytes, 0, label.c_str());
-  be_.reorder(ReorderKind::kDpLeading, gathered_, 1, f, rank_major_, dst, dtype_, 0);
+  void* rank_major = reorder_.buffer().local;
+  be_.all_gather(Group::kFsdp, src, rank_major, bytes, 0, label.c_str());
+  be_.reorder(ReorderKind::kDpLeading, gathered_, 1, be_.group_size(Group::kFsdp), rank_major,
+              whole, dtype_, 0);
+  return whole;
 }
 
 }  // namespace cgemm

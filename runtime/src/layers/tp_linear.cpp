@@ -153,13 +153,14 @@ TpLinearDesc on_replica(const PlanningMesh& m, TpLinearDesc d) {
   return d;
 }
 
-// The rhs dim a spec shards over the fsdp axis; -1: none.
-int fsdp_dim_of(const PartitionSpec& spec, const PlanningMesh& m) {
-  if (!has_fsdp(m)) return -1;
-  for (size_t i = 0; i < spec.size(); ++i) {
-    if (spec[i].is_axis(m.fsdp_axis)) return static_cast<int>(i);
-  }
-  return -1;
+// The first batch of the replica a rank's forward and dgrad plans see (replica_mesh).
+int64_t replica_batch_offset(const PlanningMesh& m, const TpLinearDesc& d) {
+  return has_fsdp(m) ? static_cast<int64_t>(m.dp_rank) * (d.batch / m.dp) : 0;
+}
+
+Shape add_batch_offset(Shape offset, int64_t batches, bool tbs) {
+  if (batches != 0) offset.at(tbs ? 1 : 0) += batches;
+  return offset;
 }
 
 std::unique_ptr<detail::BackendMemory> allocate(Backend& be, int64_t bytes) {
@@ -186,33 +187,6 @@ GemmDesc tp_linear_forward_desc(const PlanningMesh& mesh, const TpLinearDesc& d,
                                        r.transpose_batch_sequence);
 }
 
-namespace detail {
-
-// The layer's part that only a mesh with an fsdp axis has: the weight gathered again for the
-// dgrad into a buffer of the layer's (fsdp_weight_gather.hpp).
-struct FsdpWeight {
-  FsdpWeight(Context& ctx, const std::string& layer, const GemmPlan& forward, int dim)
-      : gather(ctx.backend(), layer + " W", forward.rhs_local(), dim, forward.desc().dtype),
-        whole(ctx.backend(), static_cast<size_t>(gather.gathered_bytes())) {}
-  FsdpWeightGather gather;
-  detail::BackendMemory whole;
-  // The weight the dgrad reads: gathered from this rank's shard `w`.
-  const void* gathered(const void* w) {
-    gather.execute(w, whole.get());
-    return whole.get();
-  }
-};
-
-}  // namespace detail
-
-namespace {
-
-int64_t fsdp_weight_bytes(const detail::FsdpWeight* f) {
-  return f == nullptr ? 0 : f->gather.gathered_bytes() + f->gather.own_bytes();
-}
-
-}  // namespace
-
 // --- column-parallel ---
 
 ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
@@ -220,11 +194,9 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
   const TpLinearDesc& d = desc_;
   const bool tbs = d.transpose_batch_sequence;
   const PlanningMesh mesh = planning_mesh(ctx);
-  const PlanningMesh replica = replica_mesh(mesh);
   const SpecEntry data = SpecEntry::axis(has_fsdp(mesh) ? mesh.fsdp_axis : mesh.dp_axis);
   const SpecEntry tpsp = SpecEntry::axis(mesh.tpsp_axis);
   forward_ = std::make_unique<GemmPlan>(ctx, tp_linear_forward_desc(mesh, d, kCollectives.forward));
-  const PartitionSpec& w_spec = forward_->desc().rhs_spec;
   dgrad_ = std::make_unique<GemmPlan>(
       ctx, dgrad_desc(on_replica(mesh, d), kCollectives.backward,
                       activation(data, none(), tpsp, tbs), {none(), tpsp}));
@@ -232,7 +204,7 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
   // With an fsdp axis the wgrad's sum over fsdp is reduce-scattered into this rank's shard of
   // W: its rows ('fsdp', 'tpsp'), or its columns at tp 1 (None, 'fsdp'), which then name no
   // tpsp (of size 1 there).
-  const int w_fsdp_dim = fsdp_dim_of(w_spec, replica);
+  const int w_fsdp_dim = forward_->description().fsdp_dim;
   GemmDesc wgrad =
       token_sum_desc(d, "wgrad", tokens, d.hidden_in, none(), w_fsdp_dim == 1 ? none() : tpsp);
   wgrad.fsdp_scatter_dim = w_fsdp_dim;
@@ -244,8 +216,10 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
                  num_elements(local_tokens(forward_->lhs_local(), ctx.comms().tp(), tbs)), d.dtype);
   }
   if (w_fsdp_dim >= 0) {
-    fsdp_w_ = std::make_unique<detail::FsdpWeight>(ctx, d.name, *forward_, w_fsdp_dim);
+    fsdp_w_ = std::make_unique<FsdpWeightGather>(ctx, d.name + " W", forward_->rhs_local(),
+                                                 w_fsdp_dim, d.dtype);
   }
+  replica_batch_offset_ = replica_batch_offset(mesh, d);
   if (d.wgrad_input == WgradInput::kGatherAgain) {
     gather_ =
         std::make_unique<ActivationGather>(ctx, d.name + " x", forward_->lhs_local(), d.dtype, tbs);
@@ -255,8 +229,9 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
 
 ColumnParallelLinear::~ColumnParallelLinear() = default;
 
-int64_t ColumnParallelLinear::fsdp_weight_bytes() const {
-  return cgemm::fsdp_weight_bytes(fsdp_w_.get());
+Shape ColumnParallelLinear::activation_offset(Shape plan_offset) const {
+  return add_batch_offset(std::move(plan_offset), replica_batch_offset_,
+                          desc_.transpose_batch_sequence);
 }
 
 void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, void* y) {
@@ -295,7 +270,7 @@ void ColumnParallelLinear::backward(const void* x, const void* w, const void* dy
   // (found by review: dx written over dy gave a wrong dW before this order).
   run(*wgrad_, desc_.path, gathered_x_->get(), dy, nullptr, dw);
   if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), dy, nullptr, db);
-  run(*dgrad_, desc_.path, dy, fsdp_w_ ? fsdp_w_->gathered(w) : w, nullptr, dx);
+  run(*dgrad_, desc_.path, dy, fsdp_w_ ? fsdp_w_->execute(w) : w, nullptr, dx);
   have_x_ = false;  // one forward per backward: a second backward needs a new forward
 }
 
@@ -305,11 +280,9 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
   const TpLinearDesc& d = desc_;
   const bool tbs = d.transpose_batch_sequence;
   const PlanningMesh mesh = planning_mesh(ctx);
-  const PlanningMesh replica = replica_mesh(mesh);
   const SpecEntry data = SpecEntry::axis(has_fsdp(mesh) ? mesh.fsdp_axis : mesh.dp_axis);
   const SpecEntry tpsp = SpecEntry::axis(mesh.tpsp_axis);
   forward_ = std::make_unique<GemmPlan>(ctx, tp_linear_forward_desc(mesh, d, kCollectives.forward));
-  const PartitionSpec& w_spec = forward_->desc().rhs_spec;
   dgrad_ = std::make_unique<GemmPlan>(
       ctx, dgrad_desc(on_replica(mesh, d), kCollectives.backward,
                       activation(data, tpsp, none(), tbs), {tpsp, none()}));
@@ -318,23 +291,27 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
   const Tokens tokens = gradient_tokens(mesh, d, forward_->lhs_local(), 1);
   GemmDesc wgrad = token_sum_desc(d, "wgrad", tokens, d.hidden_in, tpsp, none());
   // With an fsdp axis: reduce-scattered into this rank's columns of W ('tpsp', 'fsdp').
-  wgrad.fsdp_scatter_dim = fsdp_dim_of(w_spec, replica);
+  const int w_fsdp_dim = forward_->description().fsdp_dim;
+  wgrad.fsdp_scatter_dim = w_fsdp_dim;
   wgrad_ = std::make_unique<GemmPlan>(ctx, std::move(wgrad));
   if (d.bias) {
     bgrad_ =
         std::make_unique<GemmPlan>(ctx, token_sum_desc(d, "bias grad", tokens, 0, none(), none()));
     ones_ = ones(ctx.backend(), num_elements(local_tokens(forward_->lhs_local(), 1, tbs)), d.dtype);
   }
-  if (const int dim = fsdp_dim_of(w_spec, replica); dim >= 0) {
-    fsdp_w_ = std::make_unique<detail::FsdpWeight>(ctx, d.name, *forward_, dim);
+  if (w_fsdp_dim >= 0) {
+    fsdp_w_ = std::make_unique<FsdpWeightGather>(ctx, d.name + " W", forward_->rhs_local(),
+                                                 w_fsdp_dim, d.dtype);
   }
+  replica_batch_offset_ = replica_batch_offset(mesh, d);
   gathered_dy_ = allocate(ctx.backend(), gathered_bytes(*dgrad_));
 }
 
 RowParallelLinear::~RowParallelLinear() = default;
 
-int64_t RowParallelLinear::fsdp_weight_bytes() const {
-  return cgemm::fsdp_weight_bytes(fsdp_w_.get());
+Shape RowParallelLinear::activation_offset(Shape plan_offset) const {
+  return add_batch_offset(std::move(plan_offset), replica_batch_offset_,
+                          desc_.transpose_batch_sequence);
 }
 
 void RowParallelLinear::forward(const void* h, const void* w, const void* b, void* y) {
@@ -362,7 +339,7 @@ void RowParallelLinear::backward(const void* h, const void* w, const void* dy, v
                 "': dh overlaps h; the wgrad reads h after the dgrad writes dh (the dgrad "
                 "gathers dy for it), so dh needs a buffer of its own");
   }
-  run_gathering(*dgrad_, desc_.path, dy, fsdp_w_ ? fsdp_w_->gathered(w) : w, nullptr, dh,
+  run_gathering(*dgrad_, desc_.path, dy, fsdp_w_ ? fsdp_w_->execute(w) : w, nullptr, dh,
                 gathered_dy_->get());
   run(*wgrad_, desc_.path, h, gathered_dy_->get(), nullptr, dw);
   if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), gathered_dy_->get(), nullptr, db);

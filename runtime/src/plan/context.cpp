@@ -251,7 +251,8 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
                  const OverlapOptions& overlap)
     : mesh_config_(mesh),
       overlap_(overlap),
-      fsdp_ring_(std::make_unique<SharedRing>(Group::kFsdp)) {
+      fsdp_ring_(std::make_unique<SharedRing>(Group::kFsdp, "fsdp ring")),
+      fsdp_reorder_(std::make_unique<SharedRing>(Group::kFsdp, "fsdp reorder buffer")) {
   const int size = world_size(world);
   if (mesh_config_.dp < 1 || size % mesh_config_.dp != 0) {
     throw Error("mesh: dp=" + std::to_string(mesh_config_.dp) + " does not divide the world size " +
@@ -401,5 +402,6 @@ Context::Context(MPI_Comm world, const MeshConfig& mesh, const BackendOptions& b
 Context::~Context() = default;
 
 int64_t Context::fsdp_ring_bytes() const { return fsdp_ring_->bytes(); }
+int64_t Context::fsdp_reorder_bytes() const { return fsdp_reorder_->bytes(); }
 
 }  // namespace cgemm

@@ -13,14 +13,12 @@ SharedRing::~SharedRing() {
 void SharedRing::reserve(Backend& be, int64_t bytes) {
   if (bytes <= this->bytes()) return;
   if (be_ != nullptr && be_ != &be) {
-    throw Error(std::string("the ") + group_name(group_) +
-                " ring of a context was asked for by a " +
-                "plan of another backend (an internal error)");
+    throw Error("the " + name_ + " of a context was asked for by a plan of another backend " +
+                "(an internal error)");
   }
   be_ = &be;
   if (captured_) {
-    throw Error(std::string("a plan needs the ") + group_name(group_) + " ring to grow to " +
-                std::to_string(bytes) +
+    throw Error("a plan needs the " + name_ + " to grow to " + std::to_string(bytes) +
                 " bytes, but a call captured into a CUDA graph uses it at " +
                 std::to_string(this->bytes()) + " bytes (its graph holds that buffer's address): " +
                 "make the plan with the largest weight before capturing");

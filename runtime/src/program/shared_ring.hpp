@@ -2,7 +2,9 @@
 // A symmetric workspace that the engines of several plans share: the fsdp ring, where an FSDP
 // plan's gathered weight lives only while its call runs (fsdp/fsdp_gather.hpp). One per Context,
 // at the largest size any of its plans needs, so a model's FSDP plans hold one gathered weight
-// between them, not one each (what makes FSDP save memory).
+// between them, not one each (what makes FSDP save memory). The layer pair's dgrad reads the
+// weight it gathers again from the same ring, and a Context's second one holds the rank-major
+// shards that gather reorders (layers/fsdp_weight_gather.hpp).
 //
 // Sharing is safe because the plans' calls are ordered: every call starts with a fork (its
 // exchanges and streams wait for the backend's stream 0) and ends with a join into stream 0, so
@@ -10,6 +12,8 @@
 // or (the receiving side posts its half after its own fork) on a peer.
 
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "cgemm/collective/exchange.hpp"
 #include "cgemm/collective/group.hpp"
@@ -19,8 +23,8 @@ namespace cgemm {
 
 class SharedRing {
  public:
-  /// Over `group`; nothing is allocated until reserve().
-  explicit SharedRing(Group group) : group_(group) {}
+  /// Over `group`, named `name` in errors ("fsdp ring"); nothing is allocated until reserve().
+  SharedRing(Group group, std::string name) : group_(group), name_(std::move(name)) {}
   ~SharedRing();
   SharedRing(const SharedRing&) = delete;
   SharedRing& operator=(const SharedRing&) = delete;
@@ -44,6 +48,7 @@ class SharedRing {
  private:
   Backend* be_ = nullptr;  // the backend the buffer came from (set by the first reserve)
   Group group_;
+  std::string name_;
   SymmetricBuffer buf_;
   bool captured_ = false;
   int users_ = 0;

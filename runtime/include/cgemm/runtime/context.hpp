@@ -92,6 +92,10 @@ class Context {
   /// That ring itself (internal: GemmPlan's engines share it). Inline, so a program that makes
   /// plans of a Context but never a Context links no backend.
   SharedRing& fsdp_ring() { return *fsdp_ring_; }
+  /// Bytes of the buffer the layer pair's dgrad reorders a weight's column shards through
+  /// (layers/fsdp_weight_gather.hpp), shared like the ring; 0 while none is needed.
+  int64_t fsdp_reorder_bytes() const;
+  SharedRing& fsdp_reorder() { return *fsdp_reorder_; }
 
  private:
   MeshConfig mesh_config_;
@@ -103,7 +107,8 @@ class Context {
   int ranks_sharing_memory_ = 1;
   std::unique_ptr<MeshComms> comms_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<SharedRing> fsdp_ring_;  // after backend_: released before it
+  std::unique_ptr<SharedRing> fsdp_ring_;     // after backend_: released before it
+  std::unique_ptr<SharedRing> fsdp_reorder_;  // likewise
 };
 
 }  // namespace cgemm

@@ -16,7 +16,8 @@
 // transpose_batch_sequence every activation is [S, B, .] and the first two entries of its
 // spec swap. "Local" is this rank's shard, what the caller's buffers hold (backend memory,
 // row-major, in TpLinearDesc::dtype); each plan's lhs_offset()/out_offset() etc. place a shard
-// in its global tensor.
+// in its global tensor (an activation's through activation_offset(), which adds the replica's
+// batch block where the mesh has an fsdp axis: see FSDP below).
 //
 // Column-parallel (forward all-gather):
 //   x  [B, S, K] (dp, tpsp, None)   local [B/dp, S/tp, K]   sequence-parallel input
@@ -74,8 +75,9 @@
 // backend with no kernel of their own): a ones tensor [B/dp, S] (or [S, B/dp]) contracted with dy's
 // (the column layer's local dy, the row layer's AG(dy)) batch and sequence dims.
 //
-// Every call is collective over the TP group (the GEMMs' collectives), and so is making a layer
-// (its plans allocate their rings): every rank calls the same methods in the same order. Calls are
+// Every call is collective over the TP group (the GEMMs' collectives), with an fsdp axis over the
+// fsdp and dp groups too, and so is making a layer (its plans allocate their rings): every rank
+// calls the same methods in the same order. Calls are
 // on the backend's stream 0, asynchronous on CUDA (as GemmPlan::execute). A layer is not safe for
 // concurrent calls (it holds the kept activation and the plans' buffers); the Context must
 // outlive it. Buffers: outputs must not overlap inputs. The order of the backward GEMMs:
@@ -84,7 +86,8 @@
 //                    read h and AG(dy) after dh is written: dh over h, which an earlier
 //                    version allowed, is refused (cgemm::Error) rather than giving a wrong dW.
 // Errors: the constructor throws cgemm::Error when a dim does not divide over its mesh axis
-// (S by tp; N by tp for the column layer, K by tp for the row layer; B by dp) or for a bad
+// (S by tp; N by tp for the column layer, K by tp for the row layer; B by dp, by dp x fsdp with
+// an fsdp axis, and the fsdp-sharded weight dim by fsdp: cgemm does not pad shards) or for a bad
 // dtype or size, and PlanError (a cgemm::Error) for gemm.py's own rules (its reorder and chunk
 // checks); forward() and backward() throw cgemm::Error naming the layer and the buffer when a
 // buffer they read or write is null (db: only when the layer has a bias), the column layer's
@@ -102,8 +105,9 @@
 
 namespace cgemm {
 
+class FsdpWeightGather;  // runtime/src/layers: the weight gathered again for the dgrad (fsdp > 1)
+
 namespace detail {
-struct FsdpWeight;  // tp_linear.cpp: the weight gathered again for the dgrad (fsdp > 1)
 
 /// Backend memory released with its owner (a layer's gathered activation and its ones), so a
 /// constructor that throws half-way leaks nothing.
@@ -185,8 +189,10 @@ class ColumnParallelLinear {
   /// dx, dW and (with a bias) db from dy. x: this rank's shard again, read with kGatherAgain
   /// only (may be null with kKeepFromForward).
   void backward(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db);
-  /// The bytes the layer holds for the weight its dgrad gathers again (fsdp > 1; 0 without).
-  int64_t fsdp_weight_bytes() const;
+  /// Where an activation shard lies in the global activation, from the offset its forward or
+  /// dgrad plan gives (lhs_offset(), out_offset()): with an fsdp axis those plans are one
+  /// replica's, so this adds the replica's batch block (dp_rank x B/dp); else it is the offset.
+  Shape activation_offset(Shape plan_offset) const;
 
  private:
   TpLinearDesc desc_;
@@ -194,7 +200,8 @@ class ColumnParallelLinear {
   std::unique_ptr<ActivationGather> gather_;           // kGatherAgain only
   std::unique_ptr<detail::BackendMemory> gathered_x_;  // AG(x), forward_'s gathered lhs
   std::unique_ptr<detail::BackendMemory> ones_;        // the bias gradient's [B/dp, S] ones
-  std::unique_ptr<detail::FsdpWeight> fsdp_w_;         // fsdp > 1 only
+  std::unique_ptr<FsdpWeightGather> fsdp_w_;           // fsdp > 1 only
+  int64_t replica_batch_offset_ = 0;                   // fsdp > 1: dp_rank x B/dp
   bool have_x_ = false;
 };
 
@@ -221,8 +228,10 @@ class RowParallelLinear {
   /// dh, dW and (with a bias) db from dy (this rank's sequence shard). dh must not overlap h
   /// (cgemm::Error): the dgrad runs first, and the wgrad reads h after it.
   void backward(const void* h, const void* w, const void* dy, void* dh, void* dw, void* db);
-  /// The bytes the layer holds for the weight its dgrad gathers again (fsdp > 1; 0 without).
-  int64_t fsdp_weight_bytes() const;
+  /// Where an activation shard lies in the global activation, from the offset its forward or
+  /// dgrad plan gives (lhs_offset(), out_offset()): with an fsdp axis those plans are one
+  /// replica's, so this adds the replica's batch block (dp_rank x B/dp); else it is the offset.
+  Shape activation_offset(Shape plan_offset) const;
 
  private:
   TpLinearDesc desc_;
@@ -230,7 +239,8 @@ class RowParallelLinear {
   std::unique_ptr<detail::BackendMemory> gathered_dy_;  // AG(dy), dgrad_'s gathered lhs
   int64_t h_bytes_ = 0;                                 // h's (and dh's) local bytes
   std::unique_ptr<detail::BackendMemory> ones_;         // [B/dp, S] in dtype
-  std::unique_ptr<detail::FsdpWeight> fsdp_w_;          // fsdp > 1 only
+  std::unique_ptr<FsdpWeightGather> fsdp_w_;            // fsdp > 1 only
+  int64_t replica_batch_offset_ = 0;                    // fsdp > 1: dp_rank x B/dp
 };
 
 }  // namespace cgemm
