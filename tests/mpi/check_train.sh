@@ -15,7 +15,7 @@
 #   backends: 1 rank on CGEMM_TRAIN_BACKEND against 1 rank on the CPU backend (fp32 within
 #           1e-4 relative per step, bf16 within 2e-2): for the GPU machine.
 #   fsdp:   --fsdp (weights, gradients and optimizer state sharded over the fsdp ranks): fsdp 2,
-#           fsdp 2 x tp 2, dp 2 x fsdp 2 and fsdp 4 give one rank's losses (fp32 within 1e-5;
+#           fsdp 2 x tp 2, dp 2 x fsdp 2, fsdp 4 and dp 2 x fsdp 2 x tp 2 give one rank's losses (fp32 within 1e-5;
 #           about 1e-8 seen), the sequential path with SGD too, bf16 at fsdp 2 x tp 2 within
 #           1e-2, and odd sizes (hidden 24, ffn 48, batch 3) at fsdp 3; each report holds
 #           1/fsdp of the replicated run's weight bytes (the biases stay replicated), and a
@@ -130,7 +130,10 @@ case "$mode" in
     train fp32_fsdp2tp2 4 "${small[@]}" --fsdp 2
     train fp32_dp2fsdp2 4 "${small[@]}" --dp 2 --fsdp 2
     train fp32_fsdp4 4 "${small[@]}" --fsdp 4
-    for run in fp32_fsdp2 fp32_fsdp2tp2 fp32_dp2fsdp2 fp32_fsdp4; do compare fp32_1 "$run" 1e-5; done
+    train fp32_dp2fsdp2tp2 8 "${small[@]}" --dp 2 --fsdp 2  # README's example job
+    for run in fp32_fsdp2 fp32_fsdp2tp2 fp32_dp2fsdp2 fp32_fsdp4 fp32_dp2fsdp2tp2; do
+      compare fp32_1 "$run" 1e-5
+    done
     falls fp32_dp2fsdp2 0.3
     sgd=(--optimizer sgd --lr 0.5)
     train sgd_1 1 "${small[@]}" "${sgd[@]}"
@@ -149,7 +152,8 @@ case "$mode" in
 import json, sys
 d = sys.argv[1]
 one = json.load(open(d + "/fp32_1.json"))["memory"]
-for name in ["fp32_fsdp2", "fp32_fsdp2tp2", "fp32_dp2fsdp2", "fp32_fsdp4", "odd_fsdp3"]:
+for name in ["fp32_fsdp2", "fp32_fsdp2tp2", "fp32_dp2fsdp2", "fp32_fsdp4", "fp32_dp2fsdp2tp2",
+             "odd_fsdp3"]:
     r = json.load(open("%s/%s.json" % (d, name)))
     m, c = r["memory"], r["config"]
     base = json.load(open(d + "/odd_1.json"))["memory"] if name.startswith("odd") else one

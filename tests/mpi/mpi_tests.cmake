@@ -575,11 +575,12 @@ set_tests_properties(mpi_grouped_plan_np1 PROPERTIES LABELS mpi TIMEOUT 120
 # The tensor-parallel layer pair (column- and row-parallel, sequence parallel) and the
 # activation all-gather of its weight gradients on the CPU backend against an fp64 reference:
 # 1 rank, tp 2, tp 3, tp 4, dp 2 x tp 2; and with an fsdp axis (issue 41): fsdp 2, fsdp 3,
-# fsdp 2 x tp 2, dp 2 x fsdp 2.
+# fsdp 2 x tp 2, dp 2 x fsdp 2, dp 2 x fsdp 2 x tp 2.
 add_executable(test_tp_linear ${CMAKE_CURRENT_LIST_DIR}/test_tp_linear.cpp)
 target_link_libraries(test_tp_linear PRIVATE cgemm GTest::gtest cgemm_warnings)
 foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "tp4;4;" "dp2tp2;4;--dp=2" "fsdp2;2;--fsdp=2"
-             "fsdp3;3;--fsdp=3" "fsdp2tp2;4;--fsdp=2" "dp2fsdp2;4;--dp=2 --fsdp=2")
+             "fsdp3;3;--fsdp=3" "fsdp2tp2;4;--fsdp=2" "dp2fsdp2;4;--dp=2 --fsdp=2"
+             "dp2fsdp2tp2;8;--dp=2 --fsdp=2")
   list(GET mesh 0 mname)
   list(GET mesh 1 np)
   list(GET mesh 2 flag)
