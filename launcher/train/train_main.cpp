@@ -169,8 +169,8 @@ bool plan(TrainRun& r) {
           "of the %.0f a replicated run holds)",
           static_cast<double>(b.weights), ratio(b.weights),
           static_cast<double>(b.weights_replicated)) +
-      (cfg.fsdp > 1 ? fmt("; with FSDP's gathered-weight buffers (%.0f bytes, shared by the "
-                          "layers) %.4f of it",
+      (cfg.fsdp > 1 ? fmt("; with FSDP's buffers (%.0f bytes: the shared gathered weight and "
+                          "reorder buffer, the wgrads' send slots) %.4f of it",
                           static_cast<double>(b.gathered), ratio(b.weights + b.gathered))
                     : std::string()) +
       fmt("; b1, b2 with theirs %.0f bytes (replicated)", static_cast<double>(b.biases)));
@@ -376,7 +376,8 @@ int summarize(TrainRun& r) {
          "dp sums); replicated: the same with every weight whole (fsdp 1); the biases stay "
          "replicated over fsdp; fsdp_gathered_bytes: the context's fsdp ring and reorder buffer "
          "(the forward's in-GEMM gathers, the dgrads' gathers and the wgrads' reduce-scatters "
-         "use them, one at a time)"}};
+         "use them, one at a time) and the wgrads' send slots; not counted: the backend's "
+         "staging of the fsdp group's collectives"}};
     if (cfg.cuda_graph) {
       report["cuda_graph"] = {
           {"captured",

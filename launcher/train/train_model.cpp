@@ -253,6 +253,7 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
       const int64_t whole = checked_mul(num_elements(p.rhs_gathered), es, what);
       fsdp_ring = std::max({fsdp_ring, whole, p.bytes.fsdp_ring});
       if (p.fsdp_dim == 1) fsdp_reorder = std::max(fsdp_reorder, whole);
+      add(whole / m.fsdp, m.fsdp - 1);  // the wgrad's send slots (f - 1 blocks of dW)
     }
     // The all-gathered activation each layer keeps for its wgrad (x for up, dy for down).
     add(checked_mul(num_elements(up ? p.lhs_local : p.out_local), m.tp, what), es);
@@ -495,6 +496,13 @@ StateBytes MlpTrainer::state_bytes() const {
     }
   }
   b.gathered = ctx_.fsdp_ring_bytes() + ctx_.fsdp_reorder_bytes();
+  if (ctx_.comms().fsdp() > 1) {
+    // The wgrads' own send slots (f - 1 blocks of dW each): what a plain wgrad does not hold.
+    for (const GemmPlan* p : {&up_->wgrad_plan(), &down_->wgrad_plan()}) {
+      const PlanBytes& pb = p->description().bytes;
+      b.gathered += pb.workspace - pb.fsdp_ring;
+    }
+  }
   return b;
 }
 

@@ -77,8 +77,9 @@ struct StateBytes {
   int64_t biases = 0;              // b1 and b2's: replicated over fsdp (gemm.py's bias spec
                                    // follows the gathered weight's columns)
   // What FSDP holds besides: the context's fsdp ring (one gathered weight, shared by the
-  // plans and the dgrads' gathers) and its reorder buffer (the rank-major column shards the
-  // dgrads' gathers reorder; one weight too).
+  // plans and the dgrads' gathers), its reorder buffer (the rank-major column shards the
+  // dgrads' gathers reorder; one weight too) and each wgrad's send slots (f - 1 blocks of its
+  // dW). Not counted: the backend's staging of the fsdp group's collectives (copy engines).
   int64_t gathered = 0;
 };
 

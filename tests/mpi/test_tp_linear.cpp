@@ -253,8 +253,9 @@ void check_layer(const LayerCase& c, int64_t k, int64_t n) {
     EXPECT_EQ(dgrad.rhs_offset(), fwd.rhs_offset());
   } else {
     EXPECT_EQ(num_elements(dgrad.rhs_local()), num_elements(fwd.rhs_local()) * fsdp);
-    // Gathered into the context's fsdp ring, which the forward's gather sized.
-    EXPECT_GE(g_ctx->fsdp_ring_bytes(), num_elements(dgrad.rhs_local()) * 4);
+    // The caller passes its shard of W and gets the same shard of dW.
+    EXPECT_EQ(wgrad.out_local(), fwd.rhs_local());
+    EXPECT_EQ(wgrad.out_offset(), fwd.rhs_offset());
   }
   EXPECT_EQ(dgrad.desc().collective, Layer::kCollectives.backward);
 
@@ -268,8 +269,15 @@ void check_layer(const LayerCase& c, int64_t k, int64_t n) {
   const auto [b0, b1] = my_batches();
   const Reference ref = linear_reference(d, widen(x), widen(w), widen(b), widen(dy), b0, b1);
 
-  // Activation offsets through the layer: with an fsdp axis its plans are one replica's.
+  // Activation offsets through the layer: with an fsdp axis its plans are one replica's. Its
+  // batch block is this rank's of ('dp', 'fsdp'), dp-major.
   const auto at = [&](const Shape& plan_offset) { return layer.activation_offset(plan_offset); };
+  if (fsdp > 1) {
+    const auto& m = g_ctx->comms();
+    const int64_t per = global_batch() / (m.dp() * fsdp);
+    EXPECT_EQ(at(fwd.lhs_offset()).at(c.tbs ? 1 : 0),
+              (static_cast<int64_t>(m.dp_rank()) * fsdp + m.fsdp_rank()) * per);
+  }
   const auto x_l = shard(x, act_k, at(fwd.lhs_offset()), fwd.lhs_local());
   const auto w_l = shard(w, {k, n}, fwd.rhs_offset(), fwd.rhs_local());
   const auto b_l = c.bias ? shard(b, {n}, fwd.bias_offset(), fwd.bias_local()) : b;
@@ -295,6 +303,26 @@ TEST(TpLinear, ColumnParallelMatchesTheReference) {
 
 TEST(TpLinear, RowParallelMatchesTheReference) {
   for (const LayerCase& c : layer_cases()) check_layer<RowParallelLinear>(c, 36, 24);
+}
+
+// With an fsdp axis the layers keep no gathered weight: the context's fsdp ring and reorder
+// buffer hold it while they live (sized for the largest layer), and go with the last of them.
+TEST(TpLinear, FsdpBuffersAreTheContextsAndGoWithTheLayers) {
+  if (g_ctx->comms().fsdp() == 1) GTEST_SKIP() << "no fsdp axis";
+  ASSERT_EQ(g_ctx->fsdp_ring_bytes(), 0);
+  ASSERT_EQ(g_ctx->fsdp_reorder_bytes(), 0);
+  const LayerCase c{LinearPath::kOverlapped, false, true, WgradInput::kKeepFromForward};
+  {
+    ColumnParallelLinear col(*g_ctx, layer_desc("col", 24, 36, c));
+    RowParallelLinear row(*g_ctx, layer_desc("row", 36, 24, c));
+    // One gathered weight (the dgrad's whole tp shard of W), the same for both layers here.
+    const int64_t whole = num_elements(row.dgrad_plan().rhs_local()) * 4;
+    EXPECT_EQ(num_elements(col.dgrad_plan().rhs_local()) * 4, whole);
+    EXPECT_EQ(g_ctx->fsdp_ring_bytes(), whole);
+    EXPECT_EQ(g_ctx->fsdp_reorder_bytes(), whole);  // the row layer's column shards
+  }
+  EXPECT_EQ(g_ctx->fsdp_ring_bytes(), 0);
+  EXPECT_EQ(g_ctx->fsdp_reorder_bytes(), 0);
 }
 
 TEST(TpLinear, LayersRefuseNullBuffersAndABackwardWithoutForward) {

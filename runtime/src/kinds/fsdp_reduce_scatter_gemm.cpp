@@ -12,7 +12,8 @@
 // bit-repeatable from run to run. A bias is added after the sum (gemm.py adds it to the reduced
 // output). Sequential: the same f block GEMMs into the work buffer, then one reduce-scatter over
 // the fsdp group (the CPU backend's and the copy engines' sum as the overlapped path does, in
-// rank order; NCCL's in its own), then the bias.
+// rank order; NCCL's in its own), then the bias. Both paths keep the blocks in the fsdp ring;
+// the overlapped one also has f - 1 send slots of its own.
 
 #include <string>
 
@@ -111,17 +112,20 @@ Program overlapped(const GemmGeometry& g, const Blocks& b) {
   return p;
 }
 
-// The f block GEMMs, packed rank-major in the work buffer (what the reduce-scatter takes).
+// The f block GEMMs, packed rank-major (what the reduce-scatter takes) in the fsdp ring: the
+// context's shared buffer (program/shared_ring.hpp), of the size the overlapped path's slots
+// take, rather than a whole dW of the plan's own. No peer writes it on this path (the backend's
+// reduce-scatter stages through its own buffers).
 void all_blocks(const GemmGeometry& g, const Blocks& b, Program& p) {
-  p.workspace.work_out = static_cast<int64_t>(g.times(b.bytes, g.fsdp, "fsdp blocks"));
+  p.workspace.fsdp_ring = static_cast<int64_t>(g.times(b.bytes, g.fsdp, "fsdp blocks"));
   for (int j = 0; j < g.fsdp; ++j) {
     p.ops.push_back(
-        block_gemm(g, b, j, {Workspace::kWorkOut, static_cast<size_t>(j) * b.bytes}, 0));
+        block_gemm(g, b, j, {Workspace::kFsdpRing, static_cast<size_t>(j) * b.bytes}, 0));
   }
 }
 
 ReduceScatterOp scatter(const GemmGeometry& g, const Blocks& b) {
-  return {{Workspace::kWorkOut},           {Operand::kOut}, g.out, b.rows * b.cols, 0,
+  return {{Workspace::kFsdpRing},          {Operand::kOut}, g.out, b.rows * b.cols, 0,
           g.name + " fsdp reduce-scatter", Group::kFsdp};
 }
 
@@ -150,7 +154,7 @@ CollectiveGemm make_fsdp_reduce_scatter_gemm(GemmGeometry& g) {
   c.sequential.ops.push_back(scatter(g, b));
   finish(g, b, c.sequential);
   all_blocks(g, b, c.gemm_only);
-  c.collective_only.workspace.work_out = c.gemm_only.workspace.work_out;
+  c.collective_only.workspace.fsdp_ring = c.gemm_only.workspace.fsdp_ring;
   c.collective_only.ops.push_back(scatter(g, b));
   c.summary = "fsdp reduce-scatter GEMM: " + std::to_string(g.fsdp) + " blocks of [" +
               std::to_string(b.rows) + " x " + std::to_string(b.cols) + "] (the output's " +

@@ -28,13 +28,12 @@ FsdpWeightGather::FsdpWeightGather(Context& ctx, std::string name, Shape shard, 
       checked_mul(shard_[static_cast<size_t>(dim_)], f, what + " dim");
   shard_bytes_ = checked_bytes(num_elements(shard_), dtype_size(dtype_), what + " shard");
   gathered_bytes_ = checked_mul(shard_bytes_, f, what + " bytes");
-  // Users of the shared buffers, so they live as long as this gather (SharedRing::drop_user).
-  ring_.add_user();
+  // Sized first, then a user of each (SharedRing::drop_user), so a refused growth leaves no
+  // user behind: the destructor does not run for a constructor that throws.
   ring_.reserve(be_, gathered_bytes_);
-  if (dim_ == 1) {
-    reorder_.add_user();
-    reorder_.reserve(be_, gathered_bytes_);
-  }
+  if (dim_ == 1) reorder_.reserve(be_, gathered_bytes_);
+  ring_.add_user();
+  if (dim_ == 1) reorder_.add_user();
   // Its all-gather in a captured step needs the fsdp group's collectives sized before (their
   // staging: every rank's block, as Engine::reserve_collectives counts).
   be_.reserve_collectives(Group::kFsdp, static_cast<size_t>(gathered_bytes_));
@@ -53,7 +52,7 @@ const void* FsdpWeightGather::execute(const void* src) {
   if (be_.capturing()) {
     // A graph holds these addresses: the buffers must not grow after it (SharedRing).
     ring_.mark_captured();
-    reorder_.mark_captured();
+    if (dim_ == 1) reorder_.mark_captured();
   }
   if (dim_ == 0) {
     be_.all_gather(Group::kFsdp, src, whole, bytes, 0, label.c_str());

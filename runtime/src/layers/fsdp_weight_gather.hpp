@@ -8,7 +8,8 @@
 //
 // The gathered weight lands in the Context's fsdp ring (program/shared_ring.hpp), the buffer the
 // FSDP plans gather into while their calls run: the layers keep no gathered weight of their own,
-// so a model holds one gathered weight (the largest) however many layers it has. Reading it there
+// so a model holds one there (the largest) however many layers it has (and one more in the
+// reorder buffer for column shards). Reading it there
 // is safe for the reason the plans' sharing is: the next call that writes the ring starts with a
 // fork that waits for the dgrad on stream 0, and its peers write only after this rank's fork.
 //

@@ -177,6 +177,14 @@ std::unique_ptr<detail::BackendMemory> ones(Backend& be, int64_t count, DType dt
   return p;
 }
 
+// The dgrad reads the weight its FsdpWeightGather left in the fsdp ring: its own program must
+// not use the ring (its weight spec names no fsdp axis, so the planner gives it none).
+void require_dgrad_off_the_ring(const GemmPlan& dgrad) {
+  if (dgrad.description().bytes.fsdp_ring == 0) return;
+  throw Error("GEMM '" + dgrad.desc().name + "' uses the fsdp ring its gathered weight is read " +
+              "from (an internal error)");
+}
+
 }  // namespace
 
 GemmDesc tp_linear_forward_desc(const PlanningMesh& mesh, const TpLinearDesc& d,
@@ -216,6 +224,7 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
                  num_elements(local_tokens(forward_->lhs_local(), ctx.comms().tp(), tbs)), d.dtype);
   }
   if (w_fsdp_dim >= 0) {
+    require_dgrad_off_the_ring(*dgrad_);
     fsdp_w_ = std::make_unique<FsdpWeightGather>(ctx, d.name + " W", forward_->rhs_local(),
                                                  w_fsdp_dim, d.dtype);
   }
@@ -300,6 +309,7 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
     ones_ = ones(ctx.backend(), num_elements(local_tokens(forward_->lhs_local(), 1, tbs)), d.dtype);
   }
   if (w_fsdp_dim >= 0) {
+    require_dgrad_off_the_ring(*dgrad_);
     fsdp_w_ = std::make_unique<FsdpWeightGather>(ctx, d.name + " W", forward_->rhs_local(),
                                                  w_fsdp_dim, d.dtype);
   }

@@ -30,10 +30,11 @@ void SharedRing::reserve(Backend& be, int64_t bytes) {
 }
 
 void SharedRing::drop_user() noexcept {
-  if (--users_ > 0 || buf_.local == nullptr) return;
+  if (--users_ > 0) return;
+  captured_ = false;  // the graphs of its calls went with their plans
+  if (buf_.local == nullptr) return;
   be_->release_symmetric(buf_);  // waits for the work that uses it (Backend::release_symmetric)
   buf_ = {};
-  captured_ = false;  // the graphs of its calls went with their plans
 }
 
 }  // namespace cgemm
