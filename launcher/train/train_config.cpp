@@ -77,11 +77,11 @@ std::vector<Row> own_rows() {
   Row tp = number<int>(
       "tp", G::kMesh, "N", "ranks",
       "tensor-parallel size: ranks of one TP group, over which the MLP's collectives run; "
-      "0 = world size / dp",
+      "0 = world size / (dp x fsdp)",
       [](auto& c) -> auto& { return c.tp; }, 0,
-      "must be 0 (world size / dp) or a positive number of ranks");
+      "must be 0 (world size / (dp x fsdp)) or a positive number of ranks");
   tp.ini = [](std::ostream& out, const TrainConfig& c) {
-    out << "tp = " << c.tp << (c.tp == 0 ? "  # world size / dp" : "") << "\n";
+    out << "tp = " << c.tp << (c.tp == 0 ? "  # world size / (dp x fsdp)" : "") << "\n";
   };
   rows.push_back(std::move(tp));
   rows.push_back(number<int>(

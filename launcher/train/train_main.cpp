@@ -331,7 +331,7 @@ int summarize(TrainRun& r) {
                   c.comm_ms > 0 ? 100.0 * c.hidden_ms / c.comm_ms : 0.0);
     say(line);
     if (cfg.fsdp > 1) {
-      std::snprintf(line, sizeof(line), "    of which over fsdp %26.3f  %10.3f (%.0f%%)", c.fsdp_ms,
+      std::snprintf(line, sizeof(line), "    of which over fsdp %34.3f  %10.3f (%.0f%%)", c.fsdp_ms,
                     c.fsdp_hidden_ms, c.fsdp_ms > 0 ? 100.0 * c.fsdp_hidden_ms / c.fsdp_ms : 0.0);
       say(line);
     }
