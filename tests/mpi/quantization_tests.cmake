@@ -57,3 +57,20 @@ add_test(NAME mpi_quantized_scales_mesh_independent
           $<TARGET_FILE:cgemm-run>)
 set_tests_properties(mpi_quantized_scales_mesh_independent PROPERTIES LABELS mpi TIMEOUT 180
   PROCESSORS 4 ENVIRONMENT "${CGEMM_MPI_ENV}")
+
+# Pre-quantized operands and QuantizedTensor (issue 42 items 1 and 2): the GEMM fed the caller's
+# FP8 copies equals the GEMM that quantizes the same inputs itself, bit for bit, on every
+# collective, layout and per-tensor mode, and the fp64 product of the dequantized operands; the
+# copies equal the host's quantization; the all-gather hands out the FP8 bytes it gathered.
+add_executable(test_prequantized ${CMAKE_CURRENT_LIST_DIR}/test_prequantized.cpp)
+target_link_libraries(test_prequantized PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "dp2tp2;4;--dp=2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 flag)
+  add_test(NAME mpi_prequantized_${mname}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_prequantized> ${flag})
+  set_tests_properties(mpi_prequantized_${mname} PROPERTIES LABELS mpi TIMEOUT 180
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()

@@ -154,6 +154,41 @@ TEST(GoldenPrograms, AllGather) { check_golden(CollectiveOp::kAllGather); }
 TEST(GoldenPrograms, ReduceScatter) { check_golden(CollectiveOp::kReduceScatter); }
 TEST(GoldenPrograms, PlainGemm) { check_golden(CollectiveOp::kNone); }
 
+// The overlapped and sequential programs of `d` on rank `rank` of tp 2, as a recording backend
+// sees them run, under the header line `title`. Pre-quantized operands get their scale_inv
+// slots.
+std::string record_tp2(const GemmDesc& d, int rank, const std::string& title) {
+  const int tp = 2;
+  PlanningMesh m;
+  m.tp = tp;
+  m.tp_rank = rank;
+  PlanningOptions opt;
+  opt.backend = BackendKind::kCpu;
+  const PlannedGemm p = plan_gemm_programs(d, m, opt);
+  RecordingBackend be(tp, rank, opt.overlap.num_max_streams);
+  const PlanBytes& b = p.description.bytes;
+  Operands x(
+      be.region("lhs", static_cast<size_t>(b.lhs)), be.region("rhs", static_cast<size_t>(b.rhs)),
+      be.region("bias", static_cast<size_t>(b.bias)), be.region("out", static_cast<size_t>(b.out)));
+  if (d.quantization.lhs_quantized) {
+    x.set_input(Operand::kLhsScaleInv, be.region("lhs_scale_inv", sizeof(float)));
+  }
+  if (d.quantization.rhs_quantized) {
+    x.set_input(Operand::kRhsScaleInv, be.region("rhs_scale_inv", sizeof(float)));
+  }
+  std::string got = "== " + title + " tp=2 rank=" + std::to_string(rank) + "\n";
+  for (const auto& [name, program] : std::vector<std::pair<const char*, const Program*>>{
+           {"overlapped", &p.kind.overlapped}, {"sequential", &p.kind.sequential}}) {
+    Engine engine(be, rank);
+    const size_t from = be.calls().size();
+    engine.prepare({&program, 1});
+    engine.run(*program, x);
+    got += std::string("-- ") + name + "\n";
+    for (size_t i = from; i < be.calls().size(); ++i) got += be.calls()[i] + "\n";
+  }
+  return got;
+}
+
 // Quantization wraps any kind's programs (quantization.cpp): one delayed-scaling case per kind
 // at tp 2, and MXFP8 (block scales, emulated on the CPU backend) on the all-gather GEMM.
 TEST(GoldenPrograms, Quantized) {
@@ -164,37 +199,50 @@ TEST(GoldenPrograms, Quantized) {
       {CollectiveOp::kNone, ScalingMode::kDelayedTensorScaling},
       {CollectiveOp::kAllGather, ScalingMode::kMxfp8_1d}};
   for (const auto& [op, mode] : cases) {
-    const int tp = 2;
-    for (int rank = 0; rank < tp; ++rank) {
-      PlanningMesh m;
-      m.tp = tp;
-      m.tp_rank = rank;
-      GemmDesc d = tensor_sequence_parallel_gemm(m, "q", op, 1, 256, 256, 256, DType::kBFloat16,
-                                                 true, false);
+    for (int rank = 0; rank < 2; ++rank) {
+      GemmDesc d = tensor_sequence_parallel_gemm(PlanningMesh{.tp = 2, .tp_rank = rank}, "q", op, 1,
+                                                 256, 256, 256, DType::kBFloat16, true, false);
       d.quantization.mode = mode;
-      PlanningOptions opt;
-      opt.backend = BackendKind::kCpu;
-      const PlannedGemm p = plan_gemm_programs(d, m, opt);
-      RecordingBackend be(tp, rank, opt.overlap.num_max_streams);
-      const PlanBytes& b = p.description.bytes;
-      const Operands x(be.region("lhs", static_cast<size_t>(b.lhs)),
-                       be.region("rhs", static_cast<size_t>(b.rhs)),
-                       be.region("bias", static_cast<size_t>(b.bias)),
-                       be.region("out", static_cast<size_t>(b.out)));
-      got += "== " + std::string(collective_name(op)) + " " + std::string(scaling_mode_name(mode)) +
-             " tp=2 rank=" + std::to_string(rank) + "\n";
-      for (const auto& [name, program] : std::vector<std::pair<const char*, const Program*>>{
-               {"overlapped", &p.kind.overlapped}, {"sequential", &p.kind.sequential}}) {
-        Engine engine(be, rank);
-        const size_t from = be.calls().size();
-        engine.prepare({&program, 1});
-        engine.run(*program, x);
-        got += std::string("-- ") + name + "\n";
-        for (size_t i = from; i < be.calls().size(); ++i) got += be.calls()[i] + "\n";
-      }
+      got += record_tp2(
+          d, rank, std::string(collective_name(op)) + " " + std::string(scaling_mode_name(mode)));
     }
   }
   compare_golden(got, std::string(CGEMM_GOLDEN_DIR) + "/quantized.txt");
+}
+
+// Pre-quantized operands (issue 42): the all-gather's ring moves the caller's FP8 lhs and reads
+// its scale_inv slot, only the rhs is quantized; the reduce-scatter reads the caller's FP8 rhs
+// [N, K] and quantizes only the lhs (current scaling: one amax reduced); delayed scaling with both
+// given runs no quantization op at all.
+TEST(GoldenPrograms, Prequantized) {
+  std::string got;
+  struct Case {
+    CollectiveOp op;
+    ScalingMode mode;
+    bool lhs, rhs;
+  };
+  for (const Case& c :
+       {Case{CollectiveOp::kAllGather, ScalingMode::kCurrentTensorScaling, true, false},
+        Case{CollectiveOp::kReduceScatter, ScalingMode::kCurrentTensorScaling, false, true},
+        Case{CollectiveOp::kNone, ScalingMode::kDelayedTensorScaling, true, true}}) {
+    for (int rank = 0; rank < 2; ++rank) {
+      GemmDesc d = tensor_sequence_parallel_gemm(PlanningMesh{.tp = 2, .tp_rank = rank}, "p", c.op,
+                                                 1, 256, 256, 256, DType::kBFloat16, true, false);
+      d.quantization.mode = c.mode;
+      d.quantization.lhs_quantized = c.lhs;
+      d.quantization.rhs_quantized = c.rhs;
+      if (c.rhs) {  // the weight's colwise copy [N, K]
+        std::swap(d.rhs_shape[0], d.rhs_shape[1]);
+        std::swap(d.rhs_spec[0], d.rhs_spec[1]);
+        d.contracting_dims.second = {1};
+      }
+      got += record_tp2(d, rank,
+                        std::string(collective_name(c.op)) + " " +
+                            std::string(scaling_mode_name(c.mode)) + " pre-quantized" +
+                            (c.lhs ? " lhs" : "") + (c.rhs ? " rhs" : ""));
+    }
+  }
+  compare_golden(got, std::string(CGEMM_GOLDEN_DIR) + "/prequantized.txt");
 }
 
 // The grouped GEMM's programs (grouped_plan.hpp) as GroupedGemmPlan prepares and runs them on a

@@ -273,8 +273,10 @@ PlanBytes plan_bytes(const PlannedGemm& p, const PlanningOptions& opt) {
   const PlanDescription& d = p.description;
   const std::string what = "GEMM '" + d.desc.name + "' bytes";
   PlanBytes b;
-  b.lhs = checked_bytes(num_elements(d.lhs_local), dtype_size(d.desc.dtype), what + " lhs");
-  b.rhs = checked_bytes(num_elements(d.rhs_local), dtype_size(d.desc.dtype), what + " rhs");
+  b.lhs =
+      checked_bytes(num_elements(d.lhs_local), dtype_size(lhs_input_dtype(d.desc)), what + " lhs");
+  b.rhs =
+      checked_bytes(num_elements(d.rhs_local), dtype_size(rhs_input_dtype(d.desc)), what + " rhs");
   b.bias = p.geometry.has_bias ? checked_bytes(num_elements(d.bias_local),
                                                dtype_size(d.desc.out_dtype), what + " bias")
                                : 0;
@@ -415,8 +417,8 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
   // collective: cgemm's schedule also runs sequence-first activations and fp16/fp32, so
   // they are not applied here (cgemm-plan still reproduces them exactly).
   GemmAbstractInput ai;
-  ai.lhs = {r.lhs_local, desc.dtype};
-  ai.rhs = {r.rhs_local, desc.dtype};
+  ai.lhs = {r.lhs_local, lhs_input_dtype(desc)};
+  ai.rhs = {r.rhs_local, rhs_input_dtype(desc)};
   const QuantizationDesc& q = desc.quantization;
   ai.contracting_dims = desc.contracting_dims;
   // A layout that does not run is refused below, after gemm.py's checks of the operands as

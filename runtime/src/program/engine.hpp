@@ -62,6 +62,9 @@ class Engine {
   /// (Backend::capture_graph); returns its id. `p` and this engine must outlive the graph.
   int64_t capture(const Program& p, const Operands& x, void* stream, const std::string& name);
   Backend& backend() { return be_; }
+  /// Where prepared workspace `w` starts (null where none was made): for a helper that hands out
+  /// what its program wrote there (QuantizedTensor's FP8 copies and scale_inv).
+  void* workspace(Workspace w) const { return base(w); }
   /// The scale state (kScales) `p` uses, as floats (host copy; synchronous). Empty when p
   /// keeps none.
   std::vector<float> scales(const Program& p);

@@ -109,6 +109,35 @@ void check_fp8_alignment(const GemmDesc& d, const GemmGeometry& g, const PlanDes
   }
 }
 
+// Pre-quantized operands (QuantizationDesc::lhs_quantized, rhs_quantized): a per-tensor scale_inv
+// only, and the layout Hopper's FP8 GEMM reads, since cgemm does not transpose FP8 bytes.
+void check_given_operands(const GemmDesc& d, const GemmGeometry& g, const PlanDescription& r) {
+  const QuantizationDesc& q = d.quantization;
+  if (!q.lhs_quantized && !q.rhs_quantized) return;
+  const std::string where = "GEMM '" + d.name + "'";
+  if (!is_tensor_scaling(q.mode)) {
+    throw Error(where + ": a pre-quantized " + (q.lhs_quantized ? "lhs" : "rhs") +
+                " takes one scale_inv per tensor (scaling current or delayed); scaling " +
+                std::string(scaling_mode_name(q.mode)) +
+                " quantizes both operands itself here (its block scales are not taken from the "
+                "caller)");
+  }
+  const std::string rule =
+      "Hopper's FP8 GEMM reads both operands contracting their last dim (gemm.py's NT "
+      "layout rule), and cgemm does not transpose FP8 bytes";
+  if (q.lhs_quantized && g.lhs_transposed) {
+    throw Error(where + ": the pre-quantized lhs " + shape_str(r.lhs_local) +
+                " contracts its leading dims; " + rule +
+                ": pass its rowwise copy [M..., K...] contracting its trailing dims");
+  }
+  if (q.rhs_quantized && !g.rhs_transposed) {
+    throw Error(where + ": the pre-quantized rhs " + shape_str(r.rhs_local) +
+                " contracts its leading dims ([K..., N...]); " + rule +
+                ": pass its colwise copy [N..., K...] (a [K, N] weight as [N, K]) with the rhs "
+                "contracting dims its trailing ones");
+  }
+}
+
 }  // namespace
 
 std::string quantization_summary(const QuantizationDesc& q) {
@@ -161,6 +190,7 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
                     " quantization. Only DELAYED_TENSOR_SCALING, CURRENT_TENSOR_SCALING, and "
                     "MXFP8_1D_SCALING are supported.");
   }
+  check_given_operands(d, g, r);
   check_backend(d, opt);
   if (is_tensor_scaling(q.mode)) check_fp8_alignment(d, g, r);
 
@@ -191,8 +221,9 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
                 std::to_string(block) + "; k=" + std::to_string(p.k) + " (lhs " +
                 shape_str(d.lhs_shape) + ", this rank's " + shape_str(r.lhs_local) + ")");
   }
-  const size_t lhs_elems = static_cast<size_t>(p.lhs_rows * p.k);
-  const size_t rhs_elems = static_cast<size_t>(p.n * p.k);
+  // A pre-quantized operand is read where the caller holds it: no quantized copy.
+  const size_t lhs_elems = q.lhs_quantized ? 0 : static_cast<size_t>(p.lhs_rows * p.k);
+  const size_t rhs_elems = q.rhs_quantized ? 0 : static_cast<size_t>(p.n * p.k);
   p.lhs_at = 0;
   p.rhs_at = align_up(lhs_elems);
   size_t at = align_up(p.rhs_at + rhs_elems);
@@ -213,19 +244,28 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
     p.scales_init[static_cast<size_t>(base + ScaleStateLayout::kScaleInv)] = 1.0f;
   }
 
+  if (q.lhs_quantized && q.rhs_quantized) {  // nothing to quantize: no workspace, no state
+    p.quant_bytes = 0;
+    p.scales_init.clear();
+  }
+
   // The geometry now describes the GEMM on the quantized copies.
   g.in = p.desc.lhs_format;
   g.rhs_in = p.desc.rhs_format;
   g.lhs_transposed = false;
   g.rhs_transposed = true;
   g.ldb = p.k;
-  g.lhs_src = {Workspace::kQuant, p.lhs_at};
-  g.rhs_src = {Workspace::kQuant, p.rhs_at};
+  g.lhs_src = q.lhs_quantized ? Ref{Operand::kLhs} : Ref{Workspace::kQuant, p.lhs_at};
+  g.rhs_src = q.rhs_quantized ? Ref{Operand::kRhs} : Ref{Workspace::kQuant, p.rhs_at};
   g.fast_accumulation = !fp8_gemm_high_precision_accumulation();
   if (row.tensor_scale_dtype != ScaleDType::kNone) {
-    g.scales.lhs_scale_inv = Ref{Workspace::kScales, ScaleStateLayout::kScaleInv * sizeof(float)};
+    g.scales.lhs_scale_inv =
+        q.lhs_quantized ? Ref{Operand::kLhsScaleInv}
+                        : Ref{Workspace::kScales, ScaleStateLayout::kScaleInv * sizeof(float)};
     g.scales.rhs_scale_inv =
-        Ref{Workspace::kScales, p.rhs_state_at + ScaleStateLayout::kScaleInv * sizeof(float)};
+        q.rhs_quantized
+            ? Ref{Operand::kRhsScaleInv}
+            : Ref{Workspace::kScales, p.rhs_state_at + ScaleStateLayout::kScaleInv * sizeof(float)};
   }
   g.block_scaling = p.scaling;
   if (block > 0) {
@@ -250,12 +290,24 @@ Ref state_ref(const QuantizationPlan& p, int operand) {
   return {Workspace::kScales, operand == 0 ? 0 : p.rhs_state_at};
 }
 
-// Amaxes of both operands, their max over the job, and each operand's scale from it.
+// Whether the plan quantizes operand `o` (0 the lhs, 1 the rhs): not a pre-quantized one.
+bool quantizes(const QuantizationPlan& p, int o) {
+  return !(o == 0 ? p.desc.lhs_quantized : p.desc.rhs_quantized);
+}
+
+// Amaxes of the operands the plan quantizes, their max over the job, and each one's scale from
+// it (the amaxes lie side by side, lhs first, so one reduction takes both).
 void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name) {
-  ops.push_back(AmaxOp{{Operand::kLhs}, p.src, p.lhs_rows * p.k, amax_ref(p, 0), 0});
-  ops.push_back(AmaxOp{{Operand::kRhs}, p.src, p.k * p.n, amax_ref(p, 1), 0});
-  ops.push_back(AmaxReduceOp{amax_ref(p, 0), 2, 0, name + " amax max over the job"});
-  for (int o = 0; o < 2; ++o) {
+  const int first = quantizes(p, 0) ? 0 : 1;
+  const int count = static_cast<int>(quantizes(p, 0)) + static_cast<int>(quantizes(p, 1));
+  if (count == 0) return;
+  if (quantizes(p, 0)) {
+    ops.push_back(AmaxOp{{Operand::kLhs}, p.src, p.lhs_rows * p.k, amax_ref(p, 0), 0});
+  }
+  if (quantizes(p, 1)) ops.push_back(AmaxOp{{Operand::kRhs}, p.src, p.k * p.n, amax_ref(p, 1), 0});
+  ops.push_back(AmaxReduceOp{amax_ref(p, first), count, 0, name + " amax max over the job"});
+  for (int o = first; o < 2; ++o) {
+    if (!quantizes(p, o)) continue;
     ScaleUpdate u;
     u.rule = p.rule;
     u.recipe = p.desc.recipe;
@@ -281,14 +333,17 @@ void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std
   rhs.transpose = !p.rhs_source_transposed;
   rhs.two_d = scaling_mode_row(p.desc.mode).two_d;
   const bool blocks = p.scaling != BlockScaling::kTensor;
-  ops.push_back(
-      QuantizeOp{lhs,
-                 {Operand::kLhs},
-                 {Workspace::kQuant, p.lhs_at},
-                 state_ref(p, 0),
-                 blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.lhs_block_at}) : std::nullopt,
-                 0,
-                 name + " quantize lhs"});
+  if (quantizes(p, 0)) {
+    ops.push_back(QuantizeOp{
+        lhs,
+        {Operand::kLhs},
+        {Workspace::kQuant, p.lhs_at},
+        state_ref(p, 0),
+        blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.lhs_block_at}) : std::nullopt,
+        0,
+        name + " quantize lhs"});
+  }
+  if (!quantizes(p, 1)) return;
   ops.push_back(
       QuantizeOp{rhs,
                  {Operand::kRhs},
@@ -312,13 +367,23 @@ void add_quantization(CollectiveGemm& c, const QuantizationPlan& q, const std::s
     if (scaling_mode_row(q.desc.mode).amax) add_scale_ops(before, q, name);
     add_quantize_ops(before, q, name);
   }
-  for (Program* p : {&c.overlapped, &c.sequential, &c.gemm_only, &c.collective_only}) {
+  std::vector<Program*> all{&c.overlapped, &c.sequential, &c.gemm_only, &c.collective_only};
+  // The paths that hand out the gathered lhs exist only where the lhs is the caller's own
+  // (pre-quantized) bytes; they quantize the rhs as the plain paths do.
+  std::vector<Program*> calls{&c.overlapped, &c.sequential};
+  for (std::optional<Program>* p : {&c.overlapped_gathering, &c.sequential_gathering}) {
+    if (*p) {
+      all.push_back(&**p);
+      calls.push_back(&**p);
+    }
+  }
+  for (Program* p : all) {
     p->workspace.quant = q.quant_bytes;
     p->workspace.scales = static_cast<int64_t>(q.scales_init.size() * sizeof(float));
     p->scales_init = q.scales_init;
   }
   // The benchmark's parts time the GEMM and the collective alone, on quantized data already.
-  for (Program* p : {&c.overlapped, &c.sequential}) {
+  for (Program* p : calls) {
     p->ops.insert(p->ops.begin(), before.begin(), before.end());
     p->ops.insert(p->ops.end(), after.begin(), after.end());
   }

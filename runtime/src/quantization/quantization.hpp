@@ -14,6 +14,12 @@
 //
 // The rhs is quantized into [N, K] (TE's colwise copy of a [K, N] weight): a Hopper FP8 GEMM
 // contracts both operands on their last dim (gemm.py's NT layout rule).
+//
+// A pre-quantized operand (QuantizationDesc::lhs_quantized, rhs_quantized: the caller's FP8
+// bytes and scale_inv) has no ops: the geometry reads it where the caller holds it, its scale_inv
+// from the call's kLhsScaleInv / kRhsScaleInv slot, and the ops above run for the other operand
+// alone. A pre-quantized lhs is the caller's tensor, so an all-gather GEMM can hand out the FP8
+// bytes its ring gathered (Operand::kGatheredLhs).
 
 #include <optional>
 

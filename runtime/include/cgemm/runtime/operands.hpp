@@ -27,7 +27,8 @@ enum class Operand : std::size_t {
   kGroupSizes,
   // ...or in host memory (GroupedGemmPlan's host-sizes call; never both).
   kHostGroupSizes,
-  // FP8 grouped GEMMs: G float32 scale_inv values per operand (backend memory).
+  // FP8 grouped GEMMs: G float32 scale_inv values per operand (backend memory); a dense GEMM
+  // with a pre-quantized operand (QuantizationDesc::lhs_quantized / rhs_quantized): its one.
   kLhsScaleInv,
   kRhsScaleInv,
   kCount  // the number of slots; not a slot

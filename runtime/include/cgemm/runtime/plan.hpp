@@ -83,8 +83,10 @@ class GemmPlan {
   /// ask for (operands.hpp): lhs_local() with its sequence dim (1 batch-first, 0 with
   /// transpose_batch_sequence) times tp, i.e. this dp rank's [B/dp, S, K] (or [S, B/dp, K]) in
   /// sequence order, the same bytes ActivationGather (activation_gather.hpp) writes from the
-  /// same shards. Empty where the plan hands none out: other collectives, and quantized GEMMs
-  /// (their ring carries the quantized lhs, not the caller's).
+  /// same shards, in lhs_input_dtype(desc()) (a pre-quantized lhs: its FP8 bytes, valid with
+  /// the call's lhs scale_inv). Empty where the plan hands none out: other collectives, and
+  /// GEMMs that quantize their lhs (their ring carries the plan's quantized copy, not the
+  /// caller's tensor).
   const Shape& gathered_lhs_local() const;
   /// Offsets of this rank's shards in the global tensors (for generating inputs).
   Shape lhs_offset() const;
@@ -119,14 +121,18 @@ class GemmPlan {
   /// events around the call and not the caller's stream as stream 0: the engine and its
   /// programs stay the same for both, and the plan's stream priorities are kept.
   ///
-  /// Operand::kGatheredLhs (optional, gathered_lhs_local() in the lhs dtype; must not overlap
+  /// Operand::kGatheredLhs (optional, gathered_lhs_local() in lhs_input_dtype; must not overlap
   /// another operand): the call also writes the lhs it gathers there, on either path, with no
   /// second collective (Transformer Engine's layers reuse it for the weight gradient: the
   /// row-parallel wgrad's AG(dy), the column-parallel wgrad's AG(x)). The overlapped path
   /// copies each ring chunk there behind its GEMM, on that GEMM's stream; the sequential path
   /// gathers into it. Null: the call is exactly the one without it. Throws cgemm::Error, before
   /// any work, when the plan has no gathered lhs to hand out: a reduce-scatter or plain GEMM,
-  /// or a quantized GEMM (the message says which).
+  /// or a GEMM that quantizes its lhs (the message says which).
+  ///
+  /// Pre-quantized operands (QuantizationDesc::lhs_quantized / rhs_quantized): the call also
+  /// takes Operand::kLhsScaleInv / kRhsScaleInv, one float32 each in backend memory, read on the
+  /// plan's streams after the call's start (stream-ordered like the operands).
   void execute(const Operands& x, void* stream = nullptr);
   /// Always the overlapped schedule (schedule.hpp; runtime/src/kinds/), whatever the
   /// policy.

@@ -27,11 +27,29 @@ namespace cgemm {
 /// take one scale per global tensor (its amax max-reduced over every rank of the job), so the
 /// quantized values do not depend on the mesh. Rules as gemm.py's (_compatible_fp8_gemm_dtypes,
 /// assert_cublas_requirements, the MXFP8 collective checks, NVFP4 refused with a collective).
+///
+/// Pre-quantized operands (the seed's ScaledTensor passed to gemm(): a cached FP8 weight, a
+/// norm's FP8 output): with lhs_quantized (rhs_quantized) the caller's lhs (rhs) already holds
+/// lhs_format (rhs_format) bytes, one per element, and its scale_inv (one float32 in backend
+/// memory: the dequantized value is byte x scale_inv) comes in Operand::kLhsScaleInv
+/// (kRhsScaleInv) on every call; the plan quantizes only the other operand. Per-tensor modes only
+/// (current, delayed: the scale is the caller's, so the mode only sets how the other operand is
+/// scaled). The scale_inv must be one value for the global tensor, the same on every rank, as
+/// Transformer Engine's quantizers make it (reduce_amax: the amax max-reduced over the mesh;
+/// QuantizedTensor, quantized_tensor.hpp, does the same): the all-gather moves only the FP8
+/// bytes and every chunk's GEMM applies this rank's scale_inv. The GEMM's shape is the
+/// operand as passed, and it must contract its trailing dims, the layout Hopper's FP8 GEMM
+/// reads (gemm.py's NT rule; the seed picks the rowwise or colwise copy of a ScaledTensor2x for
+/// it): an lhs [M..., K...], an rhs [N..., K...] (a [K, N] weight's colwise copy [N, K], with
+/// contracting_dims rhs = {last}). GemmDesc::dtype stays the high-precision dtype of the
+/// operand the plan quantizes.
 struct QuantizationDesc {
   ScalingMode mode = ScalingMode::kNoScaling;
   DType lhs_format = DType::kFloat8E4M3;  // e4m3 or e5m2 (NVFP4: always e2m1)
   DType rhs_format = DType::kFloat8E4M3;
   ScalingRecipe recipe;  // delayed scaling's history and algo; the margin of both tensor modes
+  bool lhs_quantized = false;  // the caller's lhs is lhs_format bytes, with its scale_inv
+  bool rhs_quantized = false;  // the caller's rhs is rhs_format bytes, with its scale_inv
 };
 
 struct GemmDesc {
@@ -62,6 +80,15 @@ struct GemmDesc {
   // whose gradient it is; a bias is added after the sum.
   int fsdp_scatter_dim = -1;
 };
+
+/// The dtype of the bytes a caller passes as the lhs (rhs) of `d`: the FP8 format of a
+/// pre-quantized operand, else d.dtype.
+inline DType lhs_input_dtype(const GemmDesc& d) {
+  return d.quantization.lhs_quantized ? d.quantization.lhs_format : d.dtype;
+}
+inline DType rhs_input_dtype(const GemmDesc& d) {
+  return d.quantization.rhs_quantized ? d.quantization.rhs_format : d.dtype;
+}
 
 /// The dp x fsdp x tp mesh (tp resolved, >= 1), its axis names, and the rank being planned:
 /// world rank (dp_rank * fsdp + fsdp_rank) * tp + tp_rank (a TP group is tp consecutive
