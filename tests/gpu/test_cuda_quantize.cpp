@@ -238,6 +238,46 @@ TEST_F(CudaQuantizeTest, TransposedCastsMatchFloat8HppBitForBit) {
   }
 }
 
+// FP8 codes transposed as they are (QuantizeTask with an FP8 source: the colwise copy of a
+// gathered FP8 tensor): every byte value, whole tiles, partial tiles, a single row and column,
+// and unaligned pointers (the scalar paths), against the host's transpose.
+TEST_F(CudaQuantizeTest, Fp8CodesTransposeAsTheyAre) {
+  Backend& be = backend();
+  struct Shape2 {
+    int64_t rows, cols;
+    size_t offset;
+  };
+  for (const DType fmt : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    for (const Shape2 sh : {Shape2{256, 256, 0}, Shape2{192, 320, 0}, Shape2{67, 133, 0},
+                            Shape2{1, 1000, 0}, Shape2{1000, 1, 0}, Shape2{128, 128, 1}}) {
+      const auto count = static_cast<size_t>(sh.rows * sh.cols);
+      std::vector<uint8_t> src(count), want(count), got(count, 0xa5);
+      for (size_t i = 0; i < count; ++i) src[i] = static_cast<uint8_t>((i * 131 + 7) % 256);
+      for (int64_t r = 0; r < sh.rows; ++r) {
+        for (int64_t c = 0; c < sh.cols; ++c) {
+          want[static_cast<size_t>(c * sh.rows + r)] = src[static_cast<size_t>(r * sh.cols + c)];
+        }
+      }
+      Buf in(be, count + 8), out(be, count + 8);
+      be.copy_from_host(in.at(sh.offset), src.data(), count);
+      be.copy_from_host(out.at(sh.offset), got.data(), count);
+      QuantizeTask t;
+      t.rows = sh.rows;
+      t.cols = sh.cols;
+      t.src_dtype = fmt;
+      t.src = in.at(sh.offset);
+      t.format = fmt;
+      t.dst = out.at(sh.offset);
+      t.transpose = true;
+      be.quantize(t, 0);
+      be.synchronize();
+      be.copy_to_host(got.data(), out.at(sh.offset), count);
+      EXPECT_EQ(got, want) << dtype_name(fmt) << " " << sh.rows << " x " << sh.cols << " offset "
+                           << sh.offset;
+    }
+  }
+}
+
 // The weight's [K, N] -> [N, K] copy at a realistic size: every code checked.
 TEST_F(CudaQuantizeTest, TransposedWeightSized) {
   Backend& be = backend();

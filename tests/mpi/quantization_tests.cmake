@@ -74,3 +74,18 @@ foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "dp2tp2;4;--dp=2")
   set_tests_properties(mpi_prequantized_${mname} PROPERTIES LABELS mpi TIMEOUT 180
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+
+# The layer pair in FP8 (issue 42 item 3): forward e4m3, gradients e5m2 or e4m3, every GEMM
+# against the fp64 layer on the dequantized operands, both paths and layouts.
+add_executable(test_tp_linear_fp8 ${CMAKE_CURRENT_LIST_DIR}/test_tp_linear_fp8.cpp)
+target_link_libraries(test_tp_linear_fp8 PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "dp2tp2;4;--dp=2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 flag)
+  add_test(NAME mpi_tp_linear_fp8_${mname}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_tp_linear_fp8> ${flag})
+  set_tests_properties(mpi_tp_linear_fp8_${mname} PROPERTIES LABELS mpi TIMEOUT 180
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()

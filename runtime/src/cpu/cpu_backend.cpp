@@ -293,6 +293,17 @@ class CpuBackend final : public Backend {
     const int64_t count = t.rows * t.cols;
     traced("quantize", named(t.label, "quantize"), stream,
            count * static_cast<int64_t>(dtype_size(t.src_dtype) + 1), 0, [&] {
+             if (is_fp8(t.src_dtype)) {  // FP8 codes transposed as they are
+               if (t.format != t.src_dtype || !t.transpose) {
+                 throw Error("quantize: an FP8 source is only transposed into its own format");
+               }
+               const auto* src = static_cast<const uint8_t*>(t.src);
+               auto* dst = static_cast<uint8_t*>(t.dst);
+               for (int64_t r = 0; r < t.rows; ++r) {
+                 for (int64_t c = 0; c < t.cols; ++c) dst[c * t.rows + r] = src[r * t.cols + c];
+               }
+               return;
+             }
              std::vector<float> x(static_cast<size_t>(count));
              convert_to_float(t.src, t.src_dtype, x.data(), count);
              quantize_now(t, x);

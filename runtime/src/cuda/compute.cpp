@@ -249,8 +249,12 @@ void Compute::quantize(const QuantizeTask& t, int s) {
     }
     fail(what + ": " + mode + " block scaling has no CUDA kernels yet (the CPU backend runs it)");
   }
-  if (!high_precision(t.src_dtype)) {
-    fail(what + ": the source must be float32, bfloat16 or float16");
+  const bool fp8_codes = t.src_dtype == DType::kFloat8E4M3 || t.src_dtype == DType::kFloat8E5M2;
+  if (fp8_codes && (t.format != t.src_dtype || !t.transpose)) {
+    fail(what + ": an FP8 source is only transposed into its own format");
+  }
+  if (!high_precision(t.src_dtype) && !fp8_codes) {
+    fail(what + ": the source must be float32, bfloat16 or float16 (or FP8 codes to transpose)");
   }
   if (t.format != DType::kFloat8E4M3 && t.format != DType::kFloat8E5M2) {
     fail(what + ": per-tensor scaling casts to float8_e4m3fn or float8_e5m2 only");
@@ -258,7 +262,9 @@ void Compute::quantize(const QuantizeTask& t, int s) {
   if (t.rows < 0 || t.cols < 0) fail(what + ": negative size");
   const int64_t count = t.rows * t.cols;
   if (count == 0) return;
-  if (t.src == nullptr || t.dst == nullptr || t.state == nullptr) fail(what + ": null pointer");
+  if (t.src == nullptr || t.dst == nullptr || (t.state == nullptr && !fp8_codes)) {
+    fail(what + ": null pointer");
+  }
   const size_t src_bytes = static_cast<size_t>(count) * dtype_size(t.src_dtype);
   const auto* from = static_cast<const char*>(t.src);
   const auto* to = static_cast<const char*>(t.dst);

@@ -217,7 +217,8 @@ __global__ void __launch_bounds__(kThreads)
                               const float* state, int64_t tiles_c, int64_t tiles, bool vec_in,
                               bool vec_out) {
   __shared__ uint32_t tile[kTile][kTile / 4 + 1];
-  const float scale = __ldg(state + ScaleStateLayout::kScale);
+  // kKind 3: FP8 codes in, moved as they are (no scale; `state` unread).
+  const float scale = kKind == 3 ? 1.0f : __ldg(state + ScaleStateLayout::kScale);
   const int tid = static_cast<int>(threadIdx.x);
   const int m = tid & 15;  // load: the word (columns 4m .. 4m + 3) of rows tid / 16 + 16 it
   const int lane = tid & 31, warp = tid >> 5;
@@ -229,22 +230,42 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r0 = (t / tiles_c) * kTile;
     const int64_t c0 = (t % tiles_c) * kTile;
     const bool full = r0 + kTile <= rows && c0 + kTile <= cols;
-    float x[4][4];
+    if constexpr (kKind == 3) {
+      const auto* codes = static_cast<const uint8_t*>(src);
 #pragma unroll
-    for (int it = 0; it < 4; ++it) {
-      const int64_t r = r0 + (tid >> 4) + 16 * it;
-      const int64_t c = c0 + 4 * m;
-      if (full && vec_in) {
-        load4<kKind>(src, r * cols + c, x[it]);
-      } else {
+      for (int it = 0; it < 4; ++it) {
+        const int64_t r = r0 + (tid >> 4) + 16 * it;
+        const int64_t c = c0 + 4 * m;
+        uint32_t w = 0;
+        if (full && vec_in) {
+          w = __ldg(reinterpret_cast<const uint32_t*>(codes + r * cols + c));
+        } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          x[it][j] = r < rows && c + j < cols ? load<kKind>(src, r * cols + c + j) : 0.0f;
+          for (int j = 0; j < 4; ++j) {
+            if (r < rows && c + j < cols)
+              w |= static_cast<uint32_t>(codes[r * cols + c + j]) << (8 * j);
+          }
+        }
+        tile[(tid >> 4) + 16 * it][m] = w;
+      }
+    } else {
+      float x[4][4];
+#pragma unroll
+      for (int it = 0; it < 4; ++it) {
+        const int64_t r = r0 + (tid >> 4) + 16 * it;
+        const int64_t c = c0 + 4 * m;
+        if (full && vec_in) {
+          load4<kKind>(src, r * cols + c, x[it]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            x[it][j] = r < rows && c + j < cols ? load<kKind>(src, r * cols + c + j) : 0.0f;
+          }
         }
       }
-    }
 #pragma unroll
-    for (int it = 0; it < 4; ++it) tile[(tid >> 4) + 16 * it][m] = cast4<kFmt>(x[it], scale);
+      for (int it = 0; it < 4; ++it) tile[(tid >> 4) + 16 * it][m] = cast4<kFmt>(x[it], scale);
+    }
     __syncthreads();
     uint32_t w[4], o[4];
 #pragma unroll
@@ -284,7 +305,7 @@ cudaError_t launch_quantize_as(const void* src, int64_t rows, int64_t cols, uint
   const int64_t tiles_c = (cols + kTile - 1) / kTile;
   const int64_t tiles = tiles_r * tiles_c;
   // Whole rows of 4 elements start aligned only when every row does (cols % 4).
-  const bool vec_in = cols % 4 == 0 && src_addr % (kKind == 0 ? 16 : 8) == 0;
+  const bool vec_in = cols % 4 == 0 && src_addr % (kKind == 0 ? 16 : kKind == 3 ? 4 : 8) == 0;
   const bool vec_out = rows % 4 == 0 && dst_addr % 4 == 0;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{1} << 20));
   quantize_transpose_kernel<kKind, kFmt><<<blocks, kThreads, 0, stream>>>(
@@ -372,6 +393,13 @@ cudaError_t launch_quantize_tensor(const void* src, DType src_dtype, int64_t row
   clear_stale_error();
   if (rows < 0 || cols < 0) return cudaErrorInvalidValue;
   if (rows == 0 || cols == 0) return cudaSuccess;
+  if (src_dtype == DType::kFloat8E4M3 || src_dtype == DType::kFloat8E5M2) {
+    // FP8 codes transposed as they are (TE's fp8_transpose): the tiles of the quantizing
+    // transpose without the cast.
+    if (format != src_dtype || !transpose) return cudaErrorInvalidValue;
+    return launch_quantize_as<3, 0>(src, rows, cols, static_cast<uint8_t*>(dst), true, state,
+                                    stream);
+  }
   switch (kind_of(src_dtype)) {
     case 0:
       return launch_quantize_from<0>(src, rows, cols, dst, format, transpose, state, stream);

@@ -6,6 +6,7 @@
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/error.hpp"
 #include "fsdp_weight_gather.hpp"
+#include "linear_fp8.hpp"
 
 namespace cgemm {
 
@@ -45,7 +46,7 @@ int64_t gathered_bytes(const GemmPlan& plan) {
   if (s.empty()) {
     throw Error("GEMM '" + plan.desc().name + "' hands out no gathered lhs for the wgrad");
   }
-  return checked_bytes(num_elements(s), dtype_size(plan.desc().dtype),
+  return checked_bytes(num_elements(s), dtype_size(lhs_input_dtype(plan.desc())),
                        "GEMM '" + plan.desc().name + "' gathered lhs");
 }
 
@@ -185,15 +186,84 @@ void require_dgrad_off_the_ring(const GemmPlan& dgrad) {
               "from (an internal error)");
 }
 
+// A local tensor as rows x its last dim, for QuantizedTensor and the FP8 transposes.
+Shape as_rows(const Shape& s) { return {num_elements(s) / s.back(), s.back()}; }
+
+// FP8: a QuantizedTensor of the layer's for an activation shard `local` in `format` (rowwise,
+// and colwise too where the wgrad reads it so).
+std::unique_ptr<QuantizedTensor> activation_fp8(Context& ctx, const TpLinearDesc& d,
+                                                const std::string& what, const Shape& local,
+                                                DType format, bool colwise) {
+  QuantizedTensorDesc q;
+  q.name = d.name + " " + what;
+  q.shape = as_rows(local);
+  q.dtype = d.dtype;
+  q.format = format;
+  q.mode = d.quantization.mode;
+  q.recipe = d.quantization.recipe;
+  q.colwise = colwise;
+  return std::make_unique<QuantizedTensor>(ctx, q);
+}
+
+// The forward's rhs as the caller holds W: the plan's, or (FP8: the colwise copy) transposed.
+Shape weight_shape(const GemmPlan& forward, bool fp8) {
+  const Shape& r = forward.rhs_local();
+  return fp8 ? Shape{r[1], r[0]} : r;
+}
+Shape weight_at(const GemmPlan& forward, bool fp8) {
+  const Shape r = forward.rhs_offset();
+  return fp8 ? Shape{r[1], r[0]} : r;
+}
+
+// Which weight cache an FP8 backward reads: the caller's, or the one forward() read.
+const QuantizedTensor& cache_for_backward(const TpLinearDesc& d, const QuantizedTensor* w) {
+  if (w == nullptr) {
+    throw Error("layer '" + d.name + "': an FP8 backward() with W as a pointer reuses the " +
+                "weight its forward() quantized: call forward() first");
+  }
+  return *w;
+}
+
+void require_fp8(const TpLinearDesc& d) {
+  if (!linear_fp8::on(d)) {
+    throw Error(
+        "layer '" + d.name + "' runs in " + std::string(dtype_name(d.dtype)) +
+        ": a weight cache (QuantizedTensor) is for FP8 layers (TpLinearDesc::quantization)");
+  }
+}
+
 }  // namespace
 
 GemmDesc tp_linear_forward_desc(const PlanningMesh& mesh, const TpLinearDesc& d,
                                 CollectiveOp collective) {
   const TpLinearDesc r = on_replica(mesh, d);
-  return tensor_sequence_parallel_gemm(replica_mesh(mesh), r.name + " forward", collective, r.batch,
-                                       r.seq_len, r.hidden_in, r.hidden_out, r.dtype, r.bias,
-                                       r.transpose_batch_sequence);
+  GemmDesc g = tensor_sequence_parallel_gemm(replica_mesh(mesh), r.name + " forward", collective,
+                                             r.batch, r.seq_len, r.hidden_in, r.hidden_out, r.dtype,
+                                             r.bias, r.transpose_batch_sequence);
+  if (linear_fp8::on(d)) {
+    // The weight cache's colwise copy; the column layer's x quantized by the layer (its gather
+    // moves FP8 bytes and is handed out for the wgrad), the row layer's h inside the GEMM.
+    linear_fp8::check(d, mesh);
+    const DType e4m3 = DType::kFloat8E4M3;
+    g.quantization =
+        linear_fp8::gemm_quantization(d, e4m3, e4m3, collective == CollectiveOp::kAllGather, true);
+    g = linear_fp8::colwise_rhs(std::move(g));
+  }
+  return g;
 }
+
+namespace {
+
+// FP8: the dgrad reads dy's copy and the weight cache's rowwise copy [K, N].
+GemmDesc fp8_dgrad(const TpLinearDesc& d, GemmDesc g) {
+  if (linear_fp8::on(d)) {
+    g.quantization =
+        linear_fp8::gemm_quantization(d, d.grad_format, DType::kFloat8E4M3, true, true);
+  }
+  return g;
+}
+
+}  // namespace
 
 // --- column-parallel ---
 
@@ -204,10 +274,12 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
   const PlanningMesh mesh = planning_mesh(ctx);
   const SpecEntry data = SpecEntry::axis(has_fsdp(mesh) ? mesh.fsdp_axis : mesh.dp_axis);
   const SpecEntry tpsp = SpecEntry::axis(mesh.tpsp_axis);
+  const bool fp8 = linear_fp8::on(d);
+  backend_ = &ctx.backend();
   forward_ = std::make_unique<GemmPlan>(ctx, tp_linear_forward_desc(mesh, d, kCollectives.forward));
   dgrad_ = std::make_unique<GemmPlan>(
-      ctx, dgrad_desc(on_replica(mesh, d), kCollectives.backward,
-                      activation(data, none(), tpsp, tbs), {none(), tpsp}));
+      ctx, fp8_dgrad(d, dgrad_desc(on_replica(mesh, d), kCollectives.backward,
+                                   activation(data, none(), tpsp, tbs), {none(), tpsp})));
   const Tokens tokens = gradient_tokens(mesh, d, forward_->lhs_local(), ctx.comms().tp());
   // With an fsdp axis the wgrad's sum over fsdp is reduce-scattered into this rank's shard of
   // W: its rows ('fsdp', 'tpsp'), or its columns at tp 1 (None, 'fsdp'), which then name no
@@ -216,7 +288,14 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
   GemmDesc wgrad =
       token_sum_desc(d, "wgrad", tokens, d.hidden_in, none(), w_fsdp_dim == 1 ? none() : tpsp);
   wgrad.fsdp_scatter_dim = w_fsdp_dim;
+  if (fp8) {  // AG(x) and dy as their transposed FP8 copies [K, tokens] and [N/tp, tokens]
+    wgrad = linear_fp8::rhs_tokens_last(linear_fp8::lhs_tokens_last(std::move(wgrad)));
+    wgrad.quantization =
+        linear_fp8::gemm_quantization(d, DType::kFloat8E4M3, d.grad_format, true, true);
+  }
   wgrad_ = std::make_unique<GemmPlan>(ctx, std::move(wgrad));
+  weight_local_ = weight_shape(*forward_, fp8);
+  weight_offset_ = weight_at(*forward_, fp8);
   if (d.bias) {
     bgrad_ =
         std::make_unique<GemmPlan>(ctx, token_sum_desc(d, "bias grad", tokens, 0, none(), tpsp));
@@ -234,9 +313,19 @@ ColumnParallelLinear::ColumnParallelLinear(Context& ctx, TpLinearDesc desc)
         std::make_unique<ActivationGather>(ctx, d.name + " x", forward_->lhs_local(), d.dtype, tbs);
   }
   gathered_x_ = allocate(ctx.backend(), gathered_bytes(*forward_));
+  if (fp8) {
+    w8_ = std::make_unique<QuantizedTensor>(ctx, weight_cache_desc());
+    x8_ = activation_fp8(ctx, d, "x", forward_->lhs_local(), DType::kFloat8E4M3, false);
+    dy8_ = activation_fp8(ctx, d, "dy", dgrad_->lhs_local(), d.grad_format, true);
+    x_t_ = allocate(ctx.backend(), gathered_bytes(*forward_));
+  }
 }
 
 ColumnParallelLinear::~ColumnParallelLinear() = default;
+
+QuantizedTensorDesc ColumnParallelLinear::weight_cache_desc() const {
+  return linear_fp8::weight_desc(desc_, weight_local_);
+}
 
 Shape ColumnParallelLinear::activation_offset(Shape plan_offset) const {
   return add_batch_offset(std::move(plan_offset), replica_batch_offset_,
@@ -248,6 +337,11 @@ void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, 
   require(desc_, w, "W");
   if (desc_.bias) require(desc_, b, "b");
   require(desc_, y, "y");
+  if (linear_fp8::on(desc_)) {
+    w8_->quantize(w);
+    forward(x, *w8_, b, y);
+    return;
+  }
   if (desc_.wgrad_input == WgradInput::kGatherAgain) {
     run(*forward_, desc_.path, x, w, desc_.bias ? b : nullptr, y);
     return;
@@ -258,9 +352,61 @@ void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, 
   have_x_ = true;
 }
 
+void ColumnParallelLinear::forward(const void* x, const QuantizedTensor& w, const void* b,
+                                   void* y) {
+  require_fp8(desc_);
+  linear_fp8::check_weight(desc_, w, weight_local_);
+  require(desc_, x, "x");
+  if (desc_.bias) require(desc_, b, "b");
+  require(desc_, y, "y");
+  have_x_ = false;
+  forward_w_ = nullptr;
+  x8_->quantize(x);
+  const Operands in =
+      linear_fp8::scaled(Operands(x8_->rowwise(), w.colwise(), desc_.bias ? b : nullptr, y),
+                         x8_->scale_inv(), w.scale_inv());
+  run(*forward_, desc_.path, Operands(in).set_output(Operand::kGatheredLhs, gathered_x_->get()));
+  have_x_ = true;
+  forward_w_ = &w;
+}
+
+void ColumnParallelLinear::backward(const void* x, const QuantizedTensor& w, const void* dy,
+                                    void* dx, void* dw, void* db) {
+  require_fp8(desc_);
+  linear_fp8::check_weight(desc_, w, weight_local_);
+  require(desc_, dy, "dy");
+  require(desc_, dx, "dx");
+  require(desc_, dw, "dW");
+  if (desc_.bias) require(desc_, db, "db");
+  static_cast<void>(x);  // kKeepFromForward: the forward's gathered FP8 x
+  if (!have_x_) {
+    throw Error("layer '" + desc_.name + "': backward() needs a forward() first");
+  }
+  // dy once into both copies: rowwise for the dgrad, colwise [N/tp, tokens] for the wgrad; AG(x)
+  // [tokens, K] transposed for the wgrad.
+  dy8_->quantize(dy);
+  const Shape gx = as_rows(forward_->gathered_lhs_local());
+  linear_fp8::transpose(*backend_, gathered_x_->get(), gx[0], gx[1], x_t_->get(),
+                        DType::kFloat8E4M3, desc_.name + " AG(x) transposed");
+  run(*wgrad_, desc_.path,
+      linear_fp8::scaled(Operands(x_t_->get(), dy8_->colwise(), nullptr, dw), x8_->scale_inv(),
+                         dy8_->scale_inv()));
+  if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), dy, nullptr, db);
+  run(*dgrad_, desc_.path,
+      linear_fp8::scaled(Operands(dy8_->rowwise(), w.rowwise(), nullptr, dx), dy8_->scale_inv(),
+                         w.scale_inv()));
+  have_x_ = false;
+  forward_w_ = nullptr;
+}
+
 void ColumnParallelLinear::backward(const void* x, const void* w, const void* dy, void* dx,
                                     void* dw, void* db) {
   require(desc_, w, "W");
+  if (linear_fp8::on(desc_)) {
+    backward(x, cache_for_backward(desc_, forward_w_ == w8_.get() ? forward_w_ : nullptr), dy, dx,
+             dw, db);
+    return;
+  }
   require(desc_, dy, "dy");
   require(desc_, dx, "dx");
   require(desc_, dw, "dW");
@@ -291,10 +437,12 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
   const PlanningMesh mesh = planning_mesh(ctx);
   const SpecEntry data = SpecEntry::axis(has_fsdp(mesh) ? mesh.fsdp_axis : mesh.dp_axis);
   const SpecEntry tpsp = SpecEntry::axis(mesh.tpsp_axis);
+  const bool fp8 = linear_fp8::on(d);
+  backend_ = &ctx.backend();
   forward_ = std::make_unique<GemmPlan>(ctx, tp_linear_forward_desc(mesh, d, kCollectives.forward));
   dgrad_ = std::make_unique<GemmPlan>(
-      ctx, dgrad_desc(on_replica(mesh, d), kCollectives.backward,
-                      activation(data, tpsp, none(), tbs), {tpsp, none()}));
+      ctx, fp8_dgrad(d, dgrad_desc(on_replica(mesh, d), kCollectives.backward,
+                                   activation(data, tpsp, none(), tbs), {tpsp, none()})));
   h_bytes_ = checked_bytes(num_elements(forward_->lhs_local()), dtype_size(d.dtype), "h bytes");
   // h's local shard holds every token of the local batch already.
   const Tokens tokens = gradient_tokens(mesh, d, forward_->lhs_local(), 1);
@@ -302,11 +450,22 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
   // With an fsdp axis: reduce-scattered into this rank's columns of W ('tpsp', 'fsdp').
   const int w_fsdp_dim = forward_->description().fsdp_dim;
   wgrad.fsdp_scatter_dim = w_fsdp_dim;
+  if (fp8) {  // h quantized inside; AG(dy) as its transposed FP8 copy [N, tokens]
+    wgrad = linear_fp8::rhs_tokens_last(std::move(wgrad));
+    wgrad.quantization =
+        linear_fp8::gemm_quantization(d, DType::kFloat8E4M3, d.grad_format, false, true);
+  }
   wgrad_ = std::make_unique<GemmPlan>(ctx, std::move(wgrad));
+  weight_local_ = weight_shape(*forward_, fp8);
+  weight_offset_ = weight_at(*forward_, fp8);
   if (d.bias) {
+    // FP8: AG(dy) is gathered as FP8, so db sums this rank's tokens of dy (the sequence over
+    // tpsp) and all-reduces them over tp.
+    Tokens own = tokens;
+    if (fp8) own.spec = tbs ? PartitionSpec{tpsp, none()} : PartitionSpec{none(), tpsp};
     bgrad_ =
-        std::make_unique<GemmPlan>(ctx, token_sum_desc(d, "bias grad", tokens, 0, none(), none()));
-    ones_ = ones(ctx.backend(), num_elements(local_tokens(forward_->lhs_local(), 1, tbs)), d.dtype);
+        std::make_unique<GemmPlan>(ctx, token_sum_desc(d, "bias grad", own, 0, none(), none()));
+    ones_ = ones(ctx.backend(), num_elements(bgrad_->lhs_local()), d.dtype);
   }
   if (w_fsdp_dim >= 0) {
     require_dgrad_off_the_ring(*dgrad_);
@@ -315,9 +474,18 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
   }
   replica_batch_offset_ = replica_batch_offset(mesh, d);
   gathered_dy_ = allocate(ctx.backend(), gathered_bytes(*dgrad_));
+  if (fp8) {
+    w8_ = std::make_unique<QuantizedTensor>(ctx, weight_cache_desc());
+    dy8_ = activation_fp8(ctx, d, "dy", dgrad_->lhs_local(), d.grad_format, false);
+    dy_t_ = allocate(ctx.backend(), gathered_bytes(*dgrad_));
+  }
 }
 
 RowParallelLinear::~RowParallelLinear() = default;
+
+QuantizedTensorDesc RowParallelLinear::weight_cache_desc() const {
+  return linear_fp8::weight_desc(desc_, weight_local_);
+}
 
 Shape RowParallelLinear::activation_offset(Shape plan_offset) const {
   return add_batch_offset(std::move(plan_offset), replica_batch_offset_,
@@ -329,13 +497,64 @@ void RowParallelLinear::forward(const void* h, const void* w, const void* b, voi
   require(desc_, w, "W");
   if (desc_.bias) require(desc_, b, "b");
   require(desc_, y, "y");
+  if (linear_fp8::on(desc_)) {
+    w8_->quantize(w);
+    forward(h, *w8_, b, y);
+    return;
+  }
   run(*forward_, desc_.path, h, w, desc_.bias ? b : nullptr, y);
+}
+
+void RowParallelLinear::forward(const void* h, const QuantizedTensor& w, const void* b, void* y) {
+  require_fp8(desc_);
+  linear_fp8::check_weight(desc_, w, weight_local_);
+  require(desc_, h, "h");
+  if (desc_.bias) require(desc_, b, "b");
+  require(desc_, y, "y");
+  run(*forward_, desc_.path,
+      linear_fp8::scaled(Operands(h, w.colwise(), desc_.bias ? b : nullptr, y), nullptr,
+                         w.scale_inv()));
+  forward_w_ = &w;
+}
+
+void RowParallelLinear::backward(const void* h, const QuantizedTensor& w, const void* dy, void* dh,
+                                 void* dw, void* db) {
+  require_fp8(desc_);
+  linear_fp8::check_weight(desc_, w, weight_local_);
+  require(desc_, h, "h");
+  require(desc_, dy, "dy");
+  require(desc_, dh, "dh");
+  require(desc_, dw, "dW");
+  if (desc_.bias) require(desc_, db, "db");
+  if (ranges_overlap(h, dh, static_cast<size_t>(h_bytes_))) {
+    throw Error("layer '" + desc_.name +
+                "': dh overlaps h; the wgrad reads h after the dgrad writes dh, so dh needs a "
+                "buffer of its own");
+  }
+  // The bias gradient first, from dy as given (the dgrad's gather moves FP8 bytes).
+  if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), dy, nullptr, db);
+  dy8_->quantize(dy);
+  run(*dgrad_, desc_.path,
+      linear_fp8::scaled(Operands(dy8_->rowwise(), w.rowwise(), nullptr, dh), dy8_->scale_inv(),
+                         w.scale_inv())
+          .set_output(Operand::kGatheredLhs, gathered_dy_->get()));
+  const Shape gdy = as_rows(dgrad_->gathered_lhs_local());
+  linear_fp8::transpose(*backend_, gathered_dy_->get(), gdy[0], gdy[1], dy_t_->get(),
+                        desc_.grad_format, desc_.name + " AG(dy) transposed");
+  run(*wgrad_, desc_.path,
+      linear_fp8::scaled(Operands(h, dy_t_->get(), nullptr, dw), nullptr, dy8_->scale_inv()));
+  forward_w_ = nullptr;
 }
 
 void RowParallelLinear::backward(const void* h, const void* w, const void* dy, void* dh, void* dw,
                                  void* db) {
   require(desc_, h, "h");
   require(desc_, w, "W");
+  if (linear_fp8::on(desc_)) {
+    backward(h, cache_for_backward(desc_, forward_w_ == w8_.get() ? forward_w_ : nullptr), dy, dh,
+             dw, db);
+    return;
+  }
   require(desc_, dy, "dy");
   require(desc_, dh, "dh");
   require(desc_, dw, "dW");

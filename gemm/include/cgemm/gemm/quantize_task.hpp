@@ -145,7 +145,10 @@ CGEMM_HD void apply_scale_update(float* state, float amax, ScaleRule rule,
 /// element per byte), [rows, cols], or [cols, rows] when `transpose` (TE's colwise copy: the
 /// [N, K] operand a Hopper FP8 GEMM needs from a [K, N] weight). Blocks run along the last dim
 /// of dst (the GEMM's contracting dim).
-///   kTensor: dst = saturate(src * state[kScale]) (state: ScaleStateLayout).
+///   kTensor: dst = saturate(src * state[kScale]) (state: ScaleStateLayout). An FP8 src_dtype
+///            equal to `format`, with `transpose`: the codes transposed as they are (TE's
+///            fp8_transpose: the colwise copy of an FP8 tensor a collective gathered rowwise);
+///            `state` is not read.
 ///   kMxfp8:  per block of 32: scale_inv = 2^e (E8M0, written to block_scale [rows of dst,
 ///            cols of dst / 32]) with the exponent rounded up so the block's amax fits;
 ///            dst = saturate(src / scale_inv).

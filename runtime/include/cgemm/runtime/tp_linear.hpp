@@ -85,6 +85,20 @@
 //   row-parallel:    dgrad (which gathers dy), then the wgrad and the bias gradient, which
 //                    read h and AG(dy) after dh is written: dh over h, which an earlier
 //                    version allowed, is refused (cgemm::Error) rather than giving a wrong dW.
+// FP8 (TpLinearDesc::quantization, as Transformer Engine's Linear under fp8_autocast with its
+// default HYBRID recipe): every GEMM of forward and backward runs in FP8, per-tensor scaled
+// (current or delayed scaling, one scale per global tensor): the forward e4m3 x e4m3, the dgrad
+// and wgrad with dy in grad_format (e5m2, or e4m3). The weight is read from a QuantizedTensor
+// (quantized_tensor.hpp) with both copies: the caller's cache, quantized once per optimizer step
+// (the forward and backward overloads taking one; weight_cache_desc() describes it), or the
+// layer's own, quantized from W on every forward() (the pointer overloads; backward() reuses
+// it). The all-gathers move FP8 bytes: the column layer's x and the row layer's dy are quantized
+// once per call and handed out gathered for the wgrad, which reads them transposed. The bias
+// gradients stay in `dtype`; the row layer's sums its own tokens and all-reduces over tp.
+// weight_local() / weight_offset() are the W shard the caller holds ([K_l, N_l], in `dtype`):
+// the forward plan's rhs is the colwise copy [N_l, K_l]. Not with an fsdp axis, nor with
+// WgradInput::kGatherAgain (cgemm::Error).
+//
 // Errors: the constructor throws cgemm::Error when a dim does not divide over its mesh axis
 // (S by tp; N by tp for the column layer, K by tp for the row layer; B by dp, by dp x fsdp with
 // an fsdp axis, and the fsdp-sharded weight dim by fsdp: cgemm does not pad shards) or for a bad
@@ -102,6 +116,7 @@
 #include "cgemm/core/collective_op.hpp"
 #include "cgemm/runtime/activation_gather.hpp"
 #include "cgemm/runtime/plan.hpp"
+#include "cgemm/runtime/quantized_tensor.hpp"
 
 namespace cgemm {
 
@@ -155,6 +170,10 @@ struct TpLinearDesc {
   bool transpose_batch_sequence = false;
   LinearPath path = LinearPath::kPolicy;
   WgradInput wgrad_input = WgradInput::kKeepFromForward;  // column-parallel only
+  // FP8 training (see "FP8" above): mode kCurrentTensorScaling or kDelayedTensorScaling with its
+  // recipe; formats e4m3 (the forward's). kNoScaling: every GEMM in `dtype`.
+  QuantizationDesc quantization;
+  DType grad_format = DType::kFloat8E5M2;  // the gradients' FP8 format: e5m2 (HYBRID) or e4m3
 };
 
 /// The forward GEMM a layer of `d` plans on `mesh` (the context's planning_mesh) with
@@ -189,6 +208,16 @@ class ColumnParallelLinear {
   /// dx, dW and (with a bias) db from dy. x: this rank's shard again, read with kGatherAgain
   /// only (may be null with kKeepFromForward).
   void backward(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db);
+  /// FP8 layers: the same with the weight read from the caller's cache (weight_cache_desc()),
+  /// quantized from W since the last optimizer step. backward() takes the cache forward() took.
+  void forward(const void* x, const QuantizedTensor& w, const void* b, void* y);
+  void backward(const void* x, const QuantizedTensor& w, const void* dy, void* dx, void* dw,
+                void* db);
+  /// The W shard the caller holds ([K, N/tp] in dtype) and where it lies in W [K, N].
+  const Shape& weight_local() const { return weight_local_; }
+  const Shape& weight_offset() const { return weight_offset_; }
+  /// FP8 layers: the weight cache forward() and backward() take.
+  QuantizedTensorDesc weight_cache_desc() const;
   /// Where an activation shard lies in the global activation, from the offset its forward or
   /// dgrad plan gives (lhs_offset(), out_offset()): with an fsdp axis those plans are one
   /// replica's, so this adds the replica's batch block (dp_rank x B/dp); else it is the offset.
@@ -203,6 +232,12 @@ class ColumnParallelLinear {
   std::unique_ptr<FsdpWeightGather> fsdp_w_;           // fsdp > 1 only
   int64_t replica_batch_offset_ = 0;                   // fsdp > 1: dp_rank x B/dp
   bool have_x_ = false;
+  Shape weight_local_, weight_offset_;
+  Backend* backend_ = nullptr;
+  // FP8: the layer's weight cache (pointer overloads), x's and dy's copies, AG(x) transposed.
+  std::unique_ptr<QuantizedTensor> w8_, x8_, dy8_;
+  std::unique_ptr<detail::BackendMemory> x_t_;
+  const QuantizedTensor* forward_w_ = nullptr;  // the cache the last forward() read
 };
 
 /// y = RS(h W) + b; see the file comment for shapes and specs.
@@ -228,6 +263,14 @@ class RowParallelLinear {
   /// dh, dW and (with a bias) db from dy (this rank's sequence shard). dh must not overlap h
   /// (cgemm::Error): the dgrad runs first, and the wgrad reads h after it.
   void backward(const void* h, const void* w, const void* dy, void* dh, void* dw, void* db);
+  /// FP8 layers: the same with the weight from the caller's cache (see the column layer's).
+  void forward(const void* h, const QuantizedTensor& w, const void* b, void* y);
+  void backward(const void* h, const QuantizedTensor& w, const void* dy, void* dh, void* dw,
+                void* db);
+  /// The W shard the caller holds ([K/tp, N] in dtype) and where it lies in W [K, N].
+  const Shape& weight_local() const { return weight_local_; }
+  const Shape& weight_offset() const { return weight_offset_; }
+  QuantizedTensorDesc weight_cache_desc() const;
   /// Where an activation shard lies in the global activation, from the offset its forward or
   /// dgrad plan gives (lhs_offset(), out_offset()): with an fsdp axis those plans are one
   /// replica's, so this adds the replica's batch block (dp_rank x B/dp); else it is the offset.
@@ -241,6 +284,12 @@ class RowParallelLinear {
   std::unique_ptr<detail::BackendMemory> ones_;         // [B/dp, S] in dtype
   std::unique_ptr<FsdpWeightGather> fsdp_w_;            // fsdp > 1 only
   int64_t replica_batch_offset_ = 0;                    // fsdp > 1: dp_rank x B/dp
+  Shape weight_local_, weight_offset_;
+  Backend* backend_ = nullptr;
+  // FP8: the layer's weight cache, dy's copy, AG(dy) transposed.
+  std::unique_ptr<QuantizedTensor> w8_, dy8_;
+  std::unique_ptr<detail::BackendMemory> dy_t_;
+  const QuantizedTensor* forward_w_ = nullptr;
 };
 
 }  // namespace cgemm
