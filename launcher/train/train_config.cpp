@@ -28,10 +28,10 @@ std::string shortest(double v) {
   return ec == std::errc() ? std::string(text, end) : std::to_string(v);
 }
 
-// A choice among `names` (the first `count` map to `values`), written back by `text`.
-template <typename T, size_t N>
+// A choice among `choices`' names for the value `field(config)` refers to.
+template <typename T, size_t N, typename F>
 Row choice_row(std::string name, G group, std::string help,
-               std::array<std::pair<std::string_view, T>, N> choices, T TrainConfig::*field) {
+               std::array<std::pair<std::string_view, T>, N> choices, F field) {
   auto text_of = [choices](T v) {
     for (const auto& [n, c] : choices) {
       if (c == v) return std::string(n);
@@ -45,13 +45,13 @@ Row choice_row(std::string name, G group, std::string help,
              true,
              Sweep::kPlain,
              [=](const TrainConfig& d) {
-               return po::value<std::string>()->value_name("X")->default_value(text_of(d.*field));
+               return po::value<std::string>()->value_name("X")->default_value(text_of(field(d)));
              },
              [=](const OptionReader& r, TrainConfig& c) {
                const auto text = r.get<std::string>(name);
                for (const auto& [n, v] : choices) {
                  if (n == text) {
-                   c.*field = v;
+                   field(c) = v;
                    return;
                  }
                }
@@ -61,8 +61,16 @@ Row choice_row(std::string name, G group, std::string help,
                r.fail(name, text, "unknown value '" + text + "' (known: " + known + ")");
              },
              [=](std::ostream& out, const TrainConfig& c) {
-               out << name << " = " << text_of(c.*field) << "\n";
+               out << name << " = " << text_of(field(c)) << "\n";
              }};
+}
+
+template <typename T, size_t N>
+Row choice_row(std::string name, G group, std::string help,
+               std::array<std::pair<std::string_view, T>, N> choices, T TrainConfig::*member) {
+  return choice_row<T, N>(
+      std::move(name), group, std::move(help),
+      choices, [member](auto& c) -> auto& { return c.*member; });
 }
 
 template <typename T, typename Field>
@@ -123,6 +131,29 @@ std::vector<Row> own_rows() {
         {"float32", DType::kFloat32},
         {"bfloat16", DType::kBFloat16}}},
       &TrainConfig::dtype));
+  rows.push_back(choice_row<ScalingMode, 3>(
+      "scaling", G::kProblem,
+      "FP8 training, as Transformer Engine's fp8_autocast: none | current | delayed. Every GEMM "
+      "of both layers, forward and backward, runs in FP8 with one scale per global tensor "
+      "(current: from this call's amax; delayed: from the amax history of earlier calls, "
+      "--amax_history_len); the forward e4m3 x e4m3, dy in --grad_format. Each weight is "
+      "quantized once per step into both layouts (its forward and its dgrad read the same "
+      "copy); the all-gathers move FP8 bytes. The teacher stays in --dtype. Not with --fsdp",
+      {{{"none", ScalingMode::kNoScaling},
+        {"current", ScalingMode::kCurrentTensorScaling},
+        {"delayed", ScalingMode::kDelayedTensorScaling}}},
+      [](auto& c) -> auto& { return c.quantization.mode; }));
+  rows.push_back(choice_row<DType, 2>(
+      "grad_format", G::kProblem,
+      "FP8 format of the gradients dy in the backward GEMMs with --scaling: e5m2 (TE's HYBRID "
+      "recipe, its default for training) | e4m3 (every operand e4m3)",
+      {{{"e5m2", DType::kFloat8E5M2}, {"e4m3", DType::kFloat8E4M3}}}, &TrainConfig::grad_format));
+  rows.push_back(number<int>(
+      "amax_history_len", G::kProblem, "N", "calls",
+      "--scaling delayed: amaxes of the last N calls each tensor's scale is taken from (the "
+      "max of them), 1 to 2^23 (TE's DelayedScaling default 1024)",
+      [](auto& c) -> auto& { return c.quantization.recipe.amax_history_len; }, 1,
+      "must be at least 1 [calls]"));
   rows.push_back(
       Row{"seed", G::kProblem,
           "seed of the student's weights and of the inputs (the teacher's weights use seed + "

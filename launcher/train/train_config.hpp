@@ -42,7 +42,11 @@ struct TrainConfig : SharedOptions {
   int64_t bucket_kib = 25600;  // dp gradient bucket, KiB of fp32 (DDP's 25 MiB)
   int timed_passes = 0;        // forward + backward passes timed after the steps
   bool cuda_graph = false;     // steps after the first, and the timed passes, replay a graph
-  std::string report;          // JSON report path; empty: none
+  // FP8 training (tp_linear.hpp's TpLinearDesc::quantization): mode none, current or delayed;
+  // the forward e4m3, the gradients grad_format.
+  QuantizationDesc quantization;
+  DType grad_format = DType::kFloat8E5M2;
+  std::string report;  // JSON report path; empty: none
 };
 
 struct TrainParseResult {

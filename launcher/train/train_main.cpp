@@ -17,6 +17,7 @@
 #include "cgemm/core/error.hpp"
 #include "cgemm/core/watchdog.hpp"
 #include "cgemm/runtime/context.hpp"
+#include "cgemm/runtime/quantization_names.hpp"
 #include "common/dry_run.hpp"
 #include "common/job.hpp"
 #include "common/mpi_session.hpp"
@@ -77,6 +78,9 @@ nlohmann::json config_json(const TrainConfig& cfg) {
           {"bias", cfg.bias},
           {"timed_passes", cfg.timed_passes},
           {"bucket_kib", cfg.bucket_kib},
+          {"scaling", scaling_option_name(cfg.quantization.mode)},
+          {"grad_format", fp8_format_name(cfg.grad_format)},
+          {"amax_history_len", cfg.quantization.recipe.amax_history_len},
           {"config",
            cfg.config_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(cfg.config_file)}};
 }

@@ -115,6 +115,8 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
   d.dtype = cfg.dtype;
   d.bias = cfg.bias;
   d.path = cfg.path;
+  d.quantization = cfg.quantization;
+  d.grad_format = cfg.grad_format;
   d.name = "up_proj";
   d.hidden_in = cfg.hidden;
   d.hidden_out = cfg.ffn;
@@ -123,6 +125,15 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
   d.hidden_in = cfg.ffn;
   d.hidden_out = cfg.hidden;
   down_ = std::make_unique<RowParallelLinear>(ctx, d);
+  if (fp8()) {
+    // The teacher's targets stay in dtype, so FP8 and dtype runs train towards the same ones.
+    d.quantization = QuantizationDesc{};
+    teacher_down_ = std::make_unique<RowParallelLinear>(ctx, d);
+    d.name = "up_proj";
+    d.hidden_in = cfg.hidden;
+    d.hidden_out = cfg.ffn;
+    teacher_up_ = std::make_unique<ColumnParallelLinear>(ctx, d);
+  }
 
   Backend& be = ctx.backend();
   const GemmPlan& upf = up_->forward_plan();
@@ -147,7 +158,8 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
   dh_ = buffer(n_pre_, cfg.dtype);
   dpre_ = buffer(n_pre_, cfg.dtype);
 
-  // W1, b1, W2, b2: their global shapes and this rank's shards, from the forward plans.
+  // W1, b1, W2, b2: their global shapes and this rank's shards, from the layers (the weights)
+  // and the forward plans (the biases).
   struct Spec {
     const char* name;
     const GemmPlan* plan;
@@ -155,14 +167,17 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
     float std;
     Param** student;
     Param** teacher;
+    Shape weight_global;
+    const Shape* weight_local;
+    const Shape* weight_offset;
   };
   const Spec specs[] = {
       {"W1", &upf, false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.hidden))),
-       &w1_, &tw1_},
-      {"b1", &upf, true, kBiasStd, &b1_, &tb1_},
+       &w1_, &tw1_, Shape{cfg.hidden, cfg.ffn}, &up_->weight_local(), &up_->weight_offset()},
+      {"b1", &upf, true, kBiasStd, &b1_, &tb1_, {}, nullptr, nullptr},
       {"W2", &downf, false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.ffn))), &w2_,
-       &tw2_},
-      {"b2", &downf, true, kBiasStd, &b2_, &tb2_}};
+       &tw2_, Shape{cfg.ffn, cfg.hidden}, &down_->weight_local(), &down_->weight_offset()},
+      {"b2", &downf, true, kBiasStd, &b2_, &tb2_, {}, nullptr, nullptr}};
   const bool adam = cfg.optimizer == Optimizer::kAdam;
   // With an fsdp axis the layers' gradient GEMMs sum over dp themselves (HSDP: the wgrad's
   // reduce-scatter over fsdp, then an all-reduce over dp; the bias gradients all-reduced).
@@ -172,9 +187,9 @@ MlpTrainer::MlpTrainer(Context& ctx, const TrainConfig& cfg)
     ++k;  // the seeds stay those of the four tensors whether the biases are on or not
     if (s.bias && !cfg.bias) continue;
     const GemmDesc& gd = s.plan->desc();
-    const Shape& global = s.bias ? *gd.bias_shape : gd.rhs_shape;
-    const Shape& local = s.bias ? s.plan->bias_local() : s.plan->rhs_local();
-    const Shape offset = s.bias ? s.plan->bias_offset() : s.plan->rhs_offset();
+    const Shape& global = s.bias ? *gd.bias_shape : s.weight_global;
+    const Shape& local = s.bias ? s.plan->bias_local() : *s.weight_local;
+    const Shape offset = s.bias ? s.plan->bias_offset() : *s.weight_offset;
     // The student: fp32 master weights drawn by global index, then rounded to dtype.
     auto p = std::make_unique<Param>(be, s.name, local, cfg.dtype, true, adam, dp_sum);
     if (!s.bias && s.plan->description().fsdp_dim >= 0) p->fsdp_shards = ctx.comms().fsdp();
@@ -240,6 +255,8 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
     d.hidden_out = up ? cfg.ffn : cfg.hidden;
     d.dtype = cfg.dtype;
     d.bias = cfg.bias;
+    d.quantization = cfg.quantization;
+    d.grad_format = cfg.grad_format;
     const PlanDescription p = plan_gemm(
         tp_linear_forward_desc(m, d, up ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter),
         m, o);
@@ -256,7 +273,17 @@ int64_t MlpTrainer::bytes_needed(const Context& ctx, const TrainConfig& cfg) {
       add(whole / m.fsdp, m.fsdp - 1);  // the wgrad's send slots (f - 1 blocks of dW)
     }
     // The all-gathered activation each layer keeps for its wgrad (x for up, dy for down).
-    add(checked_mul(num_elements(up ? p.lhs_local : p.out_local), m.tp, what), es);
+    const int64_t gathered = checked_mul(num_elements(up ? p.lhs_local : p.out_local), m.tp, what);
+    add(gathered, es);
+    if (cfg.quantization.mode != ScalingMode::kNoScaling) {
+      // FP8: the weight cache's two copies, x's and dy's copies (up to three FP8 bytes an
+      // element of the layer's input and output shards), the gathered activation transposed,
+      // and the teacher's layer in dtype (its own gathered activation and plans' workspaces).
+      add(num_elements(p.rhs_local), 2);
+      add(num_elements(p.lhs_local) + num_elements(p.out_local), 3);
+      add(gathered, 1 + es);
+      add(p.bytes.total() - p.bytes.operands() - p.bytes.fsdp_ring, 3);
+    }
     if (up) {
       n_x = num_elements(p.lhs_local);
       n_pre = num_elements(p.out_local);
@@ -316,10 +343,11 @@ void MlpTrainer::draw_inputs(int step) {
 }
 
 void MlpTrainer::teacher_targets() {
-  // The teacher's block on the same x (the residual included), kept in fp32.
-  up_->forward(x_, value_of(tw1_), value_of(tb1_), pre_);
+  // The teacher's block on the same x (the residual included), kept in fp32; in dtype also when
+  // the student trains in FP8.
+  (teacher_up_ ? *teacher_up_ : *up_).forward(x_, value_of(tw1_), value_of(tb1_), pre_);
   ops_->gelu(pre_, h_, cfg_.dtype, n_pre_);
-  down_->forward(h_, value_of(tw2_), value_of(tb2_), out_);
+  (teacher_down_ ? *teacher_down_ : *down_).forward(h_, value_of(tw2_), value_of(tb2_), out_);
   ops_->add_to_f32(out_, x_, cfg_.dtype, target_, n_x_);
 }
 

@@ -178,6 +178,10 @@ class MlpTrainer {
   std::unique_ptr<TrainOps> ops_;
   std::unique_ptr<ColumnParallelLinear> up_;
   std::unique_ptr<RowParallelLinear> down_;
+  // FP8 (--scaling): the teacher's layers in dtype (the student's run in FP8).
+  std::unique_ptr<ColumnParallelLinear> teacher_up_;
+  std::unique_ptr<RowParallelLinear> teacher_down_;
+  bool fp8() const { return cfg_.quantization.mode != ScalingMode::kNoScaling; }
   // W1, b1, W2, b2 (the biases null without cfg.bias); params_ holds the student's in that
   // order, the teacher's are fixed.
   std::vector<std::unique_ptr<Param>> params_, teacher_;

@@ -659,6 +659,15 @@ add_test(NAME mpi_train_demo
 set_tests_properties(mpi_train_demo PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 4
   ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
 
+# cgemm-train --scaling (issue 42 items 3 and 4): FP8 training's loss within 2% of bf16's at
+# every 10th of 200 steps, at 1 rank and dp 2 x tp 2; check_train.sh states the figures.
+add_test(NAME mpi_train_fp8
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_train.sh fp8 ${CMAKE_CURRENT_BINARY_DIR}/train_fp8
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} $<TARGET_FILE:cgemm-train>
+          ${CMAKE_SOURCE_DIR}/configs/train_demo.ini)
+set_tests_properties(mpi_train_fp8 PROPERTIES LABELS mpi TIMEOUT 400 PROCESSORS 4
+  ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
+
 # cgemm-train's bad input: one "cgemm-train: error:" line naming the option, exit status 2.
 function(cgemm_add_train_failure_test name np regex)
   add_test(NAME mpi_train_error_${name}
@@ -675,6 +684,14 @@ cgemm_add_train_failure_test(seq_len_not_divisible 2
 cgemm_add_train_failure_test(local_batch_by_dp 4
   "cgemm-train: error: --batch 8 on --dp 4: each data-parallel rank's 2 sequences must be 1 or a multiple of dp 4"
   --dp 4 --batch 8)
+# FP8 training (--scaling): not with an fsdp axis yet; sizes off cuBLASLt's FP8 alignment are
+# refused by the planner before anything runs.
+cgemm_add_train_failure_test(fp8_fsdp 2
+  "cgemm-train: error: layer 'up_proj': FP8 training with an fsdp axis is not run yet"
+  --fsdp 2 --scaling current)
+cgemm_add_train_failure_test(fp8_alignment 1
+  "cgemm-train: error: the planner refuses the MLP block .*contracting dimension must be a multiple of 16 when using quantized inputs"
+  --hidden 24 --ffn 48 --scaling delayed)
 cgemm_add_train_failure_test(batch_not_divisible 4
   "cgemm-train: error: --batch 3 is not divisible by --dp 2" --dp 2 --batch 3)
 # A bucket of more KiB than size_t bytes hold wrapped around (2^54 KiB: "bucket_bytes 0";

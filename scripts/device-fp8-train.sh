@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# device-fp8-train.sh: issue 42 (FP8 training) on the GPU machine, one call (one GPU). Builds
+# nothing (needs a .devbuild/ from pack-device.sh). Steps (STEPS, default tests,accuracy,speed):
+#   tests     test_cuda_quantize (the FP8 codes' transpose among the quantize kernels), and
+#             test_prequantized on the CUDA backend at 1 and 2 ranks sharing the GPU (pre-quantized
+#             operands and QuantizedTensor against the GEMM that quantizes itself);
+#   accuracy  tests/mpi/check_train.sh fp8 with CGEMM_TRAIN_BACKEND=cuda: FP8 training's loss
+#             within 2% of bf16's at every 10th of 200 steps (1 rank, and dp 2 x tp 2 sharing the
+#             GPU), the captured step's losses equal to the eager ones;
+#   speed     cgemm-train --timed_passes 20 (no biases, tp 1) in bf16 and with --scaling current
+#             and delayed, and the PyTorch eager peer (bench/peers/torch_train_mlp.py, bf16), on
+#             CASES (default standard,llama70b: B 4, S 8192, 4096 -> 8192 and B 1, S 8192,
+#             8192 -> 28672), one after another in this call.
+# Writes $OUT (default /tmp/cgemm-fp8-train): one log per step, speed/ and fp8_train.tgz (all of
+# it). Exit 1 when a step failed.
+set -u -o pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/.devbuild/bin
+out=${OUT:-/tmp/cgemm-fp8-train}
+cases=${CASES:-standard,llama70b}
+mkdir -p "$out/speed"
+. "$root/scripts/device-libs.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | head -1
+status=0
+steps=,${STEPS:-tests,accuracy,speed},
+wants() { [[ $steps == *,$1,* ]]; }
+t0=$SECONDS
+run_step() {  # NAME TIMEOUT COMMAND...: its log in $OUT/NAME.log, its verdict on one line
+  local name=$1 limit=$2
+  shift 2
+  if timeout "$limit" "$@" >"$out/$name.log" 2>&1; then
+    echo "PASS $name ($((SECONDS - t0)) s)"
+  else
+    status=1
+    echo "FAIL $name ($((SECONDS - t0)) s)"
+    grep -E "Failure|FAIL|error|Error" "$out/$name.log" | head -8
+  fi
+}
+
+if wants tests; then
+  run_step test_cuda_quantize 120 mpirun -np 1 --bind-to none "$bin/test_cuda_quantize"
+  grep -E "Fp8CodesTranspose|bandwidth|PASSED|FAILED" "$out/test_cuda_quantize.log" | head -8
+  for np in 1 2; do
+    run_step "test_prequantized_np$np" 180 mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH \
+      -x CGEMM_TEST_BACKEND=cuda "$bin/test_prequantized"
+  done
+fi
+
+if wants accuracy; then
+  CGEMM_TRAIN_BACKEND=cuda run_step accuracy 420 bash "$root/tests/mpi/check_train.sh" fp8 \
+    "$out/accuracy" mpirun -np "$bin/cgemm-train" "$root/configs/train_demo.ini"
+  grep -E "against|loss|PASS" "$out/accuracy.log"
+fi
+
+if wants speed; then
+  declare -A shape=([demo]="2 2048 768 3072" [standard]="4 8192 4096 8192"
+    [llama70b]="1 8192 8192 28672")
+  for c in ${cases//,/ }; do
+    read -r b s h f <<<"${shape[$c]}"
+    for scaling in none current delayed; do
+      run_step "speed_${c}_$scaling" 150 mpirun -np 1 --bind-to none "$bin/cgemm-train" \
+        --backend cuda --dtype bf16 --bias off --batch "$b" --seq_len "$s" --hidden "$h" \
+        --ffn "$f" --steps 3 --lr 1e-4 --timed_passes 20 --scaling "$scaling" \
+        --report "$out/speed/cgemm_${c}_$scaling.json"
+      grep -E "forward \+ backward pass" "$out/speed_${c}_$scaling.log"
+    done
+  done
+  echo "== PyTorch eager, bf16 (bench/peers/torch_train_mlp.py)"
+  timeout 240 python3 "$root/bench/peers/torch_train_mlp.py" --out "$out/speed" --cases "$cases" \
+    >"$out/torch.log" 2>&1 || { status=1; tail -n 5 "$out/torch.log"; }
+  cat "$out/torch.log" | tail -n 6
+  python3 - "$out/speed" "$cases" <<'PY' | tee "$out/fp8_speed.md"
+import json, os, sys, glob
+d, cases = sys.argv[1], sys.argv[2].split(",")
+print("| case | bf16 ms | FP8 current ms | FP8 delayed ms | current / bf16 | delayed / bf16 |")
+print("| --- | --- | --- | --- | --- | --- |")
+for c in cases:
+    ms = {}
+    for s in ("none", "current", "delayed"):
+        p = os.path.join(d, "cgemm_%s_%s.json" % (c, s))
+        if os.path.exists(p):
+            ms[s] = json.load(open(p))["timed_pass"]["median_ms"]
+    if len(ms) == 3:
+        print("| %s | %.3f | %.3f | %.3f | %.2fx | %.2fx |" % (
+            c, ms["none"], ms["current"], ms["delayed"], ms["none"] / ms["current"],
+            ms["none"] / ms["delayed"]))
+    else:
+        print("| %s | missing: %s |" % (c, sorted(ms)))
+for f in sorted(glob.glob(os.path.join(d, "*.csv"))):
+    print("\n%s:\n%s" % (os.path.basename(f), open(f).read()))
+PY
+fi
+# The device tool brings back a limited number of files: one archive of them all.
+tar -czf "$out/fp8_train.tgz" -C "$out" --exclude fp8_train.tgz . 2>/dev/null || true
+exit $status
