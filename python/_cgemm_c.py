@@ -100,6 +100,8 @@ class _PlanOptions(ctypes.Structure):
         ("margin", ctypes.c_int),
         ("amax_history_len", ctypes.c_int),
         ("amax_compute_algo", ctypes.c_char_p),
+        ("lhs_quantized", ctypes.c_int),
+        ("rhs_quantized", ctypes.c_int),
     ]
 
 
@@ -176,6 +178,7 @@ def _load():
         "cgemm_plan_execute": (status, [ctypes.c_void_p] * 5),
         "cgemm_plan_execute_on_stream": (status, [ctypes.c_void_p] * 6),
         "cgemm_plan_execute_gathered": (status, [ctypes.c_void_p] * 7),
+        "cgemm_plan_execute_scaled": (status, [ctypes.c_void_p] * 9),
         "cgemm_plan_capture": (status, [ctypes.c_void_p] * 7 + [c_void_pp]),
         "cgemm_graph_replay": (status, [ctypes.c_void_p] * 2),
         "cgemm_graph_destroy": (None, [ctypes.c_void_p]),

@@ -181,15 +181,20 @@ class Plan:
         info = _TensorInfo()
         _check(_lib.cgemm_plan_tensor_info(self._handle, _GATHERED_LHS, ctypes.byref(info)))
         self.gathered_lhs = TensorInfo(info) if info.ndim > 0 else None
+        self.prequantized = bool(options.lhs_quantized or options.rhs_quantized)
 
     def _pointer(self, array, info, name, writable=False):
         return _numpy_pointer(array, info, name, writable)
 
-    def execute(self, lhs, rhs, bias, out, stream=None, gathered_lhs=None):
+    def execute(self, lhs, rhs, bias, out, stream=None, gathered_lhs=None, lhs_scale_inv=None,
+                rhs_scale_inv=None):
         """Collective: out = lhs @ rhs (+ bias) on this rank's shards (numpy arrays of the
         local shapes; host memory, so the CPU backend only: other backends raise). out holds
         the result on return. gathered_lhs: None, or an array of gathered_lhs's local shape
         that an all-gather plan also writes the gathered lhs into (no second collective).
+        lhs_scale_inv / rhs_scale_inv: a float32 array of one element for each operand the
+        plan takes pre-quantized (Context.plan's lhs_quantized / rhs_quantized; the operand
+        itself a uint8 array of FP8 codes), else None (cgemm_plan_execute_scaled).
 
         stream: None, or the caller's stream as an int handle (a cudaStream_t, e.g. torch's
         torch.cuda.current_stream().cuda_stream; 0, torch's default stream, is passed as
@@ -206,11 +211,18 @@ class Plan:
         args = (self._handle, self._pointer(lhs, self.lhs, "lhs"),
                 self._pointer(rhs, self.rhs, "rhs"), self._pointer(bias, self.bias, "bias"),
                 self._pointer(out, self.out, "out", True))
-        if gathered_lhs is not None:
-            if self.gathered_lhs is None:
-                raise ValueError("gathered_lhs: this plan hands no gathered lhs out (only "
-                                 "unquantized all-gather plans do)")
-            g = self._pointer(gathered_lhs, self.gathered_lhs, "gathered_lhs", True)
+        scales = [None if v is None else _numpy_pointer(v, None, n, dtype=np.dtype(np.float32),
+                                                         shape=(1,))
+                  for v, n in ((lhs_scale_inv, "lhs_scale_inv"), (rhs_scale_inv, "rhs_scale_inv"))]
+        if gathered_lhs is not None and self.gathered_lhs is None:
+            raise ValueError("gathered_lhs: this plan hands no gathered lhs out (only "
+                             "all-gather plans that do not quantize their lhs do)")
+        g = None if gathered_lhs is None else self._pointer(gathered_lhs, self.gathered_lhs,
+                                                            "gathered_lhs", True)
+        if self.prequantized or lhs_scale_inv is not None or rhs_scale_inv is not None:
+            handle = None if stream is None else (_handle_int(stream, "stream") or 1)
+            _check(_lib.cgemm_plan_execute_scaled(*args, *scales, g, ctypes.c_void_p(handle)))
+        elif gathered_lhs is not None:
             handle = None if stream is None else (_handle_int(stream, "stream") or 1)
             _check(_lib.cgemm_plan_execute_gathered(*args, g, ctypes.c_void_p(handle)))
         elif stream is None:
@@ -563,7 +575,7 @@ class Context:
              lhs_spec=None, rhs_spec=None, bias_spec=None, contracting_dims=((-1,), (0,)),
              collective="none", transpose_batch_sequence=False, name="gemm", scaling=None,
              lhs_format=None, rhs_format=None, margin=0, amax_history_len=0,
-             amax_compute_algo=None):
+             amax_compute_algo=None, lhs_quantized=False, rhs_quantized=False):
         """Collective: a Plan of lhs @ rhs (+ bias) with global shapes and PartitionSpecs as
         strings in Python's notation ("('dp', 'tpsp', None)"; None: unsharded).
 
@@ -571,7 +583,11 @@ class Context:
         in dtype), "current" or "delayed" (per-tensor FP8), "mxfp8", "nvfp4", "nvfp4_2d";
         lhs_format / rhs_format "e4m3" (None) or "e5m2"; margin 0..127; amax_history_len (0:
         1024; at most 2**23) and amax_compute_algo ("max" or "most_recent") for delayed
-        scaling. The buffers stay in dtype: the plan quantizes them on every call.
+        scaling. The buffers stay in dtype: the plan quantizes them on every call, except an
+        operand given pre-quantized (lhs_quantized / rhs_quantized, current or delayed
+        scaling): its buffer holds lhs_format / rhs_format codes (uint8), contracting its
+        trailing dims, and each call passes its scale_inv (execute's lhs_scale_inv /
+        rhs_scale_inv: one scale for the global tensor, the same on every rank).
 
         Every rank passes the same arguments (compared over the communicator, the name
         excepted: ranks that differ get an Error naming the argument on every rank). Integers
@@ -603,6 +619,8 @@ class Context:
                                                                                     "rhs_format")
         opts.margin = _int(margin, "margin")
         opts.amax_history_len = _int(amax_history_len, "amax_history_len")
+        opts.lhs_quantized = int(bool(lhs_quantized))
+        opts.rhs_quantized = int(bool(rhs_quantized))
         plan = Plan(self, desc, opts)
         plan.scaling = scaling or "none"  # quantized plans have no backward (cgemm_torch)
         return plan

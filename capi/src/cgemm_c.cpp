@@ -250,10 +250,33 @@ cgemm::Operands operands_of(const PlanObject& p, const void* lhs, const void* rh
   return operands;
 }
 
+// The scale_invs of a plan's pre-quantized operands: given exactly for those.
+cgemm::Operands scaled(const PlanObject& p, cgemm::Operands x, const float* lhs_scale_inv,
+                       const float* rhs_scale_inv) {
+  const cgemm::QuantizationDesc& q = p.plan->desc().quantization;
+  for (const auto& [given, s, slot, name] :
+       {std::tuple{q.lhs_quantized, lhs_scale_inv, cgemm::Operand::kLhsScaleInv, "lhs"},
+        std::tuple{q.rhs_quantized, rhs_scale_inv, cgemm::Operand::kRhsScaleInv, "rhs"}}) {
+    if (given && s == nullptr) {
+      throw ArgumentError(std::string(name) + "_scale_inv is NULL but the plan's " + name +
+                          " is pre-quantized (options->" + name + "_quantized)");
+    }
+    if (!given && s != nullptr) {
+      throw ArgumentError(std::string(name) + "_scale_inv is given but the plan quantizes its " +
+                          name + " itself");
+    }
+    if (s != nullptr) x.set_input(slot, s);
+  }
+  return x;
+}
+
 cgemm_status execute(cgemm_plan* plan, const void* lhs, const void* rhs, const void* bias,
-                     void* out, void* gathered_lhs, void* stream) {
+                     void* out, void* gathered_lhs, void* stream,
+                     const float* lhs_scale_inv = nullptr, const float* rhs_scale_inv = nullptr) {
   PlanObject& p = plan_of(plan);
-  p.plan->execute(operands_of(p, lhs, rhs, bias, out, gathered_lhs), stream);
+  p.plan->execute(
+      scaled(p, operands_of(p, lhs, rhs, bias, out, gathered_lhs), lhs_scale_inv, rhs_scale_inv),
+      stream);
   return CGEMM_SUCCESS;
 }
 
@@ -514,9 +537,11 @@ cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operan
     cgemm::DType dtype = d.desc.dtype;
     switch (raw_value(operand)) {
       case CGEMM_LHS:
+        dtype = cgemm::lhs_input_dtype(d.desc);
         global = &d.desc.lhs_shape, local = &d.lhs_local, offset = &d.lhs_offset;
         break;
       case CGEMM_RHS:
+        dtype = cgemm::rhs_input_dtype(d.desc);
         global = &d.desc.rhs_shape, local = &d.rhs_local, offset = &d.rhs_offset;
         break;
       case CGEMM_BIAS:
@@ -530,6 +555,7 @@ cgemm_status cgemm_plan_tensor_info(const cgemm_plan* plan, cgemm_operand operan
         global = &d.out_global, local = &d.out_local, offset = &d.out_offset;
         break;
       case CGEMM_GATHERED_LHS:
+        dtype = cgemm::lhs_input_dtype(d.desc);
         if (!p.plan->gathered_lhs_local().empty()) {
           gathered_offset = d.lhs_offset;
           gathered_offset[d.desc.transpose_batch_sequence ? 0 : 1] = 0;
@@ -577,6 +603,15 @@ cgemm_status cgemm_plan_execute_gathered(cgemm_plan* plan, const void* lhs, cons
                                          void* stream) {
   return guarded(__func__,
                  [&] { return execute(plan, lhs, rhs, bias, out, gathered_lhs, stream); });
+}
+
+cgemm_status cgemm_plan_execute_scaled(cgemm_plan* plan, const void* lhs, const void* rhs,
+                                       const void* bias, void* out, const float* lhs_scale_inv,
+                                       const float* rhs_scale_inv, void* gathered_lhs,
+                                       void* stream) {
+  return guarded(__func__, [&] {
+    return execute(plan, lhs, rhs, bias, out, gathered_lhs, stream, lhs_scale_inv, rhs_scale_inv);
+  });
 }
 
 cgemm_status cgemm_plan_capture(cgemm_plan* plan, const void* lhs, const void* rhs,

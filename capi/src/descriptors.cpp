@@ -123,6 +123,15 @@ cgemm::QuantizationDesc quantization_arg(const cgemm_plan_options* given) {
                         " (2^23; 0: 1024)");
   }
   if (o.amax_history_len > 0) q.recipe.amax_history_len = o.amax_history_len;
+  for (const auto& [v, name] :
+       {std::pair{o.lhs_quantized, "lhs_quantized"}, std::pair{o.rhs_quantized, "rhs_quantized"}}) {
+    if (v != 0 && v != 1) {
+      throw ArgumentError("options->" + std::string(name) + " " + std::to_string(v) +
+                          ": must be 0 or 1");
+    }
+  }
+  q.lhs_quantized = o.lhs_quantized != 0;
+  q.rhs_quantized = o.rhs_quantized != 0;
   return q;
 }
 

@@ -230,13 +230,13 @@ typedef struct cgemm_context_options {
    * nonzero timeout_s sets it for every context. Other values (negative, NaN, above 1e7):
    * CGEMM_ERROR_INVALID_ARGUMENT. */
   double timeout_s;
-  /* Appended in 0.1, after timeout_s. The fsdp axis of a dp x fsdp x tp mesh (docs/FSDP.md; gemm.py's
-   * fsdp_resource): 0 (the default) or 1: none, the dp x tp mesh; N > 1: each replica's batch
-   * and weights are split over N ranks, world rank (dp_rank * fsdp + fsdp_rank) * tp + tp_rank,
-   * tp 0 meaning world size / (dp x fsdp), and a weight given sharded over the fsdp axis where
-   * gemm.py gathers it is gathered inside its GEMM (pass the shard: cgemm_plan_tensor_info's
-   * rhs local shape and offset). Negative: CGEMM_ERROR_INVALID_ARGUMENT; a mesh that does not factor the
-   * world, as for dp. */
+  /* Appended in 0.1, after timeout_s. The fsdp axis of a dp x fsdp x tp mesh (docs/FSDP.md;
+   * gemm.py's fsdp_resource): 0 (the default) or 1: none, the dp x tp mesh; N > 1: each replica's
+   * batch and weights are split over N ranks, world rank (dp_rank * fsdp + fsdp_rank) * tp +
+   * tp_rank, tp 0 meaning world size / (dp x fsdp), and a weight given sharded over the fsdp axis
+   * where gemm.py gathers it is gathered inside its GEMM (pass the shard: cgemm_plan_tensor_info's
+   * rhs local shape and offset). Negative: CGEMM_ERROR_INVALID_ARGUMENT; a mesh that does not
+   * factor the world, as for dp. */
   int fsdp;
   const char* fsdp_axis; /* NULL (the default): "fsdp"; it must differ from dp_axis, tpsp_axis */
 } cgemm_context_options;
@@ -366,6 +366,19 @@ typedef struct cgemm_plan_options {
   int amax_history_len;
   /* delayed: NULL or "max" (of the history), "most_recent" (the last call's amax). */
   const char* amax_compute_algo;
+  /* Second version. Pre-quantized operands (Transformer Engine's ScaledTensor: a cached FP8
+   * weight, a norm's FP8 output), scaling "current" or "delayed" only: nonzero, the caller's
+   * lhs (rhs) already holds lhs_format (rhs_format) codes, one byte per element (its tensor
+   * info's dtype says "float8_e4m3fn" or "float8_e5m2"), and each call passes its scale_inv
+   * (cgemm_plan_execute_scaled); the plan quantizes only the other operand. The scale_inv is one
+   * float32 for the global tensor, the same on every rank (TE's amax reduction over the mesh);
+   * the all-gather moves the FP8 bytes and every chunk's GEMM applies this rank's scale_inv. The
+   * operand must contract its trailing dims (Hopper's FP8 layout: an lhs [M..., K...], an rhs
+   * [N..., K...], a [K, N] weight passed as [N, K] with rhs_contracting (1,)); another layout,
+   * or a block-scaling mode: CGEMM_ERROR_RUNTIME naming it. 0 or 1; other values:
+   * CGEMM_ERROR_INVALID_ARGUMENT. */
+  int lhs_quantized;
+  int rhs_quantized;
 } cgemm_plan_options;
 
 /* As cgemm_context_options_init: the defaults (no quantization) in the struct_size bytes at
@@ -443,6 +456,18 @@ CGEMM_API cgemm_status cgemm_plan_execute_on_stream(cgemm_plan* plan, const void
 CGEMM_API cgemm_status cgemm_plan_execute_gathered(cgemm_plan* plan, const void* lhs,
                                                    const void* rhs, const void* bias, void* out,
                                                    void* gathered_lhs, void* stream);
+
+/* cgemm_plan_execute_gathered with the scale_inv of each pre-quantized operand
+ * (cgemm_plan_options' lhs_quantized / rhs_quantized): one float32 each, in the memory the
+ * operands are in, read on the plan's streams after the call's start (stream-ordered like the
+ * operands). A pre-quantized operand's scale_inv NULL, or one given for an operand the plan
+ * quantizes itself: CGEMM_ERROR_INVALID_ARGUMENT naming it. An all-gather plan with a
+ * pre-quantized lhs hands out its gathered FP8 bytes (valid with the same scale_inv). */
+CGEMM_API cgemm_status cgemm_plan_execute_scaled(cgemm_plan* plan, const void* lhs, const void* rhs,
+                                                 const void* bias, void* out,
+                                                 const float* lhs_scale_inv,
+                                                 const float* rhs_scale_inv, void* gathered_lhs,
+                                                 void* stream);
 
 /* ---- CUDA graphs (docs/CUDA_GRAPHS.md) ----
  * A graph is one plan call captured once and replayed: cgemm_graph_replay is one
