@@ -13,6 +13,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,9 +140,16 @@ static void check_fp8_plans(cgemm_context* ctx, int world) {
   cgemm_plan_options po;
   CHECK_FAILS(cgemm_plan_options_init(NULL, sizeof po), CGEMM_ERROR_INVALID_ARGUMENT,
               "cgemm_plan_options_init: options is NULL");
-  CHECK_FAILS(cgemm_plan_options_init(&po, sizeof po - 1), CGEMM_ERROR_INVALID_ARGUMENT,
+  /* The first version ends at amax_compute_algo: one byte less is refused; exactly it (a
+   * caller built against that header) is taken, its later fields (lhs_quantized,
+   * rhs_quantized) left at their zero defaults. */
+  const size_t v1 = offsetof(cgemm_plan_options, amax_compute_algo) + sizeof(const char*);
+  CHECK_FAILS(cgemm_plan_options_init(&po, v1 - 1), CGEMM_ERROR_INVALID_ARGUMENT,
               "options->struct_size");
+  memset(&po, 0x5a, sizeof po);
+  CHECK(cgemm_plan_options_init(&po, v1) == CGEMM_SUCCESS && po.struct_size == v1);
   CHECK(cgemm_plan_options_init(&po, sizeof po) == CGEMM_SUCCESS);
+  CHECK(po.lhs_quantized == 0 && po.rhs_quantized == 0);
   CHECK(po.struct_size == sizeof po && po.scaling == NULL && po.margin == 0 &&
         po.amax_history_len == 0 && po.amax_compute_algo == NULL);
   cgemm_plan_desc pd;
