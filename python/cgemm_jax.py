@@ -398,8 +398,8 @@ def _dense(lhs, rhs, bias, cfg):
 def _dense_fwd(lhs, rhs, bias, cfg):
     if cfg.scaling != "none":
         raise NotImplementedError(
-            f"cgemm_jax.gemm with scaling={cfg.scaling!r} is forward-only: cgemm has no FP8 "
-            "backward yet")
+            f"cgemm_jax.gemm with scaling={cfg.scaling!r} is forward-only: the plugin has no FP8 "
+            "backward yet (cgemm's C++ layer pair has one)")
     if cfg.lhs_cdims != (lhs.ndim - 1,) or rhs.ndim != 2:
         raise NotImplementedError(
             f"cgemm_jax.gemm differentiates lhs [..., K] contracting its last dim with a 2-D "

@@ -256,7 +256,8 @@ def _backward_of(plan_id):
             why = ("it is a backward plan: differentiating a backward (create_graph=True, "
                    "double backward) through cgemm is not supported")
         elif plan is not None and getattr(plan, "scaling", "none") != "none":
-            why = "it is quantized (FP8 plans are forward-only until cgemm has an FP8 backward)"
+            why = ("it is quantized (the op's FP8 plans are forward-only; cgemm's C++ layer pair "
+                   "has an FP8 backward, the op not yet)")
         else:
             why = "it has no backward plans: make it with cgemm_torch.linear_plans(...)"
         raise RuntimeError(f"cgemm plan {plan_id} cannot be differentiated: {why}")

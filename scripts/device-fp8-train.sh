@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# device-fp8-train.sh: issue 42 (FP8 training) on the GPU machine, one call (one GPU). Builds
-# nothing (needs a .devbuild/ from pack-device.sh). Steps (STEPS, default tests,accuracy,speed):
+# device-fp8-train.sh: issue 42 (FP8 training) on the GPU machine (one GPU; the device tool's
+# 600 s per call: pick STEPS to fit, each step has its own timeout). Builds nothing (needs a
+# .devbuild/ from pack-device.sh). Steps (STEPS, default tests,accuracy,speed):
 #   tests     test_cuda_quantize (the FP8 codes' transpose among the quantize kernels), and
 #             test_prequantized on the CUDA backend at 1 and 2 ranks sharing the GPU (pre-quantized
 #             operands and QuantizedTensor against the GEMM that quantizes itself);

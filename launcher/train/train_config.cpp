@@ -148,12 +148,20 @@ std::vector<Row> own_rows() {
       "FP8 format of the gradients dy in the backward GEMMs with --scaling: e5m2 (TE's HYBRID "
       "recipe, its default for training) | e4m3 (every operand e4m3)",
       {{{"e5m2", DType::kFloat8E5M2}, {"e4m3", DType::kFloat8E4M3}}}, &TrainConfig::grad_format));
-  rows.push_back(number<int>(
+  const std::string history_bound =
+      "must be 1 to " + std::to_string(kMaxAmaxHistoryLen) + " (2^23) [calls]";
+  Row history = number<int>(
       "amax_history_len", G::kProblem, "N", "calls",
       "--scaling delayed: amaxes of the last N calls each tensor's scale is taken from (the "
       "max of them), 1 to 2^23 (TE's DelayedScaling default 1024)",
-      [](auto& c) -> auto& { return c.quantization.recipe.amax_history_len; }, 1,
-      "must be at least 1 [calls]"));
+      [](auto& c) -> auto& { return c.quantization.recipe.amax_history_len; }, 1, history_bound);
+  history.read = [history_bound](const OptionReader& r, TrainConfig& c) {
+    const int n = r.get<int>("amax_history_len");
+    if (n < 1 || n > kMaxAmaxHistoryLen)
+      r.fail("amax_history_len", std::to_string(n), history_bound);
+    c.quantization.recipe.amax_history_len = n;
+  };
+  rows.push_back(std::move(history));
   rows.push_back(
       Row{"seed", G::kProblem,
           "seed of the student's weights and of the inputs (the teacher's weights use seed + "

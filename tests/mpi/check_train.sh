@@ -214,7 +214,9 @@ PY
     # One scale per global tensor: the quantized values do not depend on the mesh.
     compare current_1x1 current_dp2tp2 1e-2
     falls delayed_dp2tp2 0.2
-    # The captured step quantizes as the eager one (QuantizedTensor's programs in the graph).
+    # The captured step quantizes as the eager one: QuantizedTensor's programs captured with the
+    # GEMMs' on the GPU (CGEMM_TRAIN_BACKEND=cuda); the CPU backend's emulation issues the step
+    # again, so there it checks that the FP8 step passes the capture checks.
     small=(--batch 4 --seq_len 16 --hidden 32 --ffn 64 --steps 12 --seed 77 --timed_passes 2)
     train graph_off 4 "${small[@]}" --dp 2 --scaling delayed
     train graph_on 4 "${small[@]}" --dp 2 --scaling delayed --cuda_graph on

@@ -321,6 +321,16 @@ TEST(Prequantized, LayoutsAndModesItDoesNotTakeAreRefusedWithOneMessage) {
   EXPECT_NE(mx_why.find("a pre-quantized lhs takes one scale_inv per tensor"), std::string::npos)
       << mx_why;
 
+  // A pre-quantized operand needs a per-tensor scaling mode (without one its FP8 bytes would be
+  // read as the bf16 GEMM's).
+  GemmDesc unscaled = ag;
+  unscaled.quantization.mode = ScalingMode::kNoScaling;
+  unscaled.quantization.lhs_quantized = unscaled.quantization.rhs_quantized = true;
+  const std::string none_why = error_of([&] { GemmPlan p(*g_ctx, unscaled); });
+  EXPECT_NE(none_why.find("GEMM 'all_gather': a pre-quantized lhs needs a per-tensor scaling mode"),
+            std::string::npos)
+      << none_why;
+
   // A call without the scale_inv of its pre-quantized operand.
   GemmDesc given =
       base_desc(CollectiveOp::kReduceScatter, false, ScalingMode::kCurrentTensorScaling);

@@ -20,6 +20,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../support/error_of.hpp"
@@ -104,18 +105,21 @@ std::string case_name(const Fp8Case& c) {
          " grads " + std::string(dtype_name(c.grad_format));
 }
 
-// B = 2 dp, S = 8 tp, K = N = 16 tp: every FP8 GEMM's k (K, N/tp, the local tokens) a multiple
-// of 16, as cuBLASLt's FP8 alignment rule wants.
+// B = 2 dp, S = 8 tp, K = 16 tp, N = 32 tp: every FP8 GEMM's k (K, K/tp, N, N/tp, the local
+// tokens) a multiple of 16, as cuBLASLt's FP8 alignment rule wants; K != N, so a swap of the
+// two shows.
 int64_t batch() { return 2 * g_ctx->comms().dp(); }
 int64_t seq() { return 8 * g_ctx->comms().tp(); }
-int64_t hidden() { return 16 * g_ctx->comms().tp(); }
+int64_t hidden_in() { return 16 * g_ctx->comms().tp(); }
+int64_t hidden_out() { return 32 * g_ctx->comms().tp(); }
 
 TpLinearDesc fp8_desc(const Fp8Case& c) {
   TpLinearDesc d;
   d.name = "fp8 layer";
   d.batch = batch();
   d.seq_len = seq();
-  d.hidden_in = d.hidden_out = hidden();
+  d.hidden_in = hidden_in();
+  d.hidden_out = hidden_out();
   d.dtype = DType::kFloat32;
   d.transpose_batch_sequence = c.tbs;
   d.path = c.path;
@@ -132,7 +136,7 @@ void check_fp8_layer(const Fp8Case& c) {
   const GemmPlan& fwd = layer.forward_plan();
   const GemmPlan& dgrad = layer.dgrad_plan();
   const GemmPlan& wgrad = layer.wgrad_plan();
-  const int64_t b = batch(), s = seq(), k = hidden(), n = hidden();
+  const int64_t b = batch(), s = seq(), k = hidden_in(), n = hidden_out();
   const test::Dims d{b, s, k, n, c.tbs};
   const Shape act_k = c.tbs ? Shape{s, b, k} : Shape{b, s, k};
   const Shape act_n = c.tbs ? Shape{s, b, n} : Shape{b, s, n};
@@ -154,7 +158,7 @@ void check_fp8_layer(const Fp8Case& c) {
       linear_reference(d, std::vector<double>(x.begin(), x.end()),
                        std::vector<double>(w.begin(), w.end()), bias_d, dy_d, b0, b1)
           .db;
-  std::vector<float> first_y;
+  std::vector<float> first_y, first_dx, first_dw, first_db;
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("call " + std::to_string(round));
     const bool one = c.mode == ScalingMode::kDelayedTensorScaling && round == 0;
@@ -171,7 +175,12 @@ void check_fp8_layer(const Fp8Case& c) {
     expect_near("dx", dx, ref.dx, act_k, dgrad.out_offset(), dgrad.out_local(), 5e-6);
     expect_near("dW", dw, ref.dw, {k, n}, layer.weight_offset(), layer.weight_local(), 5e-6);
     expect_near("db", db, db_ref, {n}, fwd.bias_offset(), fwd.bias_local(), 2e-6);
-    if (round == 0) first_y = y;
+    if (round == 0) {
+      first_y = y;
+      first_dx = dx;
+      first_dw = dw;
+      first_db = db;
+    }
   }
   if (c.mode != ScalingMode::kCurrentTensorScaling) return;
   // The caller's weight cache, quantized once: the same bits as the layer's own.
@@ -179,13 +188,17 @@ void check_fp8_layer(const Fp8Case& c) {
   cache.quantize(w_l.data());
   auto y = nan_buffer(fwd.out_local());
   layer.forward(x_l.data(), cache, b_l.data(), y.data());
-  EXPECT_EQ(std::memcmp(y.data(), first_y.data(), y.size() * sizeof(float)), 0)
-      << "the caller's cache gave other bits than the layer's";
   auto dx = nan_buffer(dgrad.out_local());
   auto dw = nan_buffer(wgrad.out_local());
   auto db = nan_buffer(fwd.bias_local());
   layer.backward(x_l.data(), cache, dy_l.data(), dx.data(), dw.data(), db.data());
-  for (float v : dw) ASSERT_FALSE(std::isnan(v));
+  // Current scaling: every call quantizes alike, so the caller's cache gives the layer's bits.
+  for (const auto& [got, want, what] :
+       {std::tuple{&y, &first_y, "y"}, std::tuple{&dx, &first_dx, "dx"},
+        std::tuple{&dw, &first_dw, "dW"}, std::tuple{&db, &first_db, "db"}}) {
+    EXPECT_EQ(std::memcmp(got->data(), want->data(), got->size() * sizeof(float)), 0)
+        << what << ": the caller's cache gave other bits than the layer's own";
+  }
 }
 
 std::vector<Fp8Case> cases() {
@@ -238,6 +251,19 @@ TEST(TpLinearFp8, RefusesWhatItDoesNotRun) {
   EXPECT_NE(error_of([&] {
               col.forward(buf.data(), rowwise_only, buf.data(), out.data());
             }).find("without both copies"),
+            std::string::npos);
+  QuantizedTensor cache_a(*g_ctx, col.weight_cache_desc()),
+      cache_b(*g_ctx, col.weight_cache_desc());
+  cache_a.quantize(buf.data());
+  cache_b.quantize(buf.data());
+  col.forward(buf.data(), cache_a, buf.data(), out.data());
+  EXPECT_NE(error_of([&] {
+              col.backward(buf.data(), cache_b, buf.data(), out.data(), out.data(), out.data());
+            }).find("takes the weight cache its forward() took"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              col.backward(buf.data(), buf.data(), buf.data(), out.data(), out.data(), out.data());
+            }).find("pass the cache to backward()"),
             std::string::npos);
   TpLinearDesc plain = fp8_desc(c);
   plain.quantization = QuantizationDesc{};

@@ -210,8 +210,9 @@ TEST(GoldenPrograms, Quantized) {
   compare_golden(got, std::string(CGEMM_GOLDEN_DIR) + "/quantized.txt");
 }
 
-// Pre-quantized operands (issue 42): the all-gather's ring moves the caller's FP8 lhs and reads
-// its scale_inv slot, only the rhs is quantized; the reduce-scatter reads the caller's FP8 rhs
+// Pre-quantized operands (issue 42): the all-gather's ring moves the caller's FP8 lhs, only the
+// rhs is quantized (the GEMM's scale_inv pointers are not in the recording: test_prequantized
+// checks them by value); the reduce-scatter reads the caller's FP8 rhs
 // [N, K] and quantizes only the lhs (current scaling: one amax reduced); delayed scaling with both
 // given runs no quantization op at all.
 TEST(GoldenPrograms, Prequantized) {

@@ -294,7 +294,7 @@ class CpuBackend final : public Backend {
     traced("quantize", named(t.label, "quantize"), stream,
            count * static_cast<int64_t>(dtype_size(t.src_dtype) + 1), 0, [&] {
              if (is_fp8(t.src_dtype)) {  // FP8 codes transposed as they are
-               if (t.format != t.src_dtype || !t.transpose) {
+               if (t.format != t.src_dtype || !t.transpose || t.scaling != BlockScaling::kTensor) {
                  throw Error("quantize: an FP8 source is only transposed into its own format");
                }
                const auto* src = static_cast<const uint8_t*>(t.src);

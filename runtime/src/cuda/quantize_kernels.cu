@@ -293,7 +293,9 @@ cudaError_t launch_quantize_as(const void* src, int64_t rows, int64_t cols, uint
                                bool transpose, const float* state, cudaStream_t stream) {
   const auto src_addr = reinterpret_cast<uintptr_t>(src);
   const auto dst_addr = reinterpret_cast<uintptr_t>(dst);
-  if (!transpose) {
+  if constexpr (kKind == 3) {
+    if (!transpose) return cudaErrorInvalidValue;  // FP8 codes are only transposed
+  } else if (!transpose) {
     const int64_t count = rows * cols;
     const bool vec = src_addr % (kKind == 0 ? 16 : 8) == 0 && dst_addr % 8 == 0;
     const int64_t vectors = vec ? count / 8 : 0;

@@ -1,8 +1,8 @@
 #pragma once
 // FP8 training in the layer pair (tp_linear.hpp, TpLinearDesc::quantization), as Transformer
 // Engine's Linear runs it on Hopper: every GEMM of forward and backward in FP8, the forward e4m3 x
-// e4m3, the gradients in TpLinearDesc::grad_format (e5m2: TE's HYBRID recipe). Each operand is
-// quantized once and read where each GEMM needs it:
+// e4m3, the gradients in TpLinearDesc::grad_format (e5m2: TE's HYBRID recipe). The weight, x
+// and dy are quantized once per call and read where each GEMM needs them:
 //   - the weight: a QuantizedTensor (the caller's cache, quantized once per optimizer step, or the
 //     layer's own, quantized on every forward()): colwise [N, K] for the forward, rowwise [K, N]
 //     for the dgrad;
@@ -10,7 +10,8 @@
 //     GEMM moves FP8 bytes and hands them out for the wgrad, which reads them transposed
 //     [hidden, tokens] (FP8 codes transposed as they are: Hopper's FP8 GEMM contracts both
 //     operands on their last dim);
-//   - the row layer's h: quantized inside its GEMMs (forward and wgrad).
+//   - the row layer's h: quantized inside each of its two GEMMs (forward and wgrad), each with
+//     its own scale state (the same scales while every forward() has its backward()).
 // Bias gradients stay in the layer's dtype (TE computes dbias from the unquantized dy). The row
 // layer's, whose dy is gathered as FP8, sums each rank's tokens and all-reduces over tp.
 

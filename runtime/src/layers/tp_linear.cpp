@@ -219,7 +219,8 @@ Shape weight_at(const GemmPlan& forward, bool fp8) {
 const QuantizedTensor& cache_for_backward(const TpLinearDesc& d, const QuantizedTensor* w) {
   if (w == nullptr) {
     throw Error("layer '" + d.name + "': an FP8 backward() with W as a pointer reuses the " +
-                "weight its forward() quantized: call forward() first");
+                "weight its forward() with W as a pointer quantized: call that forward() first " +
+                "(after a forward() with a weight cache, pass the cache to backward())");
   }
   return *w;
 }
@@ -382,6 +383,10 @@ void ColumnParallelLinear::backward(const void* x, const QuantizedTensor& w, con
   if (!have_x_) {
     throw Error("layer '" + desc_.name + "': backward() needs a forward() first");
   }
+  if (forward_w_ != &w) {
+    throw Error("layer '" + desc_.name + "': backward() takes the weight cache its forward() " +
+                "took ('" + w.desc().name + "' is another)");
+  }
   // dy once into both copies: rowwise for the dgrad, colwise [N/tp, tokens] for the wgrad; AG(x)
   // [tokens, K] transposed for the wgrad.
   dy8_->quantize(dy);
@@ -511,6 +516,7 @@ void RowParallelLinear::forward(const void* h, const QuantizedTensor& w, const v
   require(desc_, h, "h");
   if (desc_.bias) require(desc_, b, "b");
   require(desc_, y, "y");
+  forward_w_ = nullptr;  // a forward that throws leaves no stale cache behind
   run(*forward_, desc_.path,
       linear_fp8::scaled(Operands(h, w.colwise(), desc_.bias ? b : nullptr, y), nullptr,
                          w.scale_inv()));

@@ -164,6 +164,11 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   const QuantizationDesc& q = d.quantization;
   const std::string where = "GEMM '" + d.name + "'";
   if (q.mode == ScalingMode::kNoScaling) {
+    if (q.lhs_quantized || q.rhs_quantized) {
+      throw Error(where + ": a pre-quantized " + (q.lhs_quantized ? "lhs" : "rhs") +
+                  " needs a per-tensor scaling mode (scaling = current or delayed), which sets " +
+                  "how the GEMM scales it; got none");
+    }
     if (is_fp8(d.dtype) || d.dtype == DType::kFloat4E2M1) {
       throw Error(where + ": dtype " + std::string(dtype_name(d.dtype)) +
                   " needs a scaling mode (scaling = " + scaling_option_choices(false) +

@@ -209,7 +209,8 @@ class ColumnParallelLinear {
   /// only (may be null with kKeepFromForward).
   void backward(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db);
   /// FP8 layers: the same with the weight read from the caller's cache (weight_cache_desc()),
-  /// quantized from W since the last optimizer step. backward() takes the cache forward() took.
+  /// quantized from W since the last optimizer step. backward() takes the cache forward() took
+  /// (cgemm::Error otherwise); the pointer backward() follows a pointer forward() only.
   void forward(const void* x, const QuantizedTensor& w, const void* b, void* y);
   void backward(const void* x, const QuantizedTensor& w, const void* dy, void* dx, void* dw,
                 void* db);
