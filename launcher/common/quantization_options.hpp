@@ -47,8 +47,8 @@ std::vector<OptionRow<Config>> quantization_rows() {
       "calls) | current (per-tensor FP8, scale from this call's amax) | mxfp8 (E8M0 scale per 32 "
       "elements) | nvfp4 | nvfp4_2d (FP4 with E4M3 scales per 16 elements, 16 x 16 tiles for w; "
       "no collective). Per-tensor amaxes are max-reduced over every rank, so the quantized "
-      "values do not depend on the mesh. mxfp8 and nvfp4 need a GPU of compute capability "
-      "10.0 on the CUDA backend; the CPU backend emulates every mode",
+      "values do not depend on the mesh. mxfp8 and nvfp4 run on the CPU backend's emulation "
+      "only (the CUDA backend has no block-scaling kernels yet, on any GPU)",
       [](const QuantizationDesc& q) { return scaling_option_name(q.mode); },
       [](QuantizationDesc& q, const std::string& t) { q.mode = parse_scaling_option(t); });
   for (const bool lhs : {true, false}) {

@@ -186,7 +186,7 @@ foreach(case ${fp8_misaligned})
 endforeach()
 # MXFP8 scales blocks of 32 along K: K a multiple of 16 but not 32 is refused when planned (it
 # used to be planned, then abort when run).
-foreach(where "dry_run;--dry_run;on;--compute_capability;100" "cpu;--backend;cpu")
+foreach(where "dry_run;--dry_run;on;--backend;cpu" "cpu;--backend;cpu")
   list(GET where 0 wname)
   list(SUBLIST where 1 -1 wopts)
   add_test(NAME mpi_error_mxfp8_k48_${wname}
@@ -198,6 +198,16 @@ foreach(where "dry_run;--dry_run;on;--compute_capability;100" "cpu;--backend;cpu
   set_tests_properties(mpi_error_mxfp8_k48_${wname} PROPERTIES LABELS mpi TIMEOUT 60
     ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+# Block scaling has no CUDA kernels: refused when planned for the CUDA backend, on any GPU
+# (issue 43 item 5; the docs said compute capability 10.0 would run it).
+add_test(NAME mpi_error_mxfp8_cuda_dry_run
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/expect_usage_error.sh
+          "cgemm-run: error: GEMM 'none': scaling mxfp8_1d_scaling runs on the CPU backend's emulation only \\(backend = cpu\\): the CUDA backend has no block-scaling kernels yet, on any GPU"
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:cgemm-run> --dry_run on --backend cuda --compute_capability 100
+          --scaling mxfp8 --collective none --hidden_in 64 --hidden_out 64)
+set_tests_properties(mpi_error_mxfp8_cuda_dry_run PROPERTIES LABELS mpi TIMEOUT 60
+  ENVIRONMENT "${CGEMM_MPI_ENV}")
 
 # scripts/fp8_summary.py (device-fp8.sh's screen) joins cgemm-bench's bf16, FP8 and --parts
 # quantize files with bench/peers/torch_scaled_mm.py's CSV.

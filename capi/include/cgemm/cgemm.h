@@ -345,13 +345,13 @@ typedef struct cgemm_plan_options {
    * the mesh; on more than one rank the host waits for the amax: see
    * cgemm_plan_execute_on_stream). "delayed": per-tensor FP8, the scale from the amax history
    * of the plan's earlier calls (the first call: scale 1). "mxfp8", "nvfp4", "nvfp4_2d": block
-   * scaling (CUDA: compute capability 10.0 or newer; else CGEMM_ERROR_RUNTIME naming it). The
-   * CPU backend emulates every mode. Unknown words: CGEMM_ERROR_INVALID_ARGUMENT; a
-   * combination gemm.py refuses (e.g. e5m2 x e5m2, NVFP4 with a collective, a contracting dim
-   * not a multiple of 16): CGEMM_ERROR_PLAN. Shapes no backend runs, refused on every backend
-   * when planned (CGEMM_ERROR_RUNTIME naming the GEMM and its shapes): "current" and "delayed"
-   * need 16-byte aligned rows (cuBLASLt's FP8 rule), so each GEMM's output columns (N, or
-   * N / tp where N is sharded) times the bytes of out_dtype must be a multiple of 16
+   * scaling, emulated by the CPU backend only: the CUDA backend has no block-scaling kernels
+   * yet, on any GPU (CGEMM_ERROR_RUNTIME naming it when planned). Unknown words:
+   * CGEMM_ERROR_INVALID_ARGUMENT; a combination gemm.py refuses (e.g. e5m2 x e5m2, NVFP4 with a
+   * collective, a contracting dim not a multiple of 16): CGEMM_ERROR_PLAN. Shapes no backend runs,
+   * refused on every backend when planned (CGEMM_ERROR_RUNTIME naming the GEMM and its shapes):
+   * "current" and "delayed" need 16-byte aligned rows (cuBLASLt's FP8 rule), so each GEMM's output
+   * columns (N, or N / tp where N is sharded) times the bytes of out_dtype must be a multiple of 16
    * (bfloat16: N a multiple of 8); "mxfp8" ("nvfp4") scales blocks of 32 (16) contracting
    * elements, so each GEMM's K must be a multiple of 32 (16). */
   const char* scaling;

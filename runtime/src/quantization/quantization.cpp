@@ -59,12 +59,19 @@ void check_mxfp8_collective(const GemmGeometry& g, const PlanDescription& r, int
   }
 }
 
-// The modes a backend can run: block scaling needs cuBLASLt's block-scaled FP8 (compute
-// capability 10.0); the CPU backend emulates every mode.
+// The modes a backend can run: the CPU backend emulates every mode; the CUDA backend has kernels
+// for the per-tensor modes only (block scaling would also need cuBLASLt's block-scaled GEMMs,
+// compute capability 10.0), so a mode without them is refused when planned, on any GPU.
 void check_backend(const GemmDesc& d, const PlanningOptions& opt) {
   const ScalingMode m = d.quantization.mode;
   const ScalingModeRow& row = scaling_mode_row(m);
   if (opt.backend == BackendKind::kCpu && row.cpu) return;
+  if (!row.cuda_kernels) {
+    throw Error("GEMM '" + d.name + "': scaling " + std::string(scaling_mode_name(m)) +
+                " runs on the CPU backend's emulation only (backend = cpu): the CUDA backend " +
+                "has no block-scaling kernels yet, on any GPU (cuBLASLt's block-scaled GEMMs " +
+                "would also need compute capability 10.0)");
+  }
   const int cc = opt.compute_capability > 0 ? opt.compute_capability : 90;
   if (cc < row.cuda_min_compute_capability) {
     throw Error("GEMM '" + d.name + "': scaling " + std::string(scaling_mode_name(m)) +
