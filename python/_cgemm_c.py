@@ -48,6 +48,10 @@ class _ContextOptions(ctypes.Structure):
         ("timeout_s", ctypes.c_double),
         ("fsdp", ctypes.c_int),
         ("fsdp_axis", ctypes.c_char_p),
+        ("compute_stream_priority", ctypes.c_int),
+        ("communication_stream_priority", ctypes.c_int),
+        ("no_ce", ctypes.c_int),
+        ("num_sm_for_communication", ctypes.c_int),
     ]
 
 

@@ -425,13 +425,18 @@ class Context:
     fsdp, fsdp_axis: the fsdp axis of a dp x fsdp x tp mesh (docs/FSDP.md): fsdp ranks split
     each replica's batch and shard its weights; a weight given sharded over fsdp_axis where
     gemm.py gathers it is gathered inside its GEMM (pass the shard: plan.rhs.local_shape).
+    compute_stream_priority, communication_stream_priority: 0 (the highest) or more, CUDA only;
+    use_ce: the copy engines move the ring's chunks where a TP group shares a node (False:
+    NCCL); num_sm_for_communication: Transformer Engine's SM bound, accepted WITHOUT EFFECT
+    (the copy engines take no SMs; capping NCCL's CTAs starved it), at least 1.
     Attributes: rank, size, dp, tp, fsdp, dp_rank, tp_rank, fsdp_rank, backend, gpu_sharing
     (as asked)."""
 
     def __init__(self, dp=1, tp=0, backend="auto", dp_axis="dp", tpsp_axis="tpsp",
                  overlap="auto", num_max_streams=3, chunks_per_rank=1,
                  aggregate_all_gather=False, comm=None, nccl_comm=None, gpu_sharing=False,
-                 timeout_s=None, fsdp=1, fsdp_axis="fsdp"):
+                 timeout_s=None, fsdp=1, fsdp_axis="fsdp", compute_stream_priority=0,
+                 communication_stream_priority=0, use_ce=True, num_sm_for_communication=2):
         desc = _ContextDesc()
         _lib.cgemm_context_desc_init(ctypes.byref(desc))
         desc.dp, desc.tp = _int(dp, "dp"), _int(tp, "tp")
@@ -447,6 +452,16 @@ class Context:
         opts.gpu_sharing = int(gpu_sharing)
         opts.fsdp = _int(fsdp, "fsdp")
         opts.fsdp_axis = _bytes(fsdp_axis, "fsdp_axis")
+        opts.compute_stream_priority = _int(compute_stream_priority, "compute_stream_priority")
+        opts.communication_stream_priority = _int(communication_stream_priority,
+                                                  "communication_stream_priority")
+        if not isinstance(use_ce, numbers.Integral) or int(use_ce) not in (0, 1):
+            raise ValueError(f"use_ce: True or False, got {use_ce!r}")
+        opts.no_ce = 0 if use_ce else 1
+        if _int(num_sm_for_communication, "num_sm_for_communication") < 1:
+            raise ValueError(f"num_sm_for_communication: at least 1, got "
+                             f"{num_sm_for_communication}")
+        opts.num_sm_for_communication = num_sm_for_communication
         if timeout_s is not None:
             if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
                 raise TypeError(f"timeout_s: a number of seconds is needed, got "

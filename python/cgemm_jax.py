@@ -186,10 +186,10 @@ def collective_gemm_bootstrap(num_total_devices, num_devices_per_process, proces
     world size; process_id: this rank; one device per process).
 
     JAX's default platform picks the backend: "cpu" -> cgemm's CPU backend, "gpu" -> its CUDA
-    backend. num_max_streams and aggregate_all_gather are cgemm's overlap knobs (the C API's);
-    compute_stream_priority, communication_stream_priority (0..3), num_sm_for_communication
-    (>= 1) and use_ce are checked and otherwise ignored: cgemm picks its streams' priorities and
-    its transport (copy engines where ranks share a GPU, NCCL otherwise) itself.
+    backend. num_max_streams, aggregate_all_gather, compute_stream_priority,
+    communication_stream_priority (0..3) and use_ce are cgemm's overlap knobs (the C API's);
+    num_sm_for_communication (>= 1) is accepted without effect, as in cgemm-run (the copy engines
+    take no SMs; capping NCCL's CTAs starved it).
     gpu_sharing: let ranks share one GPU (copy engines; for correctness runs, not speed);
     overlap: "auto", "on", "off"; timeout_s: the deadline of every wait (None: 300 s).
     Raises ValueError naming the argument that does not fit the job, cgemm.Error for the
@@ -222,7 +222,9 @@ def collective_gemm_bootstrap(num_total_devices, num_devices_per_process, proces
                         backend="cpu" if platform == "cpu" else "cuda", overlap=overlap,
                         num_max_streams=num_max_streams,
                         aggregate_all_gather=aggregate_all_gather, gpu_sharing=gpu_sharing,
-                        timeout_s=timeout_s)
+                        timeout_s=timeout_s, compute_stream_priority=compute_stream_priority,
+                        communication_stream_priority=communication_stream_priority,
+                        use_ce=use_ce, num_sm_for_communication=num_sm_for_communication)
     # Alike on every rank: the size. The process id: the rank that differs says so.
     if ctx.size != num_total_devices or ctx.rank != process_id:
         ctx.close()

@@ -105,19 +105,24 @@ PlanObject& plan_of(const cgemm_plan* plan) {
 std::atomic<bool> initialized_mpi{false};
 
 Fields context_fields(const cgemm_context_desc& d, const cgemm_context_options& o) {
-  return {{"dp", std::to_string(d.dp)},
-          {"tp", std::to_string(d.tp)},
-          {"dp_axis", text_field(d.dp_axis)},
-          {"tpsp_axis", text_field(d.tpsp_axis)},
-          {"backend", text_field(d.backend)},
-          {"overlap", text_field(d.overlap)},
-          {"num_max_streams", std::to_string(d.num_max_streams)},
-          {"chunks_per_rank", std::to_string(d.chunks_per_rank)},
-          {"aggregate_all_gather", std::to_string(d.aggregate_all_gather)},
-          {"options->gpu_sharing", std::to_string(o.gpu_sharing)},
-          {"options->timeout_s", std::to_string(o.timeout_s)},
-          {"options->fsdp", std::to_string(o.fsdp)},
-          {"options->fsdp_axis", text_field(o.fsdp_axis)}};
+  return {
+      {"dp", std::to_string(d.dp)},
+      {"tp", std::to_string(d.tp)},
+      {"dp_axis", text_field(d.dp_axis)},
+      {"tpsp_axis", text_field(d.tpsp_axis)},
+      {"backend", text_field(d.backend)},
+      {"overlap", text_field(d.overlap)},
+      {"num_max_streams", std::to_string(d.num_max_streams)},
+      {"chunks_per_rank", std::to_string(d.chunks_per_rank)},
+      {"aggregate_all_gather", std::to_string(d.aggregate_all_gather)},
+      {"options->gpu_sharing", std::to_string(o.gpu_sharing)},
+      {"options->timeout_s", std::to_string(o.timeout_s)},
+      {"options->fsdp", std::to_string(o.fsdp)},
+      {"options->fsdp_axis", text_field(o.fsdp_axis)},
+      {"options->compute_stream_priority", std::to_string(o.compute_stream_priority)},
+      {"options->communication_stream_priority", std::to_string(o.communication_stream_priority)},
+      {"options->no_ce", std::to_string(o.no_ce)},
+      {"options->num_sm_for_communication", std::to_string(o.num_sm_for_communication)}};
 }
 
 cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
@@ -164,6 +169,12 @@ cgemm_status create_context(MPI_Comm comm, const cgemm_context_options& options,
   overlap.num_max_streams = desc->num_max_streams;
   overlap.chunks_per_rank = desc->chunks_per_rank;
   overlap.aggregate_all_gather = desc->aggregate_all_gather != 0;
+  overlap.compute_stream_priority = options.compute_stream_priority;
+  overlap.communication_stream_priority = options.communication_stream_priority;
+  overlap.use_ce = options.no_ce == 0;
+  if (options.num_sm_for_communication > 0) {
+    overlap.num_sm_for_communication = options.num_sm_for_communication;
+  }
   if (overlap.num_max_streams < 1 || overlap.chunks_per_rank < 1) {
     throw ArgumentError("num_max_streams " + std::to_string(overlap.num_max_streams) +
                         " and chunks_per_rank " + std::to_string(overlap.chunks_per_rank) +

@@ -90,6 +90,18 @@ cgemm_context_options read_options(const cgemm_context_options* given) {
     throw ArgumentError("options->gpu_sharing " + std::to_string(o.gpu_sharing) +
                         ": must be 0 or 1");
   }
+  for (const auto& [v, name] :
+       {std::pair{o.compute_stream_priority, "compute_stream_priority"},
+        std::pair{o.communication_stream_priority, "communication_stream_priority"},
+        std::pair{o.num_sm_for_communication, "num_sm_for_communication"}}) {
+    if (v < 0) {
+      throw ArgumentError("options->" + std::string(name) + " " + std::to_string(v) +
+                          ": must be 0 or more");
+    }
+  }
+  if (o.no_ce != 0 && o.no_ce != 1) {
+    throw ArgumentError("options->no_ce " + std::to_string(o.no_ce) + ": must be 0 or 1");
+  }
   if (o.fsdp < 0) {
     throw ArgumentError("options->fsdp " + std::to_string(o.fsdp) +
                         ": must be 0 or 1 (no fsdp axis) or the fsdp size");

@@ -478,6 +478,22 @@ int main(int argc, char** argv) {
   opts.gpu_sharing = -1;
   CHECK_FAILS(cgemm_context_create_world_ex(&cd, &opts, &xctx), CGEMM_ERROR_INVALID_ARGUMENT,
               "cgemm_context_create_world_ex: options->gpu_sharing -1");
+  /* The stream and transport knobs (appended in 0.2): their values. */
+  cgemm_context_options_init(&opts, sizeof opts);
+  CHECK(opts.compute_stream_priority == 0 && opts.communication_stream_priority == 0 &&
+        opts.no_ce == 0 && opts.num_sm_for_communication == 0);
+  opts.communication_stream_priority = -1;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT,
+              "options->communication_stream_priority -1: must be 0 or more");
+  opts.communication_stream_priority = 0;
+  opts.no_ce = 2;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "options->no_ce 2: must be 0 or 1");
+  opts.no_ce = 0;
+  opts.num_sm_for_communication = -3;
+  CHECK_FAILS(cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx),
+              CGEMM_ERROR_INVALID_ARGUMENT, "options->num_sm_for_communication -3");
   CHECK(xctx == NULL);
   /* A caller of a newer header: a larger struct whose unknown bytes are zero is accepted (its
    * new fields at their defaults); a set unknown byte is refused, not dropped. */
@@ -496,9 +512,14 @@ int main(int argc, char** argv) {
   xctx = NULL;
   /* gpu_sharing on the CPU backend: accepted and without effect, as in the C++ runtime (the
    * backend rule looks at it only for the CUDA backend); the GEMM gives the same bits as a
-   * context without it. Through each form: MPI_Comm, Fortran handle, MPI_COMM_WORLD. */
+   * context without it. Through each form: MPI_Comm, Fortran handle, MPI_COMM_WORLD. So do the
+   * CUDA-only stream priorities and no_ce, and num_sm_for_communication (no effect anywhere). */
   cgemm_context_options_init(&opts, sizeof opts);
   opts.gpu_sharing = 1;
+  opts.compute_stream_priority = 2;
+  opts.communication_stream_priority = 3;
+  opts.no_ce = 1;
+  opts.num_sm_for_communication = 4;
   for (int form = 0; form < 3; ++form) {
     cgemm_status st = form == 0   ? cgemm_context_create_ex(MPI_COMM_WORLD, &cd, &opts, &xctx)
                       : form == 1 ? cgemm_context_create_ex_fortran(MPI_Comm_c2f(MPI_COMM_WORLD),

@@ -295,6 +295,19 @@ except cgemm.Error as e:
 for bad in (2, "yes", None):
     expect_raise(ValueError, f"gpu_sharing: True or False, got {bad!r}",
                  lambda: cgemm.Context(dp=args.dp, backend="cpu", gpu_sharing=bad))
+# The stream and transport knobs reach the C API (cgemm_context_options): refused out of
+# range, accepted on the CPU backend without effect (CUDA only; num_sm_for_communication none).
+expect_raise(ValueError, "use_ce: True or False, got 2",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", use_ce=2))
+expect_raise(ValueError, "num_sm_for_communication: at least 1, got 0",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", num_sm_for_communication=0))
+expect_raise(cgemm.Error, "options->compute_stream_priority -1: must be 0 or more",
+             lambda: cgemm.Context(dp=args.dp, backend="cpu", compute_stream_priority=-1))
+with cgemm.Context(dp=args.dp, backend="cpu", compute_stream_priority=1,
+                   communication_stream_priority=2, use_ce=False,
+                   num_sm_for_communication=8) as knobs:
+    if knobs.backend != "cpu" or knobs.tp != ctx.tp:
+        failures.append(f"rank {ctx.rank}: the stream knobs changed the context: {knobs.backend}")
 
 # Numbers that ctypes would wrap or truncate, and strings that C would cut: refused in Python,
 # naming the argument (before: dp 2**32 + 1 became 1, a dim of 2**64 + 2 became 2, margin 2.7

@@ -239,6 +239,20 @@ typedef struct cgemm_context_options {
    * factor the world, as for dp. */
   int fsdp;
   const char* fsdp_axis; /* NULL (the default): "fsdp"; it must differ from dp_axis, tpsp_axis */
+  /* Appended in 0.2, after fsdp_axis: the stream and transport knobs of cgemm-run's options
+   * (cgemm/runtime/options.hpp's OverlapOptions; TE's collective_gemm_bootstrap arguments).
+   * compute_stream_priority, communication_stream_priority: 0 (the default) the highest, larger
+   * lower (CUDA only: the CPU backend ignores them). no_ce: 0 (the default): the copy engines
+   * over CUDA IPC move the ring's chunks where a tensor-parallel group shares a node (TE's
+   * use_ce); 1: they do not (NCCL instead; ranks sharing a GPU then have no transport:
+   * CGEMM_ERROR_BACKEND). num_sm_for_communication: TE's bound on the SMs the transport takes,
+   * accepted WITHOUT EFFECT (the copy engines take no SMs, and capping NCCL's CTAs starved it;
+   * CGEMM_NCCL_MIN_CTAS / CGEMM_NCCL_MAX_CTAS set NCCL's): 0 (the default) or at least 1.
+   * Negative values, and no_ce other than 0 or 1: CGEMM_ERROR_INVALID_ARGUMENT. */
+  int compute_stream_priority;
+  int communication_stream_priority;
+  int no_ce;
+  int num_sm_for_communication;
 } cgemm_context_options;
 
 /* Fills the struct_size bytes at options with the defaults (zeros: gpu_sharing 0, nccl_comm
