@@ -66,4 +66,9 @@ bool fp8_gemm_high_precision_accumulation() {
   return v.has_value() && *v == "1";
 }
 
+bool all_reduce_in_float32() {
+  const std::optional<std::string> v = env_text(env::kAllReduceInFp32);
+  return !(v.has_value() && *v == "0");
+}
+
 }  // namespace cgemm

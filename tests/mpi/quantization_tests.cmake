@@ -89,3 +89,15 @@ foreach(mesh "np1;1;" "tp2;2;" "tp3;3;" "dp2tp2;4;--dp=2")
   set_tests_properties(mpi_tp_linear_fp8_${mname} PROPERTIES LABELS mpi TIMEOUT 180
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+
+# The plain GEMM's all-reduce in float32 (issue 43 item 3), and the seed's switch back to the
+# output dtype (NVTE_JAX_ALL_REDUCE_IN_FP32=0).
+add_executable(test_all_reduce_fp32 ${CMAKE_CURRENT_LIST_DIR}/test_all_reduce_fp32.cpp)
+target_link_libraries(test_all_reduce_fp32 PRIVATE cgemm GTest::gtest cgemm_warnings)
+foreach(np 1 2 4)
+  add_test(NAME mpi_all_reduce_fp32_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_all_reduce_fp32>)
+  set_tests_properties(mpi_all_reduce_fp32_np${np} PROPERTIES LABELS mpi TIMEOUT 120
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
+endforeach()

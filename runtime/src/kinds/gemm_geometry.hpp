@@ -69,6 +69,9 @@ struct GemmGeometry {
   // tensor-parallel axis, {fsdp} for the fsdp axis, {fsdp, dp} for ('dp', 'fsdp') (FSDP's bias
   // gradients); empty where the runtime runs no such reduction (make_plain_gemm refuses it).
   std::vector<Group> reduce_groups;
+  // The all-reduce over them sums float32 partials, then casts (NVTE_JAX_ALL_REDUCE_IN_FP32,
+  // core/env.hpp; the default); false: in the output dtype.
+  bool reduce_in_fp32 = true;
   std::vector<SideBand> lhs_side_band;  // travels with each lhs chunk
 
   // Where the GEMMs read their operands: the caller's, or (quantized GEMMs) the plan's

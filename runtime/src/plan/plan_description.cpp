@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "cgemm/core/env.hpp"
 #include "cgemm/sharding/reorder.hpp"
 #include "fsdp/fsdp_gather.hpp"
 #include "gemm_layout.hpp"
@@ -533,6 +534,7 @@ void fill_geometry(GemmGeometry& g, const GemmDesc& desc, const PlanningMesh& m,
   g.out_local = r.out_local;
   g.need_reorder = !desc.transpose_batch_sequence;
   g.sequence_dim = r.sharding.sequence_dim.value_or(-1);
+  g.reduce_in_fp32 = all_reduce_in_float32();
   if (r.sharding.reduce_spec) {
     const SpecEntry& axis = *r.sharding.reduce_spec;
     g.reduce_axis = spec_str({axis});

@@ -39,6 +39,10 @@ inline constexpr EnvKnob kFp8HighPrecisionAccumulation{
     "NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION", "0",
     "Transformer Engine's: exactly 1 turns cuBLASLt's FP8 fast accumulation off; any other value "
     "leaves it on"};
+inline constexpr EnvKnob kAllReduceInFp32{
+    "NVTE_JAX_ALL_REDUCE_IN_FP32", "unset: float32",
+    "Transformer Engine's switch: a plain GEMM's all-reduce of its output sums float32 partials "
+    "then casts to the output dtype; exactly 0 sums in the output dtype (gemm.py's own default)"};
 inline constexpr EnvKnob kTestFault{
     "CGEMM_TEST_FAULT", "unset",
     "tests only: stop:RANK[:N], skip_exchange:RANK[:N] or die:RANK[:N] makes a rank stall, skip "
@@ -62,11 +66,11 @@ inline constexpr EnvKnob kUpdateGolden{"CGEMM_UPDATE_GOLDEN", "0",
 
 /// The registry: every knob cgemm reads (a unit test checks that every EnvKnob declared in
 /// this header is listed here, and that docs/ENVIRONMENT.md's table shows each with its text).
-inline constexpr std::array<const EnvKnob*, 11> kEnvKnobs{
-    &env::kGemmAutotune,      &env::kGemmCandidates, &env::kGemmLog,
-    &env::kNcclMaxCtas,       &env::kNcclMinCtas,    &env::kFp8HighPrecisionAccumulation,
-    &env::kTestFault,         &env::kTestStall,      &env::kTestGpuSharing,
-    &env::kTestDpThroughHost, &env::kUpdateGolden,
+inline constexpr std::array<const EnvKnob*, 12> kEnvKnobs{
+    &env::kGemmAutotune,    &env::kGemmCandidates,    &env::kGemmLog,
+    &env::kNcclMaxCtas,     &env::kNcclMinCtas,       &env::kFp8HighPrecisionAccumulation,
+    &env::kAllReduceInFp32, &env::kTestFault,         &env::kTestStall,
+    &env::kTestGpuSharing,  &env::kTestDpThroughHost, &env::kUpdateGolden,
 };
 
 /// The flag: std::nullopt when unset or empty; true for 1/on/true/yes and false for
@@ -86,5 +90,11 @@ std::optional<std::string> env_text(const EnvKnob& knob);
 /// Engine compares the text with "1" (os.getenv(..., "0") == "1"), so any other value, "2" or
 /// "true" included, leaves fast accumulation on; it never throws, unlike env_flag.
 bool fp8_gemm_high_precision_accumulation();
+
+/// Whether a plain GEMM's all-reduce sums in float32 (issue 43: one rule on every transport):
+/// true unless NVTE_JAX_ALL_REDUCE_IN_FP32 is exactly "0" (then gemm.py's default, the output
+/// dtype). cgemm's default is the float32 sum, which is what its copy-engine and host paths did
+/// already; never throws.
+bool all_reduce_in_float32();
 
 }  // namespace cgemm
