@@ -4,7 +4,8 @@
 # .devbuild/ from pack-device.sh). Steps (STEPS, default tests,accuracy,speed):
 #   tests     test_cuda_quantize (the FP8 codes' transpose among the quantize kernels), and
 #             test_prequantized on the CUDA backend at 1 and 2 ranks sharing the GPU (pre-quantized
-#             operands and QuantizedTensor against the GEMM that quantizes itself);
+#             operands and QuantizedTensor against the GEMM that quantizes itself), and
+#             test_all_reduce_fp32 at 2 and 4 ranks sharing it (issue 43: the fp32 all-reduce);
 #   accuracy  tests/mpi/check_train.sh fp8 with CGEMM_TRAIN_BACKEND=cuda: FP8 training's loss
 #             within 2% of bf16's at every 10th of 200 steps (1 rank, and dp 2 x tp 2 sharing the
 #             GPU), the captured step's losses equal to the eager ones;
@@ -47,6 +48,13 @@ if wants tests; then
     run_step "test_prequantized_np$np" 180 mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH \
       -x CGEMM_TEST_BACKEND=cuda "$bin/test_prequantized"
   done
+  # Issue 43 item 3: the plain GEMM's all-reduce in float32 on the CUDA backend's transports.
+  if [ -x "$bin/test_all_reduce_fp32" ]; then
+    for np in 2 4; do
+      run_step "test_all_reduce_fp32_np$np" 120 mpirun -np "$np" --bind-to none \
+        -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda "$bin/test_all_reduce_fp32"
+    done
+  fi
 fi
 
 if wants accuracy; then
