@@ -143,13 +143,15 @@ class Plan:
             # C API means "no stream", so 0 is passed as cudaStreamLegacy (0x1).
             _check(_lib.cgemm_plan_execute_on_stream(*args, ctypes.c_void_p(handle or 1)))
 
-    def execute_pointers(self, lhs, rhs, bias, out, stream=0, gathered_lhs=None):
+    def execute_pointers(self, lhs, rhs, bias, out, stream=0, gathered_lhs=None,
+                         lhs_scale_inv=None, rhs_scale_inv=None):
         """Collective, low level: cgemm_plan_execute_on_stream on raw addresses, for callers
         that hold device memory (python/cgemm_torch.py: t.data_ptr()). lhs, rhs, out: ints;
         bias: an int, or None/0 when the plan has none. stream: an int cudaStream_t of the
         context's GPU (0, torch's default stream, is passed as cudaStreamLegacy); the CPU
         backend ignores it. gathered_lhs: None, or the address of a buffer of gathered_lhs's
-        local shape (cgemm_plan_execute_gathered).
+        local shape (cgemm_plan_execute_gathered). lhs_scale_inv / rhs_scale_inv: the address
+        of the float32 scale_inv of each pre-quantized operand (cgemm_plan_execute_scaled).
 
         Nothing here checks the buffers: the CALLER guarantees that each address is the start
         of a row-major contiguous buffer of the operand's local_shape and dtype in memory the
@@ -166,6 +168,13 @@ class Plan:
                 ((lhs, "lhs"), (rhs, "rhs"), (bias or 0, "bias"), (out, "out"))]
         # 0 is torch's default stream, the legacy one; NULL in the C API means "no stream".
         handle = _handle_int(stream, "stream") or 1
+        if self.prequantized or lhs_scale_inv or rhs_scale_inv:
+            scales = [ctypes.c_void_p(_handle_int(v or 0, n)) for v, n in
+                      ((lhs_scale_inv, "lhs_scale_inv"), (rhs_scale_inv, "rhs_scale_inv"))]
+            g = ctypes.c_void_p(_handle_int(gathered_lhs or 0, "gathered_lhs"))
+            _check(_lib.cgemm_plan_execute_scaled(self._handle, *ptrs, *scales, g,
+                                                  ctypes.c_void_p(handle)))
+            return
         if gathered_lhs:
             if self.gathered_lhs is None:
                 raise ValueError("gathered_lhs: this plan hands no gathered lhs out (only "
@@ -436,7 +445,7 @@ class Context:
                  overlap="auto", num_max_streams=3, chunks_per_rank=1,
                  aggregate_all_gather=False, comm=None, nccl_comm=None, gpu_sharing=False,
                  timeout_s=None, fsdp=1, fsdp_axis="fsdp", compute_stream_priority=0,
-                 communication_stream_priority=0, use_ce=True, num_sm_for_communication=2):
+                 communication_stream_priority=0, use_ce=True, num_sm_for_communication=None):
         desc = _ContextDesc()
         _lib.cgemm_context_desc_init(ctypes.byref(desc))
         desc.dp, desc.tp = _int(dp, "dp"), _int(tp, "tp")
@@ -458,10 +467,12 @@ class Context:
         if not isinstance(use_ce, numbers.Integral) or int(use_ce) not in (0, 1):
             raise ValueError(f"use_ce: True or False, got {use_ce!r}")
         opts.no_ce = 0 if use_ce else 1
-        if _int(num_sm_for_communication, "num_sm_for_communication") < 1:
-            raise ValueError(f"num_sm_for_communication: at least 1, got "
-                             f"{num_sm_for_communication}")
-        opts.num_sm_for_communication = num_sm_for_communication
+        if num_sm_for_communication is not None:  # None: the C default (0 bytes), so an
+            # older library, which refuses bytes it does not know, still takes the struct
+            if _int(num_sm_for_communication, "num_sm_for_communication") < 1:
+                raise ValueError(f"num_sm_for_communication: at least 1, got "
+                                 f"{num_sm_for_communication}")
+            opts.num_sm_for_communication = num_sm_for_communication
         if timeout_s is not None:
             if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
                 raise TypeError(f"timeout_s: a number of seconds is needed, got "

@@ -223,7 +223,9 @@ Fields plan_fields(const cgemm_plan_desc& d, const cgemm_plan_options* given) {
                      {"options->rhs_format", text_field(o.rhs_format)},
                      {"options->margin", std::to_string(o.margin)},
                      {"options->amax_history_len", std::to_string(o.amax_history_len)},
-                     {"options->amax_compute_algo", text_field(o.amax_compute_algo)}});
+                     {"options->amax_compute_algo", text_field(o.amax_compute_algo)},
+                     {"options->lhs_quantized", std::to_string(o.lhs_quantized)},
+                     {"options->rhs_quantized", std::to_string(o.rhs_quantized)}});
   return f;
 }
 
@@ -632,6 +634,13 @@ cgemm_status cgemm_plan_capture(cgemm_plan* plan, const void* lhs, const void* r
     require(graph, "graph");
     *graph = nullptr;
     PlanObject& p = plan_of(plan);
+    const cgemm::QuantizationDesc& q = p.plan->desc().quantization;
+    if (q.lhs_quantized || q.rhs_quantized) {
+      throw ArgumentError(
+          "the plan takes pre-quantized operands, whose scale_inv this call has "
+          "no argument for: capturing it is not supported yet (execute it with "
+          "cgemm_plan_execute_scaled)");
+    }
     *graph =
         add_graph(plan, p.plan->capture(operands_of(p, lhs, rhs, bias, out, gathered_lhs), stream));
     return CGEMM_SUCCESS;

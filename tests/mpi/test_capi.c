@@ -148,6 +148,18 @@ static void check_fp8_plans(cgemm_context* ctx, int world) {
               "options->struct_size");
   memset(&po, 0x5a, sizeof po);
   CHECK(cgemm_plan_options_init(&po, v1) == CGEMM_SUCCESS && po.struct_size == v1);
+  {
+    /* The bytes past v1 (lhs_quantized, rhs_quantized: 0x5a5a5a5a) are not read. */
+    cgemm_plan_desc vd;
+    fp8_desc(&vd, world);
+    po.scaling = "current";
+    cgemm_plan* vplan = NULL;
+    CHECK(cgemm_plan_create_ex(ctx, &vd, &po, &vplan) == CGEMM_SUCCESS);
+    cgemm_tensor_info vi;
+    CHECK(vplan != NULL && cgemm_plan_tensor_info(vplan, CGEMM_LHS, &vi) == CGEMM_SUCCESS &&
+          strcmp(vi.dtype, vd.dtype != NULL ? vd.dtype : "bfloat16") == 0);
+    cgemm_plan_destroy(vplan);
+  }
   CHECK(cgemm_plan_options_init(&po, sizeof po) == CGEMM_SUCCESS);
   CHECK(po.lhs_quantized == 0 && po.rhs_quantized == 0);
   CHECK(po.struct_size == sizeof po && po.scaling == NULL && po.margin == 0 &&
@@ -478,7 +490,7 @@ int main(int argc, char** argv) {
   opts.gpu_sharing = -1;
   CHECK_FAILS(cgemm_context_create_world_ex(&cd, &opts, &xctx), CGEMM_ERROR_INVALID_ARGUMENT,
               "cgemm_context_create_world_ex: options->gpu_sharing -1");
-  /* The stream and transport knobs (appended in 0.2): their values. */
+  /* The stream and transport knobs (appended after fsdp_axis): their values. */
   cgemm_context_options_init(&opts, sizeof opts);
   CHECK(opts.compute_stream_priority == 0 && opts.communication_stream_priority == 0 &&
         opts.no_ce == 0 && opts.num_sm_for_communication == 0);

@@ -241,9 +241,13 @@ void run_case(CollectiveOp op, bool tbs, ScalingMode mode, const Given& given) {
   const auto ref = reference(plan, d0, hx.dequantized, hw.dequantized, b, &mag);
   const auto out = got.values_back(DType::kFloat32);
   int bad = 0;
+  // The CPU backend sums the exact FP8 products in fp32: a few fp32 ulps of the magnitudes' sum.
+  // cuBLASLt's FP8 GEMM on Hopper accumulates with fast accumulation (fewer bits before each
+  // promotion to fp32; NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION=1 turns it off): 3e-4 of the
+  // magnitudes seen on the H100 (2026-12-06), bounded at 2e-3.
+  const double rel = on_cpu() ? 1e-5 : 2e-3;
   for (size_t i = 0; i < out.size(); ++i) {
-    // fp32 accumulation of exact FP8 products: a few fp32 ulps of the magnitudes' sum.
-    if (!(std::fabs(out[i] - ref[i]) <= 1e-5 * mag[i]) && bad++ < 3) {
+    if (!(std::fabs(out[i] - ref[i]) <= rel * mag[i]) && bad++ < 3) {
       ADD_FAILURE() << "out[" << i << "] = " << out[i] << ", fp64 " << ref[i];
     }
   }

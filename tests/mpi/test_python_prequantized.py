@@ -85,6 +85,13 @@ for collective, (x_spec, w_spec) in layouts.items():
             failures.append(f"rank {ctx.rank}: {collective}: {np.count_nonzero(err > 1e-6 * mag[p.out.slices])} "
                             "elements off the dequantized product")
         cases += 1
+        # The same call on raw addresses (the device-memory entry point; host memory here).
+        y2 = p.out.empty()
+        y2.fill(np.nan)
+        p.execute_pointers(x.ctypes.data, w.ctypes.data, None, y2.ctypes.data,
+                           lhs_scale_inv=sx.ctypes.data, rhs_scale_inv=sw.ctypes.data)
+        if y2.tobytes() != y.tobytes():
+            failures.append(f"rank {ctx.rank}: {collective}: execute_pointers gave other bits")
         if collective == "all_gather":
             if gathered is None or not np.array_equal(gathered, xg[p.gathered_lhs.slices]):
                 failures.append(f"rank {ctx.rank}: the gathered FP8 lhs is not the codes")

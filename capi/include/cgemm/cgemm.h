@@ -239,7 +239,7 @@ typedef struct cgemm_context_options {
    * factor the world, as for dp. */
   int fsdp;
   const char* fsdp_axis; /* NULL (the default): "fsdp"; it must differ from dp_axis, tpsp_axis */
-  /* Appended in 0.2, after fsdp_axis: the stream and transport knobs of cgemm-run's options
+  /* Appended after fsdp_axis (still 0.1.0): the stream and transport knobs of cgemm-run's options
    * (cgemm/runtime/options.hpp's OverlapOptions; TE's collective_gemm_bootstrap arguments).
    * compute_stream_priority, communication_stream_priority: 0 (the default) the highest, larger
    * lower (CUDA only: the CPU backend ignores them). no_ce: 0 (the default): the copy engines
@@ -380,16 +380,16 @@ typedef struct cgemm_plan_options {
   int amax_history_len;
   /* delayed: NULL or "max" (of the history), "most_recent" (the last call's amax). */
   const char* amax_compute_algo;
-  /* Second version. Pre-quantized operands (Transformer Engine's ScaledTensor: a cached FP8
-   * weight, a norm's FP8 output), scaling "current" or "delayed" only: nonzero, the caller's
-   * lhs (rhs) already holds lhs_format (rhs_format) codes, one byte per element (its tensor
-   * info's dtype says "float8_e4m3fn" or "float8_e5m2"), and each call passes its scale_inv
-   * (cgemm_plan_execute_scaled); the plan quantizes only the other operand. The scale_inv is one
-   * float32 for the global tensor, the same on every rank (TE's amax reduction over the mesh);
-   * the all-gather moves the FP8 bytes and every chunk's GEMM applies this rank's scale_inv. The
-   * operand must contract its trailing dims (Hopper's FP8 layout: an lhs [M..., K...], an rhs
-   * [N..., K...], a [K, N] weight passed as [N, K] with rhs_contracting (1,)); another layout,
-   * or a block-scaling mode: CGEMM_ERROR_RUNTIME naming it. 0 or 1; other values:
+  /* Appended after amax_compute_algo (still 0.1.0). Pre-quantized operands (Transformer Engine's
+   * ScaledTensor: a cached FP8 weight, a norm's FP8 output), scaling "current" or "delayed" only:
+   * nonzero, the caller's lhs (rhs) already holds lhs_format (rhs_format) codes, one byte per
+   * element (its tensor info's dtype says "float8_e4m3fn" or "float8_e5m2"), and each call passes
+   * its scale_inv (cgemm_plan_execute_scaled); the plan quantizes only the other operand. The
+   * scale_inv is one float32 for the global tensor, the same on every rank (TE's amax reduction
+   * over the mesh); the all-gather moves the FP8 bytes and every chunk's GEMM applies this rank's
+   * scale_inv. The operand must contract its trailing dims (Hopper's FP8 layout: an lhs [M...,
+   * K...], an rhs [N..., K...], a [K, N] weight passed as [N, K] with rhs_contracting (1,));
+   * another layout, or a block-scaling mode: CGEMM_ERROR_RUNTIME naming it. 0 or 1; other values:
    * CGEMM_ERROR_INVALID_ARGUMENT. */
   int lhs_quantized;
   int rhs_quantized;
@@ -405,7 +405,8 @@ CGEMM_API cgemm_status cgemm_plan_options_init(cgemm_plan_options* options, size
  * the options' (CGEMM_ERROR_INVALID_ARGUMENT for a struct_size as above, an unknown word, a
  * margin outside 0..127, an amax_history_len outside 0..2^23). options NULL:
  * cgemm_plan_create. The plan's operands keep desc's dtypes (cgemm_plan_tensor_info):
- * quantization is inside. */
+ * quantization is inside, except a pre-quantized operand's (lhs_quantized / rhs_quantized),
+ * whose dtype is its FP8 format. */
 CGEMM_API cgemm_status cgemm_plan_create_ex(cgemm_context* ctx, const cgemm_plan_desc* desc,
                                             const cgemm_plan_options* options, cgemm_plan** out);
 
@@ -422,8 +423,8 @@ typedef enum cgemm_operand {
    * rank's lhs shard with its sequence dim (1, or 0 with transpose_batch_sequence) times tp,
    * in sequence order. Its tensor info: local_shape that shape, global_shape the lhs's global
    * shape, offset the lhs's offset with the sequence entry 0, dtype the lhs's. ndim 0 where a
-   * plan hands none out (reduce_scatter and none; quantized plans, whose ring carries the
-   * quantized lhs). */
+   * plan hands none out (reduce_scatter and none; plans that quantize their lhs, whose ring
+   * carries the plan's quantized copy; a pre-quantized lhs is handed out, in its FP8 format). */
   CGEMM_GATHERED_LHS = 4
 } cgemm_operand;
 
@@ -507,7 +508,9 @@ CGEMM_API cgemm_status cgemm_plan_execute_scaled(cgemm_plan* plan, const void* l
  * refusal before anything is recorded.
  * The CPU backend emulates graphs: a capture records nothing and a replay runs the call again
  * (synchronously), so the checks and refusals are the same without a GPU.
- * A plan's graphs are destroyed with it (cgemm_plan_destroy); their handles are then refused. */
+ * A plan's graphs are destroyed with it (cgemm_plan_destroy); their handles are then refused. * A
+ * plan with pre-quantized operands (cgemm_plan_options' lhs_quantized / rhs_quantized) is not
+ * captured yet: CGEMM_ERROR_INVALID_ARGUMENT. */
 typedef struct cgemm_graph cgemm_graph;
 CGEMM_API cgemm_status cgemm_plan_capture(cgemm_plan* plan, const void* lhs, const void* rhs,
                                           const void* bias, void* out, void* gathered_lhs,

@@ -6,6 +6,8 @@
 // default on every transport): the GEMM writes float32 to kWorkOut, the sum's cast adds the
 // bias. Nothing to overlap: both paths are the same program.
 
+#include <algorithm>
+
 #include "collective_gemm.hpp"
 
 namespace cgemm {
@@ -29,7 +31,13 @@ CollectiveGemm make_plain_gemm(GemmGeometry& g) {
   const Ref lhs = g.lhs_src, out{Operand::kOut};
   const std::optional<Ref> bias =
       g.has_bias ? std::optional<Ref>(Ref{Operand::kBias}) : std::nullopt;
-  const bool fp32_sum = !g.reduce_groups.empty() && g.reduce_in_fp32 && g.out != DType::kFloat32;
+  // A sum over groups of one rank each (tp 1) adds nothing: the output is written directly.
+  const auto size = [&g](Group group) {
+    return group == Group::kTp ? g.tp : group == Group::kDp ? g.dp : g.fsdp;
+  };
+  const bool sums = std::any_of(g.reduce_groups.begin(), g.reduce_groups.end(),
+                                [&](Group group) { return size(group) > 1; });
+  const bool fp32_sum = sums && g.reduce_in_fp32 && g.out != DType::kFloat32;
   const Ref sum = fp32_sum ? Ref{Workspace::kWorkOut} : out;
   const DType sum_dtype = fp32_sum ? DType::kFloat32 : g.out;
   if (fp32_sum) {

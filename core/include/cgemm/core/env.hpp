@@ -41,8 +41,9 @@ inline constexpr EnvKnob kFp8HighPrecisionAccumulation{
     "leaves it on"};
 inline constexpr EnvKnob kAllReduceInFp32{
     "NVTE_JAX_ALL_REDUCE_IN_FP32", "unset: float32",
-    "Transformer Engine's switch: a plain GEMM's all-reduce of its output sums float32 partials "
-    "then casts to the output dtype; exactly 0 sums in the output dtype (gemm.py's own default)"};
+    "Transformer Engine's switch: unset or not 0, a plain GEMM's all-reduce sums its float32 "
+    "partials and casts once; exactly 0 rounds each rank's partial to the output dtype first "
+    "(gemm.py's own default; NCCL then sums in that dtype)"};
 inline constexpr EnvKnob kTestFault{
     "CGEMM_TEST_FAULT", "unset",
     "tests only: stop:RANK[:N], skip_exchange:RANK[:N] or die:RANK[:N] makes a rank stall, skip "
@@ -91,10 +92,10 @@ std::optional<std::string> env_text(const EnvKnob& knob);
 /// "true" included, leaves fast accumulation on; it never throws, unlike env_flag.
 bool fp8_gemm_high_precision_accumulation();
 
-/// Whether a plain GEMM's all-reduce sums in float32 (issue 43: one rule on every transport):
-/// true unless NVTE_JAX_ALL_REDUCE_IN_FP32 is exactly "0" (then gemm.py's default, the output
-/// dtype). cgemm's default is the float32 sum, which is what its copy-engine and host paths did
-/// already; never throws.
+/// Whether a plain GEMM's all-reduce sums float32 partials (issue 43: one rule on every
+/// transport): true unless NVTE_JAX_ALL_REDUCE_IN_FP32 is exactly "0". Then each rank's GEMM
+/// output is in the output dtype before the sum, as gemm.py's default: NCCL sums it in that
+/// dtype, the CPU, copy-engine and host paths in float32. Never throws.
 bool all_reduce_in_float32();
 
 }  // namespace cgemm
