@@ -53,7 +53,12 @@ calls1 = [(e["ts"], e["dur"]) for e in xs if e["pid"] == 1 and e["cat"] == "call
 assert calls0 == calls1, (calls0, calls1)
 svg = open(path + ".svg").read()
 bands = re.findall(r'<text class="call"[^>]*>([^<]*)</text>', svg)
-assert [b.split(" (")[0] for b in bands] == names, bands
+# A band narrower than its label shows the label cut short with an ellipsis ("up_pr…": one call
+# that took much longer than the other, as under ASan on a loaded machine).
+def names_match(band, name):
+    label = band.split(" (")[0]
+    return label == name or (label.endswith("\u2026") and name.startswith(label[:-1]))
+assert len(bands) == len(names) and all(map(names_match, bands, names)), bands
 bars = re.findall(r'<text [^>]*font-size="9"[^>]*>([^<]+)</text>', svg)
 assert bars, "no bar is labelled in the SVG"
 assert 'fill="url(#waiting)"' in svg
