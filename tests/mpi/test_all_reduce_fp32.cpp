@@ -20,6 +20,7 @@
 
 #include "../support/backend_buffer.hpp"
 #include "../support/global_tensors.hpp"
+#include "../support/test_backend.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/plan.hpp"
 
@@ -102,21 +103,17 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   cgemm::g_seed = std::random_device{}();
   MPI_Bcast(&cgemm::g_seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
-  const char* b = std::getenv("CGEMM_TEST_BACKEND");
-  const bool cuda = b != nullptr && std::string(b) == "cuda";
-  int gpu = !cuda || cgemm::cuda_backend_available() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (gpu == 0) {
+  const std::optional<cgemm::BackendOptions> backend = cgemm::test::backend_from_env();
+  if (!backend) {
     if (rank == 0) std::printf("CGEMM_TEST_BACKEND=cuda, but some rank has no GPU: skipped\n");
     MPI_Finalize();
     return 0;
   }
-  if (rank == 0) std::printf("seed %u, backend %s\n", cgemm::g_seed, cuda ? "cuda" : "cpu");
-  cgemm::BackendOptions backend;
-  backend.kind = cuda ? cgemm::BackendKind::kCuda : cgemm::BackendKind::kCpu;
-  backend.gpu_sharing = cuda;
+  if (rank == 0) {
+    std::printf("seed %u, backend %s\n", cgemm::g_seed, cgemm::test::backend_word(*backend));
+  }
   cgemm::g_ctx = std::make_unique<cgemm::Context>(
-      MPI_COMM_WORLD, cgemm::MeshConfig{.dp = 1, .tp = 0}, backend, cgemm::OverlapOptions{});
+      MPI_COMM_WORLD, cgemm::MeshConfig{.dp = 1, .tp = 0}, *backend, cgemm::OverlapOptions{});
   const int rc = RUN_ALL_TESTS();
   cgemm::g_ctx.reset();
   MPI_Finalize();

@@ -24,6 +24,7 @@
 
 #include "../support/error_of.hpp"
 #include "../support/global_tensors.hpp"
+#include "../support/test_backend.hpp"
 #include "cgemm/core/convert.hpp"
 #include "cgemm/runtime/backends.hpp"
 #include "cgemm/runtime/gradient_buckets.hpp"
@@ -475,23 +476,17 @@ int main(int argc, char** argv) {
   cgemm::g_tp = world / (cgemm::g_dp * cgemm::g_fsdp);
   cgemm::g_seed = std::random_device{}();
   MPI_Bcast(&cgemm::g_seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
-  const char* b = std::getenv("CGEMM_TEST_BACKEND");
-  const bool cuda = b != nullptr && std::string(b) == "cuda";
-  // CGEMM_TEST_BACKEND=cuda without a GPU on every rank: every test skips (the same answer on
-  // every rank), as the GPU tests do.
-  int gpu = !cuda || cgemm::cuda_backend_available() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (gpu == 0) {
+  const std::optional<cgemm::BackendOptions> backend = cgemm::test::backend_from_env();
+  if (!backend) {
     if (rank == 0) std::printf("CGEMM_TEST_BACKEND=cuda, but some rank has no GPU: skipped\n");
     MPI_Finalize();
     return 0;
   }
   if (rank == 0) {
     std::printf("seed %u, dp %d x fsdp %d x tp %d, backend %s\n", cgemm::g_seed, cgemm::g_dp,
-                cgemm::g_fsdp, cgemm::g_tp, cuda ? "cuda" : "cpu");
+                cgemm::g_fsdp, cgemm::g_tp, cgemm::test::backend_word(*backend));
   }
-  cgemm::g_backend.kind = cuda ? cgemm::BackendKind::kCuda : cgemm::BackendKind::kCpu;
-  cgemm::g_backend.gpu_sharing = cuda;
+  cgemm::g_backend = *backend;
   cgemm::g_ctx = std::make_unique<cgemm::Context>(
       MPI_COMM_WORLD, cgemm::MeshConfig{.dp = cgemm::g_dp, .tp = 0, .fsdp = cgemm::g_fsdp},
       cgemm::g_backend, cgemm::OverlapOptions{});
