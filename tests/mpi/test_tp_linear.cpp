@@ -118,29 +118,11 @@ TEST(ActivationGather, RefusesANonThreeDShardAndNullBuffers) {
 // --- the layers ---
 
 using test::Dims;
+using test::expect_near;
 using test::linear_reference;
 using test::Reference;
 
 std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-// Compares this rank's shard `got` with the reference's shard; tolerance relative to the
-// tensor's largest reference value (fp32 sums of a few dozen terms).
-void expect_near(const std::string& what, const std::vector<float>& got,
-                 const std::vector<double>& ref, const Shape& gshape, const Shape& offset,
-                 const Shape& local, double rel) {
-  const auto want = shard(ref, gshape, offset, local);
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1.0;
-  for (double v : ref) scale = std::max(scale, std::fabs(v));
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-    if (!(err <= rel * scale) && bad++ < 5) {
-      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << want[i];
-    }
-  }
-  EXPECT_EQ(bad, 0) << what;
-}
 
 struct LayerCase {
   LinearPath path;

@@ -37,6 +37,7 @@ std::unique_ptr<Context> g_ctx;
 uint32_t g_seed = 0;  // rank 0's, broadcast: every rank builds the same global tensors
 
 using test::error_of;
+using test::expect_near;
 using test::linear_reference;
 using test::shard;
 
@@ -73,23 +74,6 @@ std::vector<double> dequantized(const std::vector<float>& v, DType format, bool 
                   static_cast<double>(scale_inv));
   }
   return out;
-}
-
-// Within `rel` of the tensor's largest reference value, element by element.
-void expect_near(const std::string& what, const std::vector<float>& got,
-                 const std::vector<double>& ref, const Shape& gshape, const Shape& offset,
-                 const Shape& local, double rel) {
-  const auto want = shard(ref, gshape, offset, local);
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1.0;
-  for (double v : ref) scale = std::max(scale, std::fabs(v));
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= rel * scale) && bad++ < 5) {
-      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << want[i];
-    }
-  }
-  EXPECT_EQ(bad, 0) << what;
 }
 
 struct Fp8Case {

@@ -2,8 +2,15 @@
 // The fp64 reference of one linear layer (tp_linear.hpp) on its global tensors, for the layer
 // tests (included by path from the tests' folders: "../support/linear_reference.hpp").
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "global_tensors.hpp"
 
 namespace cgemm::test {
 
@@ -50,6 +57,25 @@ inline Reference linear_reference(const Dims& d, const std::vector<double>& x,
     }
   }
   return r;
+}
+
+// Compares this rank's shard `got` with the reference's shard; tolerance relative to the
+// tensor's largest reference value (fp32 sums of a few dozen terms).
+inline void expect_near(const std::string& what, const std::vector<float>& got,
+                        const std::vector<double>& ref, const Shape& gshape, const Shape& offset,
+                        const Shape& local, double rel) {
+  const auto want = shard(ref, gshape, offset, local);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 1.0;
+  for (double v : ref) scale = std::max(scale, std::fabs(v));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= rel * scale) && bad++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
 }
 
 }  // namespace cgemm::test
