@@ -73,8 +73,9 @@ atexit.register(finalize)
 class Plan:
     """A GEMM planned on a Context (Context.plan). lhs, rhs, bias (None without one) and out
     are TensorInfo; gathered_lhs the lhs an all-gather plan gathers and can hand out (the
-    weight gradient's input: execute(..., gathered_lhs=...)), None for other plans. Destroy
-    with close() (collective) or a with block."""
+    weight gradient's input: execute(..., gathered_lhs=...)), None for other plans.
+    lhs_quantized, rhs_quantized: whether that operand is given pre-quantized (Context.plan's
+    options); prequantized: either. Destroy with close() (collective) or a with block."""
 
     def __init__(self, ctx, desc, options):
         handle = ctypes.c_void_p()
@@ -91,7 +92,9 @@ class Plan:
         info = _TensorInfo()
         _check(_lib.cgemm_plan_tensor_info(self._handle, _GATHERED_LHS, ctypes.byref(info)))
         self.gathered_lhs = TensorInfo(info) if info.ndim > 0 else None
-        self.prequantized = bool(options.lhs_quantized or options.rhs_quantized)
+        self.lhs_quantized, self.rhs_quantized = bool(options.lhs_quantized), bool(
+            options.rhs_quantized)
+        self.prequantized = self.lhs_quantized or self.rhs_quantized
 
     def _pointer(self, array, info, name, writable=False):
         return _numpy_pointer(array, info, name, writable)
@@ -236,14 +239,20 @@ class Plan:
                                        gathered_lhs or None, s, ctypes.byref(handle)))
         return Graph(handle, self)
 
-    def _execute_raw(self, lhs, rhs, bias, out, stream, gathered_lhs):
+    def _execute_raw(self, lhs, rhs, bias, out, stream, gathered_lhs, lhs_scale_inv=0,
+                     rhs_scale_inv=0):
         """execute_pointers without its argument checks, for callers that pass what they just
-        read from their tensors (python/cgemm_torch.py): ints, 0 for no bias and no gathered
-        lhs, stream 0 for the legacy default stream. The C API still checks the plan and the
-        NULLs."""
+        read from their tensors (python/cgemm_torch.py): ints, 0 for no bias, no gathered lhs
+        and no scale_inv, stream 0 for the legacy default stream. The C API still checks the
+        plan and the NULLs (a scale_inv missing for a pre-quantized operand, or given for
+        another)."""
         if self._handle is None:
             raise Error("CGEMM_ERROR_STATE", "the plan is closed")
-        if gathered_lhs:
+        if self.prequantized or lhs_scale_inv or rhs_scale_inv:
+            _check(_lib.cgemm_plan_execute_scaled(self._handle, lhs, rhs, bias or None, out,
+                                                  lhs_scale_inv or None, rhs_scale_inv or None,
+                                                  gathered_lhs or None, stream or 1))
+        elif gathered_lhs:
             _check(_lib.cgemm_plan_execute_gathered(self._handle, lhs, rhs, bias or None, out,
                                                     gathered_lhs, stream or 1))
         else:

@@ -29,6 +29,17 @@ contiguous, the plan's dtype, the plan's local shape; bias given exactly when th
 The context's GPU is the backend's (local rank modulo the visible GPUs): a stream of another
 device is refused by the C API (cgemm.Error, CGEMM_ERROR_RUNTIME).
 
+Pre-quantized operands (Context.plan(..., scaling="current" or "delayed", lhs_quantized=True
+and/or rhs_quantized=True); docs/FP8.md): such an operand is a torch.float8_e4m3fn or
+torch.float8_e5m2 tensor (the plan's lhs_format / rhs_format) with its scale_inv, a float32
+tensor of one element on the same device, one value for the global tensor (the same on every
+rank): gemm(plan, x8, w8, b, lhs_scale_inv=sx, rhs_scale_inv=sw), which calls
+torch.ops.cgemm.gemm_scaled(plan_id, lhs, rhs, bias, lhs_scale_inv, rhs_scale_inv) (None for an
+operand the plan does not take pre-quantized). Also checked, ValueError naming the operand: FP8
+codes where the plan takes an operand unquantized and the reverse, a scale_inv missing, given
+for an operand that is not pre-quantized, or not one float32 element on the device; the plain
+ops refuse a pre-quantized plan, gemm_scaled any other. Forward-only.
+
 Training (autograd): plans made by linear_plans() carry their backward plans, made with the
 forward's (collective, once), with the seed's CollectiveOpSet pairing: an all-gather forward
 (a column-parallel layer) has a reduce-scatter dgrad, a reduce-scatter forward (row-parallel)
@@ -36,9 +47,9 @@ an all-gather dgrad, a plain GEMM a plain one. The weight gradient of a column-p
 uses the lhs its forward gathered (torch.ops.cgemm.gemm_gathered hands it out, kept for the
 backward), of a row-parallel layer the dy its dgrad gathered; bias gradients are dy summed in
 float32 over its tokens (the gathered dy for a row-parallel layer). gemm() picks the op. A
-plan without backward plans (made by Context.plan), or a quantized one, refuses a backward with
-one message. ColumnParallelLinear and RowParallelLinear are the layers (Megatron's and
-Transformer Engine's sequence-parallel pair).
+plan without backward plans (made by Context.plan), or a quantized one (pre-quantized operands
+included), refuses a backward with one message. ColumnParallelLinear and RowParallelLinear are
+the layers (Megatron's and Transformer Engine's sequence-parallel pair).
 """
 
 import itertools
@@ -54,6 +65,14 @@ _TORCH_DTYPES = {
     "float16": torch.float16,
     "float32": torch.float32,
 }
+# The FP8 codes of a pre-quantized operand (Context.plan's lhs_quantized / rhs_quantized): only
+# operands take them, so linear_plans' dtype stays one of _TORCH_DTYPES.
+_FP8_DTYPES = {
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
+}
+_OPERAND_DTYPES = {**_TORCH_DTYPES, **_FP8_DTYPES}
+_FP8 = frozenset(_FP8_DTYPES.values())
 
 # Plans by id: the op's schema takes ints, not Python objects.
 _PLANS = {}
@@ -115,10 +134,10 @@ def _plan(plan_id):
 
 def _dtype(info, name):
     try:
-        return _TORCH_DTYPES[info.dtype]
+        return _OPERAND_DTYPES[info.dtype]
     except KeyError:
         raise ValueError(f"{name}: the plan's dtype {info.dtype} has no torch op here "
-                         f"(supported: {', '.join(_TORCH_DTYPES)})") from None
+                         f"(supported: {', '.join(_OPERAND_DTYPES)})") from None
 
 
 def _check_operand(tensor, info, name, device):
@@ -136,17 +155,48 @@ def _check_operand(tensor, info, name, device):
     if not tensor.is_contiguous():
         raise ValueError(f"{name}: the tensor must be contiguous (row-major)")
     want = _dtype(info, name)
+    # FP8 where the plan wants high precision, or the reverse, is a mistake of kind (the codes
+    # mean nothing without their scale_inv), not of width: said apart from the generic message.
+    if (tensor.dtype in _FP8) != (want in _FP8):
+        if want in _FP8:
+            raise ValueError(f"{name}: the plan takes {name} pre-quantized ({want} codes, "
+                             f"{name}_quantized=True), got a {tensor.dtype} tensor: quantize "
+                             f"it and pass its {name}_scale_inv")
+        raise ValueError(f"{name}: an FP8 tensor ({tensor.dtype}) given, but the plan takes "
+                         f"{name} unquantized, in {want}" +
+                         ("" if name == "bias" else
+                          f" (plan it with {name}_quantized=True to pass FP8 codes)"))
     if tensor.dtype != want or tuple(tensor.shape) != info.local_shape:
         raise ValueError(f"{name}: {tensor.dtype} {tuple(tensor.shape)} given, the plan needs "
                          f"{want} {info.local_shape} (this rank's shard)")
 
 
+def _check_scale_inv(tensor, quantized, name, device):
+    """The full check of one scale_inv (lhs_scale_inv / rhs_scale_inv) of a gemm_scaled call:
+    given exactly for a pre-quantized operand, one float32 element on the operands' device."""
+    operand = name[:3]
+    if tensor is None:
+        if quantized:
+            raise ValueError(f"{name}: the plan takes {operand} pre-quantized: its scale_inv is "
+                             "needed (a float32 tensor of one element)")
+        return
+    if not quantized:
+        raise ValueError(f"{name}: given, but the plan does not take {operand} pre-quantized: "
+                         "pass None")
+    if tensor.dtype != torch.float32 or tensor.numel() != 1 or tensor.device != device:
+        raise ValueError(f"{name}: a float32 tensor of one element on {device} is needed, got "
+                         f"{tensor.dtype} {tuple(tensor.shape)} on {tensor.device}")
+
+
 class _Checked:
     """What a call checks its tensors against, computed once per plan (the host time of a call
-    is part of every layer's cost): per operand the torch dtype and local shape."""
+    is part of every layer's cost): per operand the torch dtype and local shape, and which
+    operands are pre-quantized."""
 
     def __init__(self, plan):
         self.cuda = plan._ctx.backend == "cuda"
+        self.quantized = (plan.lhs_quantized, plan.rhs_quantized)
+        self.prequantized = plan.prequantized
         self.operands = [(name, info, None if info is None else _dtype(info, name))
                          for name, info in (("lhs", plan.lhs), ("rhs", plan.rhs),
                                             ("bias", plan.bias))]
@@ -160,11 +210,21 @@ def _fits(tensor, info, dtype, device):
             tensor.shape == info.local_shape and tensor.is_contiguous())
 
 
-def _run(plan, lhs, rhs, bias, gathered):
-    """One cgemm call into new tensors: out, and the gathered lhs when asked for."""
+def _fits_scale_inv(tensor, device):
+    return tensor.dtype == torch.float32 and tensor.numel() == 1 and tensor.device == device
+
+
+def _run(plan, lhs, rhs, bias, gathered, scale_invs=None):
+    """One cgemm call into new tensors: out, and the gathered lhs when asked for. scale_invs:
+    None for the plain ops, (lhs_scale_inv, rhs_scale_inv) for gemm_scaled."""
     checked = plan.__dict__.get("_cgemm_torch_checked")
     if checked is None:
         checked = plan._cgemm_torch_checked = _Checked(plan)
+    if scale_invs is None and checked.prequantized:
+        raise ValueError(f"plan {plan._cgemm_torch_id}: it takes pre-quantized operands, whose "
+                         "scale_inv this op has no argument for: call cgemm_torch.gemm(plan, "
+                         "lhs, rhs, bias, lhs_scale_inv=..., rhs_scale_inv=...) "
+                         "(torch.ops.cgemm.gemm_scaled)")
     device = lhs.device
     if (device.type == "cuda") != checked.cuda:
         want = "cuda" if checked.cuda else "cpu"
@@ -174,6 +234,16 @@ def _run(plan, lhs, rhs, bias, gathered):
         # The fast test first; the full one names what is wrong.
         if info is None or tensor is None or not _fits(tensor, info, dtype, device):
             _check_operand(tensor, info, name, device)
+    scale_ptrs = (0, 0)
+    if scale_invs is not None:
+        for tensor, quantized, name in zip(scale_invs, checked.quantized,
+                                           ("lhs_scale_inv", "rhs_scale_inv")):
+            if not quantized or tensor is None or not _fits_scale_inv(tensor, device):
+                _check_scale_inv(tensor, quantized, name, device)
+        if not checked.prequantized:
+            raise ValueError(f"plan {plan._cgemm_torch_id}: it takes no pre-quantized operand: "
+                             "call torch.ops.cgemm.gemm (cgemm_torch.gemm without scale_invs)")
+        scale_ptrs = tuple(0 if t is None else t.data_ptr() for t in scale_invs)
     out = torch.empty(checked.out_shape, dtype=checked.out_dtype, device=device)
     g = None
     if gathered:
@@ -184,7 +254,7 @@ def _run(plan, lhs, rhs, bias, gathered):
     # backend ignores the stream (its call returns with out written).
     stream = torch.cuda.current_stream(device).cuda_stream if checked.cuda else 0
     plan._execute_raw(lhs.data_ptr(), rhs.data_ptr(), 0 if bias is None else bias.data_ptr(),
-                      out.data_ptr(), stream, 0 if g is None else g.data_ptr())
+                      out.data_ptr(), stream, 0 if g is None else g.data_ptr(), *scale_ptrs)
     return out, g
 
 
@@ -194,12 +264,13 @@ def _gemm_op(plan_id: int, lhs: torch.Tensor, rhs: torch.Tensor,
     return _run(_plan(plan_id), lhs, rhs, bias, False)[0]
 
 
-def _check_fake(lhs, rhs, bias):
+def _check_fake(lhs, rhs, bias, lhs_scale_inv=None, rhs_scale_inv=None):
     """The fake implementations are also the ops' meta-device kernels: a real meta tensor would
     return an unwritten tensor and skip this rank's collective (the others then wait), so meta
     tensors and mixed devices are refused here. Tracing (torch.compile's fake tensors) reports
     the real device, and passes."""
-    for name, t in (("lhs", lhs), ("rhs", rhs), ("bias", bias)):
+    for name, t in (("lhs", lhs), ("rhs", rhs), ("bias", bias),
+                    ("lhs_scale_inv", lhs_scale_inv), ("rhs_scale_inv", rhs_scale_inv)):
         if t is None:
             continue
         if t.device.type == "meta":
@@ -236,6 +307,23 @@ def _gemm_gathered_fake(plan_id, lhs, rhs, bias):
             lhs.new_empty(plan.gathered_lhs.local_shape))
 
 
+@torch.library.custom_op("cgemm::gemm_scaled", mutates_args=())
+def _gemm_scaled_op(plan_id: int, lhs: torch.Tensor, rhs: torch.Tensor,
+                    bias: Optional[torch.Tensor], lhs_scale_inv: Optional[torch.Tensor],
+                    rhs_scale_inv: Optional[torch.Tensor]) -> torch.Tensor:
+    """A pre-quantized plan's call: each operand the plan takes pre-quantized is FP8 codes
+    with its scale_inv (float32, one element, the global tensor's); None for the others.
+    Forward-only."""
+    return _run(_plan(plan_id), lhs, rhs, bias, False, (lhs_scale_inv, rhs_scale_inv))[0]
+
+
+@_gemm_scaled_op.register_fake
+def _gemm_scaled_fake(plan_id, lhs, rhs, bias, lhs_scale_inv, rhs_scale_inv):
+    _check_fake(lhs, rhs, bias, lhs_scale_inv, rhs_scale_inv)
+    plan = _plan(plan_id)
+    return lhs.new_empty(plan.out.local_shape, dtype=_dtype(plan.out, "out"))
+
+
 # ---- Autograd: the backward plans of linear_plans(), the seed's pairing. ----
 
 class _Backward:
@@ -251,17 +339,22 @@ class _Backward:
 def _backward_of(plan_id):
     bw = _BACKWARD.get(plan_id)
     if bw is None:
-        plan = _PLANS.get(plan_id)
-        if plan is not None and getattr(plan, "_cgemm_torch_backward_plan", False):
-            why = ("it is a backward plan: differentiating a backward (create_graph=True, "
-                   "double backward) through cgemm is not supported")
-        elif plan is not None and getattr(plan, "scaling", "none") != "none":
-            why = ("it is quantized (the op's FP8 plans are forward-only; cgemm's C++ layer pair "
-                   "has an FP8 backward, the op not yet)")
-        else:
-            why = "it has no backward plans: make it with cgemm_torch.linear_plans(...)"
-        raise RuntimeError(f"cgemm plan {plan_id} cannot be differentiated: {why}")
+        _refuse_backward(plan_id)
     return bw
+
+
+def _refuse_backward(plan_id):
+    """Raises the one RuntimeError that says why the plan has no backward."""
+    plan = _PLANS.get(plan_id)
+    if plan is not None and getattr(plan, "_cgemm_torch_backward_plan", False):
+        why = ("it is a backward plan: differentiating a backward (create_graph=True, "
+               "double backward) through cgemm is not supported")
+    elif plan is not None and getattr(plan, "scaling", "none") != "none":
+        why = ("it is quantized (the op's FP8 plans, pre-quantized operands included, are "
+               "forward-only; cgemm's C++ layer pair has an FP8 backward, the op not yet)")
+    else:
+        why = "it has no backward plans: make it with cgemm_torch.linear_plans(...)"
+    raise RuntimeError(f"cgemm plan {plan_id} cannot be differentiated: {why}")
 
 
 def _sum_tokens(dy):
@@ -315,19 +408,39 @@ def _backward_gemm_gathered(ctx, dy, d_gathered):
     return None, dx, dw, db
 
 
+def _setup_gemm_scaled(ctx, inputs, output):
+    ctx.plan_id = inputs[0]
+
+
+def _backward_gemm_scaled(ctx, dy):
+    # A pre-quantized plan is never one of linear_plans(): its backward is always refused
+    # (reached by torch.ops.cgemm.gemm_scaled called directly; gemm() refuses before the call).
+    _refuse_backward(ctx.plan_id)
+
+
 torch.library.register_autograd("cgemm::gemm", _backward_gemm, setup_context=_setup_gemm)
 torch.library.register_autograd("cgemm::gemm_gathered", _backward_gemm_gathered,
                                 setup_context=_setup_gemm_gathered)
+torch.library.register_autograd("cgemm::gemm_scaled", _backward_gemm_scaled,
+                                setup_context=_setup_gemm_scaled)
 
 
-def gemm(plan, lhs, rhs, bias=None):
+def gemm(plan, lhs, rhs, bias=None, *, lhs_scale_inv=None, rhs_scale_inv=None):
     """Collective: lhs @ rhs (+ bias) on this rank's shards; a new tensor of
     plan.out.local_shape. Differentiable for plans of linear_plans(): where a gradient is
     needed, an all-gather plan's call goes through torch.ops.cgemm.gemm_gathered, which keeps
-    the gathered lhs for the weight gradient; otherwise torch.ops.cgemm.gemm."""
+    the gathered lhs for the weight gradient; otherwise torch.ops.cgemm.gemm. A pre-quantized
+    plan (Context.plan's lhs_quantized / rhs_quantized) takes those operands as FP8 tensors
+    with their lhs_scale_inv / rhs_scale_inv (torch.ops.cgemm.gemm_scaled; forward-only)."""
     plan_id = register(plan)
     needs_grad = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (lhs, rhs, bias))
+        t is not None and t.requires_grad
+        for t in (lhs, rhs, bias, lhs_scale_inv, rhs_scale_inv))
+    if plan.prequantized or lhs_scale_inv is not None or rhs_scale_inv is not None:
+        if needs_grad and plan.prequantized:  # refused before this rank's collective
+            _refuse_backward(plan_id)
+        return torch.ops.cgemm.gemm_scaled(plan_id, lhs, rhs, bias, lhs_scale_inv,
+                                           rhs_scale_inv)
     if needs_grad and _backward_of(plan_id).forward_gathers_x:
         return torch.ops.cgemm.gemm_gathered(plan_id, lhs, rhs, bias)[0]
     return torch.ops.cgemm.gemm(plan_id, lhs, rhs, bias)

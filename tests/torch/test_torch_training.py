@@ -1,5 +1,6 @@
 """PyTorch training through cgemm (python/cgemm_torch.py) under mpirun: the autograd of the ops,
-the tensor-parallel Linear modules, torch.compile's tracing, and the refusals.
+the tensor-parallel Linear modules, torch.compile's tracing, the refusals, and pre-quantized FP8
+operands (torch.ops.cgemm.gemm_scaled, forward-only).
 
 --device cpu (CI): CPU tensors on cgemm's CPU backend. --device cuda (the GPU machine): CUDA
 tensors on the CUDA backend, ranks sharing the GPU with gpu_sharing. Every rank draws the same
@@ -251,7 +252,139 @@ def test_refusals():
         check("double backward" in str(e), f"a double backward: {e}")
 
 
-tests = [test_linear_autograd, test_modules_and_compile, test_refusals]
+def expect_error(call, error, fragments, what):
+    """call() raises `error` whose message holds every fragment (the problem and the operand)."""
+    try:
+        call()
+        check(False, f"{what}: no error")
+    except error as e:
+        check(all(f in str(e) for f in fragments), f"{what}: {type(e).__name__}: {e}")
+
+
+def quantize(X, fp8):
+    """FP8 codes of the global tensor X (float64) as a per-tensor current-scaling quantizer makes
+    them: scale = fp8_max / amax, codes = X scale cast to fp8 (clamped: torch's cast gives NaN
+    past the range), scale_inv = 1 / scale (float32, one element). Every rank holds X, so its
+    amax is the max-reduce of the ranks' shards' amaxes: one scale_inv for the global tensor,
+    the same on every rank, as cgemm requires. Also the dequantized values, float64."""
+    fmax = torch.finfo(fp8).max
+    scale = torch.tensor([fmax / X.abs().max().item()], dtype=torch.float32)
+    codes = (X.float() * scale).clamp(-fmax, fmax).to(fp8)
+    scale_inv = 1.0 / scale
+    return codes, scale_inv, codes.double() * scale_inv.double()
+
+
+def test_prequantized():
+    """Pre-quantized operands (Context.plan's lhs_quantized / rhs_quantized) through
+    cgemm_torch.gemm's scale_invs: an all-gather plan (both e4m3, fp32 out, bias) and a
+    reduce-scatter plan (e5m2 x e4m3, bf16 out) against the float64 product of the dequantized
+    codes, element by element: fp32 accumulation of the exact FP8 products on the CPU (cuBLASLt's
+    fast accumulation on CUDA, test_prequantized.cpp's 2e-3) plus the output's rounding; a plan
+    quantizing its lhs itself with a pre-quantized rhs within the e4m3 bound. Then each refusal:
+    one ValueError naming the operand (RuntimeError for a gradient), before any collective."""
+    B, S, K, N = 2, 4 * tp, 16 * tp, 8 * tp  # FP8: the local K a multiple of 16
+    acc = 1e-5 if device.type == "cpu" else 2e-3
+    kw = dict(lhs_shape=(B, S, K), rhs_shape=(N, K), contracting_dims=((-1,), (1,)),
+              scaling="current")  # the rhs is a [K, N] weight's colwise copy [N, K]
+    cases = {  # collective: specs, formats (lhs, rhs), out dtype (None: the plan's), bias
+        "all_gather": ("(None, 'tpsp', None)", "('tpsp', None)", ("e4m3", "e4m3"), "float32",
+                       True),
+        "reduce_scatter": ("(None, None, 'tpsp')", "(None, 'tpsp')", ("e5m2", "e4m3"), None,
+                           False),
+    }
+    fp8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+    for collective, (x_spec, w_spec, (fx, fw), out_dtype, bias) in cases.items():
+        g = gen(zlib.crc32(collective.encode()))
+        X8, sx, Xd = quantize(randn(g, (B, S, K), torch.float64) * 3.0, fp8[fx])
+        W8, sw, Wd = quantize(randn(g, (N, K), torch.float64) * 0.1, fp8[fw])
+        bg = randn(g, (N,), torch.bfloat16)
+        ref = torch.einsum("bsk,nk->bsn", Xd, Wd) + (bg if bias else 0)
+        mag = torch.einsum("bsk,nk->bsn", Xd.abs(), Wd.abs()) + (bg.abs() if bias else 0)
+        plan = ctx.plan(**kw, bias_shape=(N,) if bias else None, dtype="bfloat16",
+                        out_dtype=out_dtype, lhs_spec=x_spec, rhs_spec=w_spec,
+                        bias_spec="('tpsp',)" if bias else None, collective=collective,
+                        lhs_format=fx, rhs_format=fw, lhs_quantized=True, rhs_quantized=True,
+                        name=f"pre {collective}")
+        x = X8[plan.lhs.slices].contiguous().to(device)
+        w = W8[plan.rhs.slices].contiguous().to(device)
+        b = (bg[plan.bias.slices].to(getattr(torch, plan.bias.dtype)).contiguous().to(device)
+             if bias else None)  # the bias in the out dtype
+        y = ct.gemm(plan, x, w, b, lhs_scale_inv=sx.to(device), rhs_scale_inv=sw.to(device))
+        want = torch.float32 if out_dtype else torch.bfloat16
+        # bf16 out (unit roundoff 2^-8): the result is rounded once, and a reduce-scatter's
+        # partials (each K shard's product, kept in the out dtype) once each before their sum.
+        rounding = ref.abs()
+        if collective == "reduce_scatter":
+            rounding = rounding + sum(torch.einsum("bsk,nk->bsn", shard(Xd, 2, i),
+                                                   shard(Wd, 1, i)).abs() for i in range(tp))
+        rounding = rounding * (0.0 if out_dtype else 2.0 ** -8)
+        err = (y.double().cpu() - ref[plan.out.slices]).abs()
+        bad = (err > acc * mag[plan.out.slices] + rounding[plan.out.slices])
+        check(y.dtype == want and tuple(y.shape) == plan.out.local_shape and
+              int(bad.sum()) == 0 and torch.isfinite(y).all().item(),
+              f"pre-quantized {collective}: {y.dtype} {tuple(y.shape)}, {int(bad.sum())} "
+              f"elements off the dequantized product (largest error {err.max().item():.3g})")
+        if collective == "all_gather":
+            pre, pre_args = plan, (x, w, b, sx.to(device), sw.to(device))
+    x, w, b, sx, sw = pre_args  # the all-gather plan's, for the refusals
+    pid = ct.register(pre)
+
+    # The lhs quantized by the plan (its global amax), the rhs pre-quantized: within e4m3's
+    # rounding (2^-4 of each product's magnitude).
+    g = gen(7)
+    Xf = randn(g, (B, S, K), torch.float32)
+    W8, sw8, Wd = quantize(randn(g, (N, K), torch.float64), torch.float8_e4m3fn)
+    mixed = ctx.plan(**kw, dtype="float32", lhs_spec="(None, 'tpsp', None)",
+                     rhs_spec="('tpsp', None)", collective="all_gather", rhs_quantized=True,
+                     name="mixed")
+    xm = Xf[mixed.lhs.slices].float().contiguous().to(device)
+    wm = W8[mixed.rhs.slices].contiguous().to(device)
+    y = ct.gemm(mixed, xm, wm, rhs_scale_inv=sw8.to(device))
+    ref = torch.einsum("bsk,nk->bsn", Xf, Wd)[mixed.out.slices]
+    bound = (2.0 ** -4 + acc) * torch.einsum("bsk,nk->bsn", Xf.abs(), Wd.abs())[mixed.out.slices]
+    check(bool(((y.double().cpu() - ref).abs() <= bound).all()),
+          "lhs quantized by the plan, rhs pre-quantized: beyond the e4m3 bound")
+
+    # The refusals.
+    sw8 = sw8.to(device)
+    expect_error(lambda: ct.gemm(mixed, xm.to(torch.float8_e4m3fn), wm, rhs_scale_inv=sw8),
+                 ValueError, ("lhs:", "FP8 tensor", "unquantized"),
+                 "FP8 codes for an unquantized lhs")
+    expect_error(lambda: ct.gemm(pre, x, w.float(), b, lhs_scale_inv=sx, rhs_scale_inv=sw),
+                 ValueError, ("rhs:", "pre-quantized"), "float32 for a pre-quantized rhs")
+    expect_error(lambda: ct.gemm(pre, x, w, b, rhs_scale_inv=sw), ValueError,
+                 ("lhs_scale_inv:", "needed"), "a missing lhs_scale_inv")
+    expect_error(lambda: ct.gemm(mixed, xm, wm, lhs_scale_inv=sw8, rhs_scale_inv=sw8),
+                 ValueError, ("lhs_scale_inv:", "not take lhs pre-quantized"),
+                 "an lhs_scale_inv for a plan-quantized lhs")
+    for bad, fragment in ((sw.double(), "float64"), (sw.repeat(2), "(2,)")):
+        expect_error(lambda: ct.gemm(pre, x, w, b, lhs_scale_inv=sx, rhs_scale_inv=bad),
+                     ValueError, ("rhs_scale_inv:", "float32 tensor of one element", fragment),
+                     f"an rhs_scale_inv of {fragment}")
+    # Another device: the real kernel refuses a CPU scale_inv beside CUDA operands; beside CPU
+    # operands a meta one sends the call to the fake, which refuses it.
+    other = torch.device("meta" if device.type == "cpu" else "cpu")
+    expect_error(lambda: ct.gemm(pre, x, w, b, lhs_scale_inv=sx, rhs_scale_inv=sw.to(other)),
+                 ValueError, ("rhs_scale_inv:", str(other.type)), "an rhs_scale_inv elsewhere")
+    expect_error(lambda: torch.ops.cgemm.gemm(pid, x, w, b), ValueError,
+                 ("pre-quantized", "gemm_scaled"), "torch.ops.cgemm.gemm on a pre-quantized plan")
+    plain = ct.linear_plans(ctx, "none", B, S, K, N, torch.float32, False, name="plain")
+    xp, wp = torch.ones(B, S, K, device=device), torch.ones(N, K, device=device)
+    expect_error(lambda: torch.ops.cgemm.gemm_scaled(ct.register(plain), xp, wp, None, None,
+                                                     None),
+                 ValueError, ("no pre-quantized operand",), "gemm_scaled on a plain plan")
+    expect_error(lambda: ct.gemm(plain, xp, wp, rhs_scale_inv=sw), ValueError,
+                 ("rhs_scale_inv:", "pass None"), "an rhs_scale_inv for a plain plan")
+    # Autograd: refused before the call by gemm(), in the backward by the raw op.
+    expect_error(lambda: ct.gemm(mixed, xm.clone().requires_grad_(), wm, rhs_scale_inv=sw8),
+                 RuntimeError, ("forward-only",), "a gradient through a pre-quantized plan")
+    y = torch.ops.cgemm.gemm_scaled(ct.register(mixed), xm.clone().requires_grad_(), wm, None,
+                                    None, sw8)
+    expect_error(lambda: y.sum().backward(), RuntimeError, ("forward-only",),
+                 "gemm_scaled's backward")
+
+
+tests = [test_linear_autograd, test_modules_and_compile, test_refusals, test_prequantized]
 start = time.time()
 for t in tests:
     before = len(failures)
