@@ -219,19 +219,25 @@ TEST_F(CudaQuantizeTest, CastsMatchFloat8HppBitForBit) {
 
 TEST_F(CudaQuantizeTest, TransposedCastsMatchFloat8HppBitForBit) {
   Backend& be = backend();
-  for (const DType src_t : {DType::kBFloat16, DType::kFloat32}) {
+  for (const DType src_t : {DType::kBFloat16, DType::kFloat32, DType::kFloat16}) {
     const std::vector<unsigned char> bits = source_bits(src_t);
     for (const DType fmt : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
-      // Whole 64 x 64 tiles with vector loads and stores; a partial column of tiles; rows a
-      // multiple of 4 but not of 8; odd edges on both dims; a single row and a single column;
-      // an unaligned source and destination (scalar paths).
+      // Whole 128 x 128 tiles with vector loads and 16-byte stores; rows a multiple of 8 but
+      // not of 16 (4-byte stores); columns a multiple of 4 but not of 8 (scalar loads); a
+      // partial column of tiles; rows a multiple of 4 but not of 8; odd edges on both dims; a
+      // single row and a single column; an unaligned source and destination (scalar paths).
       check_quantize(be, src_t, bits, 256, 256, fmt, true, 1.0f, 0, 0);
+      check_quantize(be, src_t, bits, 264, 256, fmt, true, 1.25f, 0, 0);
+      check_quantize(be, src_t, bits, 256, 132, fmt, true, 0.5f, 0, 0);
       check_quantize(be, src_t, bits, 192, 320, fmt, true, 2.5f, 0, 0);
       check_quantize(be, src_t, bits, 260, 72, fmt, true, 1.5f, 0, 0);
       check_quantize(be, src_t, bits, 67, 133, fmt, true, 0.75f, 0, 0);
       check_quantize(be, src_t, bits, 1, 1000, fmt, true, 1.0f, 0, 0);
       check_quantize(be, src_t, bits, 1000, 1, fmt, true, 1.0f, 0, 0);
       check_quantize(be, src_t, bits, 128, 128, fmt, true, 1.0f, 1, 1);
+      // A source 4 elements in (8 bytes for 16-bit kinds: scalar loads; 16 for fp32: vector
+      // loads) and a destination 16 bytes in (16-byte stores).
+      check_quantize(be, src_t, bits, 128, 128, fmt, true, 1.0f, 4, 16);
       // Plain layout of the same shapes, for the record.
       check_quantize(be, src_t, bits, 67, 133, fmt, false, 0.75f, 0, 0);
     }
@@ -248,8 +254,9 @@ TEST_F(CudaQuantizeTest, Fp8CodesTransposeAsTheyAre) {
     size_t offset;
   };
   for (const DType fmt : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
-    for (const Shape2 sh : {Shape2{256, 256, 0}, Shape2{192, 320, 0}, Shape2{67, 133, 0},
-                            Shape2{1, 1000, 0}, Shape2{1000, 1, 0}, Shape2{128, 128, 1}}) {
+    for (const Shape2 sh :
+         {Shape2{256, 256, 0}, Shape2{264, 256, 0}, Shape2{256, 132, 0}, Shape2{192, 320, 0},
+          Shape2{67, 133, 0}, Shape2{1, 1000, 0}, Shape2{1000, 1, 0}, Shape2{128, 128, 1}}) {
       const auto count = static_cast<size_t>(sh.rows * sh.cols);
       std::vector<uint8_t> src(count), want(count), got(count, 0xa5);
       for (size_t i = 0; i < count; ++i) src[i] = static_cast<uint8_t>((i * 131 + 7) % 256);
