@@ -12,7 +12,15 @@
 #   speed     cgemm-train --timed_passes 20 (no biases, tp 1) in bf16 and with --scaling current
 #             and delayed, and the PyTorch eager peer (bench/peers/torch_train_mlp.py, bf16), on
 #             CASES (default standard,llama70b: B 4, S 8192, 4096 -> 8192 and B 1, S 8192,
-#             8192 -> 28672), one after another in this call.
+#             8192 -> 28672), one after another in this call;
+#   kernels   cgemm-bench --parts copy_bandwidth,quantize (the quantize-transpose kernel against
+#             a copy of the same bytes), test_grouped_plan on the CUDA backend (the FP8 tiles
+#             among every path) and cgemm-bench --parts grouped_fp8 (the FP8 loop and tiles
+#             against the bf16 tiles on the five MoE cases);
+#   profile   ncu's GPU time of every kernel of cgemm-train's bf16 and FP8 (delayed) passes at
+#             the standard shape, summed by kernel name (profile/train_phases.md);
+#   probes    docs/data/2026-12-07-fp8-kernels/run_probes.sh (built there with nvcc).
+# Not in the default STEPS: kernels, profile, probes.
 # Writes $OUT (default /tmp/cgemm-fp8-train): one log per step, speed/ and fp8_train.tgz (all of
 # it). Exit 1 when a step failed.
 set -u -o pipefail
@@ -101,6 +109,38 @@ for f in sorted(glob.glob(os.path.join(d, "*.csv"))):
     print("\n%s:\n%s" % (os.path.basename(f), open(f).read()))
 PY
 fi
+if wants probes; then
+  OUT=$out/probes run_step probes 300 bash "$root/docs/data/2026-12-07-fp8-kernels/run_probes.sh"
+  grep -E "^\| |check|heuristic|FP8 tiles|device" "$out/probes/probes.log"
+  grep -E "^  [a-z_0-9<>]+\(|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|L2 Hit|Mem Busy" \
+    "$out/probes/ncu_transpose.txt" | head -40
+fi
+
+if wants kernels; then
+  run_step parts_quantize 200 mpirun -np 1 --bind-to none "$bin/cgemm-bench" --backend cuda \
+    --parts copy_bandwidth,quantize --parts_max_copy_mib 1024 --out "$out/parts_quantize"
+  grep -A12 "### quantize" "$out/parts_quantize/cgemm_parts.md"
+  run_step test_grouped_plan 150 mpirun -np 1 --bind-to none "$bin/test_grouped_plan" --backend=cuda
+  grep -E "PASSED|FAILED|SKIPPED" "$out/test_grouped_plan.log" | head -8
+  run_step parts_grouped_fp8 200 mpirun -np 1 --bind-to none "$bin/cgemm-bench" --backend cuda \
+    --parts grouped_fp8 --out "$out/parts_grouped_fp8"
+  grep -A10 "### grouped_fp8" "$out/parts_grouped_fp8/cgemm_parts.md"
+fi
+
+if wants profile; then
+  # Untimed cuBLASLt algorithms: the autotune's trial GEMMs would be profiled too.
+  mkdir -p "$out/profile"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for scaling in none delayed; do
+    CGEMM_GEMM_AUTOTUNE=0 run_step "profile_$scaling" 200 "$ncu" --clock-control none \
+      --metrics gpu__time_duration.sum --csv --print-units base --log-file \
+      "$out/profile/ncu_train_$scaling.csv" "$bin/cgemm-train" --backend cuda --dtype bf16 \
+      --bias off --batch 4 --seq_len 8192 --hidden 4096 --ffn 8192 --steps 1 --lr 1e-4 \
+      --timed_passes 2 --scaling "$scaling"
+  done
+  python3 "$root/scripts/ncu_kernel_table.py" "$out/profile" | tee "$out/profile/train_phases.md"
+fi
+
 # The device tool brings back a limited number of files: one archive of them all.
 tar -czf "$out/fp8_train.tgz" -C "$out" --exclude fp8_train.tgz . 2>/dev/null || true
 exit $status

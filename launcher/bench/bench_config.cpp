@@ -65,17 +65,22 @@ std::vector<std::string> study_list(const OptionReader& r) {
       continue;
     }
     if (std::find(known.begin(), known.end(), item) == known.end()) {
-      r.fail("parts", text,
-             "unknown study '" + item +
-                 "' (known: chunking, interference, copy_bandwidth, quantize, grouped, all)");
+      r.fail(
+          "parts", text,
+          "unknown study '" + item +
+              "' (known: chunking, interference, copy_bandwidth, quantize, grouped, grouped_fp8, "
+              "all)");
     }
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
   if (all) {
-    // The schedule's parts; grouped (the MoE grouped GEMM's paths, large cases of their own)
-    // runs only when named.
+    // The schedule's parts; grouped and grouped_fp8 (the MoE grouped GEMM's paths, large
+    // cases of their own) run only when named.
     for (const std::string& k : known) {
-      if (k != "grouped" && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+      if (k != "grouped" && k != "grouped_fp8" &&
+          std::find(out.begin(), out.end(), k) == out.end()) {
+        out.push_back(k);
+      }
     }
   }
   // In run order, whatever the order given.
@@ -206,8 +211,10 @@ std::vector<Row> own_rows() {
       "a mixture-of-experts layer, the five bf16 MoE cases of docs/PERFORMANCE.md's grouped GEMM "
       "table, not --cases: a loop "
       "of cuBLASLt GEMMs, one cublasGemmGroupedBatchedEx and one dense cuBLASLt GEMM of all "
-      "rows; CUDA backend, or the CPU with --parts_grouped_divide), or all (every study but "
-      "grouped) [default: none: the sweep]. With --scaling delayed or current, chunking times the "
+      "rows; CUDA backend, or the CPU with --parts_grouped_divide), grouped_fp8 (the same cases "
+      "in FP8, e4m3 with a scale_inv per group: the loop and the cuBLASLt tiles against the bf16 "
+      "tiles), or all (every study but the grouped two) [default: none: the sweep]. With --scaling "
+      "delayed or current, chunking times the "
       "FP8 GEMMs the runtime runs "
       "on the operands quantized once before timing (--lhs_format x --rhs_format, e4m3 by "
       "default; the other studies are unchanged)",

@@ -407,11 +407,11 @@ def test_bad_inputs():
     expect_error(lambda: jax.block_until_ready(raw(x, w, jnp.zeros((0,), jnp.float32),
                                                    plan='{"lhs_shape": 3}')),
                  Exception, "lhs_shape: a list of at most 8 ints", "a malformed plan attribute")
-    # Grouped: sizes that do not sum to M are refused at run time, naming the sum.
+    # Grouped: sizes that sum past M are refused at run time, naming the sum (less is padding).
     a, g = jnp.ones((6, 4), jnp.float32), jnp.ones((2, 4, 3), jnp.float32)
     expect_error(lambda: jax.block_until_ready(
-        cj.grouped_gemm(a, g, jnp.asarray([2, 3], jnp.int32), ((1,), (1,)))),
-        Exception, "sum", "grouped sizes that do not sum to M")
+        cj.grouped_gemm(a, g, jnp.asarray([4, 3], jnp.int32), ((1,), (1,)))),
+        Exception, "sum", "grouped sizes that sum past M")
 
 
 def test_shutdown_and_bootstrap_again():

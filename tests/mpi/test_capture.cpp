@@ -419,21 +419,22 @@ TEST_F(Capture, GroupedDeviceSizesReplayWithChangingSizes) {
     // Bad sizes. The CPU backend reads them before it runs: the error at once, out untouched.
     // The CUDA device tiles cannot: NaN in out, then the error at the next call, once.
     const std::vector<int32_t> negative = {100, 100, 100, 100, -100};
-    const std::vector<int32_t> short_sum = {1, 1, 1, 1, 1};
+    const std::vector<int32_t> over_sum = {100, 100, 100, 100, 1};  // 401 rows of 300
     if (be.kind() == BackendKind::kCpu) {
       set_sizes(negative);
       std::string msg = error_of([&] { graph.replay(stream); });
       EXPECT_NE(msg.find("group 4 has a negative size -100"), std::string::npos) << msg;
-      set_sizes(short_sum);
+      set_sizes(over_sum);
       msg = error_of([&] { plan.execute(operands(eager_out), stream); });
-      EXPECT_NE(msg.find("the group sizes sum to 5, but the ragged dim M (lhs rows) = 300"),
+      EXPECT_NE(msg.find("the group sizes sum to 401, but the ragged dim M (lhs rows) = 300"),
                 std::string::npos)
           << msg;
       EXPECT_EQ(error_of([&] { plan.check_device_sizes(); }), "") << where;
     } else {
       const std::string negative_says = "group 4 had a negative size -100";
-      const std::string short_says =
-          "the group sizes summed to 5, but the ragged dim M (lhs rows) = 300 (they must match)";
+      const std::string over_says =
+          "the group sizes summed to 401, but the ragged dim M (lhs rows) = 300 (they may sum to "
+          "less, the rest being padding, not to more)";
       const std::string one =
           "an earlier call's group sizes in device memory were bad (its out "
           "filled with NaN); ";
@@ -459,11 +460,11 @@ TEST_F(Capture, GroupedDeviceSizesReplayWithChangingSizes) {
       EXPECT_NE(msg.find(one + negative_says), std::string::npos) << where << ": " << msg;
       EXPECT_EQ(error_of([&] { plan.check_device_sizes(); }), "") << where << ": reported twice";
       // An eager call, reported by check_device_sizes, which waits for it.
-      set_sizes(short_sum);
+      set_sizes(over_sum);
       zero(eager_out);
       plan.execute(operands(eager_out), stream);
       msg = error_of([&] { plan.check_device_sizes(); });
-      EXPECT_NE(msg.find(one + short_says), std::string::npos) << where << ": " << msg;
+      EXPECT_NE(msg.find(one + over_says), std::string::npos) << where << ": " << msg;
       EXPECT_TRUE(all_nan(eager_out)) << where << ": bad sizes left a number in out";
       // A replay reported by the next eager call, which then does not run (out stays zero).
       set_sizes(negative);

@@ -133,7 +133,8 @@ double eps(DType out) {
 struct Case {
   GroupedForm form = GroupedForm::kRaggedRows;
   std::vector<int32_t> sizes;
-  int64_t other = 40;  // K (ragged rows) or M (ragged contracting)
+  int64_t padding = 0;  // the ragged dim's capacity past the sizes' sum
+  int64_t other = 40;   // K (ragged rows) or M (ragged contracting)
   int64_t n = 24;
   bool lhs_trans = false;  // lhs [K, M] (contracting dim 0)
   bool rhs_trans = true;   // rhs [G, N, K] / [N, K]
@@ -155,12 +156,12 @@ std::string describe(const Case& c) {
                   (c.bias ? " bias" : "") + (c.backend_sizes ? " backend-sizes" : "") + " path " +
                   grouped_path_name(c.path) + " sizes [";
   for (int32_t v : c.sizes) s += std::to_string(v) + " ";
-  return s + "]";
+  return s + "]" + (c.padding > 0 ? " padding " + std::to_string(c.padding) : "");
 }
 
 GroupedGemmDesc make_desc(const Case& c) {
   const auto g = static_cast<int64_t>(c.sizes.size());
-  int64_t ragged = 0;
+  int64_t ragged = c.padding;
   for (int32_t v : c.sizes) ragged += v;
   GroupedGemmDesc d;
   d.name = "moe";
@@ -201,7 +202,7 @@ void run_and_check(const Case& c) {
   const auto g = static_cast<int64_t>(c.sizes.size());
   // The CPU backend ignores the path; the CUDA backend runs the one asked for, and for auto
   // the cuBLASLt tiles where they run and groups average under kAutoTilesRowsPerGroup rows.
-  const int64_t rows_total = std::accumulate(c.sizes.begin(), c.sizes.end(), int64_t{0});
+  const int64_t rows_total = std::accumulate(c.sizes.begin(), c.sizes.end(), c.padding);
   const bool tiles_run =
       c.form == GroupedForm::kRaggedRows && c.out_dtype.value_or(c.dtype) == c.dtype && c.other > 0;
   GroupedPath expected = GroupedPath::kLoop;
@@ -242,7 +243,7 @@ void check_output(const Case& c, const std::vector<double>& lhs, const std::vect
                   const std::vector<double>& bias, const std::vector<double>& out) {
   const auto g = static_cast<int64_t>(c.sizes.size());
   const DType out_t = c.out_dtype.value_or(c.dtype);
-  int64_t ragged = 0;
+  int64_t ragged = c.padding;
   for (int32_t v : c.sizes) ragged += v;
   const bool rows = c.form == GroupedForm::kRaggedRows;
   const int64_t m_all = rows ? ragged : c.other, k_all = rows ? c.other : ragged;
@@ -288,6 +289,13 @@ void check_output(const Case& c, const std::vector<double>& lhs, const std::vect
       }
     }
     off += size;
+  }
+  // Padding rows (past the sizes' sum) are zeros, whatever the path and the bias.
+  for (int64_t at = off * c.n; rows && at < ragged * c.n; ++at) {
+    if (out[static_cast<size_t>(at)] != 0.0 && ++bad <= 3) {
+      ADD_FAILURE() << "padding row " << at / c.n << " column " << at % c.n << ": got "
+                    << out[static_cast<size_t>(at)] << ", expected 0";
+    }
   }
   EXPECT_EQ(bad, 0);
 }
@@ -403,10 +411,8 @@ TEST_F(GroupedPlan, SizesAreCheckedBeforeAnythingRuns) {
   for (bool backend : {false, true}) {
     expect_refused_call(rows, {24, 24, 24, 25}, backend,
                         "grouped GEMM 'moe': the group sizes sum to 97, but the ragged dim M "
-                        "(lhs rows) = 96 (they must match)");
-    expect_refused_call(rows, {24, 24, 24, 23}, backend,
-                        "grouped GEMM 'moe': the group sizes sum to 95, but the ragged dim M "
-                        "(lhs rows) = 96 (they must match)");
+                        "(lhs rows) = 96 (they may sum to less, the rest being padding, not to "
+                        "more)");
     expect_refused_call(rows, {30, -6, 48, 24}, backend,
                         "grouped GEMM 'moe': group 1 has a negative size -6");
   }
@@ -416,7 +422,41 @@ TEST_F(GroupedPlan, SizesAreCheckedBeforeAnythingRuns) {
   wgrad.form = GroupedForm::kRaggedContracting;
   expect_refused_call(wgrad, {0, 0, 0, 100}, true,
                       "grouped GEMM 'moe': the group sizes sum to 100, but the ragged contracting "
-                      "dim K = 96 (they must match)");
+                      "dim K = 96 (they may sum to less, the rest being padding, not to more)");
+}
+
+// Padded sizes (gemm.py allows sizes that sum to less than the ragged dim: TE's MoE capacity
+// buffers): on every path, sizes from the host and from backend memory, with and without a
+// bias, the groups' rows are right and the padding rows zero (ragged rows); a ragged
+// contraction stops at the sizes' sum (the reference reads only those indices).
+TEST_F(GroupedPlan, PaddedSizes) {
+  std::vector<GroupedPath> paths{GroupedPath::kAuto, GroupedPath::kLoop,
+                                 GroupedPath::kCublasLtDeviceTiles};
+  if (g_cuda) {
+    paths.push_back(GroupedPath::kCublasGrouped);
+    paths.push_back(GroupedPath::kCublasLtTiles);
+  }
+  for (const std::vector<int32_t>& sizes :
+       {std::vector<int32_t>{24, 0, 30, 10}, std::vector<int32_t>{0, 0, 0, 0}}) {
+    for (GroupedPath path : paths) {
+      for (bool bias : {false, true}) {
+        Case c;
+        c.sizes = sizes;
+        c.padding = 32;
+        c.path = path;
+        c.bias = bias;
+        c.backend_sizes = path == GroupedPath::kCublasLtDeviceTiles || bias;
+        run_and_check(c);
+      }
+    }
+    Case wgrad;
+    wgrad.form = GroupedForm::kRaggedContracting;
+    wgrad.sizes = sizes;
+    wgrad.padding = 32;
+    wgrad.other = 20;
+    wgrad.lhs_trans = true;
+    run_and_check(wgrad);
+  }
 }
 
 template <class E>
@@ -448,53 +488,88 @@ TEST_F(GroupedPlan, Fp8RaggedRows) {
   // scale_inv at 4g bytes, which cuBLASLt refuses as a scale pointer (the plan's slots).
   const std::vector<std::vector<int32_t>> fp8_sizes = {
       {32, 32, 32, 32}, {64, 16, 0, 16}, {40, 8, 24, 24}, {0, 0, 96, 0}, {96}};
+  // The CUDA backend runs both of its FP8 paths; the CPU backend has one (the loop).
+  std::vector<GroupedPath> paths{GroupedPath::kLoop};
+  if (be().kind() == BackendKind::kCuda) paths.push_back(GroupedPath::kCublasLtTiles);
   for (const auto& [lhs_t, rhs_t] : formats) {
     for (const auto& sizes : fp8_sizes) {
       for (DType out_t : {DType::kBFloat16, DType::kFloat32}) {
         for (bool bias : {false, true}) {
-          Case c;
-          c.sizes = sizes;
-          c.other = 64;
-          c.n = 32;
-          c.dtype = lhs_t;
-          c.rhs_dtype = rhs_t;
-          c.out_dtype = out_t;
-          c.bias = bias;
-          c.scaling = ++turn % 2 == 0 ? ScalingMode::kDelayedTensorScaling
-                                      : ScalingMode::kCurrentTensorScaling;
-          SCOPED_TRACE(describe(c) + " rhs " + std::string(dtype_name(rhs_t)) + " out " +
-                       std::string(dtype_name(out_t)));
-          const GroupedGemmDesc d = make_desc(c);
-          GroupedGemmPlan plan(*g_ctx, d);
-          ASSERT_EQ(plan.path(), GroupedPath::kLoop);
-          ASSERT_EQ(plan.out_dtype(), out_t);
-          const auto g = static_cast<int64_t>(sizes.size());
-          const auto lhs = random_values(num_elements(d.lhs_shape), lhs_t);
-          const auto rhs = random_values(num_elements(d.rhs_shape), rhs_t);
-          const auto bias_v = bias ? random_values(g * c.n, out_t) : std::vector<double>{};
-          std::vector<float> sl(static_cast<size_t>(g)), sr(static_cast<size_t>(g));
-          for (size_t i = 0; i < sl.size(); ++i) {
-            sl[i] = scale(gen);
-            sr[i] = scale(gen);
-            c.group_scale.push_back(static_cast<double>(sl[i]) * sr[i]);
+          for (GroupedPath path : paths) {
+            Case c;
+            c.path = path;
+            c.sizes = sizes;
+            c.other = 64;
+            c.n = 32;
+            c.dtype = lhs_t;
+            c.rhs_dtype = rhs_t;
+            c.out_dtype = out_t;
+            c.bias = bias;
+            c.scaling = ++turn % 2 == 0 ? ScalingMode::kDelayedTensorScaling
+                                        : ScalingMode::kCurrentTensorScaling;
+            SCOPED_TRACE(describe(c) + " rhs " + std::string(dtype_name(rhs_t)) + " out " +
+                         std::string(dtype_name(out_t)));
+            const GroupedGemmDesc d = make_desc(c);
+            GroupedGemmPlan plan(*g_ctx, d);
+            ASSERT_EQ(plan.path(), path);
+            ASSERT_EQ(plan.out_dtype(), out_t);
+            const auto g = static_cast<int64_t>(sizes.size());
+            const auto lhs = random_values(num_elements(d.lhs_shape), lhs_t);
+            const auto rhs = random_values(num_elements(d.rhs_shape), rhs_t);
+            const auto bias_v = bias ? random_values(g * c.n, out_t) : std::vector<double>{};
+            std::vector<float> sl(static_cast<size_t>(g)), sr(static_cast<size_t>(g));
+            for (size_t i = 0; i < sl.size(); ++i) {
+              sl[i] = scale(gen);
+              sr[i] = scale(gen);
+              c.group_scale.push_back(static_cast<double>(sl[i]) * sr[i]);
+            }
+            Buffer lhs_buf(lhs, lhs_t), rhs_buf(rhs, rhs_t);
+            Buffer sl_buf(sl.size() * sizeof(float)), sr_buf(sr.size() * sizeof(float));
+            be().copy_from_host(sl_buf.p, sl.data(), sl.size() * sizeof(float));
+            be().copy_from_host(sr_buf.p, sr.data(), sr.size() * sizeof(float));
+            std::unique_ptr<Buffer> bias_buf;
+            if (bias) bias_buf = std::make_unique<Buffer>(bias_v, out_t);
+            const int64_t count = num_elements(plan.out_shape());
+            Buffer out(static_cast<size_t>(count) * dtype_size(out_t));
+            be().fill_nan(out.p, out_t, count);
+            plan.execute_scaled(sizes, lhs_buf.p, static_cast<const float*>(sl_buf.p), rhs_buf.p,
+                                static_cast<const float*>(sr_buf.p),
+                                bias_buf ? bias_buf->p : nullptr, out.p);
+            check_output(c, lhs, rhs, bias_v, read_back(out.p, out_t, count));
+            // Groups of multiples of 16 rows must run on the tiles themselves, one class of
+            // tiles ({32, 32, 32, 32}) and several ({64, 16, 0, 16}: each class's alphas
+            // start further in); a call cuBLASLt has no algorithm for runs the loop, right
+            // but not what is tested here.
+            if (sizes == fp8_sizes[0] || sizes == fp8_sizes[1]) {
+              EXPECT_EQ(plan.loop_fallbacks(), 0);
+            }
           }
-          Buffer lhs_buf(lhs, lhs_t), rhs_buf(rhs, rhs_t);
-          Buffer sl_buf(sl.size() * sizeof(float)), sr_buf(sr.size() * sizeof(float));
-          be().copy_from_host(sl_buf.p, sl.data(), sl.size() * sizeof(float));
-          be().copy_from_host(sr_buf.p, sr.data(), sr.size() * sizeof(float));
-          std::unique_ptr<Buffer> bias_buf;
-          if (bias) bias_buf = std::make_unique<Buffer>(bias_v, out_t);
-          const int64_t count = num_elements(plan.out_shape());
-          Buffer out(static_cast<size_t>(count) * dtype_size(out_t));
-          be().fill_nan(out.p, out_t, count);
-          plan.execute_scaled(sizes, lhs_buf.p, static_cast<const float*>(sl_buf.p), rhs_buf.p,
-                              static_cast<const float*>(sr_buf.p), bias_buf ? bias_buf->p : nullptr,
-                              out.p);
-          check_output(c, lhs, rhs, bias_v, read_back(out.p, out_t, count));
         }
       }
     }
   }
+}
+
+// NVTE_JAX_ENFORCE_V2_GROUPED_GEMM, read by every plan as gemm.py reads it: cgemm has no v2
+// kernel (nvte_grouped_gemm), so a non-zero integer fails the plan with gemm.py's message, and
+// a value that is not an integer with its other one; 0 plans as unset.
+TEST_F(GroupedPlan, EnforceV2GroupedGemmIsReadAtPlanning) {
+  Case c;
+  c.sizes = {24, 24, 24, 24};
+  const GroupedGemmDesc d = make_desc(c);
+  setenv("NVTE_JAX_ENFORCE_V2_GROUPED_GEMM", "1", 1);
+  expect_plan_error<PlanError>(d,
+                               "The TE V2 grouped GEMM is not available but "
+                               "NVTE_JAX_ENFORCE_V2_GROUPED_GEMM is enabled.");
+  setenv("NVTE_JAX_ENFORCE_V2_GROUPED_GEMM", "yes", 1);
+  expect_plan_error<PlanError>(
+      d, "NVTE_JAX_ENFORCE_V2_GROUPED_GEMM must be an integer (0 or 1), got: 'yes'");
+  setenv("NVTE_JAX_ENFORCE_V2_GROUPED_GEMM", "", 1);  // int("") fails in gemm.py too
+  expect_plan_error<PlanError>(
+      d, "NVTE_JAX_ENFORCE_V2_GROUPED_GEMM must be an integer (0 or 1), got: ''");
+  setenv("NVTE_JAX_ENFORCE_V2_GROUPED_GEMM", "0", 1);
+  EXPECT_NO_THROW(GroupedGemmPlan(*g_ctx, d));
+  unsetenv("NVTE_JAX_ENFORCE_V2_GROUPED_GEMM");
 }
 
 // FP8's refusals, each one message: the wrong call for the plan, null scale_inv, a layout other
@@ -508,6 +583,8 @@ TEST_F(GroupedPlan, Fp8Refusals) {
   c.out_dtype = DType::kBFloat16;
   c.scaling = ScalingMode::kCurrentTensorScaling;
   GroupedGemmPlan plan(*g_ctx, make_desc(c));
+  // kAuto keeps FP8 on the loop (the tiles' FP8 is asked for by name until it has run on a GPU).
+  EXPECT_EQ(plan.path(), GroupedPath::kLoop);
   Buffer x(96 * 48 * 4);
   const auto expect_error = [](const std::function<void()>& f, const std::string& message) {
     try {

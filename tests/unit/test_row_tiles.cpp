@@ -188,7 +188,7 @@ TEST(RowTiles, Alignment16) {
   g.lhs_trans = true;
   g.m_total = 92;  // lhs [K, M]: ld 184 bytes
   EXPECT_FALSE(bases_and_lds_aligned16(g, buf, buf, buf));
-  g.dtype = DType::kFloat32;  // 368 bytes
+  g.dtype = g.rhs_dtype = g.out_dtype = DType::kFloat32;  // 368 bytes
   EXPECT_TRUE(bases_and_lds_aligned16(g, buf, buf, buf));
 }
 

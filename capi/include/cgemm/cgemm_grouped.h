@@ -23,8 +23,10 @@ extern "C" {
  *     [off_g, off_g + size_g) of lhs and out (off_g: the sum of the sizes before g).
  *   form "ragged_contracting" (wgrad): lhs [K, M] ((0,)) or [M, K] ((1,)), rhs [K, N] ((0,))
  *     or [N, K] ((1,)), out [G, M, N]; group g owns contracting indices [off_g, off_g + size_g).
- * The ragged dim (M, or K) is the plan's capacity: every call's sizes sum to it exactly
- * (gemm.py's rule), and every workspace is made for it when the plan is made. */
+ * The ragged dim (M, or K) is the plan's capacity: every call's sizes sum to at most it, and
+ * every workspace is made for it when the plan is made. Sizes that sum to less leave padding
+ * (gemm.py allows it: TE's MoE capacity buffers): ragged_rows writes zeros to the out rows past
+ * the sum; ragged_contracting contracts only the indices below it. */
 
 typedef struct cgemm_grouped_plan cgemm_grouped_plan;
 
@@ -86,7 +88,7 @@ CGEMM_API cgemm_status cgemm_grouped_plan_tensor_info(const cgemm_grouped_plan* 
 
 typedef struct cgemm_grouped_plan_info {
   int64_t num_groups;
-  int64_t ragged_extent;  /* M (ragged_rows) or K (ragged_contracting): what sizes sum to */
+  int64_t ragged_extent;  /* M (ragged_rows) or K (ragged_contracting): what sizes sum to at most */
   const char* path;       /* the path calls run: "loop", "cublas_grouped", "cublaslt_tiles",
                              "cublaslt_device_tiles" */
   int64_t loop_fallbacks; /* calls of a cuBLAS path that ran the loop (unaligned pointers) */

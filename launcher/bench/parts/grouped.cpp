@@ -32,28 +32,12 @@
 #include "cgemm/runtime/grouped_plan.hpp"
 #include "common/job.hpp"
 #include "grouped_sizes.hpp"
+#include "moe_cases.hpp"
 #include "parts.hpp"
 
 namespace cgemm::launcher::parts {
 
 namespace {
-
-struct MoeCase {
-  int64_t tokens, groups, k, n;
-  GroupSkew skew;
-};
-
-// Issue 25 item 5's table, in its order.
-const std::vector<MoeCase>& moe_cases() {
-  static const std::vector<MoeCase> cases{{32768, 8, 4096, 14336, GroupSkew::kUniform},
-                                          {65536, 64, 4096, 2048, GroupSkew::kUniform},
-                                          {65536, 64, 4096, 2048, GroupSkew::kSkewed},
-                                          {16384, 64, 2048, 1408, GroupSkew::kUniform},
-                                          {16384, 64, 2048, 1408, GroupSkew::kSkewed}};
-  return cases;
-}
-
-constexpr int64_t kEmpty = 8;  // empty groups of a skewed case
 
 Table grouped_table() {
   return Table(
@@ -90,56 +74,6 @@ Table grouped_table() {
        {"device_graph_same", "graph = eager", "", 0, -1, "", Column::kAll}});
 }
 
-// Backend memory released on every path out.
-class Buffers {
- public:
-  explicit Buffers(Backend& be) : be_(be) {}
-  ~Buffers() {
-    for (void* p : held_) be_.release(p);
-  }
-  Buffers(const Buffers&) = delete;
-  Buffers& operator=(const Buffers&) = delete;
-  void* get(size_t bytes) {
-    held_.push_back(be_.allocate(bytes));
-    return held_.back();
-  }
-
- private:
-  Backend& be_;
-  std::vector<void*> held_;
-};
-
-std::vector<float> row_values(Backend& be, const void* out, int64_t row, int64_t n) {
-  std::vector<uint16_t> bits(static_cast<size_t>(n));
-  be.copy_to_host(bits.data(), static_cast<const char*>(out) + row * n * 2,
-                  bits.size() * sizeof(uint16_t));
-  std::vector<float> v(bits.size());
-  convert_to_float(bits.data(), DType::kBFloat16, v.data(), n);
-  return v;
-}
-
-// max |b - a| / max |a| over the first and last row of every non-empty group (NaN if either
-// holds a NaN there).
-double rel_diff(Backend& be, const void* a_out, const void* b_out,
-                const std::vector<int32_t>& sizes, int64_t n) {
-  double diff = 0.0, mag = 0.0;
-  int64_t off = 0;
-  for (int32_t size : sizes) {
-    for (int64_t row : {off, off + size - 1}) {
-      if (size == 0) break;
-      const std::vector<float> a = row_values(be, a_out, row, n);
-      const std::vector<float> b = row_values(be, b_out, row, n);
-      for (size_t j = 0; j < a.size(); ++j) {
-        diff = std::max(diff, static_cast<double>(std::fabs(a[j] - b[j])));
-        mag = std::max(mag, static_cast<double>(std::fabs(a[j])));
-        if (std::isnan(a[j]) || std::isnan(b[j])) diff = std::nan("");
-      }
-    }
-    off += size;
-  }
-  return mag > 0 ? diff / mag : diff;
-}
-
 }  // namespace
 
 Table grouped(Backend& be, const Settings& s) {
@@ -152,8 +86,8 @@ Table grouped(Backend& be, const Settings& s) {
     c.n = std::max<int64_t>(full.n / div, 1);
     const std::string name = std::to_string(c.tokens) + "x" + std::to_string(c.groups) + "x" +
                              std::to_string(c.k) + "x" + std::to_string(c.n);
-    const std::string skew = group_skew_text(c.skew, kEmpty);
-    const std::vector<int32_t> sizes = moe_group_sizes(c.tokens, c.groups, c.skew, kEmpty);
+    const std::string skew = group_skew_text(c.skew, kMoeEmptyGroups);
+    const std::vector<int32_t> sizes = moe_group_sizes(c.tokens, c.groups, c.skew, kMoeEmptyGroups);
     std::string list;
     for (int32_t v : sizes) list += (list.empty() ? "" : ",") + std::to_string(v);
     say("grouped: " + name + " " + skew + ": sizes " + list);
@@ -181,7 +115,7 @@ Table grouped(Backend& be, const Settings& s) {
       say(std::string("grouped: ") + e.what());
     }
 
-    Buffers mem(be);
+    BackendBuffers mem(be);
     const size_t lhs_bytes = static_cast<size_t>(c.tokens * c.k) * 2;
     const size_t out_bytes = static_cast<size_t>(c.tokens * c.n) * 2;
     const size_t sets = std::max<size_t>(2, (2 * s.l2_bytes + lhs_bytes - 1) / lhs_bytes);

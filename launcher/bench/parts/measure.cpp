@@ -189,7 +189,7 @@ std::string gemm_text(const GemmTask& t) {
 
 const std::vector<std::string>& study_names() {
   static const std::vector<std::string> names{"chunking", "interference", "copy_bandwidth",
-                                              "quantize", "grouped"};
+                                              "quantize", "grouped",      "grouped_fp8"};
   return names;
 }
 

@@ -18,6 +18,8 @@
 //                   loop of cuBLASLt GEMMs against its cublasGemmGroupedBatchedEx path and one
 //                   dense GEMM of every row, on the issue's five cases of its own (grouped.cpp;
 //                   bench/peers/torch_grouped_mm.py times torch on the same sizes)
+//   grouped_fp8     the same cases in FP8 (e4m3, a scale_inv per group): the loop and the
+//                   cuBLASLt tiles against the bf16 tiles (grouped_fp8.cpp)
 // Shapes are cgemm-bench's cases (bench_config.hpp), bf16 operands, one rank's local GEMM at
 // a given tp; the chunk GEMMs are those of the programs the runtime plans for that rank
 // (plan_gemm's ProgramView), chunks_per_rank pieces and quantization included, so --parts
@@ -208,9 +210,11 @@ Table copy_bandwidth(Backend& be, const Settings& s);
 Table quantize_bandwidth(Backend& be, const Settings& s);
 /// Issue 25's MoE cases (tokens, K, N divided by s.grouped_divide), grouped.cpp.
 Table grouped(Backend& be, const Settings& s);
+/// The same cases in FP8 on the loop and the tiles, against the bf16 tiles (grouped_fp8.cpp).
+Table grouped_fp8(Backend& be, const Settings& s);
 
-/// "chunking", "interference", "copy_bandwidth", "quantize", "grouped": the names --parts
-/// takes, in run order ("all" is every one but grouped).
+/// "chunking", "interference", "copy_bandwidth", "quantize", "grouped", "grouped_fp8": the
+/// names --parts takes, in run order ("all" is every one but the grouped two).
 const std::vector<std::string>& study_names();
 
 /// cgemm-bench --parts: checks the job (one rank) and the outputs, runs cfg.parts in order on

@@ -63,8 +63,13 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
   s.max_copy_mib = cfg.parts_max_copy_mib;
   s.quantization = cfg.quantization;
   s.grouped_divide = cfg.parts_grouped_divide;
-  const bool grouped_asked =
-      std::find(cfg.parts.begin(), cfg.parts.end(), "grouped") != cfg.parts.end();
+  // The grouped study asked for first ("": none), named in the CPU's refusal below.
+  std::string grouped_asked;
+  for (const std::string& study : cfg.parts) {
+    if (grouped_asked.empty() && (study == "grouped" || study == "grouped_fp8")) {
+      grouped_asked = study;
+    }
+  }
   std::vector<BenchShape> shapes;
   for (const std::string& name : cfg.cases) shapes.push_back(bench_shape(name));
 
@@ -77,10 +82,12 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
     if (any_rank_failed(l2_memory_refusal(cfg.l2_mib, ctx))) return kExitUsage;
     Backend& be = ctx.backend();
     // The full MoE cases are tens of TFLOP a round: hours on a CPU.
-    const bool cpu_full = grouped_asked && be.kind() == BackendKind::kCpu && s.grouped_divide < 16;
-    if (any_rank_failed(cpu_full ? "--parts grouped on the CPU backend needs "
-                                   "--parts_grouped_divide 16 or more (the full MoE cases are "
-                                   "for the GPU); got " +
+    const bool cpu_full =
+        !grouped_asked.empty() && be.kind() == BackendKind::kCpu && s.grouped_divide < 16;
+    if (any_rank_failed(cpu_full ? "--parts " + grouped_asked +
+                                       " on the CPU backend needs "
+                                       "--parts_grouped_divide 16 or more (the full MoE cases are "
+                                       "for the GPU); got " +
                                        std::to_string(s.grouped_divide)
                                  : "")) {
       return kExitUsage;
@@ -93,6 +100,7 @@ int run_parts(const BenchConfig& cfg, const std::string& command, const std::str
                 : study == "interference" ? interference(be, shapes, s)
                 : study == "quantize"     ? quantize_bandwidth(be, s)
                 : study == "grouped"      ? grouped(be, s)
+                : study == "grouped_fp8"  ? grouped_fp8(be, s)
                                           : copy_bandwidth(be, s);
       md << "\n### " << study << "\n\n" << t.markdown();
       csvs.emplace_back(study, t.csv());

@@ -279,9 +279,10 @@ class CpuBackend final : public Backend {
     // Sizes read where they are (shape.device_sizes): this backend's memory is the host's.
     GroupedGemmTask on_host = t;
     on_host.host_sizes = t.sizes;
-    check_group_sizes(t.shape, t.label != nullptr ? t.label : "",
-                      {t.sizes, static_cast<size_t>(t.shape.groups)});
+    const int64_t sum = check_group_sizes(t.shape, t.label != nullptr ? t.label : "",
+                                          {t.sizes, static_cast<size_t>(t.shape.groups)});
     run_grouped_loop(*this, on_host, stream);
+    zero_padding_rows(*this, t, sum, stream);
     return true;
   }
   void update_scale(const ScaleUpdate& u, int stream) override {

@@ -46,12 +46,22 @@ int64_t check_group_sizes(const GroupedGemmShape& shape, const std::string& name
     }
     sum += sizes[g];  // at most 2^31 * G: no overflow
   }
-  // gemm.py's rule: the sizes cover the ragged dim exactly (its capacity is the plan's extent).
-  if (sum != shape.extent) {
+  // gemm.py's rule: the sizes need not fill the ragged dim (the plan's capacity: padding is
+  // allowed, gemm.py checks only how many sizes there are), but they cannot pass it.
+  if (sum > shape.extent) {
     throw Error(what + ": the group sizes sum to " + std::to_string(sum) + ", but " + dim +
-                " (they must match)");
+                " (they may sum to less, the rest being padding, not to more)");
   }
   return sum;
+}
+
+void zero_padding_rows(Backend& be, const GroupedGemmTask& t, int64_t sum, int stream) {
+  const GroupedGemmShape& s = t.shape;
+  if (s.form != GroupedForm::kRaggedRows || sum >= s.extent || s.n == 0) return;
+  const auto out_size = static_cast<int64_t>(dtype_size(s.out_dtype));
+  // No parts and no bias: sum_partials writes zeros.
+  be.sum_partials({}, s.out_dtype, (s.extent - sum) * s.n, nullptr, s.n,
+                  static_cast<char*>(t.out) + sum * s.n * out_size, s.out_dtype, stream);
 }
 
 void run_grouped_loop(Backend& be, const GroupedGemmTask& task, int stream) {
@@ -78,6 +88,7 @@ void run_grouped_loop(Backend& be, const GroupedGemmTask& task, int stream) {
       t.rhs_dtype = s.rhs_dtype;
       t.lhs_scale_inv = scale(task.lhs_scale_inv, g);
       t.rhs_scale_inv = scale(task.rhs_scale_inv, g);
+      t.fast_accumulation = s.fast_accumulation;
     }
     t.lhs_transposed = s.lhs_trans;
     t.rhs_transposed = s.rhs_trans;

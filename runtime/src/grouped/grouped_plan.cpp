@@ -13,10 +13,12 @@
 #include "cgemm/runtime/grouped_plan.hpp"
 
 #include <array>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <utility>
 
+#include "cgemm/core/env.hpp"
 #include "cgemm/core/error.hpp"
 #include "cgemm/runtime/context.hpp"
 #include "grouped_rows.hpp"
@@ -84,6 +86,12 @@ GroupedGemmInput planner_input(const GroupedGemmDesc& d, const Backend& be) {
   in.compute_capability = be.compute_capability();
   in.num_compute_streams = be.num_streams();
   in.v2_available = false;  // cgemm has no nvte_grouped_gemm
+  // Read as gemm.py reads it (once per grouped_gemm call there, per plan here): "1" fails the
+  // plan with gemm.py's message, since no v2 kernel is available.
+  // getenv itself, not env_text: an empty value fails as gemm.py's int("") does.
+  if (const char* v = std::getenv(env::kEnforceV2GroupedGemm.name.data()); v != nullptr) {
+    in.enforce_v2_env = std::string(v);
+  }
   return in;
 }
 
@@ -282,6 +290,7 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   shape_.out_dtype = planned_.out_dtype;
   shape_.bias = planned_.has_bias;
   shape_.scaled = fp8;
+  shape_.fast_accumulation = !fp8_gemm_high_precision_accumulation();
   choose_path(what);
   impl_ = std::make_unique<Impl>(be_);
   write_programs(*impl_, shape_, d.name);
@@ -295,10 +304,7 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
   std::string why;  // why no CUDA runner takes the plan
   if (d.form != GroupedForm::kRaggedRows) {
     why = "it runs the ragged-rows form (forward, dgrad) only";
-  } else if (planned_.out_dtype != d.dtype) {
-    why = "the output dtype " + std::string(dtype_name(planned_.out_dtype)) +
-          " differs from the inputs' " + std::string(dtype_name(d.dtype));
-  }
+  }  // the dtypes each runner takes: grouped_rows.hpp's refusals
   const auto refuse = [&](const std::string& reason) {
     throw Error(what + ": path " + grouped_path_name(d.path) + " does not run it: " + reason +
                 "; use path loop (or auto)");
@@ -325,8 +331,10 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
   } else if (d.path == GroupedPath::kCublasLtTiles) {
     if (!tiles_why.empty()) refuse(tiles_why);
     shape_.path = GroupedPath::kCublasLtTiles;
-  } else if (tiles_why.empty() && shape_.extent < kAutoTilesRowsPerGroup * d.num_groups) {
-    // kAuto: see kAutoTilesRowsPerGroup (a rule not measured on a GPU yet).
+  } else if (tiles_why.empty() && !shape_.scaled &&
+             shape_.extent < kAutoTilesRowsPerGroup * d.num_groups) {
+    // kAuto: see kAutoTilesRowsPerGroup (a rule not measured on a GPU yet). FP8 stays on the
+    // loop until its tiles (the alpha vector, tile_scales.hpp) have run on a GPU.
     shape_.path = GroupedPath::kCublasLtTiles;
   }
 }

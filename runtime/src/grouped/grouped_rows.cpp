@@ -17,10 +17,29 @@ RaggedRowsGeometry ragged_rows_geometry(const GroupedGemmShape& s) {
   g.lhs_trans = s.lhs_trans;
   g.rhs_trans = s.rhs_trans;
   g.dtype = s.in_dtype;
+  g.rhs_dtype = s.rhs_dtype;
+  g.out_dtype = s.out_dtype;
+  g.scaled = s.scaled;
+  g.fast_accumulation = s.fast_accumulation;
   return g;
 }
 
+namespace {
+
+// One dtype in and out, or why not (the cuBLAS grouped and device tiles runners).
+std::string one_dtype_refusal(const RaggedRowsGeometry& g) {
+  if (g.scaled) return "FP8 inputs run on the loop and cublaslt_tiles paths only";
+  if (g.rhs_dtype != g.dtype || g.out_dtype != g.dtype) {
+    return "the output dtype " + std::string(dtype_name(g.out_dtype)) +
+           " differs from the inputs' " + std::string(dtype_name(g.dtype));
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string cublas_grouped_refusal(const RaggedRowsGeometry& g) {
+  if (std::string why = one_dtype_refusal(g); !why.empty()) return why;
   if (g.dtype != DType::kBFloat16 && g.dtype != DType::kFloat16) {
     // cuBLAS would take float32 too, but the issue scopes this path to the half types it
     // names for cublasGemmGroupedBatchedEx; float32 keeps the loop's cuBLASLt GEMMs.
@@ -36,7 +55,20 @@ std::string cublas_grouped_refusal(const RaggedRowsGeometry& g) {
 }
 
 std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g) {
-  if (g.dtype != DType::kBFloat16 && g.dtype != DType::kFloat16 && g.dtype != DType::kFloat32) {
+  const auto half_or_float = [](DType t) {
+    return t == DType::kBFloat16 || t == DType::kFloat16 || t == DType::kFloat32;
+  };
+  if (g.scaled) {
+    if (!is_fp8(g.dtype) || !is_fp8(g.rhs_dtype) || !half_or_float(g.out_dtype)) {
+      return "FP8 runs FP8 lhs and rhs into bfloat16, float16 or float32, not " +
+             std::string(dtype_name(g.dtype)) + " x " + std::string(dtype_name(g.rhs_dtype)) +
+             " -> " + std::string(dtype_name(g.out_dtype));
+    }
+    if (g.lhs_trans || !g.rhs_trans) return "FP8 runs lhs [M, K] and rhs [G, N, K] only";
+  } else if (g.rhs_dtype != g.dtype || g.out_dtype != g.dtype) {
+    return "the output dtype " + std::string(dtype_name(g.out_dtype)) +
+           " differs from the inputs' " + std::string(dtype_name(g.dtype));
+  } else if (!half_or_float(g.dtype)) {
     return "it runs bfloat16, float16 and float32, not " + std::string(dtype_name(g.dtype));
   }
   if (g.k == 0) return "K = 0 (an empty contraction, only the bias is written)";
@@ -57,8 +89,8 @@ int64_t device_tile_rows(int64_t m_total) {
 }
 
 std::string cublaslt_device_tiles_refusal(const RaggedRowsGeometry& g) {
-  std::string why = cublaslt_tiles_refusal(g);
-  if (!why.empty()) return why;
+  if (std::string why = one_dtype_refusal(g); !why.empty()) return why;
+  if (std::string why = cublaslt_tiles_refusal(g); !why.empty()) return why;
   if (g.lhs_trans) {
     return "lhs [K, M] (a group's rows start at any column of it, which the pointer-array "
            "matmul cannot read aligned); give lhs [M, K]";
@@ -82,10 +114,11 @@ bool aligned16(const void* base, int64_t bytes) {
 
 bool bases_and_lds_aligned16(const RaggedRowsGeometry& g, const void* lhs, const void* rhs,
                              const void* out) {
-  const auto in = static_cast<int64_t>(dtype_size(g.dtype));
-  const int64_t lds[] = {g.rhs_trans ? g.k : g.n, g.lhs_trans ? g.m_total : g.k, g.n};
-  for (const int64_t ld : lds) {
-    if ((ld * in) % 16 != 0) return false;
+  const auto size = [](DType t) { return static_cast<int64_t>(dtype_size(t)); };
+  if (((g.rhs_trans ? g.k : g.n) * size(g.rhs_dtype)) % 16 != 0 ||
+      ((g.lhs_trans ? g.m_total : g.k) * size(g.dtype)) % 16 != 0 ||
+      (g.n * size(g.out_dtype)) % 16 != 0) {
+    return false;
   }
   return aligned16(lhs, 0) && aligned16(rhs, 0) && aligned16(out, 0);
 }

@@ -16,12 +16,17 @@
 namespace cgemm::grouped {
 
 /// The fixed geometry of a plan's ragged-rows calls (row-major, as GemmTask): lhs [M, K]
-/// (lhs_trans: [K, M]), rhs [G, K, N] (rhs_trans: [G, N, K]), out [M, N], bias [G, N] or none;
-/// in and out of `dtype` (bfloat16 or float16).
+/// (lhs_trans: [K, M]), rhs [G, K, N] (rhs_trans: [G, N, K]), out [M, N], bias [G, N] or none.
+/// lhs of `dtype`, rhs of `rhs_dtype`, out and bias of `out_dtype`: all one dtype, except
+/// FP8 (`scaled`), whose lhs and rhs are FP8 codes with a scale_inv per group and operand.
 struct RaggedRowsGeometry {
   int64_t groups = 0, m_total = 0, n = 0, k = 0;
   bool lhs_trans = false, rhs_trans = false;
   DType dtype = DType::kBFloat16;
+  DType rhs_dtype = DType::kBFloat16;
+  DType out_dtype = DType::kBFloat16;
+  bool scaled = false;
+  bool fast_accumulation = true;  // FP8: cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM
 };
 
 /// The ragged-rows geometry of `s` (s.form must be kRaggedRows): m_total is s.extent.
@@ -92,6 +97,9 @@ bool bases_and_lds_aligned16(const RaggedRowsGeometry& g, const void* lhs, const
 std::string cublas_grouped_refusal(const RaggedRowsGeometry& g);
 
 /// "" when the cuBLASLt tiles runner runs `g`, else why not (a clause for an error message).
+/// It runs one dtype in and out (bfloat16, float16, float32), or FP8 lhs [M, K] and rhs
+/// [G, N, K] (Hopper's FP8 layout, which GroupedGemmPlan requires of FP8 anyway) into
+/// bfloat16, float16 or float32, each tile scaled by its group's two scale_inv.
 std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g);
 
 /// The device tiles runner's tile rows T: kSmallTileRowsCap (128), or the largest power of two

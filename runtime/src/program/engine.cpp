@@ -1,6 +1,7 @@
 #include "engine.hpp"
 
 #include "cgemm/core/env.hpp"
+#include "grouped/grouped_loop.hpp"
 
 #include <algorithm>
 #include <array>
@@ -449,10 +450,13 @@ void Engine::run(const Program& p, const Operands& x, const std::string& name) {
         t.group_labels = o.group_labels;
         // Before anything of the call is issued: a bad size would make every offset wrong.
         // Sizes only in backend memory are the backend's to check (grouped_task.hpp).
+        int64_t sum = -1;
         if (t.host_sizes != nullptr) {
-          check_group_sizes(o.shape, o.label, {t.host_sizes, static_cast<size_t>(o.shape.groups)});
+          sum = check_group_sizes(o.shape, o.label,
+                                  {t.host_sizes, static_cast<size_t>(o.shape.groups)});
         }
         if (!be_.grouped_gemm(t, o.stream)) ++grouped_fallbacks_;
+        if (sum >= 0) zero_padding_rows(be_, t, sum, o.stream);
       },
   };
   for (const Op& op : p.ops) std::visit(issue, op);

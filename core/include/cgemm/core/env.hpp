@@ -44,6 +44,11 @@ inline constexpr EnvKnob kAllReduceInFp32{
     "Transformer Engine's switch: unset or not 0, a plain GEMM's all-reduce sums its float32 "
     "partials and casts once; exactly 0 rounds each rank's partial to the output dtype first "
     "(gemm.py's own default; NCCL then sums in that dtype)"};
+inline constexpr EnvKnob kEnforceV2GroupedGemm{
+    "NVTE_JAX_ENFORCE_V2_GROUPED_GEMM", "0",
+    "Transformer Engine's: an integer; not 0 makes every grouped GEMM plan fail as gemm.py's "
+    "grouped_gemm fails (cgemm has no nvte_grouped_gemm, TE's v2 kernel); not an integer fails "
+    "too"};
 inline constexpr EnvKnob kTestFault{
     "CGEMM_TEST_FAULT", "unset",
     "tests only: stop:RANK[:N], skip_exchange:RANK[:N] or die:RANK[:N] makes a rank stall, skip "
@@ -67,11 +72,12 @@ inline constexpr EnvKnob kUpdateGolden{"CGEMM_UPDATE_GOLDEN", "0",
 
 /// The registry: every knob cgemm reads (a unit test checks that every EnvKnob declared in
 /// this header is listed here, and that docs/ENVIRONMENT.md's table shows each with its text).
-inline constexpr std::array<const EnvKnob*, 12> kEnvKnobs{
-    &env::kGemmAutotune,    &env::kGemmCandidates,    &env::kGemmLog,
-    &env::kNcclMaxCtas,     &env::kNcclMinCtas,       &env::kFp8HighPrecisionAccumulation,
-    &env::kAllReduceInFp32, &env::kTestFault,         &env::kTestStall,
-    &env::kTestGpuSharing,  &env::kTestDpThroughHost, &env::kUpdateGolden,
+inline constexpr std::array<const EnvKnob*, 13> kEnvKnobs{
+    &env::kGemmAutotune,    &env::kGemmCandidates,       &env::kGemmLog,
+    &env::kNcclMaxCtas,     &env::kNcclMinCtas,          &env::kFp8HighPrecisionAccumulation,
+    &env::kAllReduceInFp32, &env::kEnforceV2GroupedGemm, &env::kTestFault,
+    &env::kTestStall,       &env::kTestGpuSharing,       &env::kTestDpThroughHost,
+    &env::kUpdateGolden,
 };
 
 /// The flag: std::nullopt when unset or empty; true for 1/on/true/yes and false for

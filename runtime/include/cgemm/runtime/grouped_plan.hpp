@@ -81,8 +81,9 @@ struct GroupedGemmDesc {
 class GroupedGemmPlan {
  public:
   /// Plans `desc` through the planner's grouped_gemm (compute capability and stream count
-  /// from `backend`; no v2 (nvte_grouped_gemm) library here, NVTE_JAX_ENFORCE_V2_GROUPED_GEMM
-  /// not read). Throws PlanError where gemm.py raises, cgemm::Error for what the runtime does
+  /// from `backend`; no v2 (nvte_grouped_gemm) library here, so NVTE_JAX_ENFORCE_V2_GROUPED_GEMM
+  /// set to a non-zero integer fails the plan, as gemm.py fails without that library). Throws
+  /// PlanError where gemm.py raises, cgemm::Error for what the runtime does
   /// not run (a layout other than those at the top of this file, FP8 or other dtypes, rhs's
   /// G dim != num_groups, lhs and rhs contracting sizes that differ, path kCublasGrouped or
   /// kCublasLtTiles on the CUDA backend where it does not run; kCublasLtDeviceTiles, on every
@@ -113,7 +114,7 @@ class GroupedGemmPlan {
   /// Calls of a kCublasGrouped or kCublasLtTiles plan that ran the loop instead (unaligned
   /// group pointers; for the tiles also a tile size without a cuBLASLt algorithm).
   int64_t loop_fallbacks() const;
-  /// The dim the group sizes must sum to: M (kRaggedRows) or K_total (kRaggedContracting).
+  /// The dim the group sizes sum to at most: M (kRaggedRows) or K_total (kRaggedContracting).
   /// The plan is made for it: every workspace is sized from it.
   int64_t ragged_extent() const { return shape_.extent; }
   /// What every call of this plan runs (Backend::grouped_gemm's shape).

@@ -46,8 +46,8 @@ const char* grouped_path_name(GroupedPath p);
 /// (lhs_trans: [k, extent]), rhs [groups, k, n] (rhs_trans: [groups, n, k]), out [extent, n].
 /// kRaggedContracting: lhs [m, extent] (lhs_trans: [extent, m]), rhs [extent, n] (rhs_trans:
 /// [n, extent]), out [groups, m, n]. bias [groups, n] in out_dtype. `extent` is the ragged
-/// dim's capacity: a call's sizes sum to it (gemm.py's rule), so every workspace a path needs
-/// is sized from it when the plan is prepared.
+/// dim's capacity: a call's sizes sum to at most it (less: padding, zero rows of out in the
+/// ragged-rows form), so every workspace a path needs is sized from it when the plan is prepared.
 struct GroupedGemmShape {
   GroupedForm form = GroupedForm::kRaggedRows;
   GroupedPath path = GroupedPath::kLoop;  // resolved at planning: never kAuto
@@ -62,6 +62,9 @@ struct GroupedGemmShape {
   DType out_dtype = DType::kBFloat16;
   bool bias = false;
   bool scaled = false;  // FP8: a scale_inv per group and operand
+  /// FP8: cuBLASLt's fast accumulation (set at planning from
+  /// NVTE_FP8_GEMM_HIGH_PRECISION_ACCUMULATION, as the dense GEMMs): every path alike.
+  bool fast_accumulation = true;
   /// Sizes given in backend memory are read there, never copied to the host (path
   /// kCublasLtDeviceTiles; the CPU backend's loop reads them in place): a call's task may then
   /// have no host_sizes.
@@ -99,8 +102,8 @@ struct GroupedGemmTask {
   std::span<const std::string> group_labels;
 };
 
-/// Throws cgemm::Error unless `sizes` has shape.groups values, none negative, summing to
-/// shape.extent, naming the grouped GEMM `name`. Returns the sum.
+/// Throws cgemm::Error unless `sizes` has shape.groups values, none negative, summing to at
+/// most shape.extent, naming the grouped GEMM `name`. Returns the sum.
 int64_t check_group_sizes(const GroupedGemmShape& shape, const std::string& name,
                           std::span<const int32_t> sizes);
 

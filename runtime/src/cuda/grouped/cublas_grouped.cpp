@@ -66,7 +66,8 @@ class CublasGrouped final : public RaggedRowsRunner {
   CublasGrouped& operator=(const CublasGrouped&) = delete;
 
   bool run(std::span<const int32_t> sizes, const int32_t* /*device_sizes*/, const void* lhs,
-           const void* rhs, const void* bias, void* out, cudaStream_t stream) override {
+           const void* rhs, const void* bias, void* out, const GroupScales& /*scales*/,
+           cudaStream_t stream) override {
     if (g_.m_total == 0 || g_.n == 0) return true;  // nothing to write
     const auto groups = static_cast<size_t>(g_.groups);
     if (!aligned(sizes, lhs, rhs, out)) return false;

@@ -11,7 +11,7 @@
 // state serves every call: a plan's grouped calls all run on the backend's stream 0 (the
 // engine's op), in order, eager and replayed alike.
 //
-// Bad sizes (a negative size, a sum other than M) cannot be refused before the call: the host
+// Bad sizes (a negative size, a sum over M) cannot be refused before the call: the host
 // never sees them. The call fills out with NaN and the mapped status tells the host; the first
 // call of the plan (or replay) issued after the device ran it throws the message, once, and
 // does not run (take_error); one left unreported is printed when the runner is destroyed.
@@ -117,7 +117,8 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
   CublasLtDeviceTiles& operator=(const CublasLtDeviceTiles&) = delete;
 
   bool run(std::span<const int32_t> host_sizes, const int32_t* device_sizes, const void* lhs,
-           const void* rhs, const void* bias, void* out, cudaStream_t stream) override {
+           const void* rhs, const void* bias, void* out, const GroupScales& /*scales*/,
+           cudaStream_t stream) override {
     throw_earlier_error();
     if (!bases_and_lds_aligned16(g_, lhs, rhs, out)) {
       throw Error(where_ + ": lhs, rhs and out must start on 16 bytes (got " + address(lhs) + ", " +
@@ -198,7 +199,7 @@ class CublasLtDeviceTiles final : public RaggedRowsRunner {
                   std::to_string(st.negative_size)
             : "the group sizes summed to " + std::to_string(st.sum) +
                   ", but the ragged dim M (lhs rows) = " + std::to_string(g_.m_total) +
-                  " (they must match)";
+                  " (they may sum to less, the rest being padding, not to more)";
     return where_ + ": " +
            (calls == 1 ? std::string("an earlier call's group sizes")
                        : std::to_string(calls) + " earlier calls' group sizes") +

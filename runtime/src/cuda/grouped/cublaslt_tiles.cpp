@@ -23,6 +23,10 @@
 // added in fp32 and rounded once, as the loop's epilogue. Rows read back must be in one tile
 // only, so those calls tile without overlap (TileOverlap::kNone).
 //
+// FP8 (bfloat16, float16 or float32 out): each tile's products are scaled by its group's two
+// scale_inv through the alpha vector (tile_scales.hpp): a kernel writes N alphas per tile from
+// the tile groups staged with the pointers, and the matmuls read them (beta on the host).
+//
 // Algorithms: cublasLtMatmulAlgoGetHeuristic's first answer per (tile rows, batch count), kept
 // in a cache (cleared when it grows past kCacheEntries), since the batch count is a layout
 // attribute the heuristic reads. Every class's algorithm is found before anything is issued;
@@ -44,6 +48,7 @@
 #include "lt_pointer_array.hpp"
 #include "ragged_rows_runner.hpp"
 #include "staging_ring.hpp"
+#include "tile_scales.hpp"
 
 namespace cgemm::grouped {
 
@@ -67,12 +72,23 @@ class CublasLtTiles final : public RaggedRowsRunner {
         std::max(max_row_tiles(g.m_total, g.groups, kTileRowsCap, overlap),
                  max_row_tiles(g.m_total, g.groups, kSmallTileRowsCap, overlap)));
     ends_at_ = (3 * (tiles + kMaxClasses)) * sizeof(void*);
-    ring_ = std::make_unique<StagingRing>(
-        ends_at_ + static_cast<size_t>(g.groups) * sizeof(int64_t), where_);
+    groups_at_ = ends_at_ + static_cast<size_t>(g.groups) * sizeof(int64_t);
+    ring_ = std::make_unique<StagingRing>(groups_at_ + (g.scaled ? tiles * sizeof(int32_t) : 0),
+                                          where_);
     try {
       check_lt(cublasLtCreate(&handle_), "cublasLtCreate");
       check_cuda(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)",
                  where_);
+      if (g.scaled) {
+        // One set per staging slot: calls may come on different streams, and the slot's
+        // event is what says a call's matmuls have read them.
+        alpha_slot_floats_ = tiles * static_cast<size_t>(g.n);
+        check_cuda(cudaMalloc(reinterpret_cast<void**>(&alpha_),
+                              StagingRing::kSlots * alpha_slot_floats_ * sizeof(float)),
+                   "cudaMalloc(FP8 tile alphas: " + std::to_string(StagingRing::kSlots) + " x " +
+                       std::to_string(tiles) + " tiles x N " + std::to_string(g.n) + ")",
+                   where_);
+      }
     } catch (...) {
       release();
       throw;
@@ -84,7 +100,8 @@ class CublasLtTiles final : public RaggedRowsRunner {
   CublasLtTiles& operator=(const CublasLtTiles&) = delete;
 
   bool run(std::span<const int32_t> sizes, const int32_t* /*device_sizes*/, const void* lhs,
-           const void* rhs, const void* bias, void* out, cudaStream_t stream) override {
+           const void* rhs, const void* bias, void* out, const GroupScales& scales,
+           cudaStream_t stream) override {
     if (g_.m_total == 0 || g_.n == 0) return true;  // nothing to write
     const bool with_bias = bias != nullptr;
     const std::vector<TileClass> classes =
@@ -101,24 +118,30 @@ class CublasLtTiles final : public RaggedRowsRunner {
     }
     const StagingRing::Slot slot = ring_->acquire();
     auto* ptrs = reinterpret_cast<const void**>(slot.host);
-    const size_t in = dtype_size(g_.dtype);
+    const size_t in = dtype_size(g_.dtype), in_rhs = dtype_size(g_.rhs_dtype);
+    const size_t out_size = dtype_size(g_.out_dtype);
     const auto* a = static_cast<const char*>(lhs);
     const auto* b = static_cast<const char*>(rhs);
     auto* o = static_cast<char*>(out);
-    std::vector<size_t> starts;  // each class's first pointer
-    size_t at = 0;
+    auto* tile_groups = reinterpret_cast<int32_t*>(slot.host + groups_at_);
+    std::vector<size_t> starts;      // each class's first pointer
+    std::vector<size_t> first_tile;  // each class's first tile, counted over the classes
+    size_t at = 0, tiles = 0;
     for (const TileClass& c : classes) {
       const size_t count = c.tiles.size();
       const size_t stride = (count + 1) / 2 * 2;  // 16 bytes per two pointers
       starts.push_back(at);
+      first_tile.push_back(tiles);
       for (size_t i = 0; i < count; ++i) {
         const RowTile& t = c.tiles[i];
-        ptrs[at + i] = b + static_cast<size_t>(t.group * g_.k * g_.n) * in;
+        ptrs[at + i] = b + static_cast<size_t>(t.group * g_.k * g_.n) * in_rhs;
         ptrs[at + stride + i] =
             a + static_cast<size_t>(g_.lhs_trans ? t.first : t.first * g_.k) * in;
-        ptrs[at + 2 * stride + i] = o + static_cast<size_t>(t.first * g_.n) * in;
+        ptrs[at + 2 * stride + i] = o + static_cast<size_t>(t.first * g_.n) * out_size;
+        if (g_.scaled) tile_groups[tiles + i] = static_cast<int32_t>(t.group);
       }
       at += 3 * stride;
+      tiles += count;
     }
     size_t bytes = at * sizeof(void*);
     if (with_bias) {
@@ -127,16 +150,27 @@ class CublasLtTiles final : public RaggedRowsRunner {
       for (size_t gi = 0; gi < sizes.size(); ++gi) row_ends[gi] = end += sizes[gi];
       bytes = ends_at_ + sizes.size() * sizeof(int64_t);
     }
+    if (g_.scaled) bytes = groups_at_ + tiles * sizeof(int32_t);
     ring_->commit(slot, bytes, stream);
+    float* const alphas = g_.scaled ? alpha_ + slot.index * alpha_slot_floats_ : nullptr;
+    if (g_.scaled) {
+      check_cuda(
+          launch_fill_tile_alpha(alphas, reinterpret_cast<const int32_t*>(slot.device + groups_at_),
+                                 static_cast<int64_t>(tiles), g_.n, scales.lhs, scales.rhs,
+                                 scales.stride, stream),
+          "the FP8 tile alpha kernel (" + std::to_string(tiles) + " tiles, N " +
+              std::to_string(g_.n) + ")",
+          where_);
+    }
     if (with_bias) {
       check_cuda(launch_fill_group_bias(out, bias,
                                         reinterpret_cast<const int64_t*>(slot.device + ends_at_),
-                                        g_.groups, g_.m_total, g_.n, g_.dtype, stream),
+                                        g_.groups, g_.m_total, g_.n, g_.out_dtype, stream),
                  "the group bias kernel (M " + std::to_string(g_.m_total) + ", N " +
                      std::to_string(g_.n) + ")",
                  where_);
     }
-    const float alpha = 1.0f;
+    const float one = 1.0f;
     const float beta = with_bias ? 1.0f : 0.0f;
     for (size_t ci = 0; ci < classes.size(); ++ci) {
       const size_t count = classes[ci].tiles.size();
@@ -144,8 +178,9 @@ class CublasLtTiles final : public RaggedRowsRunner {
       const Entry& e = *entries[ci];
       const auto* dev = reinterpret_cast<const void* const*>(slot.device) + starts[ci];
       void* d = const_cast<void*>(static_cast<const void*>(dev + 2 * stride));
-      check_lt(cublasLtMatmul(handle_, e.desc, &alpha, dev, e.a, dev + stride, e.b, &beta, d, e.d,
-                              d, e.d, &e.algo, workspace_, kWorkspaceBytes, stream),
+      const float* alpha = g_.scaled ? alphas + first_tile[ci] * static_cast<size_t>(g_.n) : &one;
+      check_lt(cublasLtMatmul(handle_, e.desc, alpha, dev, e.a, dev + stride, e.b, &beta, d, e.d, d,
+                              e.d, &e.algo, workspace_, kWorkspaceBytes, stream),
                "cublasLtMatmul(" + std::to_string(count) + " tiles of " +
                    std::to_string(classes[ci].rows) + " rows, N " + std::to_string(g_.n) + ", K " +
                    std::to_string(g_.k) + ")");
@@ -202,11 +237,16 @@ class CublasLtTiles final : public RaggedRowsRunner {
     handle_ = nullptr;
     if (workspace_ != nullptr) static_cast<void>(cudaFree(workspace_));
     workspace_ = nullptr;
+    if (alpha_ != nullptr) static_cast<void>(cudaFree(alpha_));
+    alpha_ = nullptr;
   }
 
   RaggedRowsGeometry g_;
   std::string where_;
-  size_t ends_at_ = 0;  // where a slot's G int64 row ends start (behind the pointers)
+  size_t ends_at_ = 0;      // where a slot's G int64 row ends start (behind the pointers)
+  size_t groups_at_ = 0;    // FP8: where a slot's int32 tile groups start (behind the row ends)
+  float* alpha_ = nullptr;  // FP8: per staging slot, N alphas per tile (tile_scales.hpp)
+  size_t alpha_slot_floats_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::unique_ptr<StagingRing> ring_;

@@ -30,7 +30,7 @@ __global__ void plan_kernel(DeviceTilesCall c) {
       }
       c.row_ends[g] = end < c.m_total ? end : c.m_total;  // in bounds whatever the sizes
     }
-    const bool ok = neg < 0 && end == c.m_total;
+    const bool ok = neg < 0 && end <= c.m_total;  // rows past the sum: padding
     c.status->bad = ok ? 0 : 1;
     if (!ok) {
       // Calls run one at a time (the runner's stream order): a plain count is enough. The
@@ -103,20 +103,26 @@ __global__ void tile_bias_kernel(T* scratch, const T* bias, int64_t groups, int6
   }
 }
 
-// Blocks (g, y): group g's rest rows, y-strided. With bad sizes, every block fills its share
-// of out with `nan` instead.
+// Blocks (g, y): group g's rest rows, y-strided; every block also zeroes its share of the
+// padding rows past the sizes' sum (no group owns them). With bad sizes, every block fills its
+// share of out with `nan` instead.
 template <typename T>
 __global__ void scatter_kernel(DeviceTilesCall c, T nan) {
   T* out = static_cast<T*>(c.out);
   const int64_t n = c.n, t_rows = c.tile_rows;
+  const int64_t blocks = static_cast<int64_t>(gridDim.x) * gridDim.y;
+  const int64_t block = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
   if (c.status->bad != 0) {
-    const int64_t blocks = static_cast<int64_t>(gridDim.x) * gridDim.y;
-    const int64_t block = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
     for (int64_t i = block * blockDim.x + threadIdx.x; i < c.m_total * n;
          i += blocks * blockDim.x) {
       out[i] = nan;
     }
     return;
+  }
+  const int64_t padding = c.row_ends[c.groups - 1] * n;  // the first padding element
+  for (int64_t i = padding + block * blockDim.x + threadIdx.x; i < c.m_total * n;
+       i += blocks * blockDim.x) {
+    out[i] = T(0);
   }
   const int64_t g = blockIdx.x;
   const int64_t start = g > 0 ? c.row_ends[g - 1] : 0;

@@ -59,7 +59,7 @@ struct DeviceTilesCall {
   DeviceSizesStatus* host_status = nullptr;  // the host's mapped copy: written when bad
 };
 
-/// Reads the sizes, checks them (none negative, sum M: else status->bad, the bad-call count
+/// Reads the sizes, checks them (none negative, sum at most M: else status->bad, the bad-call count
 /// advanced and published to host_status, and every entry the spare) and writes the pointer
 /// arrays and row_ends.
 cudaError_t launch_device_tiles_plan(const DeviceTilesCall& c, cudaStream_t stream);
@@ -69,8 +69,9 @@ cudaError_t launch_device_tiles_plan(const DeviceTilesCall& c, cudaStream_t stre
 cudaError_t launch_device_tiles_bias(const DeviceTilesCall& c, const void* bias, DType dtype,
                                      cudaStream_t stream);
 
-/// After the matmul: group g's last r_g rows from scratch tile g to out. When the sizes were
-/// bad, fills all of out with NaN instead (never a silent wrong answer).
+/// After the matmul: group g's last r_g rows from scratch tile g to out, and zeros to the rows
+/// past the sizes' sum (padding). When the sizes were bad, fills all of out with NaN instead
+/// (never a silent wrong answer).
 cudaError_t launch_device_tiles_scatter(const DeviceTilesCall& c, DType dtype, cudaStream_t stream);
 
 }  // namespace cgemm::grouped

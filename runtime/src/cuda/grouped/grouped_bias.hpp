@@ -13,8 +13,9 @@
 namespace cgemm::grouped {
 
 /// out[r, j] = bias[g * n + j] for r < m_total, j < n, where g is the first group with
-/// row_ends[g] > r (row_ends: G cumulative row ends in device memory, non-decreasing, the last
-/// = m_total, so empty groups own no row). out and bias are `dtype` (bfloat16, float16 or float32),
+/// row_ends[g] > r (row_ends: G cumulative row ends in device memory, non-decreasing, so empty
+/// groups own no row), or the last group for rows past the last end (padding, which the caller
+/// zeroes after its GEMMs). out and bias are `dtype` (bfloat16, float16 or float32),
 /// out row-major with row stride n. Returns the launch's error.
 cudaError_t launch_fill_group_bias(void* out, const void* bias, const int64_t* row_ends,
                                    int64_t groups, int64_t m_total, int64_t n, DType dtype,

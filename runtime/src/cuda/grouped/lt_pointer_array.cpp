@@ -14,6 +14,10 @@ cudaDataType_t lt_type(DType t) {
       return CUDA_R_16BF;
     case DType::kFloat16:
       return CUDA_R_16F;
+    case DType::kFloat8E4M3:
+      return CUDA_R_8F_E4M3;
+    case DType::kFloat8E5M2:
+      return CUDA_R_8F_E5M2;
     default:
       return CUDA_R_32F;
   }
@@ -41,9 +45,20 @@ void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v
 // False where the heuristic finds no algorithm.
 bool build(cublasLtHandle_t handle, const RaggedRowsGeometry& g, int64_t rows, int count,
            size_t workspace_bytes, const std::string& where, PointerArrayMatmul& e) {
-  const cudaDataType_t t = lt_type(g.dtype);
+  const cudaDataType_t t_lhs = lt_type(g.dtype), t_rhs = lt_type(g.rhs_dtype);
+  const cudaDataType_t t_out = lt_type(g.out_dtype);
   check_lt(cublasLtMatmulDescCreate(&e.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), where,
            "cublasLtMatmulDescCreate");
+  if (g.scaled) {
+    // FP8: alpha is a device vector of N floats per entry, the entry's two scale_inv
+    // (tile_scales.hpp); beta a host scalar (1 with a bias added into D, else 0).
+    set(e.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE,
+        static_cast<int32_t>(CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST), where);
+    set(e.desc, CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, g.n, where);
+    // As the loop's FP8 GEMMs (GemmTask::fast_accumulation): the paths agree.
+    set(e.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<int8_t>(g.fast_accumulation ? 1 : 0),
+        where);
+  }
   const cublasOperation_t op_a = g.rhs_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.lhs_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   set(e.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a, where);
@@ -52,16 +67,16 @@ bool build(cublasLtHandle_t handle, const RaggedRowsGeometry& g, int64_t rows, i
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   const int64_t n = g.n, k = g.k;
   if (g.rhs_trans) {
-    layout(e.a, t, u(k), u(n), k, count, where);  // rhs[g] [N, K] row-major
+    layout(e.a, t_rhs, u(k), u(n), k, count, where);  // rhs[g] [N, K] row-major
   } else {
-    layout(e.a, t, u(n), u(k), n, count, where);  // rhs[g] [K, N]
+    layout(e.a, t_rhs, u(n), u(k), n, count, where);  // rhs[g] [K, N]
   }
   if (g.lhs_trans) {
-    layout(e.b, t, u(rows), u(k), g.m_total, count, where);  // a column block of lhs [K, M]
+    layout(e.b, t_lhs, u(rows), u(k), g.m_total, count, where);  // a column block of lhs [K, M]
   } else {
-    layout(e.b, t, u(k), u(rows), k, count, where);  // rows of lhs [M, K]
+    layout(e.b, t_lhs, u(k), u(rows), k, count, where);  // rows of lhs [M, K]
   }
-  layout(e.d, t, u(n), u(rows), n, count, where);
+  layout(e.d, t_out, u(n), u(rows), n, count, where);
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), where, "cublasLtMatmulPreferenceCreate");
   const uint64_t ws = workspace_bytes;

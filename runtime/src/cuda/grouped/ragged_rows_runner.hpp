@@ -16,18 +16,28 @@
 
 namespace cgemm::grouped {
 
+/// FP8: group g's scale_inv of lhs and of rhs, one float each at byte g * stride of its base
+/// (device memory); all null for unscaled plans.
+struct GroupScales {
+  const float* lhs = nullptr;
+  const float* rhs = nullptr;
+  int64_t stride = 0;
+};
+
 class RaggedRowsRunner {
  public:
   virtual ~RaggedRowsRunner() = default;
-  /// out rows of group g = lhs rows of g @ rhs[g] (+ bias[g]) for every g. `host_sizes`
-  /// holds the G sizes, none negative, summing to M (checked by the caller); it is empty when
+  /// out rows of group g = lhs rows of g @ rhs[g] (+ bias[g]) for every g, FP8 products times
+  /// the group's two scale_inv (`scales`, taken by the tiles runner only). `host_sizes`
+  /// holds the G sizes, none negative, summing to at most M (checked by the caller; the rows
+  /// past the sum are the caller's to zero, grouped_loop.hpp); it is empty when
   /// the call gave them only in device memory (`device_sizes`, G int32, else null), which
   /// only the device tiles runner takes. Asynchronous on `stream`. Returns false, having
   /// issued nothing, when this call's group pointers do not suit the runner (the caller then
   /// runs the loop); true when it issued the call.
   virtual bool run(std::span<const int32_t> host_sizes, const int32_t* device_sizes,
                    const void* lhs, const void* rhs, const void* bias, void* out,
-                   cudaStream_t stream) = 0;
+                   const GroupScales& scales, cudaStream_t stream) = 0;
   /// An error an earlier call found on the device (bad sizes in device memory), once; "" when
   /// none. Only the device tiles runner has such errors.
   virtual std::string take_error() { return ""; }

@@ -17,10 +17,10 @@ GroupedGemmHandle GroupedRunners::prepare(const GroupedGemmShape& s, const std::
       s.path != GroupedPath::kCublasLtDeviceTiles) {
     throw Error(where_ + ": " + what + " is not a path the CUDA backend runs");
   }
-  if (s.form != GroupedForm::kRaggedRows || s.scaled || s.out_dtype != s.in_dtype) {
-    throw Error(where_ + ": " + what +
-                " runs the ragged-rows form with unscaled inputs and outputs of one dtype only");
+  if (s.form != GroupedForm::kRaggedRows) {
+    throw Error(where_ + ": " + what + " runs the ragged-rows form only");
   }
+  // Each runner states its dtypes (grouped_rows.hpp's refusals) and throws for others.
   const grouped::RaggedRowsGeometry g = grouped::ragged_rows_geometry(s);
   std::unique_ptr<grouped::RaggedRowsRunner> r;
   switch (s.path) {
@@ -55,7 +55,8 @@ bool GroupedRunners::run(const GroupedGemmTask& t, cudaStream_t stream) {
       t.host_sizes != nullptr
           ? std::span<const int32_t>(t.host_sizes, static_cast<size_t>(t.shape.groups))
           : std::span<const int32_t>();
-  return at(t.handle, t.label).run(host, t.sizes, t.lhs, t.rhs, t.bias, t.out, stream);
+  const grouped::GroupScales scales{t.lhs_scale_inv, t.rhs_scale_inv, t.scale_stride};
+  return at(t.handle, t.label).run(host, t.sizes, t.lhs, t.rhs, t.bias, t.out, scales, stream);
 }
 
 void GroupedRunners::check(GroupedGemmHandle handle) {
