@@ -303,8 +303,8 @@ class Graph:
 class GroupedPlan:
     """A grouped GEMM planned on a Context (Context.grouped_plan): lhs, rhs, bias (None without
     one) and out are TensorInfo (global = local shapes); num_groups, ragged_extent (what a
-    call's sizes sum to), path and loop_fallbacks come from cgemm_grouped_plan_get_info.
-    Destroy with close() or a with block."""
+    call's sizes sum to at most; less leaves zero padding rows), path and loop_fallbacks come
+    from cgemm_grouped_plan_get_info. Destroy with close() or a with block."""
 
     def __init__(self, ctx, desc):
         handle = ctypes.c_void_p()
