@@ -20,7 +20,8 @@
 #   profile   ncu's GPU time of every kernel of cgemm-train's bf16 and FP8 (delayed) passes at
 #             the standard shape, summed by kernel name (profile/train_phases.md);
 #   probes    docs/data/2026-12-07-fp8-kernels/run_probes.sh (built there with nvcc).
-# Not in the default STEPS: kernels, profile, probes.
+# Not in the default STEPS: kernels, profile, probes. SCALINGS (default "none current delayed")
+# narrows the speed step's runs, PEER=0 leaves its PyTorch peer out.
 # Writes $OUT (default /tmp/cgemm-fp8-train): one log per step, speed/ and fp8_train.tgz (all of
 # it). Exit 1 when a step failed.
 set -u -o pipefail
@@ -65,6 +66,17 @@ if wants tests; then
   fi
 fi
 
+if wants kernels; then
+  run_step parts_quantize 200 mpirun -np 1 --bind-to none "$bin/cgemm-bench" --backend cuda \
+    --parts copy_bandwidth,quantize --parts_max_copy_mib 1024 --out "$out/parts_quantize"
+  grep -A12 "### quantize" "$out/parts_quantize/cgemm_parts.md"
+  run_step test_grouped_plan 150 mpirun -np 1 --bind-to none "$bin/test_grouped_plan" --backend=cuda
+  grep -E "PASSED|FAILED|SKIPPED" "$out/test_grouped_plan.log" | head -8
+  run_step parts_grouped_fp8 200 mpirun -np 1 --bind-to none "$bin/cgemm-bench" --backend cuda \
+    --parts grouped_fp8 --out "$out/parts_grouped_fp8"
+  grep -A10 "### grouped_fp8" "$out/parts_grouped_fp8/cgemm_parts.md"
+fi
+
 if wants accuracy; then
   CGEMM_TRAIN_BACKEND=cuda run_step accuracy 420 bash "$root/tests/mpi/check_train.sh" fp8 \
     "$out/accuracy" mpirun -np "$bin/cgemm-train" "$root/configs/train_demo.ini"
@@ -76,7 +88,7 @@ if wants speed; then
     [llama70b]="1 8192 8192 28672")
   for c in ${cases//,/ }; do
     read -r b s h f <<<"${shape[$c]}"
-    for scaling in none current delayed; do
+    for scaling in ${SCALINGS:-none current delayed}; do
       run_step "speed_${c}_$scaling" 150 mpirun -np 1 --bind-to none "$bin/cgemm-train" \
         --backend cuda --dtype bf16 --bias off --batch "$b" --seq_len "$s" --hidden "$h" \
         --ffn "$f" --steps 3 --lr 1e-4 --timed_passes 20 --scaling "$scaling" \
@@ -84,10 +96,12 @@ if wants speed; then
       grep -E "forward \+ backward pass" "$out/speed_${c}_$scaling.log"
     done
   done
-  echo "== PyTorch eager, bf16 (bench/peers/torch_train_mlp.py)"
-  timeout 240 python3 "$root/bench/peers/torch_train_mlp.py" --out "$out/speed" --cases "$cases" \
-    >"$out/torch.log" 2>&1 || { status=1; tail -n 5 "$out/torch.log"; }
-  cat "$out/torch.log" | tail -n 6
+  if [ "${PEER:-1}" = 1 ]; then
+    echo "== PyTorch eager, bf16 (bench/peers/torch_train_mlp.py)"
+    timeout 240 python3 "$root/bench/peers/torch_train_mlp.py" --out "$out/speed" --cases "$cases" \
+      >"$out/torch.log" 2>&1 || { status=1; tail -n 5 "$out/torch.log"; }
+    cat "$out/torch.log" | tail -n 6
+  fi
   python3 - "$out/speed" "$cases" <<'PY' | tee "$out/fp8_speed.md"
 import json, os, sys, glob
 d, cases = sys.argv[1], sys.argv[2].split(",")
@@ -99,32 +113,24 @@ for c in cases:
         p = os.path.join(d, "cgemm_%s_%s.json" % (c, s))
         if os.path.exists(p):
             ms[s] = json.load(open(p))["timed_pass"]["median_ms"]
-    if len(ms) == 3:
-        print("| %s | %.3f | %.3f | %.3f | %.2fx | %.2fx |" % (
-            c, ms["none"], ms["current"], ms["delayed"], ms["none"] / ms["current"],
-            ms["none"] / ms["delayed"]))
+    if "none" in ms:
+        cell = lambda s: "%.3f" % ms[s] if s in ms else "not run"
+        ratio = lambda s: "%.2fx" % (ms["none"] / ms[s]) if s in ms else "-"
+        print("| %s | %.3f | %s | %s | %s | %s |" % (
+            c, ms["none"], cell("current"), cell("delayed"), ratio("current"), ratio("delayed")))
     else:
         print("| %s | missing: %s |" % (c, sorted(ms)))
 for f in sorted(glob.glob(os.path.join(d, "*.csv"))):
     print("\n%s:\n%s" % (os.path.basename(f), open(f).read()))
 PY
 fi
+
+
 if wants probes; then
   OUT=$out/probes run_step probes 300 bash "$root/docs/data/2026-12-07-fp8-kernels/run_probes.sh"
   grep -E "^\| |check|heuristic|FP8 tiles|device" "$out/probes/probes.log"
   grep -E "^  [a-z_0-9<>]+\(|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|L2 Hit|Mem Busy" \
     "$out/probes/ncu_transpose.txt" | head -40
-fi
-
-if wants kernels; then
-  run_step parts_quantize 200 mpirun -np 1 --bind-to none "$bin/cgemm-bench" --backend cuda \
-    --parts copy_bandwidth,quantize --parts_max_copy_mib 1024 --out "$out/parts_quantize"
-  grep -A12 "### quantize" "$out/parts_quantize/cgemm_parts.md"
-  run_step test_grouped_plan 150 mpirun -np 1 --bind-to none "$bin/test_grouped_plan" --backend=cuda
-  grep -E "PASSED|FAILED|SKIPPED" "$out/test_grouped_plan.log" | head -8
-  run_step parts_grouped_fp8 200 mpirun -np 1 --bind-to none "$bin/cgemm-bench" --backend cuda \
-    --parts grouped_fp8 --out "$out/parts_grouped_fp8"
-  grep -A10 "### grouped_fp8" "$out/parts_grouped_fp8/cgemm_parts.md"
 fi
 
 if wants profile; then
