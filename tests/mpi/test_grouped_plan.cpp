@@ -572,6 +572,67 @@ TEST_F(GroupedPlan, EnforceV2GroupedGemmIsReadAtPlanning) {
   unsetenv("NVTE_JAX_ENFORCE_V2_GROUPED_GEMM");
 }
 
+// FP8's wgrad form (ragged contracting: out[g] = lhs_scale_inv[g] * rhs_scale_inv[g] * (lhs
+// [M, K] columns of g @ rhs [N, K] columns of g^T)), e4m3 and e5m2 mixes, padded and empty
+// groups, against fp64; sizes must be multiples of 16 (one message).
+TEST_F(GroupedPlan, Fp8RaggedContracting) {
+  std::mt19937 gen(g_seed + 7919u);
+  std::uniform_real_distribution<float> scale(0.5f, 2.0f);
+  for (const auto& [lhs_t, rhs_t] : std::vector<std::pair<DType, DType>>{
+           {DType::kFloat8E4M3, DType::kFloat8E4M3}, {DType::kFloat8E5M2, DType::kFloat8E4M3}}) {
+    for (const std::vector<int32_t>& sizes :
+         {std::vector<int32_t>{32, 16, 0, 48}, std::vector<int32_t>{0, 64, 16, 0}}) {
+      Case c;
+      c.form = GroupedForm::kRaggedContracting;
+      c.sizes = sizes;
+      c.padding = sizes[0] == 0 ? 16 : 0;  // K_total 96: 16 columns of padding in the second
+      c.other = 32;                        // M
+      c.n = 32;
+      c.lhs_trans = false;  // lhs [M, K]
+      c.rhs_trans = true;   // rhs [N, K]
+      c.dtype = lhs_t;
+      c.rhs_dtype = rhs_t;
+      c.out_dtype = DType::kBFloat16;
+      c.scaling = ScalingMode::kDelayedTensorScaling;
+      SCOPED_TRACE(describe(c) + " rhs " + std::string(dtype_name(rhs_t)));
+      const GroupedGemmDesc d = make_desc(c);
+      GroupedGemmPlan plan(*g_ctx, d);
+      ASSERT_EQ(plan.path(), GroupedPath::kLoop);
+      const auto g = static_cast<int64_t>(sizes.size());
+      const auto lhs = random_values(num_elements(d.lhs_shape), lhs_t);
+      const auto rhs = random_values(num_elements(d.rhs_shape), rhs_t);
+      std::vector<float> sl(static_cast<size_t>(g)), sr(static_cast<size_t>(g));
+      for (size_t i = 0; i < sl.size(); ++i) {
+        sl[i] = scale(gen);
+        sr[i] = scale(gen);
+        c.group_scale.push_back(static_cast<double>(sl[i]) * sr[i]);
+      }
+      Buffer lhs_buf(lhs, lhs_t), rhs_buf(rhs, rhs_t);
+      Buffer sl_buf(sl.size() * sizeof(float)), sr_buf(sr.size() * sizeof(float));
+      be().copy_from_host(sl_buf.p, sl.data(), sl.size() * sizeof(float));
+      be().copy_from_host(sr_buf.p, sr.data(), sr.size() * sizeof(float));
+      const int64_t count = num_elements(plan.out_shape());
+      Buffer out(static_cast<size_t>(count) * 2);
+      be().fill_nan(out.p, DType::kBFloat16, count);
+      plan.execute_scaled(sizes, lhs_buf.p, static_cast<const float*>(sl_buf.p), rhs_buf.p,
+                          static_cast<const float*>(sr_buf.p), nullptr, out.p);
+      check_output(c, lhs, rhs, {}, read_back(out.p, DType::kBFloat16, count));
+      std::vector<int32_t> odd = sizes;
+      odd[1] -= 8;
+      odd[2] += 8;
+      try {
+        plan.execute_scaled(odd, lhs_buf.p, static_cast<const float*>(sl_buf.p), rhs_buf.p,
+                            static_cast<const float*>(sr_buf.p), nullptr, out.p);
+        ADD_FAILURE() << "sizes that are not multiples of 16 ran";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("not a multiple of 16 (an FP8 ragged contraction"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
 // FP8's refusals, each one message: the wrong call for the plan, null scale_inv, a layout other
 // than lhs [M, K] / rhs [G, N, K], the wgrad form, block scaling, scaling without FP8, FP8 on
 // one side only.
@@ -608,8 +669,9 @@ TEST_F(GroupedPlan, Fp8Refusals) {
                "grouped GEMM 'moe' has bfloat16 inputs: execute_scaled is for FP8 plans, call "
                "execute");
   const std::string layout_why =
-      "FP8 runs the ragged-rows form with lhs [M, K] and rhs [G, N, K] only (gemm.py's lhs \"N\" "
-      "/ rhs \"T\" scaled data below compute capability 100, cuBLASLt's FP8 layout)";
+      "FP8 runs lhs [M, K] and rhs [G, N, K] (ragged rows) or [N, K] (ragged contracting) only "
+      "(gemm.py's lhs \"N\" / rhs \"T\" scaled data below compute capability 100, cuBLASLt's FP8 "
+      "layout)";
   // Below compute capability 100 gemm.py itself refuses the other layouts (the CPU backend
   // and the H200 plan as 90); from 100 on, the runtime refuses them (layout_why).
   Case nn = c;

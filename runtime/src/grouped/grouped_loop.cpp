@@ -44,6 +44,13 @@ int64_t check_group_sizes(const GroupedGemmShape& shape, const std::string& name
       throw Error(what + ": group " + std::to_string(g) + " has a negative size " +
                   std::to_string(sizes[g]));
     }
+    // FP8's ragged contraction: each group's K is its size, and cuBLASLt's FP8 GEMMs read
+    // K-major operands whose group columns start on 16 bytes. Refused alike on every backend.
+    if (shape.scaled && shape.form == GroupedForm::kRaggedContracting && sizes[g] % 16 != 0) {
+      throw Error(what + ": group " + std::to_string(g) + " has size " + std::to_string(sizes[g]) +
+                  ", not a multiple of 16 (an FP8 ragged contraction's groups are FP8 GEMMs' K, "
+                  "which cuBLASLt needs in multiples of 16)");
+    }
     sum += sizes[g];  // at most 2^31 * G: no overflow
   }
   // gemm.py's rule: the sizes need not fill the ragged dim (the plan's capacity: padding is

@@ -264,10 +264,11 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
     shape_.extent = lhs_k;  // K_total
     expected_out = {d.num_groups, shape_.m, shape_.n};
   }
-  if (fp8 && (d.form != GroupedForm::kRaggedRows || shape_.lhs_trans || !shape_.rhs_trans)) {
+  if (fp8 && (shape_.lhs_trans || !shape_.rhs_trans)) {
     refuse(
-        "FP8 runs the ragged-rows form with lhs [M, K] and rhs [G, N, K] only (gemm.py's lhs "
-        "\"N\" / rhs \"T\" scaled data below compute capability 100, cuBLASLt's FP8 layout)");
+        "FP8 runs lhs [M, K] and rhs [G, N, K] (ragged rows) or [N, K] (ragged contracting) "
+        "only (gemm.py's lhs \"N\" / rhs \"T\" scaled data below compute capability 100, "
+        "cuBLASLt's FP8 layout)");
   }
   if (lhs_k != rhs_k) {
     throw Error(what + ": the contracting sizes differ: lhs " + shape_str(d.lhs_shape) +
