@@ -30,13 +30,13 @@
       exit(1);                                                             \
     }                                                                      \
   } while (0)
-#define LK(x)                                                                               \
-  do {                                                                                      \
-    cublasStatus_t s_ = (x);                                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-      printf("cublasLt %s at %d: %s\n", #x, __LINE__, cublasLtGetStatusName(s_));          \
-      exit(1);                                                                              \
-    }                                                                                       \
+#define LK(x)                                                                     \
+  do {                                                                            \
+    cublasStatus_t s_ = (x);                                                      \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
+      printf("cublasLt %s at %d: %s\n", #x, __LINE__, cublasLtGetStatusName(s_)); \
+      exit(1);                                                                    \
+    }                                                                             \
   } while (0)
 
 static cublasLtHandle_t lt;
@@ -76,8 +76,8 @@ static Mm make(Mode mode, int64_t n, int64_t k, int64_t rows, int count, const f
     const int32_t pm = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
     LK(cublasLtMatmulDescSetAttribute(x.d, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm));
     const int64_t stride = n;
-    LK(cublasLtMatmulDescSetAttribute(x.d, CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE,
-                                      &stride, sizeof stride));
+    LK(cublasLtMatmulDescSetAttribute(x.d, CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, &stride,
+                                      sizeof stride));
   }
   LK(cublasLtMatrixLayoutCreate(&x.a, in, k, n, k));
   LK(cublasLtMatrixLayoutCreate(&x.b, in, k, rows, k));
@@ -96,12 +96,14 @@ static Mm make(Mode mode, int64_t n, int64_t k, int64_t rows, int count, const f
   LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &w,
                                           sizeof w));
   if (count > 0) {
-    const uint32_t sch = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    const uint32_t sch =
+        CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
     LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &sch,
                                             sizeof sch));
     const uint32_t al = 16;
-    for (auto at : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    for (auto at :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       LK(cublasLtMatmulPreferenceSetAttribute(pref, at, &al, sizeof al));
   }
   cublasLtMatmulHeuristicResult_t r{};
@@ -203,9 +205,10 @@ int main() {
           }
         }
       }
-      printf("FP8 tiles, alpha vector: max |err| %.3g of max |ref| %.3g (%.2e relative; bf16 "
-             "rounding is 3.9e-3) %s\n",
-             worst, mag, worst / mag, worst / mag < 8e-3 ? "OK" : "FAIL");
+      printf(
+          "FP8 tiles, alpha vector: max |err| %.3g of max |ref| %.3g (%.2e relative; bf16 "
+          "rounding is 3.9e-3) %s\n",
+          worst, mag, worst / mag, worst / mag < 8e-3 ? "OK" : "FAIL");
     }
   }
 
@@ -213,11 +216,12 @@ int main() {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  printf("| tokens x G x K x N | bf16 tiles ms | FP8 tiles scalar ms | FP8 tiles alpha vector ms | "
-         "FP8 loop ms | bf16 / FP8 alpha vector | FP8 loop / FP8 alpha vector |\n"
-         "| --- | --- | --- | --- | --- | --- | --- |\n");
-  for (Case c : {Case{32768, 8, 4096, 14336}, Case{65536, 64, 4096, 2048},
-                 Case{16384, 64, 2048, 1408}}) {
+  printf(
+      "| tokens x G x K x N | bf16 tiles ms | FP8 tiles scalar ms | FP8 tiles alpha vector ms | "
+      "FP8 loop ms | bf16 / FP8 alpha vector | FP8 loop / FP8 alpha vector |\n"
+      "| --- | --- | --- | --- | --- | --- | --- |\n");
+  for (Case c :
+       {Case{32768, 8, 4096, 14336}, Case{65536, 64, 4096, 2048}, Case{16384, 64, 2048, 1408}}) {
     const int64_t per = c.tokens / c.groups, tile = std::min<int64_t>(256, per);
     const int count = int(c.tokens / tile);
     void *lhs, *rhs, *out;
@@ -283,9 +287,9 @@ int main() {
       med[v] = t[v][10];
     }
     printf("| %lldx%lldx%lldx%lld | %.3f | %.3f%s | %.3f%s | %.3f | %.2fx | %.2fx |\n",
-           (long long)c.tokens, (long long)c.groups, (long long)c.k, (long long)c.n, med[0],
-           med[1], ms.ok ? "" : " (no algo)", med[2], mv.ok ? "" : " (no algo)", med[3],
-           med[0] / med[2], med[3] / med[2]);
+           (long long)c.tokens, (long long)c.groups, (long long)c.k, (long long)c.n, med[0], med[1],
+           ms.ok ? "" : " (no algo)", med[2], mv.ok ? "" : " (no algo)", med[3], med[0] / med[2],
+           med[3] / med[2]);
     CK(cudaFree(lhs));
     CK(cudaFree(rhs));
     CK(cudaFree(out));

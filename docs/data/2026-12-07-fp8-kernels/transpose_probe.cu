@@ -16,21 +16,19 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_));      \
-      exit(1);                                                                  \
-    }                                                                           \
+#define CK(x)                                                              \
+  do {                                                                     \
+    cudaError_t e_ = (x);                                                  \
+    if (e_ != cudaSuccess) {                                               \
+      printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); \
+      exit(1);                                                             \
+    }                                                                      \
   } while (0)
 
 __device__ __forceinline__ uint32_t cast2(float a, float b) {
   return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
 }
-__device__ __forceinline__ float bf(uint32_t h) {
-  return __uint_as_float(h << 16);
-}
+__device__ __forceinline__ float bf(uint32_t h) { return __uint_as_float(h << 16); }
 // Four elements (8 bytes of bf16) as one word of e4m3 codes, little-endian.
 __device__ __forceinline__ uint32_t cast4(uint2 v, float s) {
   return cast2(bf(v.x & 0xffffu) * s, bf(v.x >> 16) * s) |
@@ -52,9 +50,9 @@ __device__ __forceinline__ uint16_t at(const uint16_t* s, int64_t rows, int64_t 
 }
 
 // v0: the runtime's kernel of 2026-12-03 (bf16 only), one [64, 64] tile per block.
-__global__ void __launch_bounds__(256) v0(const uint16_t* src, int64_t rows, int64_t cols,
-                                          uint8_t* dst, const float* sp, int64_t tiles_c,
-                                          int64_t tiles) {
+__global__ void __launch_bounds__(256)
+    v0(const uint16_t* src, int64_t rows, int64_t cols, uint8_t* dst, const float* sp,
+       int64_t tiles_c, int64_t tiles) {
   __shared__ uint32_t tile[64][17];
   const float s = __ldg(sp);
   const int tid = threadIdx.x, m = tid & 15, lane = tid & 31, warp = tid >> 5;
@@ -102,9 +100,9 @@ __global__ void __launch_bounds__(256) v0(const uint16_t* src, int64_t rows, int
 // output rows 4w..4w+3; lane pairs (rq even, odd) fill a 32-byte sector; the word reads of a
 // warp fall in 32 banks (rq even: bank i + w, odd: 16 + i + w, w 16 consecutive values).
 template <bool kColumnWalk>
-__global__ void __launch_bounds__(256) v12(const uint16_t* src, int64_t rows, int64_t cols,
-                                           uint8_t* dst, const float* sp, int64_t tiles_r,
-                                           int64_t tiles_c, int64_t tiles) {
+__global__ void __launch_bounds__(256)
+    v12(const uint16_t* src, int64_t rows, int64_t cols, uint8_t* dst, const float* sp,
+        int64_t tiles_r, int64_t tiles_c, int64_t tiles) {
   __shared__ uint32_t tile[128][33];
   const float s = __ldg(sp);
   const int tid = threadIdx.x, lc = tid & 15, lr = tid >> 4, lane = tid & 31, warp = tid >> 5;
@@ -144,7 +142,8 @@ __global__ void __launch_bounds__(256) v12(const uint16_t* src, int64_t rows, in
     for (int j = 0; j < 4; ++j) {
       const int64_t c = c0 + 4 * w + j;
       if (full) {
-        *reinterpret_cast<uint4*>(dst + c * rows + r) = make_uint4(o[0][j], o[1][j], o[2][j], o[3][j]);
+        *reinterpret_cast<uint4*>(dst + c * rows + r) =
+            make_uint4(o[0][j], o[1][j], o[2][j], o[3][j]);
       } else if (c < cols) {
         for (int b = 0; b < 4; ++b)
           for (int k = 0; k < 4; ++k)
@@ -179,7 +178,7 @@ static void launch(int v, const uint16_t* src, Shape s, uint8_t* dst, const floa
   if (v == 0) {
     const int64_t tc = (s.cols + 63) / 64, tiles = ((s.rows + 63) / 64) * tc;
     v0<<<unsigned(std::min<int64_t>(tiles, 1 << 20)), 256>>>(src, s.rows, s.cols, dst, sp, tc,
-                                                              tiles);
+                                                             tiles);
   } else {
     const int64_t tr = (s.rows + 127) / 128, tc = (s.cols + 127) / 128, tiles = tr * tc;
     const unsigned g = unsigned(grid > 0 ? std::min<int64_t>(grid, tiles) : tiles);
@@ -241,8 +240,10 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   const int reps = 20;
-  printf("| bf16 MiB | copy GB/s | v0 GB/s | v0 %% of copy | v1 GB/s | v1 %% | v2 GB/s | v2 %% | "
-         "v1 persistent GB/s | v1p %% |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  printf(
+      "| bf16 MiB | copy GB/s | v0 GB/s | v0 %% of copy | v1 GB/s | v1 %% | v2 GB/s | v2 %% | "
+      "v1 persistent GB/s | v1p %% |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+      "|\n");
   for (int64_t mib = 64; mib <= max_mib; mib *= 2) {
     const Shape s{mib * (1 << 20) / 2 / cols, cols};
     const double bytes = double(s.rows) * s.cols;

@@ -1,7 +1,6 @@
 #include "engine.hpp"
 
 #include "cgemm/core/env.hpp"
-#include "grouped/grouped_loop.hpp"
 
 #include <algorithm>
 #include <array>

@@ -14,6 +14,8 @@
 
 namespace cgemm {
 
+class Backend;
+
 /// Which dim the group sizes split.
 enum class GroupedForm {
   kRaggedRows,         // forward, dgrad: lhs (and out) rows
@@ -106,5 +108,12 @@ struct GroupedGemmTask {
 /// most shape.extent, naming the grouped GEMM `name`. Returns the sum.
 int64_t check_group_sizes(const GroupedGemmShape& shape, const std::string& name,
                           std::span<const int32_t> sizes);
+
+/// The ragged-rows form with sizes summing to `sum` < M: writes zeros to out rows [sum, M), the
+/// padding of a capacity buffer (no group owns them); nothing otherwise. Every path runs its
+/// groups first, then this (the engine, after the backend's call; the CPU backend where it
+/// reads sizes from its own memory; the CUDA device tiles in their scatter kernel).
+/// Defined with the loop (runtime/src/grouped/grouped_loop.cpp).
+void zero_padding_rows(Backend& be, const GroupedGemmTask& t, int64_t sum, int stream);
 
 }  // namespace cgemm
