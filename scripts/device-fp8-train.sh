@@ -53,12 +53,14 @@ run_step() {  # NAME TIMEOUT COMMAND...: its log in $OUT/NAME.log, its verdict o
 if wants tests; then
   run_step test_cuda_quantize 120 mpirun -np 1 --bind-to none "$bin/test_cuda_quantize"
   grep -E "Fp8CodesTranspose|bandwidth|PASSED|FAILED" "$out/test_cuda_quantize.log" | head -8
-  for np in 1 2; do
+  # QUICK=1: test_cuda_quantize only (a short lease).
+  [ "${QUICK:-0}" = 1 ] && nps="" || nps="1 2"
+  for np in $nps; do
     run_step "test_prequantized_np$np" 180 mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH \
       -x CGEMM_TEST_BACKEND=cuda "$bin/test_prequantized"
   done
   # Issue 43 item 3: the plain GEMM's all-reduce in float32 on the CUDA backend's transports.
-  if [ -x "$bin/test_all_reduce_fp32" ]; then
+  if [ -x "$bin/test_all_reduce_fp32" ] && [ "${QUICK:-0}" != 1 ]; then
     for np in 2 4; do
       run_step "test_all_reduce_fp32_np$np" 120 mpirun -np "$np" --bind-to none \
         -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda "$bin/test_all_reduce_fp32"
