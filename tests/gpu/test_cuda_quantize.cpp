@@ -222,10 +222,12 @@ TEST_F(CudaQuantizeTest, TransposedCastsMatchFloat8HppBitForBit) {
   for (const DType src_t : {DType::kBFloat16, DType::kFloat32, DType::kFloat16}) {
     const std::vector<unsigned char> bits = source_bits(src_t);
     for (const DType fmt : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
-      // Whole 128 x 128 tiles with vector loads and 16-byte stores; rows a multiple of 8 but
-      // not of 16 (4-byte stores); columns a multiple of 4 but not of 8 (scalar loads); a
-      // partial column of tiles; rows a multiple of 4 but not of 8; odd edges on both dims; a
-      // single row and a single column; an unaligned source and destination (scalar paths).
+      // Whole tiles with vector loads and stores; rows a multiple of 8 but not of 16; columns
+      // a multiple of 4 but not of 8; a partial column of tiles; rows a multiple of 4 but not
+      // of 8; odd edges on both dims; a single row and a single column; an unaligned source
+      // and destination (scalar paths). The middle two are where the [128, 128] tile of
+      // docs/data/2026-12-07-fp8-kernels/transpose_probe.cu (16-byte loads and stores) would
+      // change path, kept for when it replaces this kernel.
       check_quantize(be, src_t, bits, 256, 256, fmt, true, 1.0f, 0, 0);
       check_quantize(be, src_t, bits, 264, 256, fmt, true, 1.25f, 0, 0);
       check_quantize(be, src_t, bits, 256, 132, fmt, true, 0.5f, 0, 0);
@@ -235,8 +237,8 @@ TEST_F(CudaQuantizeTest, TransposedCastsMatchFloat8HppBitForBit) {
       check_quantize(be, src_t, bits, 1, 1000, fmt, true, 1.0f, 0, 0);
       check_quantize(be, src_t, bits, 1000, 1, fmt, true, 1.0f, 0, 0);
       check_quantize(be, src_t, bits, 128, 128, fmt, true, 1.0f, 1, 1);
-      // A source 4 elements in (8 bytes for 16-bit kinds: scalar loads; 16 for fp32: vector
-      // loads) and a destination 16 bytes in (16-byte stores).
+      // A source 4 elements in (8 bytes for 16-bit kinds, 16 for fp32) and a destination 16
+      // bytes in.
       check_quantize(be, src_t, bits, 128, 128, fmt, true, 1.0f, 4, 16);
       // Plain layout of the same shapes, for the record.
       check_quantize(be, src_t, bits, 67, 133, fmt, false, 0.75f, 0, 0);

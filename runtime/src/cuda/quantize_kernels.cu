@@ -187,21 +187,19 @@ __global__ void quantize_kernel(const void* src, int64_t count, int64_t vectors,
 
 // --- quantize, transposed ---
 
-// A [128, 128] tile of src per iteration, through shared memory as its FP8 codes (one 32-bit
-// word per 4 columns of a row, 33 words a row).
-// Load: 16 threads a row, 8 elements each (one 16-byte load for 16-bit kinds, two for fp32,
-// 8 bytes of FP8 codes), 16 rows a pass, 8 passes, every load issued before the first cast.
-// Store: a thread reads 16 words down a column of words (rows 16rq .. 16rq + 15, columns
-// 4w .. 4w + 3), transposes four 4 x 4 byte blocks in registers and writes 16 bytes into each
-// of the output rows 4w .. 4w + 3; the lanes of a pair (rq even, odd) fill one 32-byte
-// sector, and a warp's word reads fall in 32 banks (rq even: bank i + w, odd: 16 + i + w, w
-// 16 consecutive values). It replaced a [64, 64] tile with 8-byte loads and 4-byte stores
-// (62-65% of the copy bandwidth on the H200, 2026-12-03); the two were measured side by side
-// by docs/data/2026-12-07-fp8-kernels/transpose_probe.cu.
-constexpr int kTile = 128;
-constexpr int kTileWords = kTile / 4 + 1;
+// Measured on the H200 (2026-12-03, cgemm-bench --parts quantize): 62-63% of the copy
+// bandwidth from 64 MiB up, below the 80% goal. Two changes measured no better: 128-row tiles
+// with 8-byte stores (each output row a whole cache line; 55%), and walking the tiles down the
+// column bands instead of along the row bands (no change).
+// A [64, 64] tile of src goes through shared memory as its FP8 codes, one 32-bit word per 4
+// columns of a row (17 words a row: the padding word spreads the transposed reads over all 32
+// banks). Load: a warp reads two whole tile rows (16 threads x 4 elements each). Store: every
+// thread reads a 4 x 4 byte block (4 rows, 4 columns), transposes it in registers and writes
+// 4 words, one into each of 4 output rows; a warp's store covers 4 output rows with 32
+// contiguous bytes each.
+constexpr int kTile = 64;
 
-__device__ __forceinline__ void transpose4x4(const uint32_t* w, uint32_t* o) {
+__device__ __forceinline__ void transpose4x4(const uint32_t (&w)[4], uint32_t (&o)[4]) {
   // w[i] byte j = element (row i, column j); o[j] byte i = the same element.
   const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140);  // w0.b0 w1.b0 w0.b1 w1.b1
   const uint32_t t1 = __byte_perm(w[0], w[1], 0x7362);  // w0.b2 w1.b2 w0.b3 w1.b3
@@ -213,127 +211,76 @@ __device__ __forceinline__ void transpose4x4(const uint32_t* w, uint32_t* o) {
   o[3] = __byte_perm(t1, t3, 0x7632);
 }
 
-// Eight consecutive elements as loaded: fp32 fills a and b, 16-bit kinds a, FP8 codes a.x, a.y.
-struct Raw8 {
-  uint4 a, b;
-};
-
-template <int kKind>
-__device__ __forceinline__ Raw8 load8(const void* src, int64_t i) {
-  Raw8 r{};
-  if constexpr (kKind == 0) {
-    const auto* p = reinterpret_cast<const uint4*>(static_cast<const float*>(src) + i);
-    r.a = __ldg(p);
-    r.b = __ldg(p + 1);
-  } else if constexpr (kKind == 3) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(src) + i));
-    r.a.x = v.x;
-    r.a.y = v.y;
-  } else {
-    r.a = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(src) + i));
-  }
-  return r;
-}
-
-// The four elements j0 .. j0 + 3 of `r` as one word of codes (kKind 3: as they are).
-template <int kKind, int kFmt>
-__device__ __forceinline__ uint32_t codes4(const Raw8& r, int j0, float scale) {
-  if constexpr (kKind == 3) {
-    return j0 == 0 ? r.a.x : r.a.y;
-  } else {
-    float x[4];
-    if constexpr (kKind == 0) {
-      const uint4 v = j0 == 0 ? r.a : r.b;
-      x[0] = __uint_as_float(v.x);
-      x[1] = __uint_as_float(v.y);
-      x[2] = __uint_as_float(v.z);
-      x[3] = __uint_as_float(v.w);
-    } else {
-      const uint32_t lo = j0 == 0 ? r.a.x : r.a.z;
-      const uint32_t hi = j0 == 0 ? r.a.y : r.a.w;
-      x[0] = half_to_float<kKind>(lo & 0xffffu);
-      x[1] = half_to_float<kKind>(lo >> 16);
-      x[2] = half_to_float<kKind>(hi & 0xffffu);
-      x[3] = half_to_float<kKind>(hi >> 16);
-    }
-    return cast4<kFmt>(x, scale);
-  }
-}
-
-// One element's code, 0 outside [rows, cols] (the tile edges).
-template <int kKind, int kFmt>
-__device__ __forceinline__ uint32_t code1(const void* src, int64_t rows, int64_t cols, int64_t r,
-                                          int64_t c, float scale) {
-  if (r >= rows || c >= cols) return 0;
-  if constexpr (kKind == 3) {
-    return static_cast<const uint8_t*>(src)[r * cols + c];
-  } else {
-    return cast1<kFmt>(load<kKind>(src, r * cols + c) * scale);
-  }
-}
-
 template <int kKind, int kFmt>
 __global__ void __launch_bounds__(kThreads)
     quantize_transpose_kernel(const void* src, int64_t rows, int64_t cols, uint8_t* dst,
                               const float* state, int64_t tiles_c, int64_t tiles, bool vec_in,
-                              int out_bytes) {
-  static_assert(kThreads == 256, "the load and store maps below are for 256 threads");
-  __shared__ uint32_t tile[kTile][kTileWords];
+                              bool vec_out) {
+  __shared__ uint32_t tile[kTile][kTile / 4 + 1];
   // kKind 3: FP8 codes in, moved as they are (no scale; `state` unread).
   const float scale = kKind == 3 ? 1.0f : __ldg(state + ScaleStateLayout::kScale);
   const int tid = static_cast<int>(threadIdx.x);
-  const int lc = tid & 15, lr = tid >> 4;  // load: elements 8lc .. 8lc + 7 of rows lr + 16 it
+  const int m = tid & 15;  // load: the word (columns 4m .. 4m + 3) of rows tid / 16 + 16 it
   const int lane = tid & 31, warp = tid >> 5;
-  const int rq = (lane & 1) + 2 * (warp & 3);    // store: rows 16rq .. 16rq + 15
-  const int w = (lane >> 1) + 16 * (warp >> 2);  // store: columns 4w .. 4w + 3
+  // store: the block of rows 4q .. 4q + 3 and columns 4p .. 4p + 3; within a warp q spans 8
+  // and p 4 values, so the word reads tile[4q + i][p] fall in 32 different banks.
+  const int q = (lane & 7) + 8 * (warp & 1);
+  const int p = (lane >> 3) + 4 * (warp >> 1);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int64_t r0 = (t / tiles_c) * kTile;
     const int64_t c0 = (t % tiles_c) * kTile;
-    if (r0 + kTile <= rows && c0 + kTile <= cols && vec_in) {
-      Raw8 v[8];
+    const bool full = r0 + kTile <= rows && c0 + kTile <= cols;
+    if constexpr (kKind == 3) {
+      const auto* codes = static_cast<const uint8_t*>(src);
 #pragma unroll
-      for (int it = 0; it < 8; ++it)
-        v[it] = load8<kKind>(src, (r0 + lr + 16 * it) * cols + c0 + 8 * lc);
-#pragma unroll
-      for (int it = 0; it < 8; ++it) {
-        tile[lr + 16 * it][2 * lc] = codes4<kKind, kFmt>(v[it], 0, scale);
-        tile[lr + 16 * it][2 * lc + 1] = codes4<kKind, kFmt>(v[it], 4, scale);
-      }
-    } else {
-      for (int it = 0; it < 8; ++it) {
-        const int64_t r = r0 + lr + 16 * it;
-        for (int h = 0; h < 2; ++h) {
-          const int64_t c = c0 + 8 * lc + 4 * h;
-          uint32_t word = 0;
+      for (int it = 0; it < 4; ++it) {
+        const int64_t r = r0 + (tid >> 4) + 16 * it;
+        const int64_t c = c0 + 4 * m;
+        uint32_t w = 0;
+        if (full && vec_in) {
+          w = __ldg(reinterpret_cast<const uint32_t*>(codes + r * cols + c));
+        } else {
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            word |= code1<kKind, kFmt>(src, rows, cols, r, c + j, scale) << (8 * j);
+            if (r < rows && c + j < cols)
+              w |= static_cast<uint32_t>(codes[r * cols + c + j]) << (8 * j);
           }
-          tile[lr + 16 * it][2 * lc + h] = word;
+        }
+        tile[(tid >> 4) + 16 * it][m] = w;
+      }
+    } else {
+      float x[4][4];
+#pragma unroll
+      for (int it = 0; it < 4; ++it) {
+        const int64_t r = r0 + (tid >> 4) + 16 * it;
+        const int64_t c = c0 + 4 * m;
+        if (full && vec_in) {
+          load4<kKind>(src, r * cols + c, x[it]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            x[it][j] = r < rows && c + j < cols ? load<kKind>(src, r * cols + c + j) : 0.0f;
+          }
         }
       }
+#pragma unroll
+      for (int it = 0; it < 4; ++it) tile[(tid >> 4) + 16 * it][m] = cast4<kFmt>(x[it], scale);
     }
     __syncthreads();
-    uint32_t x[16], o[4][4];
+    uint32_t w[4], o[4];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) x[i] = tile[16 * rq + i][w];
-#pragma unroll
-    for (int b = 0; b < 4; ++b) transpose4x4(x + 4 * b, o[b]);
-    const int64_t r = r0 + 16 * rq;
-    const bool full = r0 + kTile <= rows && c0 + kTile <= cols;
+    for (int i = 0; i < 4; ++i) w[i] = tile[4 * q + i][p];
+    transpose4x4(w, o);
+    const int64_t r = r0 + 4 * q;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int64_t c = c0 + 4 * w + j;  // the output row
-      uint8_t* const at = dst + c * rows + r;
-      if (full && out_bytes == 16) {
-        *reinterpret_cast<uint4*>(at) = make_uint4(o[0][j], o[1][j], o[2][j], o[3][j]);
-      } else if (full && out_bytes == 4) {
-#pragma unroll
-        for (int b = 0; b < 4; ++b) reinterpret_cast<uint32_t*>(at)[b] = o[b][j];
+      const int64_t c = c0 + 4 * p + j;  // the output row
+      if (full && vec_out) {
+        *reinterpret_cast<uint32_t*>(dst + c * rows + r) = o[j];
       } else if (c < cols) {
 #pragma unroll
-        for (int b = 0; b < 16; ++b) {
-          if (r + b < rows) at[b] = static_cast<uint8_t>(o[b / 4][j] >> (8 * (b % 4)));
+        for (int b = 0; b < 4; ++b) {
+          if (r + b < rows) dst[c * rows + r + b] = static_cast<uint8_t>(o[j] >> (8 * b));
         }
       }
     }
@@ -359,15 +306,12 @@ cudaError_t launch_quantize_as(const void* src, int64_t rows, int64_t cols, uint
   const int64_t tiles_r = (rows + kTile - 1) / kTile;
   const int64_t tiles_c = (cols + kTile - 1) / kTile;
   const int64_t tiles = tiles_r * tiles_c;
-  // Runs of 8 elements start aligned only when every row does (cols % 8); output chunks of 16
-  // bytes likewise (rows % 16), else of 4 (rows % 4), else single bytes.
-  const bool vec_in = cols % 8 == 0 && src_addr % (kKind == 0 ? 16 : kKind == 3 ? 8 : 16) == 0;
-  const int out_bytes = rows % 16 == 0 && dst_addr % 16 == 0 ? 16
-                        : rows % 4 == 0 && dst_addr % 4 == 0 ? 4
-                                                             : 1;
+  // Whole rows of 4 elements start aligned only when every row does (cols % 4).
+  const bool vec_in = cols % 4 == 0 && src_addr % (kKind == 0 ? 16 : kKind == 3 ? 4 : 8) == 0;
+  const bool vec_out = rows % 4 == 0 && dst_addr % 4 == 0;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{1} << 20));
   quantize_transpose_kernel<kKind, kFmt><<<blocks, kThreads, 0, stream>>>(
-      src, rows, cols, dst, state, tiles_c, tiles, vec_in, out_bytes);
+      src, rows, cols, dst, state, tiles_c, tiles, vec_in, vec_out);
   return cudaGetLastError();
 }
 
