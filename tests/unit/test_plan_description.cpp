@@ -150,9 +150,12 @@ TEST(PlanDescription, RefusesReductionsItDoesNotRun) {
   expect_refusal<Error>(
       reduced_over_dp(CollectiveOp::kAllGather, {none, tpsp, dp}), m,
       {"'r'", "all_gather", "reduced over ('dp',)", "('dp', None)", "(None, 'tpsp', 'dp')"});
-  // The plain GEMM all-reduces over tp only: refused with the same words.
-  expect_refusal<Error>(reduced_over_dp(CollectiveOp::kNone, {none, tpsp, dp}), m,
-                        {"'r'", "reduced over ('dp',)"});
+  // The plain GEMM all-reduces over dp (issue 43 item 2): planned, its sum over the dp group.
+  {
+    const PlanDescription d = plan_gemm(reduced_over_dp(CollectiveOp::kNone, {none, tpsp, dp}), m);
+    EXPECT_NE(d.schedule_summary.find("all-reduce over ('dp',)"), std::string::npos)
+        << d.schedule_summary;
+  }
   // The reduce-scatter reduces over tp; gemm.py itself refuses any other reduce axis.
   expect_refusal<PlanError>(reduced_over_dp(CollectiveOp::kReduceScatter, {none, none, dp}), m,
                             {"TPSP"});

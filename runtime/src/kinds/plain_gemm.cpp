@@ -1,7 +1,7 @@
 // Plain GEMM (collective none): one GEMM on the local shards; where the planner reduces the
-// output over an axis the runtime runs (the tensor-parallel axis; the fsdp axis, and
-// ('dp', 'fsdp') with replicas, for FSDP's bias gradients), an all-reduce over each of its
-// groups, then the bias (gemm.py adds it after the reduction, so it is not fused). The
+// output over an axis the runtime runs (the tensor-parallel axis; the data-parallel axis; the
+// fsdp axis, and ('dp', 'fsdp') with replicas, for FSDP's bias gradients), an all-reduce over
+// each of its groups, then the bias (gemm.py adds it after the reduction, so it is not fused). The
 // all-reduce sums float32 partials and casts after (gemm.py's is_all_reduce_in_float32, cgemm's
 // default on every transport): the GEMM writes float32 to kWorkOut, the sum's cast adds the
 // bias. Nothing to overlap: both paths are the same program.
@@ -15,8 +15,8 @@ namespace cgemm {
 CollectiveGemm make_plain_gemm(GemmGeometry& g) {
   if (!g.reduce_axis.empty() && g.reduce_groups.empty()) {
     throw Error("GEMM '" + g.name + "': the output is reduced over " + g.reduce_axis +
-                "; the runtime all-reduces over the tensor-parallel axis only (and, on a mesh "
-                "with an fsdp axis, over fsdp or ('dp', 'fsdp'))");
+                "; the runtime all-reduces over the tensor-parallel or the data-parallel axis "
+                "only (and, on a mesh with an fsdp axis, over fsdp or ('dp', 'fsdp'))");
   }
   g.chunk_rows = g.lhs_rows;
   const int64_t out_count = checked_mul(g.lhs_rows, g.n, "GEMM '" + g.name + "' output");

@@ -125,9 +125,9 @@ void require_paired_contraction(const GemmDesc& desc, const GemmLayouts& layout,
 
 // The reductions the collective GEMMs run (gemm.py's _sharded_impl sums the output over the
 // planner's reduce axis, then adds the bias): the reduce-scatter's own, over the tp axis; the
-// plain GEMM's all-reduce, over the tp axis (make_plain_gemm refuses the rest). The all-gather
-// GEMM's schedule has no reduction at all: planned, it would leave out both the sum and the
-// bias, so any reduce axis is refused.
+// plain GEMM's all-reduce, over the tp or the dp axis (make_plain_gemm refuses the rest). The
+// all-gather GEMM's schedule has no reduction at all: planned, it would leave out both the sum and
+// the bias, so any reduce axis is refused.
 void require_reduction_it_runs(const GemmDesc& desc, const GemmSharding& s, const PlanningMesh& m) {
   if (!s.reduce_spec) return;
   const std::string op(collective_name(desc.collective));
@@ -542,6 +542,9 @@ void fill_geometry(GemmGeometry& g, const GemmDesc& desc, const PlanningMesh& m,
                             std::count(axis.axes.begin(), axis.axes.end(), m.dp_axis) == 1 &&
                             std::count(axis.axes.begin(), axis.axes.end(), m.fsdp_axis) == 1;
     if (axis.is_axis(m.tpsp_axis)) g.reduce_groups = {Group::kTp};
+    // Issue 43 item 2: a contracting dim sharded over the data-parallel axis (gemm.py psums
+    // over it, then adds the bias): the all-reduce over the dp group.
+    if (axis.is_axis(m.dp_axis)) g.reduce_groups = {Group::kDp};
     if (m.fsdp > 1 && axis.is_axis(m.fsdp_axis)) g.reduce_groups = {Group::kFsdp};
     if (m.fsdp > 1 && data_tuple) g.reduce_groups = {Group::kFsdp, Group::kDp};
   }

@@ -219,8 +219,9 @@ struct PlanDescription {
 /// does not run, a bad mesh, or a size, element count or byte count that overflows int64.
 /// Among those layouts: an output the planner reduces (gemm.py's reduce_spec: both
 /// contracting dims sharded over one axis) with collective all_gather, whose schedule runs no
-/// reduction, or with collective none over an axis other than tp (gemm.py then sums over it
-/// and adds the bias after the sum; the plain GEMM all-reduces over tp only).
+/// reduction, or with collective none over an axis other than tp or dp (gemm.py then sums over
+/// it and adds the bias after the sum; the plain GEMM all-reduces over tp or dp, and over fsdp
+/// or ('dp', 'fsdp') on a mesh with an fsdp axis).
 PlanDescription plan_gemm(const GemmDesc& desc, const PlanningMesh& mesh,
                           const PlanningOptions& options = {});
 
