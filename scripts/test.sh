@@ -13,7 +13,7 @@
 #     3 ranks: each one's planning error printed once;
 #  3. an AddressSanitizer + UndefinedBehaviorSanitizer build of the CPU path: unit tests
 #     and a few MPI tests;
-#  4. fuzzing: tests/fuzz/run_fuzz.sh, $CGEMM_FUZZ_SECONDS (default 60) s per target, the
+#  4. fuzzing: tests/fuzz/run_fuzz.sh, $CGEMM_FUZZ_SECONDS (default 30) s per target, the
 #     targets side by side (clang, build-fuzz/).
 # Every step runs even when an earlier one failed (only the steps that need the main build are
 # left out when it failed), so one run shows every failure. At the end it lists what failed,
@@ -37,7 +37,7 @@ steps=(
   "slurm|1|Slurm integration test (slurmctld + two slurmd; sbatch, srun, mpirun, job array)"
   "consumers|1|install + consumer examples (find_package(cgemm), C++ and C, 2 ranks; 3 ranks: one error)"
   "asan|0|ASan + UBSan build of the CPU path"
-  "fuzz|0|fuzzing (${CGEMM_FUZZ_SECONDS:-60} s per target)"
+  "fuzz|0|fuzzing (${CGEMM_FUZZ_SECONDS:-30} s per target)"
 )
 
 # ctest on the main build, its output also in build/test-step-NAME.log (read for the failed
@@ -99,7 +99,7 @@ run_step() {
         ctest -L mpi -R "tp2_|dp2tp2_all_gather|dp2tp2_reduce_scatter_b1|error_unknown|error_seq|fsdp_gemm|tp_linear_fsdp2" \
           -j"$jobs" --output-on-failure)
       ;;
-    fuzz) "$root/tests/fuzz/run_fuzz.sh" "${CGEMM_FUZZ_SECONDS:-60}" ;;
+    fuzz) "$root/tests/fuzz/run_fuzz.sh" "${CGEMM_FUZZ_SECONDS:-30}" ;;
     *)
       echo "test.sh: error: no step '$1' (steps: deps build unit mpi slurm consumers asan fuzz)" >&2
       return 2
