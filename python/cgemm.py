@@ -335,7 +335,8 @@ class GroupedPlan:
                 rhs_scale_inv=None, stream=None):
         """out = each group's lhs @ rhs (+ bias[g]; FP8: times lhs_scale_inv[g] *
         rhs_scale_inv[g]) on numpy arrays (host memory: the CPU backend only). group_sizes:
-        int32 [G] summing to ragged_extent; the scale_invs float32 [G] for an FP8 plan, else
+        int32 [G] summing to at most ragged_extent (less: padding, zero rows of out); the
+        scale_invs float32 [G] for an FP8 plan, else
         None. out holds the result on return. stream: as Plan.execute's (ignored on the CPU)."""
         if self._ctx.backend != "cpu":
             raise Error("CGEMM_ERROR_INVALID_ARGUMENT",
@@ -579,7 +580,8 @@ class Context:
         [G, N, K] ((2,)), out [M, N]; "ragged_contracting": lhs [K, M] or [M, K], rhs [K, N] or
         [N, K], out [G, M, N]. bias_shape None or (G, N). dtype "float32", "float16", "bfloat16"
         or FP8 "float8_e4m3fn" / "float8_e5m2" with scaling "current" or "delayed" (a scale_inv
-        per group and operand; ragged rows, lhs [M, K], rhs [G, N, K]). out_dtype: gemm.py's
+        per group and operand; lhs [M, K] with rhs [G, N, K] or, ragged contracting, [N, K]).
+        out_dtype: gemm.py's
         preferred_element_type. path (CUDA): "auto", "loop", "cublas_grouped", "cublaslt_tiles",
         "cublaslt_device_tiles" (sizes read on the device: capturable, see GroupedPlan.capture).
         Errors as Context.plan's."""

@@ -541,10 +541,12 @@ def _grouped_bwd(cfg, residuals, dy):
     drhs = _grouped_forward(group_sizes, lhs, dy.astype(lhs.dtype), None, wgrad)
     dbias = None
     if bias is not None:
-        segment = jnp.repeat(jnp.arange(group_sizes.shape[0]), group_sizes,
-                             total_repeat_length=dy.shape[0])
+        # Rows past the sizes' sum (padding) are zeros whatever the bias: segment G, dropped.
+        g = group_sizes.shape[0]
+        rows = jnp.arange(dy.shape[0])
+        segment = jnp.searchsorted(jnp.cumsum(group_sizes), rows, side="right")
         dbias = jax.ops.segment_sum(dy.astype(jnp.float32), segment,
-                                    num_segments=group_sizes.shape[0]).astype(bias.dtype)
+                                    num_segments=g + 1)[:g].astype(bias.dtype)
     zero_sizes = jnp.zeros(group_sizes.shape, jax.dtypes.float0)
     return zero_sizes, dlhs, drhs, dbias
 
@@ -555,7 +557,7 @@ _grouped.defvjp(_grouped_fwd, _grouped_bwd)
 def grouped_gemm(lhs, rhs, group_sizes, contracting_dims=((1,), (2,)), bias=None,
                  preferred_element_type=None, path="auto"):
     """G GEMMs in one call, as the seed's grouped_gemm (local to the rank). group_sizes: G int32
-    (summing to the ragged dim). rhs 3-D: the ragged-rows form, lhs [M, K] (contracting (1,))
+    (summing to at most the ragged dim; the rest is padding, zero rows of out). rhs 3-D: the ragged-rows form, lhs [M, K] (contracting (1,))
     or [K, M] ((0,)), rhs [G, K, N] ((1,)) or [G, N, K] ((2,)), out [M, N], group g owning
     rows off_g..off_g + size_g; rhs 2-D: the ragged-contracting (wgrad) form, lhs [K, M] or
     [M, K], rhs [K, N] or [N, K], out [G, M, N]. bias [G, N] or None. float32, bfloat16 or

@@ -318,23 +318,30 @@ def test_grouped():
         scale = np.stack([np.abs(lhs[offs[g]:offs[g + 1]]).T @ np.abs(dy[offs[g]:offs[g + 1]])
                           for g in range(G)]) + 1.0
         close(y, ref, scale, TOL[dtype], f"grouped ragged_contracting {dtype} (empty: zeros)")
-    # The grad (float32) against jnp's on the same loop.
+    # The grad (float32) against jnp's on the same loop; then with padded sizes (summing to 16
+    # of the 20 rows: the padding rows are zeros whatever the bias, so they add to no gradient).
+    # The loss weighs every output row (cw), padding rows included: their dy is not zero, so a
+    # bias gradient that counted them would show.
     lhs, rhs, bias = (randn(r, s, jnp.float32) for s in ((M, Kg), (G, Kg, Ng), (G, Ng)))
+    cw = jnp.asarray(randn(r, (M, Ng), jnp.float32))
+    for sz, what in ((sizes, ""), (np.array([7, 0, 9, 0], np.int32), " (padded sizes)")):
 
-    def loss_ref(a, w, b):
-        offs = np.concatenate([[0], np.cumsum(sizes)])
-        parts = [a[offs[g]:offs[g + 1]] @ w[g] + b[g] for g in range(G)]
-        return jnp.sum(jnp.concatenate(parts) ** 2)
+        def loss_ref(a, w, b, sz=sz):
+            offs = np.concatenate([[0], np.cumsum(sz)])
+            parts = [a[offs[g]:offs[g + 1]] @ w[g] + b[g] for g in range(G)]
+            y = jnp.concatenate(parts + [jnp.zeros((M - int(offs[-1]), Ng), jnp.float32)])
+            return jnp.sum(y ** 2 + y * cw)
 
-    def loss_cgemm(a, w, b):
-        return jnp.sum(cj.grouped_gemm(a, w, jnp.asarray(sizes), ((1,), (1,)), bias=b) ** 2)
+        def loss_cgemm(a, w, b, sz=sz):
+            y = cj.grouped_gemm(a, w, jnp.asarray(sz), ((1,), (1,)), bias=b)
+            return jnp.sum(y ** 2 + y * cw)
 
-    args32 = [jnp.asarray(v, jnp.float32) for v in (lhs, rhs, bias)]
-    ref = jax.grad(loss_ref, argnums=(0, 1, 2))(*args32)
-    got = jax.jit(jax.grad(loss_cgemm, argnums=(0, 1, 2)))(*args32)
-    for name, g, want in zip(("dlhs", "drhs", "dbias"), got, ref):
-        want = np.asarray(want, np.float64)
-        close(g, want, np.max(np.abs(want)) + 1e-30, 1e-5, f"grouped grad {name}")
+        args32 = [jnp.asarray(v, jnp.float32) for v in (lhs, rhs, bias)]
+        ref = jax.grad(loss_ref, argnums=(0, 1, 2))(*args32)
+        got = jax.jit(jax.grad(loss_cgemm, argnums=(0, 1, 2)))(*args32)
+        for name, g, want in zip(("dlhs", "drhs", "dbias"), got, ref):
+            want = np.asarray(want, np.float64)
+            close(g, want, np.max(np.abs(want)) + 1e-30, 1e-5, f"grouped grad {name}{what}")
 
 
 def test_jit_grad_vmap():

@@ -5,7 +5,7 @@
  * and FP8 (e4m3) ragged rows with a scale_inv per group and operand. Each rank plans and calls on
  * its own sizes (the family is local: no collective). A plan of path "cublaslt_device_tiles"
  * captured and replayed with sizes changed in place between replays. Then the refusals, each with
- * its status and message: NULL and extra pointers, sizes that do not sum to the ragged dim or are
+ * its status and message: NULL and extra pointers, sizes that sum past the ragged dim or are
  * negative (after which the output is still poisoned), unknown words, a planner rule, a handle of
  * the wrong kind, a context destroyed before its grouped plan, a destroyed handle. A caller's
  * stream (ignored by the CPU backend) gives the same bits. Exit 0 when every check held on this

@@ -698,6 +698,19 @@ TEST_F(GroupedPlan, Fp8Refusals) {
                            "grouped GEMM 'moe' (ragged_rows): scaling current_tensor_scaling "
                            "needs FP8 inputs (dtype float8_e4m3 or float8_e5m2); quantizing "
                            "inside the grouped GEMM is not run");
+  Case odd_k = c;
+  odd_k.other = 40;  // K 40: FP8 rows of 40 bytes
+  expect_plan_error<Error>(
+      make_desc(odd_k),
+      "grouped GEMM 'moe' (ragged_rows): FP8 GEMMs need 16-byte aligned rows "
+      "(cuBLASLt's rule), but the FP8 rows hold 40 contracting bytes (make K a "
+      "multiple of 16)");
+  Case odd_n = c;
+  odd_n.n = 20;  // bf16 out rows of 40 bytes
+  expect_plan_error<Error>(make_desc(odd_n),
+                           "grouped GEMM 'moe' (ragged_rows): FP8 GEMMs need 16-byte aligned rows "
+                           "(cuBLASLt's rule), but the output rows hold 40 bytes (N 20 of "
+                           "bfloat16)");
   Case half = c;
   half.rhs_dtype = DType::kBFloat16;
   expect_plan_error<Error>(make_desc(half),

@@ -61,7 +61,8 @@ typedef struct cgemm_grouped_plan_desc {
    * A path that does not run the plan: CGEMM_ERROR_RUNTIME naming why. */
   const char* path;
   /* FP8 inputs only: "delayed" or "current" (tensor scaling: a scale_inv per group and
-   * operand, the ragged_rows form with lhs [M, K] and rhs [G, N, K]); NULL or "none" otherwise.
+   * operand; lhs [M, K] with rhs [G, N, K] (ragged_rows) or [N, K] (ragged_contracting, sizes
+   * multiples of 16); K and the output rows on 16 bytes); NULL or "none" otherwise.
    * cgemm_plan_options' words; block scaling is refused. */
   const char* scaling;
 } cgemm_grouped_plan_desc;
@@ -101,7 +102,8 @@ CGEMM_API cgemm_status cgemm_grouped_plan_get_info(const cgemm_grouped_plan* pla
  * (+ bias[g]); FP8: times lhs_scale_inv[g] * rhs_scale_inv[g]. Every pointer is backend memory
  * (host memory on the CPU backend, device memory of the context's GPU on CUDA), row-major and
  * contiguous with cgemm_grouped_plan_tensor_info's shapes: group_sizes G int32 values, none
- * negative, summing to ragged_extent (checked once they are on the host, before any GEMM runs:
+ * negative, summing to at most ragged_extent (less: padding, zero rows of out in ragged_rows;
+ * checked once they are on the host, before any GEMM runs:
  * CGEMM_ERROR_RUNTIME naming the group or the sum; on CUDA the sizes are copied to the host
  * first, which waits for the work queued before the call; path "cublaslt_device_tiles" reads
  * them on the device instead: bad sizes fill out with NaN, and the first call or replay of the

@@ -281,6 +281,22 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
     throw Error(what + ": the planner's output shape " + shape_str(planned_.out_shape) +
                 " is not the " + shape_str(expected_out) + " the runtime computes for " + layout);
   }
+  if (fp8) {
+    // cuBLASLt's FP8 rule (as quantization.cpp's check_fp8_alignment for the dense GEMMs):
+    // operands and leading dims on 16 bytes, refused on every backend so that no GPU meets it
+    // after the first groups of a call ran. The K-major rows hold K (ragged rows) or K_total
+    // (ragged contracting) FP8 bytes; the output rows N elements of the output dtype.
+    const int64_t k_row = d.form == GroupedForm::kRaggedRows ? shape_.k : shape_.extent;
+    const int64_t out_row = shape_.n * static_cast<int64_t>(dtype_size(planned_.out_dtype));
+    if (k_row % 16 != 0 || out_row % 16 != 0) {
+      throw Error(what + ": FP8 GEMMs need 16-byte aligned rows (cuBLASLt's rule), but " +
+                  (k_row % 16 != 0 ? "the FP8 rows hold " + std::to_string(k_row) +
+                                         " contracting bytes (make K a multiple of 16)"
+                                   : "the output rows hold " + std::to_string(out_row) +
+                                         " bytes (N " + std::to_string(shape_.n) + " of " +
+                                         std::string(dtype_name(planned_.out_dtype)) + ")"));
+    }
+  }
   (void)num_elements(d.lhs_shape);  // checked products: every offset below fits in int64
   (void)num_elements(d.rhs_shape);
   (void)num_elements(expected_out);

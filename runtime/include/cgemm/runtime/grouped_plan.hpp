@@ -20,12 +20,13 @@
 // g owns contracting indices [off_g, off_g + size_g). Empty groups are allowed in both.
 // Dtypes: lhs and rhs bfloat16, float16 or float32 (the same); out preferred_element_type or the
 // inputs'; bias [G, N] in the output dtype. FP8 (delayed or current tensor scaling, a scale_inv
-// per group and operand: Operand::kLhsScaleInv / kRhsScaleInv, or execute_scaled): the
-// ragged-rows form with lhs [M, K] and rhs [G, N, K] only; block scaling (MXFP8, NVFP4) is
-// refused.
+// per group and operand: Operand::kLhsScaleInv / kRhsScaleInv, or execute_scaled): lhs
+// [M, K] with rhs [G, N, K] (ragged rows) or [N, K] (ragged contracting, sizes multiples of 16)
+// only, K and the output rows on 16 bytes; block scaling (MXFP8, NVFP4) is refused.
 // Group sizes: G int32 values per call, in backend memory (Operand::kGroupSizes: copied to the
 // host once per call, which waits for the device) or host memory (Operand::kHostGroupSizes),
-// checked before any GEMM is issued: none negative, summing to M or K_total. Path
+// checked before any GEMM is issued: none negative, summing to at most M or K_total (less:
+// padding; out rows past the sum are zeros in the ragged-rows form). Path
 // kCublasLtDeviceTiles reads sizes in backend memory there instead, with no copy to the host
 // (so its calls can be captured into a CUDA graph and replayed with sizes that change): bad
 // sizes then fill out with NaN and the message reaches the host later (check_device_sizes).

@@ -7,7 +7,8 @@
 //
 // The matmul has F + G entries of T rows (T a power of two, F = M / T, fixed at planning):
 //   - entries [0, F): the whole T-row tiles of every group, in group order, straight from lhs
-//     rows into out rows; the entries no group needs (at most G of them) compute a spare tile
+//     rows into out rows; the entries no group needs (at most G of them, all F with padded
+//     sizes summing to less than T) compute a spare tile
 //     from lhs rows [0, T) into the spare scratch tile (never read);
 //   - entry F + g: group g's last r_g = size_g mod T rows, as the T-row window of lhs that
 //     holds them and stays inside [0, M) (rows [min(p, M - T), + T) where p is their first
