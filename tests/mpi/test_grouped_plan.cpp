@@ -471,6 +471,26 @@ void expect_plan_error(const GroupedGemmDesc& d, const std::string& message) {
   }
 }
 
+// An FP8 call's scale_inv: each group's lhs and rhs value drawn from [0.5, 2], their product
+// recorded in c.group_scale for the reference, both arrays in backend memory.
+struct GroupScaleInvs {
+  Buffer lhs, rhs;
+  GroupScaleInvs(Case& c, std::mt19937& gen)
+      : lhs(c.sizes.size() * sizeof(float)), rhs(c.sizes.size() * sizeof(float)) {
+    std::uniform_real_distribution<float> scale(0.5f, 2.0f);
+    std::vector<float> sl(c.sizes.size()), sr(c.sizes.size());
+    for (size_t i = 0; i < sl.size(); ++i) {
+      sl[i] = scale(gen);
+      sr[i] = scale(gen);
+      c.group_scale.push_back(static_cast<double>(sl[i]) * sr[i]);
+    }
+    be().copy_from_host(lhs.p, sl.data(), sl.size() * sizeof(float));
+    be().copy_from_host(rhs.p, sr.data(), sr.size() * sizeof(float));
+  }
+  const float* l() const { return static_cast<const float*>(lhs.p); }
+  const float* r() const { return static_cast<const float*>(rhs.p); }
+};
+
 // FP8 with tensor scaling (a scale_inv per group and operand): the ragged-rows form, lhs [M, K]
 // and rhs [G, N, K], e4m3 and e5m2 mixes, bf16 and fp32 outputs, bias on and off, delayed and
 // current scaling, sizes from the host; out = lhs_scale_inv[g] * rhs_scale_inv[g] * (lhs rows of
@@ -481,7 +501,6 @@ TEST_F(GroupedPlan, Fp8RaggedRows) {
                                                         {DType::kFloat8E4M3, DType::kFloat8E5M2},
                                                         {DType::kFloat8E5M2, DType::kFloat8E4M3}};
   std::mt19937 gen(g_seed + 104729u);
-  std::uniform_real_distribution<float> scale(0.5f, 2.0f);
   int turn = 0;
   // Uniform, skewed with an empty group, rows that are not multiples of 16 (so group g's
   // lhs and out start anywhere), one group holding every row, G = 1. G > 1 also puts group g's
@@ -517,23 +536,14 @@ TEST_F(GroupedPlan, Fp8RaggedRows) {
             const auto lhs = random_values(num_elements(d.lhs_shape), lhs_t);
             const auto rhs = random_values(num_elements(d.rhs_shape), rhs_t);
             const auto bias_v = bias ? random_values(g * c.n, out_t) : std::vector<double>{};
-            std::vector<float> sl(static_cast<size_t>(g)), sr(static_cast<size_t>(g));
-            for (size_t i = 0; i < sl.size(); ++i) {
-              sl[i] = scale(gen);
-              sr[i] = scale(gen);
-              c.group_scale.push_back(static_cast<double>(sl[i]) * sr[i]);
-            }
+            const GroupScaleInvs si(c, gen);
             Buffer lhs_buf(lhs, lhs_t), rhs_buf(rhs, rhs_t);
-            Buffer sl_buf(sl.size() * sizeof(float)), sr_buf(sr.size() * sizeof(float));
-            be().copy_from_host(sl_buf.p, sl.data(), sl.size() * sizeof(float));
-            be().copy_from_host(sr_buf.p, sr.data(), sr.size() * sizeof(float));
             std::unique_ptr<Buffer> bias_buf;
             if (bias) bias_buf = std::make_unique<Buffer>(bias_v, out_t);
             const int64_t count = num_elements(plan.out_shape());
             Buffer out(static_cast<size_t>(count) * dtype_size(out_t));
             be().fill_nan(out.p, out_t, count);
-            plan.execute_scaled(sizes, lhs_buf.p, static_cast<const float*>(sl_buf.p), rhs_buf.p,
-                                static_cast<const float*>(sr_buf.p),
+            plan.execute_scaled(sizes, lhs_buf.p, si.l(), rhs_buf.p, si.r(),
                                 bias_buf ? bias_buf->p : nullptr, out.p);
             check_output(c, lhs, rhs, bias_v, read_back(out.p, out_t, count));
             // Groups of multiples of 16 rows must run on the tiles themselves, one class of
@@ -577,7 +587,6 @@ TEST_F(GroupedPlan, EnforceV2GroupedGemmIsReadAtPlanning) {
 // groups, against fp64; sizes must be multiples of 16 (one message).
 TEST_F(GroupedPlan, Fp8RaggedContracting) {
   std::mt19937 gen(g_seed + 7919u);
-  std::uniform_real_distribution<float> scale(0.5f, 2.0f);
   for (const auto& [lhs_t, rhs_t] : std::vector<std::pair<DType, DType>>{
            {DType::kFloat8E4M3, DType::kFloat8E4M3}, {DType::kFloat8E5M2, DType::kFloat8E4M3}}) {
     for (const std::vector<int32_t>& sizes :
@@ -598,31 +607,20 @@ TEST_F(GroupedPlan, Fp8RaggedContracting) {
       const GroupedGemmDesc d = make_desc(c);
       GroupedGemmPlan plan(*g_ctx, d);
       ASSERT_EQ(plan.path(), GroupedPath::kLoop);
-      const auto g = static_cast<int64_t>(sizes.size());
       const auto lhs = random_values(num_elements(d.lhs_shape), lhs_t);
       const auto rhs = random_values(num_elements(d.rhs_shape), rhs_t);
-      std::vector<float> sl(static_cast<size_t>(g)), sr(static_cast<size_t>(g));
-      for (size_t i = 0; i < sl.size(); ++i) {
-        sl[i] = scale(gen);
-        sr[i] = scale(gen);
-        c.group_scale.push_back(static_cast<double>(sl[i]) * sr[i]);
-      }
+      const GroupScaleInvs si(c, gen);
       Buffer lhs_buf(lhs, lhs_t), rhs_buf(rhs, rhs_t);
-      Buffer sl_buf(sl.size() * sizeof(float)), sr_buf(sr.size() * sizeof(float));
-      be().copy_from_host(sl_buf.p, sl.data(), sl.size() * sizeof(float));
-      be().copy_from_host(sr_buf.p, sr.data(), sr.size() * sizeof(float));
       const int64_t count = num_elements(plan.out_shape());
       Buffer out(static_cast<size_t>(count) * 2);
       be().fill_nan(out.p, DType::kBFloat16, count);
-      plan.execute_scaled(sizes, lhs_buf.p, static_cast<const float*>(sl_buf.p), rhs_buf.p,
-                          static_cast<const float*>(sr_buf.p), nullptr, out.p);
+      plan.execute_scaled(sizes, lhs_buf.p, si.l(), rhs_buf.p, si.r(), nullptr, out.p);
       check_output(c, lhs, rhs, {}, read_back(out.p, DType::kBFloat16, count));
       std::vector<int32_t> odd = sizes;
       odd[1] -= 8;
       odd[2] += 8;
       try {
-        plan.execute_scaled(odd, lhs_buf.p, static_cast<const float*>(sl_buf.p), rhs_buf.p,
-                            static_cast<const float*>(sr_buf.p), nullptr, out.p);
+        plan.execute_scaled(odd, lhs_buf.p, si.l(), rhs_buf.p, si.r(), nullptr, out.p);
         ADD_FAILURE() << "sizes that are not multiples of 16 ran";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("not a multiple of 16 (an FP8 ragged contraction"),

@@ -80,27 +80,15 @@ Table grouped(Backend& be, const Settings& s) {
   Table table = grouped_table();
   const int64_t div = s.grouped_divide;
   for (const MoeCase& full : moe_cases()) {
-    MoeCase c = full;
-    c.tokens = std::max<int64_t>(full.tokens / div, c.groups);
-    c.k = std::max<int64_t>(full.k / div, 1);
-    c.n = std::max<int64_t>(full.n / div, 1);
-    const std::string name = std::to_string(c.tokens) + "x" + std::to_string(c.groups) + "x" +
-                             std::to_string(c.k) + "x" + std::to_string(c.n);
+    const MoeCase c = divided(full, div);
+    const std::string name = moe_name(c);
     const std::string skew = group_skew_text(c.skew, kMoeEmptyGroups);
     const std::vector<int32_t> sizes = moe_group_sizes(c.tokens, c.groups, c.skew, kMoeEmptyGroups);
     std::string list;
     for (int32_t v : sizes) list += (list.empty() ? "" : ",") + std::to_string(v);
     say("grouped: " + name + " " + skew + ": sizes " + list);
 
-    GroupedGemmDesc d;
-    d.name = "moe " + name;
-    d.form = GroupedForm::kRaggedRows;
-    d.num_groups = c.groups;
-    d.lhs_shape = {c.tokens, c.k};
-    d.lhs_contracting_dims = {1};
-    d.rhs_shape = {c.groups, c.n, c.k};
-    d.rhs_contracting_dims = {2};
-    d.dtype = DType::kBFloat16;
+    GroupedGemmDesc d = moe_desc(c);
     d.path = GroupedPath::kLoop;
     GroupedGemmPlan loop(be, d);
     d.path = GroupedPath::kCublasGrouped;
@@ -214,13 +202,9 @@ Table grouped(Backend& be, const Settings& s) {
     }
     // A call the grouped path hands to the loop (unaligned group pointers) is timed as the
     // loop: say so in the path's name.
-    const auto path_of = [](const GroupedGemmPlan& p) {
-      return std::string(grouped_path_name(p.path())) +
-             (p.loop_fallbacks() > 0 ? " (fell back to the loop)" : "");
-    };
-    const std::string path = path_of(grouped);
-    const std::string tiles_path = path_of(tiles);
-    const std::string device_path = device ? path_of(*device) : "not run";
+    const std::string path = path_text(grouped);
+    const std::string tiles_path = path_text(tiles);
+    const std::string device_path = device ? path_text(*device) : "not run";
     const double nan = std::nan("");
     const double device_ms = device ? ms[4] : nan, graph_ms = device ? ms[5] : nan;
     table.add({name,

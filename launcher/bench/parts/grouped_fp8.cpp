@@ -62,25 +62,13 @@ Table grouped_fp8(Backend& be, const Settings& s) {
   Table table = grouped_fp8_table();
   const int64_t div = s.grouped_divide;
   for (const MoeCase& full : moe_cases()) {
-    MoeCase c = full;
-    c.tokens = std::max<int64_t>(full.tokens / div, c.groups);
     // K and N stay multiples of 16 (cuBLASLt's FP8 GEMMs refuse others).
-    c.k = std::max<int64_t>(full.k / div / 16 * 16, 16);
-    c.n = std::max<int64_t>(full.n / div / 16 * 16, 16);
-    const std::string name = std::to_string(c.tokens) + "x" + std::to_string(c.groups) + "x" +
-                             std::to_string(c.k) + "x" + std::to_string(c.n);
+    const MoeCase c = divided(full, div, 16);
+    const std::string name = moe_name(c);
     const std::string skew = group_skew_text(c.skew, kMoeEmptyGroups);
     const std::vector<int32_t> sizes = moe_group_sizes(c.tokens, c.groups, c.skew, kMoeEmptyGroups);
 
-    GroupedGemmDesc d;
-    d.name = "moe " + name;
-    d.form = GroupedForm::kRaggedRows;
-    d.num_groups = c.groups;
-    d.lhs_shape = {c.tokens, c.k};
-    d.lhs_contracting_dims = {1};
-    d.rhs_shape = {c.groups, c.n, c.k};
-    d.rhs_contracting_dims = {2};
-    d.dtype = DType::kBFloat16;
+    GroupedGemmDesc d = moe_desc(c);
     d.path = GroupedPath::kCublasLtTiles;
     GroupedGemmPlan bf16_tiles(be, d);
     d.dtype = DType::kFloat8E4M3;
@@ -145,15 +133,11 @@ Table grouped_fp8(Backend& be, const Settings& s) {
         s.warmup, s.iterations);
     const double flops = bf16_tiles.flops(sizes);
     const auto tflops = [&](double t) { return flops / (t * 1e-3) / 1e12; };
-    const auto path_of = [](const GroupedGemmPlan& p) {
-      return std::string(grouped_path_name(p.path())) +
-             (p.loop_fallbacks() > 0 ? " (fell back to the loop)" : "");
-    };
-    table.add({name, skew, ms[0], tflops(ms[0]), path_of(fp8_loop), ms[1], tflops(ms[1]),
-               path_of(fp8_tiles), ms[2], tflops(ms[2]), ms[0] / ms[2], ms[1] / ms[2], rel});
+    table.add({name, skew, ms[0], tflops(ms[0]), path_text(fp8_loop), ms[1], tflops(ms[1]),
+               path_text(fp8_tiles), ms[2], tflops(ms[2]), ms[0] / ms[2], ms[1] / ms[2], rel});
     say("grouped_fp8: " + name + " " + skew + ": bf16 tiles " + std::to_string(ms[0]) +
-        " ms, FP8 " + path_of(fp8_loop) + " " + std::to_string(ms[1]) + " ms, FP8 " +
-        path_of(fp8_tiles) + " " + std::to_string(ms[2]) + " ms, max rel diff " +
+        " ms, FP8 " + path_text(fp8_loop) + " " + std::to_string(ms[1]) + " ms, FP8 " +
+        path_text(fp8_tiles) + " " + std::to_string(ms[2]) + " ms, max rel diff " +
         std::to_string(rel));
   }
   return table;

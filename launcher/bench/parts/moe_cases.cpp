@@ -31,6 +31,37 @@ const std::vector<MoeCase>& moe_cases() {
   return cases;
 }
 
+MoeCase divided(const MoeCase& full, int64_t div, int64_t multiple) {
+  MoeCase c = full;
+  c.tokens = std::max<int64_t>(full.tokens / div, c.groups);
+  c.k = std::max<int64_t>(full.k / div / multiple * multiple, multiple);
+  c.n = std::max<int64_t>(full.n / div / multiple * multiple, multiple);
+  return c;
+}
+
+std::string moe_name(const MoeCase& c) {
+  return std::to_string(c.tokens) + "x" + std::to_string(c.groups) + "x" + std::to_string(c.k) +
+         "x" + std::to_string(c.n);
+}
+
+GroupedGemmDesc moe_desc(const MoeCase& c) {
+  GroupedGemmDesc d;
+  d.name = "moe " + moe_name(c);
+  d.form = GroupedForm::kRaggedRows;
+  d.num_groups = c.groups;
+  d.lhs_shape = {c.tokens, c.k};
+  d.lhs_contracting_dims = {1};
+  d.rhs_shape = {c.groups, c.n, c.k};
+  d.rhs_contracting_dims = {2};
+  d.dtype = DType::kBFloat16;
+  return d;
+}
+
+std::string path_text(const GroupedGemmPlan& p) {
+  return std::string(grouped_path_name(p.path())) +
+         (p.loop_fallbacks() > 0 ? " (fell back to the loop)" : "");
+}
+
 BackendBuffers::~BackendBuffers() {
   for (void* p : held_) be_.release(p);
 }

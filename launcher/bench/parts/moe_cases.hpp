@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cgemm/runtime/backend.hpp"
+#include "cgemm/runtime/grouped_plan.hpp"
 #include "grouped_sizes.hpp"
 
 namespace cgemm::launcher::parts {
@@ -21,6 +23,20 @@ struct MoeCase {
 const std::vector<MoeCase>& moe_cases();
 
 inline constexpr int64_t kMoeEmptyGroups = 8;  // empty groups of a skewed case
+
+/// `full` with tokens, K and N divided by `div` (--parts_grouped_divide): tokens at least G,
+/// K and N rounded down to a multiple of `multiple` (at least `multiple`).
+MoeCase divided(const MoeCase& full, int64_t div, int64_t multiple = 1);
+
+/// "TOKENSxGxKxN".
+std::string moe_name(const MoeCase& c);
+
+/// The case's bf16 ragged-rows descriptor: lhs [tokens, K], rhs [G, N, K] (gemm.py's default
+/// "T" layout), named "moe NAME"; path and dtype for the caller to set.
+GroupedGemmDesc moe_desc(const MoeCase& c);
+
+/// The path a plan's calls ran, " (fell back to the loop)" added where one did.
+std::string path_text(const GroupedGemmPlan& p);
 
 /// Backend memory released on every path out.
 class BackendBuffers {
