@@ -65,9 +65,8 @@ std::string cublaslt_tiles_refusal(const RaggedRowsGeometry& g) {
              " -> " + std::string(dtype_name(g.out_dtype));
     }
     if (g.lhs_trans || !g.rhs_trans) return "FP8 runs lhs [M, K] and rhs [G, N, K] only";
-  } else if (g.rhs_dtype != g.dtype || g.out_dtype != g.dtype) {
-    return "the output dtype " + std::string(dtype_name(g.out_dtype)) +
-           " differs from the inputs' " + std::string(dtype_name(g.dtype));
+  } else if (std::string why = one_dtype_refusal(g); !why.empty()) {
+    return why;
   } else if (!half_or_float(g.dtype)) {
     return "it runs bfloat16, float16 and float32, not " + std::string(dtype_name(g.dtype));
   }
