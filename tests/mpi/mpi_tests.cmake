@@ -527,11 +527,12 @@ cgemm_add_mpi_failure_test(sweep_list_ignored_by_block 2 "collective = .*sweeps 
 
 # The backward pass's GEMM layouts (issue 24: wgrad's transposed lhs and two contracting dims,
 # lhs [K, M], rhs [N, K], an N-D rhs) as plain GEMMs on the CPU backend against an fp64
-# reference, on 1 rank, dp 2 x tp 1 and dp 2 x tp 2 (the reductions over dp, tp or both); the
-# layouts that cannot run are refused.
+# reference, on 1 rank, dp 2 x tp 1, tp 3 and dp 2 x tp 2 (the reductions over dp, tp or both);
+# the collective GEMMs on an N-D rhs and several contracting dims (issue 43 item 1); the layouts
+# that cannot run are refused.
 add_executable(test_gemm_layouts ${CMAKE_CURRENT_LIST_DIR}/test_gemm_layouts.cpp)
 target_link_libraries(test_gemm_layouts PRIVATE cgemm GTest::gtest cgemm_warnings)
-foreach(np 1 2 4)
+foreach(np 1 2 3 4)
   add_test(NAME mpi_gemm_layouts_np${np}
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
             $<TARGET_FILE:test_gemm_layouts>)

@@ -1,9 +1,11 @@
 // The GEMM layouts of a training step's backward pass (issue 24) run as plain GEMMs (collective
-// none) on the CPU backend, under mpirun on 1 rank and on dp 2 x tp 2: wgrad's transposed lhs
-// contracting two dims (x [B, S, H]^T dy [B, S, N]), lhs [K, M], rhs [N, K], an N-D rhs
-// (runtime/src/plan/gemm_layout.hpp). Each against an fp64 reference of the global output
-// computed here from the same global inputs, fresh random each run, outputs poisoned with
-// NaN. Layouts that cannot run as one GEMM are refused with one clear message.
+// none) on the CPU backend, under mpirun on 1 rank, dp 2, tp 3 and dp 2 x tp 2: wgrad's
+// transposed lhs contracting two dims (x [B, S, H]^T dy [B, S, N]), lhs [K, M], rhs [N, K], an
+// N-D rhs (runtime/src/plan/gemm_layout.hpp); and the all-gather and reduce-scatter GEMMs on an
+// N-D rhs and several contracting dims (issue 43 item 1), both of their paths. Each against an fp64
+// reference of the global output computed here from the same global inputs, fresh random each run,
+// outputs poisoned with NaN. Layouts that cannot run as one GEMM are refused with one clear
+// message.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -123,33 +125,42 @@ PlanDescription run_and_check(const GemmDesc& desc, double tolerance) {
   }
   const int64_t out_n = num_elements(plan.out_local());
   const std::vector<double> nan(static_cast<size_t>(out_n), std::nan(""));
-  std::vector<char> out = to_dtype(nan, out_t);
-  plan.execute(lhs_local.data(), rhs_local.data(), bias.empty() ? nullptr : bias_local.data(),
-               out.data());
-
-  std::vector<float> got(static_cast<size_t>(out_n));
-  convert_to_float(out.data(), out_t, got.data(), out_n);
   const auto want = shard(ref, plan.out_global(), plan.out_offset(), plan.out_local());
   const auto scale = shard(mag, plan.out_global(), plan.out_offset(), plan.out_local());
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-    if (!(err <= tolerance * scale[i] + 1e-6) && bad++ < 5) {
-      ADD_FAILURE() << desc.name << ": out[" << i << "] = " << got[i] << ", reference " << want[i];
+  // A collective GEMM runs both its paths: the overlapped ring and the sequential collective.
+  for (const bool overlapped : {true, false}) {
+    if (!overlapped && desc.collective == CollectiveOp::kNone) continue;
+    const char* path = overlapped ? "overlapped" : "sequential";
+    std::vector<char> out = to_dtype(nan, out_t);
+    const void* b = bias.empty() ? nullptr : bias_local.data();
+    if (overlapped) {
+      plan.execute_overlapped(lhs_local.data(), rhs_local.data(), b, out.data());
+    } else {
+      plan.execute_sequential(lhs_local.data(), rhs_local.data(), b, out.data());
     }
+    std::vector<float> got(static_cast<size_t>(out_n));
+    convert_to_float(out.data(), out_t, got.data(), out_n);
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+      if (!(err <= tolerance * scale[i] + 1e-6) && bad++ < 5) {
+        ADD_FAILURE() << desc.name << " (" << path << "): out[" << i << "] = " << got[i]
+                      << ", reference " << want[i];
+      }
+    }
+    EXPECT_EQ(bad, 0) << desc.name << " (" << path << "): " << plan.schedule_summary();
   }
-  EXPECT_EQ(bad, 0) << desc.name << ": " << plan.schedule_summary();
   return plan.description();
 }
 
 // wgrad: dW [H, N] = x^T dy, x [B, S, H] and dy [B, S, N] contracting (0, 1) on both sides.
 TEST(GemmLayouts, WgradContractsTheLeadingDimsOfBoth) {
   // x and dy replicated, dW split on tp by dy's columns: no reduction.
-  const auto d = run_and_check(layout_desc("wgrad", {4, 6, 8}, {none(), none(), none()}, {4, 6, 10},
+  const auto d = run_and_check(layout_desc("wgrad", {4, 6, 8}, {none(), none(), none()}, {4, 6, 12},
                                            {none(), none(), tpsp()}, {{0, 1}, {0, 1}}),
                                1e-5);
   EXPECT_FALSE(d.sharding.reduce_spec.has_value());
-  EXPECT_EQ(d.out_global, (Shape{8, 10}));
+  EXPECT_EQ(d.out_global, (Shape{8, 12}));
   ASSERT_EQ(d.sequential.gemms.size(), 1u);
   EXPECT_TRUE(d.sequential.gemms[0].task.lhs_transposed);
   EXPECT_FALSE(d.sequential.gemms[0].task.rhs_transposed);
@@ -158,7 +169,7 @@ TEST(GemmLayouts, WgradContractsTheLeadingDimsOfBoth) {
 
 TEST(GemmLayouts, WgradOfASequenceParallelLayerAllReducesOverTp) {
   // Sequence-parallel x and dy: the planner reduces dW over tpsp; the plain GEMM all-reduces.
-  GemmDesc desc = layout_desc("wgrad sp", {2, 8, 6}, {none(), tpsp(), none()}, {2, 8, 4},
+  GemmDesc desc = layout_desc("wgrad sp", {2, 12, 6}, {none(), tpsp(), none()}, {2, 12, 4},
                               {none(), tpsp(), none()}, {{0, 1}, {0, 1}}, DType::kBFloat16);
   desc.out_dtype = DType::kFloat32;
   const auto d = run_and_check(desc, 1e-5);
@@ -205,12 +216,12 @@ TEST(GemmLayouts, TransposedRhs) {
 
 TEST(GemmLayouts, ThreeDimensionalRhsWithBias) {
   // lhs [B, S, K] with rhs [K, N1, N2]: the output [B, S, N1, N2], the bias [N1, N2].
-  GemmDesc desc = layout_desc("rhs 3d", {2, 4, 12}, {dp(), none(), none()}, {12, 4, 3},
+  GemmDesc desc = layout_desc("rhs 3d", {2, 4, 12}, {dp(), none(), none()}, {12, 6, 3},
                               {none(), tpsp(), none()}, {{2}, {0}});
-  desc.bias_shape = Shape{4, 3};
+  desc.bias_shape = Shape{6, 3};
   desc.bias_spec = {tpsp(), none()};
   const auto d = run_and_check(desc, 1e-5);
-  EXPECT_EQ(d.out_global, (Shape{2, 4, 4, 3}));
+  EXPECT_EQ(d.out_global, (Shape{2, 4, 6, 3}));
 }
 
 TEST(GemmLayouts, BothTransposedWithTwoContractingDims) {
@@ -290,7 +301,7 @@ TEST(GemmLayouts, PairedContractingDimsShardedDifferentlyAreRefused) {
   // The lhs shards its first contracting dim on tp, the rhs its second: the planner reduces
   // over tpsp and accepts both specs, but each rank's local K slices would not pair.
   const std::string msg =
-      refusal(layout_desc("shards", {6, 4, 4}, {none(), tpsp(), none()}, {4, 4, 10},
+      refusal(layout_desc("shards", {6, 6, 6}, {none(), tpsp(), none()}, {6, 6, 10},
                           {none(), tpsp(), none()}, {{1, 2}, {0, 1}}));
   EXPECT_NE(msg.find("contracting dim 0 is sharded as ('tpsp',) on the lhs and (None,) on the rhs"),
             std::string::npos)
@@ -321,17 +332,101 @@ TEST(GemmLayouts, NonConsecutiveContractingDimsAreGemmPysRefusal) {
       << msg;
 }
 
-TEST(GemmLayouts, CollectivesKeepTheirLayout) {
-  // An all-gather of an lhs contracting two trailing dims with a 3-D rhs.
-  GemmDesc desc = layout_desc("ag 4d", {2, 8, 3, 4}, {dp(), tpsp(), none(), none()}, {3, 4, 6},
-                              {none(), none(), tpsp()}, {{2, 3}, {0, 1}});
-  desc.collective = CollectiveOp::kAllGather;
+// Issue 43 item 1: the collective GEMMs on the layouts gemm.py runs them on besides lhs [B, S, K]
+// with a 2-D rhs. Shapes divide by tp 2 and 3 and by dp 2 (np 1, 2, 3, 4).
+GemmDesc collective_desc(std::string name, CollectiveOp op, Shape lhs, PartitionSpec lhs_spec,
+                         Shape rhs, PartitionSpec rhs_spec, ContractingDims dims) {
+  GemmDesc d = layout_desc(std::move(name), std::move(lhs), std::move(lhs_spec), std::move(rhs),
+                           std::move(rhs_spec), std::move(dims));
+  d.collective = op;
+  return d;
+}
+
+TEST(GemmLayouts, AllGatherWithTheGatedMlpKernel) {
+  // TE's layernorm_mlp kernel [K, 2, N] sharded on N (column-parallel), its bias [2, N]: the
+  // output [B, S, 2, N/tp] after the all-gather of x's sequence.
+  GemmDesc desc =
+      collective_desc("ag gated", CollectiveOp::kAllGather, {2, 12, 8}, {dp(), tpsp(), none()},
+                      {8, 2, 6}, {none(), none(), tpsp()}, {{2}, {0}});
+  desc.bias_shape = Shape{2, 6};
+  desc.bias_spec = {none(), tpsp()};
+  const auto d = run_and_check(desc, 1e-5);
+  EXPECT_EQ(d.out_global, (Shape{2, 12, 2, 6}));
+  // Sequence-first activations [S, B, K] too.
+  desc.name = "ag gated sbk";
+  desc.lhs_shape = {12, 2, 8};
+  desc.lhs_spec = {tpsp(), dp(), none()};
+  desc.transpose_batch_sequence = true;
+  run_and_check(desc, 1e-5);
+}
+
+TEST(GemmLayouts, AllGatherContractingTwoDims) {
+  // lhs [B, S, H, D] contracting (2, 3) with rhs [H, D, N]: K = H D.
+  GemmDesc desc = collective_desc("ag 4d", CollectiveOp::kAllGather, {2, 12, 3, 4},
+                                  {dp(), tpsp(), none(), none()}, {3, 4, 6},
+                                  {none(), none(), tpsp()}, {{2, 3}, {0, 1}});
+  run_and_check(desc, 1e-5);
+  // And a transposed rhs [N, 2, H, D] contracting (2, 3).
+  desc.name = "ag 4d rhs nk";
+  desc.rhs_shape = {6, 2, 3, 4};
+  desc.rhs_spec = {tpsp(), none(), none(), none()};
+  desc.contracting_dims = {{2, 3}, {2, 3}};
+  const auto d = run_and_check(desc, 1e-5);
+  EXPECT_EQ(d.out_global, (Shape{2, 12, 6, 2}));
+}
+
+TEST(GemmLayouts, ReduceScatterContractingTwoDims) {
+  // Row-parallel over heads: lhs [B, S, H, D] with H on tp, rhs [H, D, N]; the partial sums
+  // scattered over the sequence, then the bias.
+  GemmDesc desc = collective_desc("rs 4d", CollectiveOp::kReduceScatter, {2, 12, 6, 2},
+                                  {dp(), none(), tpsp(), none()}, {6, 2, 5},
+                                  {tpsp(), none(), none()}, {{2, 3}, {0, 1}});
+  desc.bias_shape = Shape{5};
+  desc.bias_spec = {none()};
+  const auto d = run_and_check(desc, 1e-5);
+  EXPECT_EQ(d.out_global, (Shape{2, 12, 5}));
+}
+
+TEST(GemmLayouts, ReduceScatterWithAThreeDimensionalRhs) {
+  // rhs [K, 2, N]: the output [B, S, 2, N] scattered over S; sequence-first as well.
+  GemmDesc desc =
+      collective_desc("rs rhs 3d", CollectiveOp::kReduceScatter, {2, 12, 6}, {dp(), none(), tpsp()},
+                      {6, 2, 4}, {tpsp(), none(), none()}, {{2}, {0}});
+  desc.bias_shape = Shape{2, 4};
+  desc.bias_spec = {none(), none()};
+  run_and_check(desc, 1e-5);
+  desc.name = "rs rhs 3d sbk";
+  desc.lhs_shape = {12, 2, 6};
+  desc.lhs_spec = {none(), dp(), tpsp()};
+  desc.transpose_batch_sequence = true;
+  run_and_check(desc, 1e-5);
+}
+
+TEST(GemmLayouts, CollectivesOnTheNewLayoutsInFp8) {
+  // Current scaling (the CPU backend's FP8 emulation): the quantized copies flatten K and N as
+  // the GEMM does; within e4m3's 1/4 of the magnitudes (QuantizedLayoutsMatchTheTwoDimensional).
+  GemmDesc ag =
+      collective_desc("fp8 ag gated", CollectiveOp::kAllGather, {2, 12, 32}, {dp(), tpsp(), none()},
+                      {32, 2, 48}, {none(), none(), tpsp()}, {{2}, {0}});
+  ag.quantization.mode = ScalingMode::kCurrentTensorScaling;
+  run_and_check(ag, 0.25);
+  GemmDesc rs = collective_desc("fp8 rs 4d", CollectiveOp::kReduceScatter, {2, 12, 6, 16},
+                                {dp(), none(), tpsp(), none()}, {6, 16, 16},
+                                {tpsp(), none(), none()}, {{2, 3}, {0, 1}});
+  rs.quantization.mode = ScalingMode::kCurrentTensorScaling;
+  run_and_check(rs, 0.25);
+}
+
+TEST(GemmLayouts, CollectivesRefuseATransposedLhs) {
+  // lhs [K, B, S]: no rows to move round the ring.
+  GemmDesc desc = collective_desc("rs km", CollectiveOp::kReduceScatter, {6, 2, 12},
+                                  {tpsp(), dp(), none()}, {6, 4}, {tpsp(), none()}, {{0}, {0}});
   const std::string msg = refusal(desc);
-  EXPECT_NE(
-      msg.find(
-          "GEMM 'ag 4d': the runtime runs all_gather GEMMs on lhs [..., K] contracting its last "
-          "dim and a 2-D rhs"),
-      std::string::npos)
+  EXPECT_NE(msg.find("GEMM 'rs km': the runtime runs reduce_scatter GEMMs on an lhs [B, S, K...] "
+                     "contracting its trailing dims (the ring moves its rows); a transposed lhs "
+                     "(contracting its leading dims) is not run: got lhs [6, 2, 12] contracting "
+                     "(0,)"),
+            std::string::npos)
       << msg;
 }
 

@@ -35,9 +35,11 @@ std::vector<const Program*> execute_programs(const CollectiveGemm& c) {
 
 void require_sequence_layout(const GemmGeometry& g) {
   const std::string where = "GEMM '" + g.name + "'";
-  if (g.lhs_local.size() != 3) {
-    throw Error(where + ": collective GEMMs take 3-D activations [B, S, K] (or [S, B, K]); got " +
-                "a local lhs " + shape_str(g.lhs_local));
+  // [B, S] (or [S, B]) rows then the contracting dims: the lhs's rows are its first two dims.
+  if (g.lhs_local.size() < 3 || g.lhs_local[0] * g.lhs_local[1] != g.lhs_rows) {
+    throw Error(where + ": collective GEMMs take activations [B, S, K...] (or [S, B, K...]), " +
+                "contracting the dims after the first two; got a local lhs " +
+                shape_str(g.lhs_local));
   }
   // gemm.py's impl: need_reorder = not transpose_batch_sequence and not is_outer; the reorder
   // is skipped when the batch dim is 1. Its assertions are the planner's.

@@ -121,9 +121,8 @@ Program sequential(const GemmGeometry& g) {
     a = {Workspace::kWorkIn};
     if (g.lhs_block > 0) {
       // gemm.py reorders the lhs scale_inv tpsp-leading with the lhs (its impl, 739-746): one
-      // byte per block, so its shape is the lhs's with the last dim divided by the block.
-      Shape shape = g.lhs_local;
-      shape.back() /= g.lhs_block;
+      // byte per block, so its shape is [B, S, K / block] (K flattened: it may be several dims).
+      const Shape shape{g.lhs_local[0], g.lhs_local[1], g.k / g.lhs_block};
       scales = Ref{Workspace::kWorkIn, g.lhs_bytes()};
       p.workspace.work_in += num_elements(shape);
       p.ops.push_back(ReorderOp{ReorderKind::kTpspLeading, shape, g.dp, *g.scales.lhs_block,

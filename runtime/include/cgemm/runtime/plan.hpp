@@ -11,11 +11,13 @@
 //    abstract: lhs non-contracting dims, then rhs non-contracting dims), the bias [N...].
 //    The contracting dims are contracted in storage order, flattened, as gemm.py's lowering
 //    does. A quantized GEMM quantizes a transposed operand into its NT copy.
-//  - all_gather, reduce_scatter: lhs [..., K] contracting its last dim (3-D [B, S, K] or,
-//    with transpose_batch_sequence, [S, B, K]); rhs 2-D, [K, N] (contracting dim 0) or [N, K]
-//    (contracting dim 1); bias 1-D [N].
-// Other layouts (contracting dims in the middle of an operand; other layouts with a
-// collective) are planned but rejected by the runtime with a cgemm::Error naming the layout.
+//  - all_gather, reduce_scatter: lhs [B, S, K...] (or, with transpose_batch_sequence,
+//    [S, B, K...]) contracting its trailing dims, one or several ([B, S, H, D] contracting
+//    (2, 3)); rhs [K..., N...] or [N..., K...] as the plain GEMM's (TE's gated-MLP kernel
+//    [K, 2, N]); the bias [N...]. A transposed lhs [K..., M...] is refused: the ring moves
+//    the lhs's rows.
+// Other layouts (contracting dims in the middle of an operand; a collective on a transposed
+// lhs) are planned but rejected by the runtime with a cgemm::Error naming the layout.
 
 #include <memory>
 #include <optional>
