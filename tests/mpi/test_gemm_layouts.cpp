@@ -417,6 +417,30 @@ TEST(GemmLayouts, CollectivesOnTheNewLayoutsInFp8) {
   run_and_check(rs, 0.25);
 }
 
+TEST(GemmLayouts, AllGatherReducedOverDp) {
+  // Issue 43 item 2: K sharded over dp on both operands while the all-gather gathers the
+  // sequence over tp. gemm.py psums the output over dp (in float32), then adds the bias; the
+  // planner replicates the rhs's N here (gemm.py gathers an rhs non-contracting dim whose axis
+  // the lhs's non-contracting dims hold).
+  GemmDesc desc = collective_desc("ag over dp", CollectiveOp::kAllGather, {2, 12, 8},
+                                  {none(), tpsp(), dp()}, {8, 6}, {dp(), none()}, {{2}, {0}});
+  desc.bias_shape = Shape{6};
+  desc.bias_spec = {none()};
+  auto d = run_and_check(desc, 1e-5);
+  ASSERT_TRUE(d.sharding.reduce_spec.has_value());
+  EXPECT_TRUE(d.sharding.reduce_spec->is_axis("dp"));
+  // bf16 in and out: each rank's output rounded to bf16, summed in float32 (gemm.py's
+  // is_all_reduce_in_float32), rounded again; sequence-first activations.
+  desc.name = "ag over dp bf16";
+  desc.dtype = desc.out_dtype = DType::kBFloat16;
+  desc.lhs_shape = {12, 2, 8};
+  desc.lhs_spec = {tpsp(), none(), dp()};
+  desc.transpose_batch_sequence = true;
+  d = run_and_check(desc, 2e-2);
+  EXPECT_NE(d.schedule_summary.find("all-reduce over ('dp',)"), std::string::npos)
+      << d.schedule_summary;
+}
+
 TEST(GemmLayouts, CollectivesRefuseATransposedLhs) {
   // lhs [K, B, S]: no rows to move round the ring.
   GemmDesc desc = collective_desc("rs km", CollectiveOp::kReduceScatter, {6, 2, 12},

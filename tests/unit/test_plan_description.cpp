@@ -145,14 +145,10 @@ TEST(PlanDescription, RefusesReductionsItDoesNotRun) {
   const PlanningMesh m = mesh(2, 2, 1, 0);
   const SpecEntry none = SpecEntry::none(), dp = SpecEntry::axis("dp"),
                   tpsp = SpecEntry::axis("tpsp");
-  // The all-gather GEMM's schedule has no reduction: planned, it would leave out the sum over
-  // dp and the bias.
-  expect_refusal<Error>(
-      reduced_over_dp(CollectiveOp::kAllGather, {none, tpsp, dp}), m,
-      {"'r'", "all_gather", "reduced over ('dp',)", "('dp', None)", "(None, 'tpsp', 'dp')"});
-  // The plain GEMM all-reduces over dp (issue 43 item 2): planned, its sum over the dp group.
-  {
-    const PlanDescription d = plan_gemm(reduced_over_dp(CollectiveOp::kNone, {none, tpsp, dp}), m);
+  // The all-gather and the plain GEMM all-reduce over dp (issue 43 item 2): planned, each
+  // with its sum over the dp group, then the bias (every path ends with them).
+  for (const CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kNone}) {
+    const PlanDescription d = plan_gemm(reduced_over_dp(op, {none, tpsp, dp}), m);
     EXPECT_NE(d.schedule_summary.find("all-reduce over ('dp',)"), std::string::npos)
         << d.schedule_summary;
   }

@@ -271,10 +271,43 @@ Program sequential(const GemmGeometry& g, bool gathering) {
   return p;
 }
 
+// Issue 43 item 2: an output the planner reduces over an axis besides tp's (both contracting
+// dims sharded over dp, say). gemm.py's _sharded_impl psums the GEMM's output over it, cast to
+// float32 first and back after (is_all_reduce_in_float32, the default), then adds the bias; so
+// does the end of every path here, after the gathered GEMMs have written the output.
+void reduce_output(Program& p, const GemmGeometry& g) {
+  if (g.reduce_groups.empty()) return;
+  const int64_t count = checked_mul(c_rows(g), g.n, "GEMM '" + g.name + "' output");
+  const Ref out{Operand::kOut};
+  const std::optional<Ref> bias =
+      g.has_bias ? std::optional<Ref>(Ref{Operand::kBias}) : std::nullopt;
+  const bool fp32 = g.reduce_in_fp32 && g.out != DType::kFloat32;
+  Ref sum = out;
+  if (fp32) {
+    sum = {Workspace::kWorkOut, static_cast<size_t>(p.workspace.work_out)};
+    p.workspace.work_out = checked_add(
+        p.workspace.work_out,
+        static_cast<int64_t>(g.bytes(c_rows(g), g.n, dtype_size(DType::kFloat32), "fp32 sum")),
+        "GEMM '" + g.name + "' workspace");
+    p.ops.push_back(SumOp{{out}, g.out, count, std::nullopt, 0, sum, DType::kFloat32, 0});
+  }
+  const DType sum_dtype = fp32 ? DType::kFloat32 : g.out;
+  for (const Group group : g.reduce_groups) {
+    p.ops.push_back(AllReduceOp{sum, sum_dtype, count, 0,
+                                g.name + " all-reduce over " + group_name(group), group});
+  }
+  if (fp32 || bias) p.ops.push_back(SumOp{{sum}, sum_dtype, count, bias, g.n, out, g.out, 0});
+}
+
 }  // namespace
 
 CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   require_sequence_layout(g);
+  if (!g.reduce_axis.empty() && g.reduce_groups.empty()) {
+    throw Error("GEMM '" + g.name + "': the output is reduced over " + g.reduce_axis +
+                "; the all-gather GEMM all-reduces over the data-parallel axis only (and, on a " +
+                "mesh with an fsdp axis, over fsdp or ('dp', 'fsdp'))");
+  }
   g.chunk_rows = g.lhs_rows;
   place_strided_if_reordered(g, ReorderKind::kDpLeading, g.out_local);
   split_into_pieces(g);
@@ -285,9 +318,13 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
   g.bytes(c.gemm_rows, g.k, g.in_size(), "gathered lhs");
   c.overlapped = overlapped(g, false);
   c.sequential = sequential(g, false);
+  reduce_output(c.overlapped, g);
+  reduce_output(c.sequential, g);
   if (g.lhs_src.buf == Ref{Operand::kLhs}.buf && g.lhs_side_band.empty()) {
     c.overlapped_gathering = overlapped(g, true);
     c.sequential_gathering = sequential(g, true);
+    reduce_output(*c.overlapped_gathering, g);
+    reduce_output(*c.sequential_gathering, g);
     c.gathered_lhs = gathered_lhs_shape(g);
   } else {
     // The ring and the sequential gather move the plan's quantized copy of the lhs (and its
@@ -307,7 +344,8 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
               std::to_string(steps) + " steps on " + std::to_string(g.num_streams) +
               " stream(s), k=" + std::to_string(g.k) + ", n=" + std::to_string(g.n) +
               (g.strided ? ", strided placement for batch " + std::to_string(g.batch) : "") +
-              (g.aggregate ? ", aggregate" : "");
+              (g.aggregate ? ", aggregate" : "") +
+              (g.reduce_axis.empty() ? "" : ", then an all-reduce over " + g.reduce_axis);
   return c;
 }
 

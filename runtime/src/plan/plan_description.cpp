@@ -132,10 +132,7 @@ void require_reduction_it_runs(const GemmDesc& desc, const GemmSharding& s, cons
   if (!s.reduce_spec) return;
   const std::string op(collective_name(desc.collective));
   std::string runs;
-  if (desc.collective == CollectiveOp::kAllGather) {
-    runs = "runs no reduction, so it would leave out the sum and the bias";
-  } else if (desc.collective == CollectiveOp::kReduceScatter &&
-             !s.reduce_spec->is_axis(m.tpsp_axis)) {
+  if (desc.collective == CollectiveOp::kReduceScatter && !s.reduce_spec->is_axis(m.tpsp_axis)) {
     // gemm.py refuses this first; the schedule scatters over the tp group.
     runs = "reduces over the tensor-parallel axis '" + m.tpsp_axis + "' only";
   } else {
