@@ -425,6 +425,56 @@ TEST_F(GroupedPlan, SizesAreCheckedBeforeAnythingRuns) {
                       "dim K = 96 (they may sum to less, the rest being padding, not to more)");
 }
 
+// Issue 43 item 4: N-D operands collapse at gemm.py's axis boundary into the 2-D GEMM of the
+// same memory. Each N-D plan runs on the buffers of a 2-D case and is checked against that
+// case's fp64 reference; its output has the planner's N-D shape (lhs kept dims, rhs kept dims).
+TEST_F(GroupedPlan, NdOperandsCollapseAtTheAxisBoundary) {
+  struct NdCase {
+    Case c;  // the 2-D case of the same memory
+    Shape lhs, rhs;
+    std::vector<int64_t> lhs_dims, rhs_dims;
+    Shape out;
+  };
+  Case rows;  // lhs [96, 40], rhs [G, N, K] = [4, 24, 40], a bias
+  rows.sizes = {30, 0, 50, 16};
+  rows.bias = true;
+  Case rows_nn = rows;  // lhs [K, M] = [40, 96], rhs [G, K, N] = [4, 40, 24]
+  rows_nn.lhs_trans = true;
+  rows_nn.rhs_trans = false;
+  Case wgrad;  // lhs [M, K_total] = [40, 96], rhs [N, K_total] = [24, 96]
+  wgrad.form = GroupedForm::kRaggedContracting;
+  wgrad.sizes = {16, 48, 0, 32};
+  const std::vector<NdCase> cases = {
+      {rows, {2, 48, 8, 5}, {4, 4, 6, 8, 5}, {2, 3}, {3, 4}, {2, 48, 4, 6}},
+      {rows_nn, {8, 5, 2, 48}, {4, 8, 5, 4, 6}, {0, 1}, {1, 2}, {2, 48, 4, 6}},
+      {wgrad, {5, 8, 96}, {4, 6, 96}, {2}, {2}, {4, 5, 8, 4, 6}},
+  };
+  for (const NdCase& nd : cases) {
+    SCOPED_TRACE(describe(nd.c) + " as lhs " + shape_str(nd.lhs) + ", rhs " + shape_str(nd.rhs));
+    GroupedGemmDesc d = make_desc(nd.c);
+    const auto lhs = random_values(num_elements(d.lhs_shape), d.dtype);
+    const auto rhs = random_values(num_elements(d.rhs_shape), d.dtype);
+    d.lhs_shape = nd.lhs;
+    d.rhs_shape = nd.rhs;
+    d.lhs_contracting_dims = nd.lhs_dims;
+    d.rhs_contracting_dims = nd.rhs_dims;
+    GroupedGemmPlan plan(*g_ctx, d);
+    ASSERT_EQ(plan.out_shape(), nd.out);
+    ASSERT_EQ(num_elements(d.lhs_shape), static_cast<int64_t>(lhs.size()));
+    ASSERT_EQ(num_elements(d.rhs_shape), static_cast<int64_t>(rhs.size()));
+    const auto g = static_cast<int64_t>(nd.c.sizes.size());
+    const auto bias = nd.c.bias ? random_values(g * nd.c.n, d.dtype) : std::vector<double>{};
+    Buffer lhs_buf(lhs, d.dtype), rhs_buf(rhs, d.dtype);
+    std::unique_ptr<Buffer> bias_buf;
+    if (nd.c.bias) bias_buf = std::make_unique<Buffer>(bias, d.dtype);
+    const int64_t out_count = num_elements(nd.out);
+    Buffer out_buf(static_cast<size_t>(out_count) * dtype_size(d.dtype));
+    be().fill_nan(out_buf.p, d.dtype, out_count);
+    plan.execute(nd.c.sizes, lhs_buf.p, rhs_buf.p, bias_buf ? bias_buf->p : nullptr, out_buf.p);
+    check_output(nd.c, lhs, rhs, bias, read_back(out_buf.p, d.dtype, out_count));
+  }
+}
+
 // Padded sizes (gemm.py allows sizes that sum to less than the ragged dim: TE's MoE capacity
 // buffers): on every path, sizes from the host and from backend memory, with and without a
 // bias, the groups' rows are right and the padding rows zero (ragged rows); a ragged
@@ -757,13 +807,18 @@ TEST_F(GroupedPlan, RuntimeRefusals) {
   d.rhs_shape = {4, 24, 41};
   expect_plan_error<Error>(d,
                            "grouped GEMM 'moe' (ragged_rows): the contracting sizes differ: lhs "
-                           "[96, 40] has K = 40 (dim 1), rhs [4, 24, 41] has K = 41 (dim 2)");
+                           "[96, 40] has K = 40 (dims (1,)), rhs [4, 24, 41] has K = 41 (dims "
+                           "(2,))");
+  // N-D operands run (NdOperandsCollapseAtTheAxisBoundary); contracting dims in the middle do
+  // not, nor a rhs contracting G.
   d = make_desc(c);
-  d.lhs_shape = {2, 48, 40};
-  d.lhs_contracting_dims = {2};
+  d.lhs_shape = {2, 40, 48};
+  d.lhs_contracting_dims = {1};
   expect_plan_error<Error>(d,
-                           "grouped GEMM 'moe' (ragged_rows): layout lhs [2, 48, 40] contracting "
-                           "(2,), rhs [4, 24, 40] contracting (2,) is not run: lhs must be 2-D");
+                           "grouped GEMM 'moe' (ragged_rows): layout lhs [2, 40, 48] contracting "
+                           "(1,), rhs [4, 24, 40] contracting (2,) is not run: the lhs's "
+                           "contracting dims must be consecutive and its leading or trailing "
+                           "dims, with a non-contracting dim besides");
   d = make_desc(c);
   d.num_groups = -1;
   expect_plan_error<Error>(d, "grouped GEMM 'moe' (ragged_rows): num_groups -1 is negative");

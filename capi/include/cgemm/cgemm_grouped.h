@@ -34,9 +34,9 @@ typedef struct cgemm_grouped_plan_desc {
   const char* name;   /* in messages and traces ("NAME group g"); NULL: "grouped_gemm" */
   const char* form;   /* "ragged_rows" or "ragged_contracting"; NULL: "ragged_rows" */
   int64_t num_groups; /* G, >= 1: the length of every call's group sizes */
-  int lhs_ndim;       /* 2 */
+  int lhs_ndim;       /* 2; N-D collapses at gemm.py's axis boundary (GROUPED_GEMM.md) */
   int64_t lhs_shape[CGEMM_MAX_NDIM];
-  int rhs_ndim; /* 3 (ragged_rows) or 2 (ragged_contracting) */
+  int rhs_ndim; /* 3 (ragged_rows) or 2 (ragged_contracting); or more, as lhs_ndim */
   int64_t rhs_shape[CGEMM_MAX_NDIM];
   int bias_ndim; /* 0: no bias; else 2, bias [G, N] in the output dtype */
   int64_t bias_shape[CGEMM_MAX_NDIM];

@@ -12,8 +12,10 @@
 
 #include "cgemm/runtime/grouped_plan.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -164,6 +166,39 @@ void write_programs(Impl& im, const GroupedGemmShape& shape, const std::string& 
   for (const Program* p : {&b, &h}) p->check_writes(name);
 }
 
+// An operand collapsed at gemm.py's axis boundary: its contracting dims (consecutive, at
+// either end of dims [first, ndim)) flattened into k, the rest (from `first`) into other.
+struct Collapsed {
+  bool k_first = false;  // the contracting dims lead (gemm.py's is_trans for an lhs)
+  int64_t k = 1, other = 1;
+  Shape kept;  // the non-contracting dims from `first`, as the output holds them
+};
+
+std::optional<Collapsed> collapse_at_boundary(const Shape& s, std::vector<int64_t> dims,
+                                              size_t first) {
+  const auto nd = static_cast<int64_t>(s.size());
+  if (dims.empty()) return std::nullopt;
+  for (int64_t& v : dims) v = v < 0 ? v + nd : v;
+  std::sort(dims.begin(), dims.end());
+  const auto lo = dims.front(), hi = dims.back();
+  if (lo < static_cast<int64_t>(first) || hi >= nd) return std::nullopt;
+  if (hi - lo + 1 != static_cast<int64_t>(dims.size())) return std::nullopt;  // not consecutive
+  Collapsed c;
+  c.k_first = lo == static_cast<int64_t>(first) && hi != nd - 1;
+  if (!c.k_first && hi != nd - 1) return std::nullopt;  // in the middle
+  for (int64_t i = static_cast<int64_t>(first); i < nd; ++i) {
+    const int64_t v = s[static_cast<size_t>(i)];
+    if (i >= lo && i <= hi) {
+      c.k *= v;
+    } else {
+      c.other *= v;
+      c.kept.push_back(v);
+    }
+  }
+  if (c.kept.empty()) return std::nullopt;
+  return c;
+}
+
 }  // namespace
 
 // The plan's programs and the engine that runs them, at a fixed address (the plan moves).
@@ -227,42 +262,46 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   const auto refuse = [&](const std::string& why) {
     throw Error(what + ": layout " + layout + " is not run: " + why);
   };
-  if (d.lhs_shape.size() != 2) refuse("lhs must be 2-D");
-  if (d.lhs_contracting_dims.size() != 1 || d.rhs_contracting_dims.size() != 1) {
-    refuse("one contracting dim per operand");
-  }
-  const int64_t lcd = d.lhs_contracting_dims[0];
-  const int64_t rcd = d.rhs_contracting_dims[0];
-  if (lcd != 0 && lcd != 1) refuse("the lhs contracting dim must be 0 or 1");
-  // GemmTask's lhs [k, m] is gemm.py's lhs_is_trans (its contracting dim is not the last).
-  shape_.lhs_trans = lcd == 0;
-  const int64_t lhs_k = d.lhs_shape[static_cast<size_t>(lcd)];
-  const int64_t lhs_other = d.lhs_shape[static_cast<size_t>(1 - lcd)];
-  int64_t rhs_k = 0;
-  Shape expected_out;
-  if (d.form == GroupedForm::kRaggedRows) {
-    if (d.rhs_shape.size() != 3) refuse("rhs must be 3-D, [G, K, N] or [G, N, K]");
-    if (rcd != 1 && rcd != 2) refuse("the rhs contracting dim must be 1 or 2 (dim 0 is G)");
+  // Issue 43 item 4: N-D operands collapse at gemm.py's axis boundary (get_lhs_axis_boundary,
+  // get_rhs_axis_boundary) into the 2-D (3-D with G) GEMM of the same memory.
+  const auto collapse = [&](const Shape& s, const std::vector<int64_t>& dims, size_t first,
+                            const char* name) {
+    const std::optional<Collapsed> c = collapse_at_boundary(s, dims, first);
+    if (!c) {
+      refuse(std::string("the ") + name + "'s contracting dims must be consecutive and its " +
+             (first == 0 ? "leading or trailing dims" : "leading (after G) or trailing dims") +
+             ", with a non-contracting dim besides");
+    }
+    return *c;
+  };
+  const Collapsed lhs = collapse(d.lhs_shape, d.lhs_contracting_dims, 0, "lhs");
+  // GemmTask's lhs [k, m] is gemm.py's lhs_is_trans (its contracting dims lead).
+  shape_.lhs_trans = lhs.k_first;
+  const int64_t lhs_k = lhs.k, lhs_other = lhs.other;
+  Shape expected_out = lhs.kept;
+  const bool rows = d.form == GroupedForm::kRaggedRows;
+  if (rows) {
+    if (d.rhs_shape.size() < 3) refuse("rhs must be [G, K..., N...] or [G, N..., K...]");
     if (d.rhs_shape[0] != d.num_groups) {
       throw Error(what + ": rhs " + shape_str(d.rhs_shape) + " holds " +
                   std::to_string(d.rhs_shape[0]) + " groups in dim 0, the plan has num_groups " +
                   std::to_string(d.num_groups));
     }
-    shape_.rhs_trans = rcd == 2;  // [G, N, K]: gemm.py's rhs_is_trans (K is rhs's last dim)
-    rhs_k = d.rhs_shape[static_cast<size_t>(rcd)];
-    shape_.n = d.rhs_shape[static_cast<size_t>(3 - rcd)];
+  } else if (d.rhs_shape.size() < 2) {
+    refuse("rhs must be [K..., N...] or [N..., K...]");
+  }
+  const Collapsed rhs = collapse(d.rhs_shape, d.rhs_contracting_dims, rows ? 1 : 0, "rhs");
+  shape_.rhs_trans = !rhs.k_first;  // [G, N, K] / [N, K]: gemm.py's rhs_is_trans
+  const int64_t rhs_k = rhs.k;
+  shape_.n = rhs.other;
+  expected_out.insert(expected_out.end(), rhs.kept.begin(), rhs.kept.end());
+  if (rows) {
     shape_.k = lhs_k;
     shape_.extent = lhs_other;  // M
-    expected_out = {shape_.extent, shape_.n};
   } else {
-    if (d.rhs_shape.size() != 2) refuse("rhs must be 2-D, [K, N] or [N, K]");
-    if (rcd != 0 && rcd != 1) refuse("the rhs contracting dim must be 0 or 1");
-    shape_.rhs_trans = rcd == 1;  // [N, K]
-    rhs_k = d.rhs_shape[static_cast<size_t>(rcd)];
-    shape_.n = d.rhs_shape[static_cast<size_t>(1 - rcd)];
     shape_.m = lhs_other;
     shape_.extent = lhs_k;  // K_total
-    expected_out = {d.num_groups, shape_.m, shape_.n};
+    expected_out.insert(expected_out.begin(), d.num_groups);
   }
   if (fp8 && (shape_.lhs_trans || !shape_.rhs_trans)) {
     refuse(
@@ -272,9 +311,10 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   }
   if (lhs_k != rhs_k) {
     throw Error(what + ": the contracting sizes differ: lhs " + shape_str(d.lhs_shape) +
-                " has K = " + std::to_string(lhs_k) + " (dim " + std::to_string(lcd) + "), rhs " +
-                shape_str(d.rhs_shape) + " has K = " + std::to_string(rhs_k) + " (dim " +
-                std::to_string(rcd) + ")");
+                " has K = " + std::to_string(lhs_k) + " (dims " +
+                dims_text(d.lhs_contracting_dims) + "), rhs " + shape_str(d.rhs_shape) +
+                " has K = " + std::to_string(rhs_k) + " (dims " +
+                dims_text(d.rhs_contracting_dims) + ")");
   }
   // The planner's output shape is gemm.py's; the runtime's geometry must agree with it.
   if (planned_.out_shape != expected_out) {

@@ -18,6 +18,9 @@
 // [G, K, N] or [G, N, K], out [M, N], group g owns rows [off_g, off_g + size_g) of lhs and out.
 // kRaggedContracting (wgrad): lhs [K, M] or [M, K], rhs [K, N] or [N, K], out [G, M, N], group
 // g owns contracting indices [off_g, off_g + size_g). Empty groups are allowed in both.
+// N-D operands collapse at gemm.py's axis boundary into these shapes of the same memory: each
+// operand's contracting dims consecutive at one end (after G for the ragged-rows rhs), e.g. lhs
+// [B, S, K] or rhs [G, N1, N2, K]; the output keeps the planner's N-D shape.
 // Dtypes: lhs and rhs bfloat16, float16 or float32 (the same); out preferred_element_type or the
 // inputs'; bias [G, N] in the output dtype. FP8 (delayed or current tensor scaling, a scale_inv
 // per group and operand: Operand::kLhsScaleInv / kRhsScaleInv, or execute_scaled): lhs
