@@ -5,7 +5,8 @@
 #   tests     test_cuda_quantize (the FP8 codes' transpose among the quantize kernels), and
 #             test_prequantized on the CUDA backend at 1 and 2 ranks sharing the GPU (pre-quantized
 #             operands and QuantizedTensor against the GEMM that quantizes itself), and
-#             test_all_reduce_fp32 at 2 and 4 ranks sharing it (issue 43: the fp32 all-reduce);
+#             test_all_reduce_fp32 at 2 and 4 ranks sharing it (issue 43: the fp32 all-reduce),
+#             test_gemm_layouts at 3 and 4 (issue 43: collective layouts, all-gather over dp);
 #   accuracy  tests/mpi/check_train.sh fp8 with CGEMM_TRAIN_BACKEND=cuda: FP8 training's loss
 #             within 2% of bf16's at every 10th of 200 steps (1 rank, and dp 2 x tp 2 sharing the
 #             GPU), the captured step's losses equal to the eager ones;
@@ -64,6 +65,14 @@ if wants tests; then
     for np in 2 4; do
       run_step "test_all_reduce_fp32_np$np" 120 mpirun -np "$np" --bind-to none \
         -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda "$bin/test_all_reduce_fp32"
+    done
+  fi
+  # Issue 43 items 1 and 2: the collective GEMMs' new layouts and the all-gather reduced over dp,
+  # at tp 3 and dp 2 x tp 2 (ranks sharing the GPU).
+  if [ -x "$bin/test_gemm_layouts" ] && [ "${QUICK:-0}" != 1 ]; then
+    for np in 3 4; do
+      run_step "test_gemm_layouts_np$np" 120 mpirun -np "$np" --bind-to none \
+        -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda "$bin/test_gemm_layouts"
     done
   fi
 fi

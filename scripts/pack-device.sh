@@ -15,7 +15,7 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 gpu_tests=(test_cublaslt_gemm test_cublaslt_fp8 test_cuda_quantize test_cuda_backend test_ce_transport
   test_train_ops test_grouped_plan test_caller_stream test_gradient_buckets test_capture
-  test_fsdp_gemm test_prequantized test_all_reduce_fp32)
+  test_fsdp_gemm test_prequantized test_all_reduce_fp32 test_gemm_layouts)
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 # The JAX plugin against the test venv's pinned jax (scripts/python-venv.sh), when it exists:
