@@ -307,25 +307,29 @@ def _spec(ndim, sharded_dim):
 def _describe(lhs_shape, rhs_shape, bias_shape, dtype, cfg, tp):
     """The plan description of a call on this rank's shards: global shapes and the specs of the
     seed's collective GEMM layouts (all-gather: lhs sharded on its sequence dim, rhs on its
-    non-contracting dim; reduce-scatter: both on the contracting dim; none: nothing sharded)."""
+    output dim N (the last of [K..., N...], the first of [N..., K...]); reduce-scatter: both on
+    their first contracting dim; none: nothing sharded). The collectives take lhs [B, S, K...]
+    (or [S, B, K...]) contracting its trailing dims, and any rhs a plain GEMM takes (TE's
+    gated-MLP kernel [K, 2, N] included)."""
     lhs_g, rhs_g = list(lhs_shape), list(rhs_shape)
     bias_g = None if bias_shape is None else list(bias_shape)
     lhs_shard = rhs_shard = bias_shard = None
     if cfg.collective != "none":
-        if len(lhs_shape) != 3 or cfg.lhs_cdims != (2,) or len(rhs_shape) != 2 or \
-                len(cfg.rhs_cdims) != 1:
+        trailing = tuple(range(2, len(lhs_shape)))
+        if len(lhs_shape) < 3 or tuple(sorted(cfg.lhs_cdims)) != trailing:
             raise ValueError(
-                f"collective_op {cfg.collective}: cgemm runs it on lhs [B, S, K] (or [S, B, K] "
-                f"with transpose_batch_sequence) contracting its last dim and a 2-D rhs; got lhs "
-                f"{tuple(lhs_shape)} contracting {cfg.lhs_cdims}, rhs {tuple(rhs_shape)} "
-                f"contracting {cfg.rhs_cdims}")
-        rc = cfg.rhs_cdims[0]
+                f"collective_op {cfg.collective}: cgemm runs it on lhs [B, S, K...] (or "
+                f"[S, B, K...] with transpose_batch_sequence) contracting its dims after the "
+                f"first two; got lhs {tuple(lhs_shape)} contracting {cfg.lhs_cdims}")
+        rc = sorted(cfg.rhs_cdims)
         if cfg.collective == "all_gather":
             lhs_shard = 0 if cfg.transpose_batch_sequence else 1
-            rhs_shard = 1 - rc
-            bias_shard = 0
+            # N: the last dim of [K..., N...], the first of [N..., K...].
+            rhs_shard = len(rhs_shape) - 1 if rc[0] == 0 else 0
+            kept = [d for d in range(len(rhs_shape)) if d not in rc]
+            bias_shard = kept.index(rhs_shard)
         else:
-            lhs_shard, rhs_shard = 2, rc
+            lhs_shard, rhs_shard = 2, rc[0]
         lhs_g[lhs_shard] *= tp
         rhs_g[rhs_shard] *= tp
         if bias_g is not None and bias_shard is not None:
@@ -337,7 +341,7 @@ def _describe(lhs_shape, rhs_shape, bias_shape, dtype, cfg, tp):
          "lhs_spec": _spec(len(lhs_g), lhs_shard), "rhs_spec": _spec(len(rhs_g), rhs_shard)}
     if bias_g is not None:
         d["bias_shape"] = bias_g
-        d["bias_spec"] = _spec(1, bias_shard)
+        d["bias_spec"] = _spec(len(bias_g), bias_shard)
     if cfg.scaling != "none":
         d["scaling"] = cfg.scaling
     return d
@@ -446,7 +450,10 @@ def gemm(lhs, rhs, bias=None, contracting_dims=((-1,), (0,)), transpose_batch_se
     transpose_batch_sequence) gathered over the tp group inside the GEMM, rhs [K, N/tp] (or
     [N/tp, K] with contracting_dims ((-1,), (1,))), bias [N/tp] -> [B, S, N/tp].
     REDUCE_SCATTER: lhs [B, S, K/tp], rhs [K/tp, N] (or [N, K/tp]), bias [N] -> [B, S/tp, N],
-    the partial sums reduced in float32. scaling "current" / "delayed": cgemm's per-tensor FP8
+    the partial sums reduced in float32. Both collectives also take K as several trailing lhs
+    dims ([B, S, H, D] contracting (2, 3); the reduce-scatter shards the first, H) and an N-D
+    rhs ([K, 2, N], TE's gated-MLP kernel, sharded on its last dim by the all-gather; the bias
+    is the rhs's non-contracting dims, [2, N/tp]); forward only for those. scaling "current" / "delayed": cgemm's per-tensor FP8
     (e4m3) inside, forward only. lhs_quantizer / rhs_quantizer / quantizer_set are refused:
     cgemm quantizes inside (pass scaling).
 
@@ -470,8 +477,6 @@ def gemm(lhs, rhs, bias=None, contracting_dims=((-1,), (0,)), transpose_batch_se
     if lhs.dtype != rhs.dtype:
         raise TypeError(f"rhs: dtype {rhs.dtype} differs from lhs's {lhs.dtype}")
     if bias is not None:
-        if bias.ndim != 1:
-            raise ValueError(f"bias: shape {bias.shape}: a 1-D [N] is needed")
         if bias.dtype != lhs.dtype:
             raise TypeError(f"bias: dtype {bias.dtype} differs from the output's {lhs.dtype}")
     if scaling not in (None, "none", "current", "delayed"):
@@ -483,6 +488,11 @@ def gemm(lhs, rhs, bias=None, contracting_dims=((-1,), (0,)), transpose_batch_se
     cfg = _Config(op.value, _dims(lhs_c, lhs.ndim, "lhs"), _dims(rhs_c, rhs.ndim, "rhs"),
                   bool(transpose_batch_sequence), scaling or "none",
                   _DTYPES[jnp.dtype(lhs.dtype)], str(name or ""))
+    # The bias is the rhs's non-contracting dims (gemm.py's abstract), this rank's shard of them.
+    n_dims = tuple(d for i, d in enumerate(rhs.shape) if i not in cfg.rhs_cdims)
+    if bias is not None and tuple(bias.shape) != n_dims:
+        raise ValueError(f"bias: shape {tuple(bias.shape)}: the rhs's non-contracting dims "
+                         f"{n_dims} are needed (this rank's shard)")
     return _dense(lhs, rhs, bias, cfg)
 
 

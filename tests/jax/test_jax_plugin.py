@@ -128,6 +128,33 @@ def one_forward(collective, dtype, bias, rhs_nk, tbs):
     close(y, y_ref, y_scale, TOL[dtype], what)
 
 
+def test_forward_nd():
+    """Issue 43 item 1: the collectives on N-D layouts: the all-gather with TE's gated-MLP kernel
+    [K, 2, N] (sharded on N, its bias [2, N]), the reduce-scatter contracting [B, S, H, D] over
+    (H, D) with H on tp; float32 against the fp64 einsum."""
+    r = rng(4301)
+    X = randn(r, (B, S, K), jnp.float32)
+    W = randn(r, (K, 2, N), jnp.float32)
+    bv = randn(r, (2, N), jnp.float32)
+    ref = np.einsum("bsk,kgn->bsgn", X, W) + bv
+    scale = np.einsum("bsk,kgn->bsgn", np.abs(X), np.abs(W)) + np.abs(bv)
+    f = jax.jit(lambda x, w, b: cj.gemm(x, w, b, contracting_dims=((2,), (0,)),
+                                        collective_op=cj.CollectiveOp.ALL_GATHER))
+    y = f(jnp.asarray(shard(X, 1, tp, rank)), jnp.asarray(shard(W, 2, tp, rank)),
+          jnp.asarray(shard(bv, 1, tp, rank)))
+    close(y, shard(ref, 3, tp, rank), shard(scale, 3, tp, rank), 1e-5, "all_gather [K, 2, N]")
+    H, D = 12, 2  # H divisible by tp 1..4
+    X = randn(r, (B, S, H, D), jnp.float32)
+    W = randn(r, (H, D, N), jnp.float32)
+    ref = np.einsum("bshd,hdn->bsn", X, W)
+    scale = np.einsum("bshd,hdn->bsn", np.abs(X), np.abs(W))
+    f = jax.jit(lambda x, w: cj.gemm(x, w, contracting_dims=((2, 3), (0, 1)),
+                                     collective_op=cj.CollectiveOp.REDUCE_SCATTER))
+    y = f(jnp.asarray(shard(X, 2, tp, rank)), jnp.asarray(shard(W, 0, tp, rank)))
+    close(y, shard(ref, 1, tp, rank), shard(scale, 1, tp, rank), 1e-5,
+          "reduce_scatter [B, S, H, D] x [H, D, N]")
+
+
 def test_eager_call():
     """Outside jit too (JAX compiles the call alone)."""
     r = rng(7)
@@ -387,14 +414,14 @@ def test_bad_inputs():
     expect_error(lambda: cj.gemm(x, w.astype(jnp.bfloat16), collective_op=ag), TypeError,
                  "rhs: dtype bfloat16 differs", "a dtype that does not match")
     expect_error(lambda: cj.gemm(x, w, jnp.ones((N // tp + 1,), jnp.float32), collective_op=ag),
-                 cgemm.Error, "bias", "a bias of the wrong shape")
+                 ValueError, "the rhs's non-contracting dims", "a bias of the wrong shape")
     expect_error(lambda: cj.gemm(x, w, collective_op="all_reduce"), ValueError,
                  "'all_reduce' is not a CollectiveOp", "an unknown collective")
     expect_error(lambda: cj.gemm(x.astype(jnp.int32), w, collective_op=ag), TypeError,
                  "lhs: dtype int32", "an integer lhs")
     expect_error(lambda: cj.gemm(x, w, lhs_quantizer=object()), TypeError, "scaling=",
                  "a TE quantizer")
-    expect_error(lambda: cj.gemm(x[0], w, collective_op=ag), ValueError, "lhs [B, S, K]",
+    expect_error(lambda: cj.gemm(x[0], w, collective_op=ag), ValueError, "lhs [B, S, K...]",
                  "a 2-D lhs with a collective")
     # A buffer that is not the plan's reaches the handler only through a raw FFI call: the
     # handler names it (XLA raises it as a Python error), never a crash.
@@ -445,7 +472,7 @@ def test_shutdown_and_bootstrap_again():
     close(compiled(x, w), ref, scale, 1e-5, "the old executable once the plan is made again")
 
 
-tests = [test_forward_matrix, test_eager_call, test_fp8_forward, test_fp8_delayed_per_layer,
+tests = [test_forward_matrix, test_forward_nd, test_eager_call, test_fp8_forward, test_fp8_delayed_per_layer,
          test_grad_matrix, test_mlp_grad, test_grouped, test_jit_grad_vmap,
          test_bad_inputs, test_shutdown_and_bootstrap_again]
 start = time.time()
