@@ -587,6 +587,11 @@ def grouped_gemm(lhs, rhs, group_sizes, contracting_dims=((1,), (2,)), bias=None
         raise TypeError(f"preferred_element_type {out_dtype}: float32, bfloat16 or float16")
     if bias is not None and jnp.dtype(bias.dtype) != out_dtype:
         raise TypeError(f"bias: dtype {bias.dtype} differs from the output's {out_dtype}")
+    # The form follows the rhs's rank, so the wrapper takes the seed's 2-D / 3-D operands only
+    # (the C++ plan and cgemm.Context.grouped_plan, which name the form, also take N-D ones).
+    if lhs.ndim != 2 or rhs.ndim not in (2, 3):
+        raise ValueError(f"cgemm_jax.grouped_gemm takes lhs 2-D and rhs 3-D (ragged rows) or 2-D "
+                         f"(ragged contracting); got lhs {lhs.shape}, rhs {rhs.shape}")
     form = "ragged_rows" if rhs.ndim == 3 else "ragged_contracting"
     lhs_c, rhs_c = contracting_dims
     cfg = _GroupedConfig(form, _dims(lhs_c, lhs.ndim, "lhs"), _dims(rhs_c, rhs.ndim, "rhs"),

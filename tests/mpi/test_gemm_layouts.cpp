@@ -440,6 +440,71 @@ TEST(GemmLayouts, AllGatherReducedOverDp) {
       << d.schedule_summary;
 }
 
+// The value of `x` in bf16 (through float, as the CPU backend rounds).
+double bf16(double x) {
+  const auto f = static_cast<float>(x);
+  uint16_t b = 0;
+  float r = 0.0f;
+  convert_from_float(&f, &b, DType::kBFloat16, 1);
+  convert_to_float(&b, DType::kBFloat16, &r, 1);
+  return r;
+}
+
+// Found by review: the bf16 case above cannot tell which roundings ran. gemm.py's: each dp
+// rank's output rounded to bf16, those summed in float32 and rounded, then the bias added in
+// bf16. The CPU backend's GEMM accumulates in fp64 and rounds once, so the bits are known here.
+TEST(GemmLayouts, AllGatherOverDpRoundsAsGemmPy) {
+  if (g_cuda) GTEST_SKIP() << "cuBLASLt's accumulation order is its own";
+  GemmDesc desc = collective_desc("ag over dp bits", CollectiveOp::kAllGather, {2, 12, 16},
+                                  {none(), tpsp(), dp()}, {16, 6}, {dp(), none()}, {{2}, {0}});
+  desc.dtype = desc.out_dtype = DType::kBFloat16;
+  desc.bias_shape = Shape{6};
+  desc.bias_spec = {none()};
+  GemmPlan plan(*g_ctx, desc);
+  const int64_t k = 16, n = 6, rows = 2 * 12, k_local = plan.lhs_local()[2];
+  const auto lhs = random_tensor(desc.lhs_shape, DType::kBFloat16, 11);
+  const auto rhs = random_tensor(desc.rhs_shape, DType::kBFloat16, 12);
+  const auto bias = random_tensor({n}, DType::kBFloat16, 13);
+  std::vector<double> ref(static_cast<size_t>(rows * n));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;  // the float32 all-reduce, in dp rank order
+      for (int64_t d0 = 0; d0 < k; d0 += k_local) {
+        double part = 0.0;
+        for (int64_t p = d0; p < d0 + k_local; ++p) {
+          part += lhs[static_cast<size_t>(i * k + p)] * rhs[static_cast<size_t>(p * n + j)];
+        }
+        sum += static_cast<float>(bf16(part));
+      }
+      ref[static_cast<size_t>(i * n + j)] = bf16(bf16(sum) + bias[static_cast<size_t>(j)]);
+    }
+  }
+  Backend& be = g_ctx->backend();
+  const test::BackendBuffer a(be, shard(lhs, desc.lhs_shape, plan.lhs_offset(), plan.lhs_local()),
+                              DType::kBFloat16);
+  const test::BackendBuffer b(be, shard(rhs, desc.rhs_shape, plan.rhs_offset(), plan.rhs_local()),
+                              DType::kBFloat16);
+  const test::BackendBuffer c(be, bias, DType::kBFloat16);
+  const auto want = shard(ref, plan.out_global(), plan.out_offset(), plan.out_local());
+  for (const bool overlapped : {true, false}) {
+    test::BackendBuffer out(be, want.size() * 2);  // NaN
+    if (overlapped) {
+      plan.execute_overlapped(a.get(), b.get(), c.get(), out.get());
+    } else {
+      plan.execute_sequential(a.get(), b.get(), c.get(), out.get());
+    }
+    const std::vector<double> got = out.values_back(DType::kBFloat16);
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != want[i] && bad++ < 5) {
+        ADD_FAILURE() << (overlapped ? "overlapped" : "sequential") << ": out[" << i
+                      << "] = " << got[i] << ", gemm.py's roundings give " << want[i];
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 TEST(GemmLayouts, CollectivesRefuseATransposedLhs) {
   // lhs [K, B, S]: no rows to move round the ring.
   GemmDesc desc = collective_desc("rs km", CollectiveOp::kReduceScatter, {6, 2, 12},

@@ -475,6 +475,35 @@ TEST_F(GroupedPlan, NdOperandsCollapseAtTheAxisBoundary) {
   }
 }
 
+// Found by review: contracting dims pair by list position (jax.lax.dot_general) but the collapse
+// contracts them in storage order; a pairing the two would read differently is refused, as are
+// negative dims (gemm.py's axis boundary reads them otherwise than the collapse would).
+TEST_F(GroupedPlan, NdPairingsThatDifferAreRefused) {
+  Case c;
+  c.sizes = {2, 3};
+  GroupedGemmDesc d = make_desc(c);
+  const auto refused = [&](Shape lhs, std::vector<int64_t> lcd, Shape rhs, std::vector<int64_t> rcd,
+                           const std::string& why) {
+    d.lhs_shape = std::move(lhs);
+    d.lhs_contracting_dims = std::move(lcd);
+    d.rhs_shape = std::move(rhs);
+    d.rhs_contracting_dims = std::move(rcd);
+    try {
+      GroupedGemmPlan plan(*g_ctx, d);
+      ADD_FAILURE() << "planned; expected: " << why;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  // rhs dims out of storage order: dot_general pairs lhs dim 1 (2) with rhs dim 2 (2).
+  refused({5, 2, 3}, {1, 2}, {2, 3, 2, 7}, {2, 1},
+          "list each operand's contracting dims in the order they are stored");
+  // Paired sizes 2 and 3 (the products agree).
+  refused({5, 2, 3}, {1, 2}, {2, 3, 2, 7}, {1, 2}, "contracting dim 0 has size 2 on the lhs and 3");
+  refused({5, 6}, {1}, {2, 3, 2, 6}, {2, 3}, "different numbers of contracting dims");
+  refused({5, 2, 3}, {1, 2}, {2, 7, 2, 3}, {2, -1}, "negative contracting dims");
+}
+
 // Padded sizes (gemm.py allows sizes that sum to less than the ragged dim: TE's MoE capacity
 // buffers): on every path, sizes from the host and from backend memory, with and without a
 // bias, the groups' rows are right and the padding rows zero (ragged rows); a ragged
@@ -806,11 +835,11 @@ TEST_F(GroupedPlan, RuntimeRefusals) {
   d = make_desc(c);
   d.rhs_shape = {4, 24, 41};
   expect_plan_error<Error>(d,
-                           "grouped GEMM 'moe' (ragged_rows): the contracting sizes differ: lhs "
-                           "[96, 40] has K = 40 (dims (1,)), rhs [4, 24, 41] has K = 41 (dims "
-                           "(2,))");
+                           "grouped GEMM 'moe' (ragged_rows): layout lhs [96, 40] contracting "
+                           "(1,), rhs [4, 24, 41] contracting (2,) is not run: contracting dim 0 "
+                           "has size 40 on the lhs and 41 on the rhs");
   // N-D operands run (NdOperandsCollapseAtTheAxisBoundary); contracting dims in the middle do
-  // not, nor a rhs contracting G.
+  // not.
   d = make_desc(c);
   d.lhs_shape = {2, 40, 48};
   d.lhs_contracting_dims = {1};

@@ -152,6 +152,14 @@ TEST(PlanDescription, RefusesReductionsItDoesNotRun) {
     EXPECT_NE(d.schedule_summary.find("all-reduce over ('dp',)"), std::string::npos)
         << d.schedule_summary;
   }
+  // Found by review: sequence-first, K sharded over tpsp on both operands: the planner reduces
+  // over tpsp, which the all-gather's tp group gathers over instead.
+  {
+    GemmDesc d = reduced_over_dp(CollectiveOp::kAllGather, {none, none, tpsp});
+    d.rhs_spec = {tpsp, none};
+    d.transpose_batch_sequence = true;
+    expect_refusal<Error>(d, m, {"'r'", "reduced over ('tpsp',)", "gathers the sequence"});
+  }
   // The reduce-scatter reduces over tp; gemm.py itself refuses any other reduce axis.
   expect_refusal<PlanError>(reduced_over_dp(CollectiveOp::kReduceScatter, {none, none, dp}), m,
                             {"TPSP"});

@@ -40,7 +40,7 @@ std::string dims_text(const std::vector<int64_t>& d) {
   return s + (d.size() == 1 ? ",)" : ")");
 }
 
-// Where gemm.py carries the group sizes of a 2-D operand whose ragged dim is `ragged_dim`:
+// Where gemm.py carries the group sizes of an operand whose ragged dim is `ragged_dim`:
 // first_dims when it is dim 0, last_dims otherwise (the planner reads only the lengths).
 void set_ragged(GroupedOperand& op, int64_t ragged_dim, int64_t groups) {
   if (ragged_dim == 0) {
@@ -274,6 +274,29 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
     }
     return *c;
   };
+  // The dims pair by list position, as jax.lax.dot_general pairs them, while the collapse
+  // contracts them in storage order: the same only when each list is in storage order, of one
+  // length and the paired sizes agree (as the dense GEMM's require_paired_contraction).
+  const auto& ld = d.lhs_contracting_dims;
+  const auto& rd = d.rhs_contracting_dims;
+  for (const auto* dims : {&ld, &rd}) {
+    for (int64_t v : *dims) {
+      if (v < 0)
+        refuse("negative contracting dims are not read as gemm.py reads them; count from 0");
+    }
+    if (!std::is_sorted(dims->begin(), dims->end())) {
+      refuse("list each operand's contracting dims in the order they are stored");
+    }
+  }
+  if (ld.size() != rd.size()) refuse("the operands list different numbers of contracting dims");
+  for (size_t i = 0; i < ld.size(); ++i) {
+    const auto l = static_cast<size_t>(ld[i]), r = static_cast<size_t>(rd[i]);
+    if (l < d.lhs_shape.size() && r < d.rhs_shape.size() && d.lhs_shape[l] != d.rhs_shape[r]) {
+      refuse("contracting dim " + std::to_string(i) + " has size " +
+             std::to_string(d.lhs_shape[l]) + " on the lhs and " + std::to_string(d.rhs_shape[r]) +
+             " on the rhs");
+    }
+  }
   const Collapsed lhs = collapse(d.lhs_shape, d.lhs_contracting_dims, 0, "lhs");
   // GemmTask's lhs [k, m] is gemm.py's lhs_is_trans (its contracting dims lead).
   shape_.lhs_trans = lhs.k_first;
@@ -292,7 +315,6 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
   }
   const Collapsed rhs = collapse(d.rhs_shape, d.rhs_contracting_dims, rows ? 1 : 0, "rhs");
   shape_.rhs_trans = !rhs.k_first;  // [G, N, K] / [N, K]: gemm.py's rhs_is_trans
-  const int64_t rhs_k = rhs.k;
   shape_.n = rhs.other;
   expected_out.insert(expected_out.end(), rhs.kept.begin(), rhs.kept.end());
   if (rows) {
@@ -309,12 +331,10 @@ GroupedGemmPlan::GroupedGemmPlan(Backend& backend, GroupedGemmDesc desc)
         "only (gemm.py's lhs \"N\" / rhs \"T\" scaled data below compute capability 100, "
         "cuBLASLt's FP8 layout)");
   }
-  if (lhs_k != rhs_k) {
-    throw Error(what + ": the contracting sizes differ: lhs " + shape_str(d.lhs_shape) +
-                " has K = " + std::to_string(lhs_k) + " (dims " +
-                dims_text(d.lhs_contracting_dims) + "), rhs " + shape_str(d.rhs_shape) +
-                " has K = " + std::to_string(rhs_k) + " (dims " +
-                dims_text(d.rhs_contracting_dims) + ")");
+  // What gemm.py binds (the planner's lhs_is_trans / rhs_is_trans) is what runs.
+  if (shape_.lhs_trans != planned_.lhs_is_trans || shape_.rhs_trans != planned_.rhs_is_trans) {
+    refuse("gemm.py reads it as lhs_is_trans " + std::to_string(planned_.lhs_is_trans) +
+           ", rhs_is_trans " + std::to_string(planned_.rhs_is_trans));
   }
   // The planner's output shape is gemm.py's; the runtime's geometry must agree with it.
   if (planned_.out_shape != expected_out) {

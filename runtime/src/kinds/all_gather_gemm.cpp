@@ -273,8 +273,9 @@ Program sequential(const GemmGeometry& g, bool gathering) {
 
 // Issue 43 item 2: an output the planner reduces over an axis besides tp's (both contracting
 // dims sharded over dp, say). gemm.py's _sharded_impl psums the GEMM's output over it, cast to
-// float32 first and back after (is_all_reduce_in_float32, the default), then adds the bias; so
-// does the end of every path here, after the gathered GEMMs have written the output.
+// float32 first and back after (is_all_reduce_in_float32, the default), then adds the bias in
+// the output dtype; so does the end of every path here, after the gathered GEMMs have written
+// the output: the same roundings, in the same order.
 void reduce_output(Program& p, const GemmGeometry& g) {
   if (g.reduce_groups.empty()) return;
   const int64_t count = checked_mul(c_rows(g), g.n, "GEMM '" + g.name + "' output");
@@ -296,6 +297,7 @@ void reduce_output(Program& p, const GemmGeometry& g) {
     p.ops.push_back(AllReduceOp{sum, sum_dtype, count, 0,
                                 g.name + " all-reduce over " + group_name(group), group});
   }
+  // SumOp rounds the sum to the output dtype before it adds the bias (program.hpp).
   if (fp32 || bias) p.ops.push_back(SumOp{{sum}, sum_dtype, count, bias, g.n, out, g.out, 0});
 }
 
@@ -338,6 +340,14 @@ CollectiveGemm make_all_gather_gemm(GemmGeometry& g) {
                                    g.name + " gemm", 0, gathered_scales(g)));
   c.collective_only.workspace.work_in = c.gemm_only.workspace.work_in;
   for (AllGatherOp& x : gathers(g)) c.collective_only.ops.push_back(std::move(x));
+  for (const Group group : g.reduce_groups) {  // the reduction's all-reduce, in the output dtype
+    c.collective_only.ops.push_back(AllReduceOp{{Operand::kOut},
+                                                g.out,
+                                                checked_mul(c_rows(g), g.n, "output"),
+                                                0,
+                                                g.name + " all-reduce over " + group_name(group),
+                                                group});
+  }
   const auto steps = all_gather_schedule(g.tp, g.me, g.aggregate).size();
   c.summary = std::to_string(g.tp) + " chunks of " + std::to_string(g.chunk_rows) + " rows" +
               (g.pieces > 1 ? " in " + std::to_string(g.pieces) + " pieces each" : "") + " in " +

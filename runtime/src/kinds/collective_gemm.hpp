@@ -47,7 +47,8 @@ CollectiveGemm make_fsdp_reduce_scatter_gemm(GemmGeometry& g);
 CollectiveGemm make_all_gather_gemm(GemmGeometry& g);
 CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g);
 
-/// The checks every collective (all-gather or reduce-scatter) GEMM shares: 3-D activations and,
+/// The checks every collective (all-gather or reduce-scatter) GEMM shares: activations
+/// [B, S, K...] (the rows the first two dims, K the rest) and,
 /// batch-first, the sequence in dim 1 (gemm.py asserts sequence_dim == 1). Throws naming g.name.
 void require_sequence_layout(const GemmGeometry& g);
 

@@ -65,9 +65,10 @@ struct GemmGeometry {
   bool need_reorder = false;   // gemm.py's need_reorder: batch-first activations
   int sequence_dim = -1;       // the planner's sequence dim of the output; -1: none
   std::string reduce_axis;     // the planner's reduce axis of the output as a spec; "": none
-  // The groups the plain GEMM's all-reduce runs over for that axis, in order: {tp} for the
-  // tensor-parallel axis, {fsdp} for the fsdp axis, {fsdp, dp} for ('dp', 'fsdp') (FSDP's bias
-  // gradients); empty where the runtime runs no such reduction (make_plain_gemm refuses it).
+  // The groups the plain and the all-gather GEMM's all-reduce runs over for that axis, in
+  // order: {tp} for the tensor-parallel axis, {dp} for the data-parallel one, {fsdp} for the
+  // fsdp axis, {fsdp, dp} for ('dp', 'fsdp') (FSDP's bias gradients); empty where the runtime
+  // runs no such reduction (make_plain_gemm and make_all_gather_gemm refuse it).
   std::vector<Group> reduce_groups;
   // The all-reduce over them sums float32 partials, then casts (NVTE_JAX_ALL_REDUCE_IN_FP32,
   // core/env.hpp; the default); false: in the output dtype.

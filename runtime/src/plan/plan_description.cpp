@@ -125,9 +125,9 @@ void require_paired_contraction(const GemmDesc& desc, const GemmLayouts& layout,
 
 // The reductions the collective GEMMs run (gemm.py's _sharded_impl sums the output over the
 // planner's reduce axis, then adds the bias): the reduce-scatter's own, over the tp axis; the
-// plain GEMM's all-reduce, over the tp or the dp axis (make_plain_gemm refuses the rest). The
-// all-gather GEMM's schedule has no reduction at all: planned, it would leave out both the sum and
-// the bias, so any reduce axis is refused.
+// plain GEMM's and the all-gather GEMM's all-reduce over the axis's group (make_plain_gemm and
+// make_all_gather_gemm refuse the axes they have no group for). The all-gather's tp group
+// gathers the sequence, so it does not also sum over it.
 void require_reduction_it_runs(const GemmDesc& desc, const GemmSharding& s, const PlanningMesh& m) {
   if (!s.reduce_spec) return;
   const std::string op(collective_name(desc.collective));
@@ -135,6 +135,8 @@ void require_reduction_it_runs(const GemmDesc& desc, const GemmSharding& s, cons
   if (desc.collective == CollectiveOp::kReduceScatter && !s.reduce_spec->is_axis(m.tpsp_axis)) {
     // gemm.py refuses this first; the schedule scatters over the tp group.
     runs = "reduces over the tensor-parallel axis '" + m.tpsp_axis + "' only";
+  } else if (desc.collective == CollectiveOp::kAllGather && s.reduce_spec->is_axis(m.tpsp_axis)) {
+    runs = "gathers the sequence over '" + m.tpsp_axis + "' and does not also sum over it";
   } else {
     return;
   }

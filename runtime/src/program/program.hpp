@@ -115,8 +115,9 @@ struct WaitOp {
   int stream = 0;
 };
 
-/// out = sum of parts in order, in fp32, (+ bias, broadcast over rows of bias_len), cast to
-/// out_dtype.
+/// out = sum of parts in order, in fp32, cast to out_dtype; with a bias (broadcast over rows of
+/// bias_len) that sum is rounded to out_dtype first, then the bias added and rounded again, as
+/// gemm.py reduces in the output dtype and then does output += bias (both backends' kernels).
 struct SumOp {
   std::vector<Ref> parts;
   DType part_dtype = DType::kBFloat16;

@@ -33,12 +33,14 @@ std::string fmt_name(DType t) {
 void check_mxfp8_collective(const GemmGeometry& g, const PlanDescription& r, int64_t rhs_first,
                             int64_t rhs_last) {
   const std::string where = "GEMM '" + g.name + "': ";
+  // gemm.py's lhs flatten axis: the first of the lhs's trailing contracting dims.
+  size_t flatten_axis = r.lhs_local.size();
+  for (int64_t k = 1; flatten_axis > 0 && k < g.k;) k *= r.lhs_local[--flatten_axis];
   if (g.lhs_rows % 128 != 0 || g.k % 128 != 0) {
     throw PlanError(where +
                     "MXFP8 + Collective AG/RS requires LHS dimensions before and after the "
                     "flatten axis to be multiples of 128. Got lhs.shape=" +
-                    shape_str(r.lhs_local) +
-                    ", lhs_flatten_axis=" + std::to_string(r.lhs_local.size() - 1));
+                    shape_str(r.lhs_local) + ", lhs_flatten_axis=" + std::to_string(flatten_axis));
   }
   if (rhs_first % 128 != 0 || rhs_last % 128 != 0) {
     throw PlanError(where +
