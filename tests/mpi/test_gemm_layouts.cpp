@@ -1,7 +1,8 @@
 // The GEMM layouts of a training step's backward pass (issue 24) as plain GEMMs (collective
 // none): wgrad's transposed lhs contracting two dims (x [B, S, H]^T dy [B, S, N]), lhs [K, M],
 // rhs [N, K], an N-D rhs (runtime/src/plan/gemm_layout.hpp); the all-gather and reduce-scatter
-// GEMMs on an N-D rhs and several contracting dims, both of their paths (issue 43 item 1); the
+// GEMMs on an N-D rhs and several contracting dims, the reduce-scatter on a transposed lhs, both
+// of their paths (issue 43 item 1); the
 // all-gather GEMM reduced over dp (item 2). Under mpirun on 1 rank, dp 2, tp 3 and dp 2 x tp 2,
 // on the CPU backend or, with CGEMM_TEST_BACKEND=cuda, the CUDA backend (ranks sharing the GPU;
 // skipped where a rank has none). Each against an fp64 reference of the global output computed
@@ -31,6 +32,7 @@ namespace {
 using test::shard;
 
 std::unique_ptr<Context> g_ctx;
+std::unique_ptr<Context> g_ctx_pieces;  // the same mesh with chunks_per_rank 2
 bool g_cuda = false;  // CGEMM_TEST_BACKEND=cuda: the CUDA backend, ranks sharing the GPU
 uint32_t g_seed = 0;  // rank 0's, broadcast: every rank builds the same global tensors
 
@@ -83,8 +85,8 @@ GemmDesc layout_desc(std::string name, Shape lhs, PartitionSpec lhs_spec, Shape 
 
 // Plans and runs `desc`, checks this rank's output shard against the fp64 reference of the
 // global output, and returns the plan's description for further checks.
-PlanDescription run_and_check(const GemmDesc& desc, double tolerance) {
-  GemmPlan plan(*g_ctx, desc);
+PlanDescription run_and_check(const GemmDesc& desc, double tolerance, Context* ctx = nullptr) {
+  GemmPlan plan(ctx != nullptr ? *ctx : *g_ctx, desc);
   const DType in = desc.dtype, out_t = desc.out_dtype;
   const auto lhs = random_tensor(desc.lhs_shape, in, 1);
   const auto rhs = random_tensor(desc.rhs_shape, in, 2);
@@ -428,6 +430,7 @@ TEST(GemmLayouts, AllGatherReducedOverDp) {
   auto d = run_and_check(desc, 1e-5);
   ASSERT_TRUE(d.sharding.reduce_spec.has_value());
   EXPECT_TRUE(d.sharding.reduce_spec->is_axis("dp"));
+  run_and_check(desc, 1e-5, g_ctx_pieces.get());  // chunks_per_rank 2
   // bf16 in and out: each rank's output rounded to bf16, summed in float32 (gemm.py's
   // is_all_reduce_in_float32), rounded again; sequence-first activations.
   desc.name = "ag over dp bf16";
@@ -505,17 +508,45 @@ TEST(GemmLayouts, AllGatherOverDpRoundsAsGemmPy) {
   }
 }
 
-TEST(GemmLayouts, CollectivesRefuseATransposedLhs) {
-  // lhs [K, B, S]: no rows to move round the ring.
-  GemmDesc desc = collective_desc("rs km", CollectiveOp::kReduceScatter, {6, 2, 12},
-                                  {tpsp(), dp(), none()}, {6, 4}, {tpsp(), none()}, {{0}, {0}});
-  const std::string msg = refusal(desc);
-  EXPECT_NE(msg.find("GEMM 'rs km': the runtime runs reduce_scatter GEMMs on an lhs [B, S, K...] "
+TEST(GemmLayouts, ReduceScatterWithATransposedLhs) {
+  // lhs [K, S, B] sequence-first, K on tp: each destination's rows are a column block of it.
+  GemmDesc desc = collective_desc("rs km sbk", CollectiveOp::kReduceScatter, {12, 12, 2},
+                                  {tpsp(), none(), dp()}, {12, 4}, {tpsp(), none()}, {{0}, {0}});
+  desc.transpose_batch_sequence = true;
+  desc.bias_shape = Shape{4};
+  desc.bias_spec = {none()};
+  auto d = run_and_check(desc, 1e-5);
+  EXPECT_EQ(d.out_global, (Shape{12, 2, 4}));
+  // Batch-first with a batch of 1: lhs [K, 1, S].
+  desc = collective_desc("rs km b1", CollectiveOp::kReduceScatter, {12, 1, 12},
+                         {tpsp(), none(), none()}, {12, 4}, {tpsp(), none()}, {{0}, {0}});
+  run_and_check(desc, 1e-5);
+  // In pieces (chunks_per_rank 2): each piece a narrower column block.
+  desc.name = "rs km b1 pieces";
+  run_and_check(desc, 1e-5, g_ctx_pieces.get());
+  // FP8: the quantized copy is [M, K], the usual case.
+  GemmDesc fp8 = collective_desc("fp8 rs km", CollectiveOp::kReduceScatter, {96, 12, 2},
+                                 {tpsp(), none(), dp()}, {96, 16}, {tpsp(), none()}, {{0}, {0}});
+  fp8.transpose_batch_sequence = true;
+  fp8.quantization.mode = ScalingMode::kCurrentTensorScaling;
+  run_and_check(fp8, 0.25);
+}
+
+TEST(GemmLayouts, TransposedLhsRefusals) {
+  // The all-gather's ring moves lhs rows: lhs [K, S] has none.
+  GemmDesc ag = collective_desc("ag km", CollectiveOp::kAllGather, {6, 12}, {none(), tpsp()},
+                                {6, 12}, {none(), tpsp()}, {{0}, {0}});
+  std::string msg = refusal(ag);
+  EXPECT_NE(msg.find("GEMM 'ag km': the runtime runs all_gather GEMMs on an lhs [B, S, K...] "
                      "contracting its trailing dims (the ring moves its rows); a transposed lhs "
-                     "(contracting its leading dims) is not run: got lhs [6, 2, 12] contracting "
-                     "(0,)"),
+                     "(contracting its leading dims) is not run: got lhs [6, 12] contracting (0,)"),
             std::string::npos)
       << msg;
+  // The reduce-scatter's batch-first lhs [K, B, S] with a local batch of 2.
+  GemmDesc rs = collective_desc("rs km b2", CollectiveOp::kReduceScatter, {12, 2, 12},
+                                {tpsp(), none(), none()}, {12, 4}, {tpsp(), none()}, {{0}, {0}});
+  msg = refusal(rs);
+  EXPECT_NE(msg.find("batch-first with a local batch of 2 is not run"), std::string::npos) << msg;
 }
 
 // Runs `desc` (replicated specs: every rank holds the whole operands) on global float32 lhs
@@ -617,7 +648,12 @@ int main(int argc, char** argv) {
   }
   cgemm::g_ctx = std::make_unique<cgemm::Context>(
       MPI_COMM_WORLD, cgemm::MeshConfig{.dp = dp, .tp = 0}, *backend, cgemm::OverlapOptions{});
+  cgemm::OverlapOptions pieces;
+  pieces.chunks_per_rank = 2;
+  cgemm::g_ctx_pieces = std::make_unique<cgemm::Context>(
+      MPI_COMM_WORLD, cgemm::MeshConfig{.dp = dp, .tp = 0}, *backend, pieces);
   const int rc = RUN_ALL_TESTS();
+  cgemm::g_ctx_pieces.reset();
   cgemm::g_ctx.reset();
   MPI_Finalize();
   return rc;

@@ -33,10 +33,18 @@ std::vector<const Program*> execute_programs(const CollectiveGemm& c) {
   return out;
 }
 
+Shape lhs_rows_shape(const GemmGeometry& g) {
+  const size_t nd = g.lhs_local.size();
+  if (nd < 3) return {};
+  if (!g.lhs_transposed) return {g.lhs_local[0], g.lhs_local[1], g.k};
+  return {g.lhs_local[nd - 2], g.lhs_local[nd - 1], g.k};
+}
+
 void require_sequence_layout(const GemmGeometry& g) {
   const std::string where = "GEMM '" + g.name + "'";
-  // [B, S] (or [S, B]) rows then the contracting dims: the lhs's rows are its first two dims.
-  if (g.lhs_local.size() < 3 || g.lhs_local[0] * g.lhs_local[1] != g.lhs_rows) {
+  // [B, S] (or [S, B]) rows and the contracting dims: after them, or (a transposed lhs) before.
+  const Shape rows = lhs_rows_shape(g);
+  if (rows.empty() || rows[0] * rows[1] != g.lhs_rows) {
     throw Error(where + ": collective GEMMs take activations [B, S, K...] (or [S, B, K...]), " +
                 "contracting the dims after the first two; got a local lhs " +
                 shape_str(g.lhs_local));
@@ -53,7 +61,7 @@ void place_strided_if_reordered(GemmGeometry& g, ReorderKind kind, const Shape& 
   if (!g.need_reorder || shape[0] == 1) return;
   check_reorder(kind, shape, g.dp, g.tp);
   g.strided = true;
-  g.batch = g.lhs_local[0];
+  g.batch = shape[0];
   g.seq_total = shape[1];
   g.seq_rows = g.seq_total / g.tp;
 }

@@ -47,6 +47,11 @@ CollectiveGemm make_fsdp_reduce_scatter_gemm(GemmGeometry& g);
 CollectiveGemm make_all_gather_gemm(GemmGeometry& g);
 CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g);
 
+/// The local lhs read as its rows: [B, S, K] (or [S, B, K]) with K the contracting dims
+/// flattened, whether they follow the rows or (a transposed lhs [K..., B, S]) lead; {} where
+/// the lhs has fewer than 3 dims.
+Shape lhs_rows_shape(const GemmGeometry& g);
+
 /// The checks every collective (all-gather or reduce-scatter) GEMM shares: activations
 /// [B, S, K...] (the rows the first two dims, K the rest) and,
 /// batch-first, the sequence in dim 1 (gemm.py asserts sequence_dim == 1). Throws naming g.name.

@@ -14,10 +14,10 @@ namespace cgemm {
 namespace {
 
 // The partial for `dest` reads rows dest*S/tp.. of every batch block (strided) or one block:
-// this many bytes into the local lhs.
+// this many bytes into the local lhs (a transposed lhs [K, M]: that many columns in).
 size_t dest_rows(const GemmGeometry& g, int dest) {
   const int64_t first_row = g.strided ? dest * g.seq_rows : dest * g.chunk_rows;
-  return static_cast<size_t>(first_row * g.k) * g.in_size();
+  return static_cast<size_t>(g.lhs_transposed ? first_row : first_row * g.k) * g.in_size();
 }
 
 Ref ring_slot(const GemmGeometry& g, int p) {
@@ -48,7 +48,8 @@ Program overlapped(const GemmGeometry& g) {
   // With chunks_per_rank > 1 each partial is computed and sent in pieces: the first transfer
   // starts after a piece's GEMM instead of the whole partial's.
   const size_t piece_bytes = g.piece_out_bytes();
-  const size_t piece_lhs = static_cast<size_t>(g.piece_step(false, g.k)) * g.in_size();
+  const size_t piece_lhs =
+      static_cast<size_t>(g.piece_step(false, g.lhs_transposed ? 1 : g.k)) * g.in_size();
   const size_t piece_out = static_cast<size_t>(g.piece_step(true, g.n)) * g.out_size();
   const GemmTask piece = g.piece_task(g.seq_total * g.k, g.seq_rows * g.n);
   std::vector<int> tokens;
@@ -147,8 +148,17 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
                     " do not split into tp=" + std::to_string(g.tp) + " chunks");
   }
   g.chunk_rows = g.lhs_rows / g.tp;
-  place_strided_if_reordered(g, ReorderKind::kTpspLeading, g.lhs_local);
+  place_strided_if_reordered(g, ReorderKind::kTpspLeading, lhs_rows_shape(g));
   split_into_pieces(g);
+  // A transposed lhs [K/tp, B, S] (issue 43 item 1): a destination's rows are a column block
+  // that the partial's GEMM reads with the lhs's leading dimension. Batch-first with a local
+  // batch over 1 would need the tpsp-leading reorder of columns, which the sequential path
+  // does not have.
+  if (g.lhs_transposed && g.strided) {
+    throw Error("GEMM '" + g.name + "': a transposed lhs " + shape_str(g.lhs_local) +
+                " runs with transpose_batch_sequence or a local batch of 1; batch-first with a " +
+                "local batch of " + std::to_string(g.batch) + " is not run");
+  }
   CollectiveGemm c;
   c.gemm_rows = g.lhs_rows;
   // Every offset the programs compute is below these checked totals: they cannot overflow.

@@ -472,12 +472,13 @@ GemmGeometry plan_shards(const GemmDesc& desc, const PlanningMesh& m, const Plan
                 "got " + layout.describe(desc.lhs_shape, desc.rhs_shape));
   }
   require_paired_contraction(desc, layout, sharding, where);
-  // The ring moves the lhs's rows [B, S]: it contracts its trailing dims (one or several); the
-  // rhs is flattened as the plain GEMM's ([K, 2, N] too). A transposed lhs has no rows to move.
-  if (desc.collective != CollectiveOp::kNone && (lhs_nd < 2 || layout.lhs.transposed)) {
-    throw Error(where + ": the runtime runs " + std::string(collective_name(desc.collective)) +
-                " GEMMs on an lhs [B, S, K...] contracting its trailing dims (the ring moves " +
-                "its rows); a transposed lhs (contracting its leading dims) is not run: got " +
+  // The all-gather's ring moves the lhs's rows [B, S]: it contracts its trailing dims (one or
+  // several). The reduce-scatter also reads a transposed lhs [K..., B, S] (it moves outputs).
+  // The rhs is flattened as the plain GEMM's ([K, 2, N] too).
+  if (desc.collective == CollectiveOp::kAllGather && (lhs_nd < 2 || layout.lhs.transposed)) {
+    throw Error(where + ": the runtime runs all_gather GEMMs on an lhs [B, S, K...] " +
+                "contracting its trailing dims (the ring moves its rows); a transposed lhs " +
+                "(contracting its leading dims) is not run: got " +
                 layout.describe(desc.lhs_shape, desc.rhs_shape));
   }
   // The local GEMM, flattened: lhs [M, K] (or [K, M]), rhs [K, N] (or [N, K]).
