@@ -530,6 +530,12 @@ TEST(GemmLayouts, ReduceScatterWithATransposedLhs) {
   fp8.transpose_batch_sequence = true;
   fp8.quantization.mode = ScalingMode::kCurrentTensorScaling;
   run_and_check(fp8, 0.25);
+  // FP8 batch-first [K, B, S] with a local batch of 2: the copy [B, S, K] is reordered as usual.
+  fp8.name = "fp8 rs km b2";
+  fp8.lhs_shape = {96, 2, 12};
+  fp8.lhs_spec = {tpsp(), none(), none()};
+  fp8.transpose_batch_sequence = false;
+  run_and_check(fp8, 0.25);
 }
 
 TEST(GemmLayouts, TransposedLhsRefusals) {

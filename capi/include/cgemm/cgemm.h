@@ -341,8 +341,8 @@ CGEMM_API void cgemm_plan_desc_init(cgemm_plan_desc* desc);
  * keeps a reference to ctx. The layouts the runtime runs are those of cgemm/runtime/plan.hpp
  * (a plain GEMM with its contracting dims at one end of each operand; all_gather and
  * reduce_scatter on lhs [B, S, K...] or [S, B, K...] contracting its trailing dims, the
- * reduce-scatter also on [K..., S, B] or a batch of 1, the rhs as a plain GEMM's); others:
- * CGEMM_ERROR_RUNTIME naming the layout. */
+ * reduce-scatter also on [K..., S, B] or a batch of 1 (FP8: any), the rhs as a plain GEMM's);
+ * others: CGEMM_ERROR_RUNTIME naming the layout. */
 CGEMM_API cgemm_status cgemm_plan_create(cgemm_context* ctx, const cgemm_plan_desc* desc,
                                          cgemm_plan** out);
 /* ---- Plan options: what cgemm_plan_desc cannot hold, versioned as cgemm_context_options

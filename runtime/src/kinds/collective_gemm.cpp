@@ -46,8 +46,8 @@ void require_sequence_layout(const GemmGeometry& g) {
   const Shape rows = lhs_rows_shape(g);
   if (rows.empty() || rows[0] * rows[1] != g.lhs_rows) {
     throw Error(where + ": collective GEMMs take activations [B, S, K...] (or [S, B, K...]), " +
-                "contracting the dims after the first two; got a local lhs " +
-                shape_str(g.lhs_local));
+                "contracting the dims after the first two (the reduce-scatter also [K..., B, " +
+                "S]); got a local lhs " + shape_str(g.lhs_local));
   }
   // gemm.py's impl: need_reorder = not transpose_batch_sequence and not is_outer; the reorder
   // is skipped when the batch dim is 1. Its assertions are the planner's.

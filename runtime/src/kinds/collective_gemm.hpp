@@ -53,7 +53,7 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g);
 Shape lhs_rows_shape(const GemmGeometry& g);
 
 /// The checks every collective (all-gather or reduce-scatter) GEMM shares: activations
-/// [B, S, K...] (the rows the first two dims, K the rest) and,
+/// [B, S, K...] or, transposed, [K..., B, S] (lhs_rows_shape) and,
 /// batch-first, the sequence in dim 1 (gemm.py asserts sequence_dim == 1). Throws naming g.name.
 void require_sequence_layout(const GemmGeometry& g);
 

@@ -115,7 +115,8 @@ struct GemmGeometry {
     t.out_dtype = out;
     t.k = k;
     t.n = n;
-    // A transposed lhs is only ever the whole local lhs (plain GEMMs do not chunk it).
+    // A transposed lhs [K, M]: a chunk of its rows is a column block of the whole local lhs
+    // (the reduce-scatter's partials, FSDP's blocks), read with M as the leading dimension.
     t.lda = lhs_transposed ? lhs_rows : k;
     t.lhs_transposed = lhs_transposed;
     t.ldb = ldb;

@@ -5,6 +5,8 @@
 // on one stream (on several they would share the GPU, finish late together, and hold the
 // first transfer back). Each rank then sums the tp partials of its rows in fp32 in rank order,
 // so a run is bit-for-bit repeatable, and adds the bias after the sum (gemm.py: output += bias).
+// x may also be [K/tp, S, B] or [K/tp, 1, S] (a transposed lhs): each partial then reads a
+// column block of it.
 
 #include "cgemm/runtime/schedule.hpp"
 #include "collective_gemm.hpp"
@@ -148,17 +150,18 @@ CollectiveGemm make_reduce_scatter_gemm(GemmGeometry& g) {
                     " do not split into tp=" + std::to_string(g.tp) + " chunks");
   }
   g.chunk_rows = g.lhs_rows / g.tp;
-  place_strided_if_reordered(g, ReorderKind::kTpspLeading, lhs_rows_shape(g));
-  split_into_pieces(g);
   // A transposed lhs [K/tp, B, S] (issue 43 item 1): a destination's rows are a column block
   // that the partial's GEMM reads with the lhs's leading dimension. Batch-first with a local
   // batch over 1 would need the tpsp-leading reorder of columns, which the sequential path
-  // does not have.
-  if (g.lhs_transposed && g.strided) {
+  // does not have (an FP8 lhs is quantized into its [M, K] copy first, so it is not this case).
+  const Shape rows = lhs_rows_shape(g);
+  if (g.lhs_transposed && g.need_reorder && rows[0] != 1) {
     throw Error("GEMM '" + g.name + "': a transposed lhs " + shape_str(g.lhs_local) +
                 " runs with transpose_batch_sequence or a local batch of 1; batch-first with a " +
-                "local batch of " + std::to_string(g.batch) + " is not run");
+                "local batch of " + std::to_string(rows[0]) + " is not run");
   }
+  place_strided_if_reordered(g, ReorderKind::kTpspLeading, rows);
+  split_into_pieces(g);
   CollectiveGemm c;
   c.gemm_rows = g.lhs_rows;
   // Every offset the programs compute is below these checked totals: they cannot overflow.

@@ -266,9 +266,8 @@ std::optional<QuantizationPlan> plan_quantization(const GemmDesc& d, GemmGeometr
   // The geometry now describes the GEMM on the quantized copies. A transposed lhs
   // [K..., M...] has its copy [M..., K]: the collectives' chunks and reorders read that.
   if (g.lhs_transposed && !q.lhs_quantized) {
-    size_t d = 0;
-    for (int64_t k = 1; d < g.lhs_local.size() && k != g.k;) k *= g.lhs_local[d++];
-    Shape copy(g.lhs_local.begin() + static_cast<std::ptrdiff_t>(d), g.lhs_local.end());
+    const auto contracting = static_cast<std::ptrdiff_t>(d.contracting_dims.first.size());
+    Shape copy(g.lhs_local.begin() + contracting, g.lhs_local.end());
     copy.push_back(g.k);
     g.lhs_local = copy;
   }

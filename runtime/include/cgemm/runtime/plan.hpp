@@ -16,7 +16,8 @@
 //    (2, 3)); rhs [K..., N...] or [N..., K...] as the plain GEMM's (TE's gated-MLP kernel
 //    [K, 2, N]); the bias [N...]. The reduce-scatter also takes a transposed lhs
 //    [K..., B, S] (or [K..., S, B]) when it needs no reorder (transpose_batch_sequence or a
-//    local batch of 1); the all-gather does not (its ring moves the lhs's rows).
+//    local batch of 1; FP8 in any case, from its [M, K] copy); the all-gather does not (its
+//    ring moves the lhs's rows).
 // Other layouts (contracting dims in the middle of an operand; the all-gather on a transposed
 // lhs) are planned but rejected by the runtime with a cgemm::Error naming the layout.
 
