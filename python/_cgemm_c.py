@@ -150,6 +150,22 @@ def _library_path():
     return "libcgemm.so.0"
 
 
+class _QuantizedTensorDesc(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("rows", ctypes.c_int64),
+        ("cols", ctypes.c_int64),
+        ("dtype", ctypes.c_char_p),
+        ("format", ctypes.c_char_p),
+        ("scaling", ctypes.c_char_p),
+        ("margin", ctypes.c_int),
+        ("amax_history_len", ctypes.c_int),
+        ("amax_compute_algo", ctypes.c_char_p),
+        ("rowwise", ctypes.c_int),
+        ("colwise", ctypes.c_int),
+    ]
+
+
 def _load():
     # RTLD_GLOBAL: Open MPI loads its components with dlopen and they look for libmpi's
     # symbols globally (mpi4py loads libmpi the same way).
@@ -197,6 +213,16 @@ def _load():
         "cgemm_grouped_plan_execute": (status, [ctypes.c_void_p] * 9),
         "cgemm_grouped_plan_capture": (status, [ctypes.c_void_p] * 9 + [c_void_pp]),
         "cgemm_grouped_plan_check_device_sizes": (status, [ctypes.c_void_p]),
+        "cgemm_quantized_tensor_desc_init": (None, [ctypes.POINTER(_QuantizedTensorDesc)]),
+        "cgemm_quantized_tensor_create": (
+            status, [ctypes.c_void_p, ctypes.POINTER(_QuantizedTensorDesc), c_void_pp]),
+        "cgemm_quantized_tensor_quantize": (status, [ctypes.c_void_p] * 6),
+        "cgemm_quantized_tensor_get_scale_state": (
+            status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float),
+                     ctypes.POINTER(ctypes.c_size_t)]),
+        "cgemm_quantized_tensor_set_scale_state": (
+            status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t]),
+        "cgemm_quantized_tensor_destroy": (None, [ctypes.c_void_p]),
         "cgemm_context_options_init": (
             status, [ctypes.POINTER(_ContextOptions), ctypes.c_size_t]),
         "cgemm_context_create_world_ex": (
@@ -213,3 +239,18 @@ def _load():
 
 
 _lib = _load()
+
+
+class Error(RuntimeError):
+    """A failed call: status (e.g. "CGEMM_ERROR_PLAN") and the library's message."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _check(status):
+    if status != 0:
+        raise Error(_STATUS_NAMES.get(status, f"status {status}"),
+                    _lib.cgemm_last_error().decode(errors="replace"))

@@ -16,6 +16,7 @@ when nobody has; finalized at exit), or the communicator given as a Fortran hand
     # Device memory (CUDA backend): plan.execute_pointers(x_ptr, w_ptr, b_ptr, y_ptr, stream),
     # or python/cgemm_torch.py's op on torch tensors.
     # A grouped GEMM (experts; local to the rank): ctx.grouped_plan(...) -> GroupedPlan.
+    # FP8 codes a caller keeps (pre-quantized operands): ctx.quantized_tensor(...).
 
 The library: $CGEMM_LIBRARY if set, else the build tree's (build/lib/libcgemm.so.0 beside
 this folder), else, for the modules `cmake --install` puts in PREFIX/LIBDIR/python, the
@@ -33,28 +34,12 @@ from _cgemm_args import (  # noqa: F401  (re-exported: cgemm_jax.py and the test
     _INT64_MAX, _INT64_MIN, _INT_MAX, _INT_MIN, _NUMPY_DTYPES, TensorInfo, _bytes, _handle_int,
     _int, _numpy_pointer, _set_dims)
 from _cgemm_c import (  # noqa: F401  (re-exported: cgemm_jax.py and the tests use them)
-    MAX_NDIM, _STATUS_NAMES, _ContextDesc, _ContextInfo, _ContextOptions, _GroupedPlanDesc,
+    MAX_NDIM, _STATUS_NAMES, Error, _check, _ContextDesc, _ContextInfo, _ContextOptions, _GroupedPlanDesc,
     _GroupedPlanInfo, _lib, _library_path, _PlanDesc, _PlanOptions, _TensorInfo)
+from _cgemm_quantized import QuantizedTensor  # noqa: F401  (Context.quantized_tensor's type)
 
 _OPERANDS = {"lhs": 0, "rhs": 1, "bias": 2, "out": 3}
 _GATHERED_LHS = 4  # CGEMM_GATHERED_LHS
-
-
-class Error(RuntimeError):
-    """A failed call: status (e.g. "CGEMM_ERROR_PLAN") and the library's message."""
-
-    def __init__(self, status, message):
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
-
-
-
-
-def _check(status):
-    if status != 0:
-        raise Error(_STATUS_NAMES.get(status, f"status {status}"),
-                    _lib.cgemm_last_error().decode(errors="replace"))
 
 
 def version():
@@ -601,6 +586,17 @@ class Context:
                                               "rhs dims")
         desc.path, desc.scaling = _bytes(path, "path"), _bytes(scaling, "scaling")
         return GroupedPlan(self, desc)
+
+    def quantized_tensor(self, shape, dtype="bfloat16", format="e4m3", scaling="current",
+                         margin=0, amax_history_len=0, amax_compute_algo=None, rowwise=True,
+                         colwise=True, name="tensor"):
+        """Collective: a QuantizedTensor (cgemm_quantized_tensor_create), the quantizer of
+        this rank's shard `shape` [R, C] of a tensor in dtype, into FP8 `format` codes with
+        per-tensor `scaling` ("current" or "delayed"; margin, amax_history_len,
+        amax_compute_algo as Context.plan's). Every rank passes the same arguments (the name
+        excepted)."""
+        return QuantizedTensor(self, shape, dtype, format, scaling, margin, amax_history_len,
+                               amax_compute_algo, rowwise, colwise, name)
 
     def close(self):
         """Collective; every plan of this context must be closed first."""

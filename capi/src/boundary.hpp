@@ -21,7 +21,7 @@ namespace cgemm::capi {
 // these (see Handles).
 struct ContextObject {
   std::unique_ptr<cgemm::Context> ctx;
-  std::atomic<int> plans{0};  // live plans (GEMM and grouped): they hold a reference to ctx
+  std::atomic<int> plans{0};  // live plans (GEMM, grouped) and quantized tensors: they hold ctx
 };
 
 Handles<ContextObject>& contexts();

@@ -487,8 +487,8 @@ cgemm_status cgemm_context_destroy(cgemm_context* ctx) {
   return guarded(__func__, [&] {
     if (ctx == nullptr) return CGEMM_SUCCESS;
     if (const int n = context_of(ctx).plans.load(); n > 0) {
-      const std::string what =
-          std::to_string(n) + " plan(s) of this context remain: destroy them first";
+      const std::string what = std::to_string(n) + " plan(s) or quantized tensor(s) of this " +
+                               "context remain: destroy them first";
       return fail(CGEMM_ERROR_STATE, "cgemm_context_destroy", what.c_str());
     }
     contexts().take(reinterpret_cast<uintptr_t>(ctx), "ctx").reset();

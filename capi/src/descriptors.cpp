@@ -115,26 +115,32 @@ cgemm_context_options read_options(const cgemm_context_options* given) {
   return o;
 }
 
+cgemm::ScalingRecipe recipe_arg(const char* amax_compute_algo, int margin, int amax_history_len,
+                                const std::string& prefix) {
+  cgemm::ScalingRecipe r;
+  r.algo = parse_arg(amax_compute_algo, "max", (prefix + "amax_compute_algo").c_str(),
+                     [](const std::string& t) { return cgemm::quant::parse_amax_compute_algo(t); });
+  if (margin < 0 || margin > 127) {
+    throw ArgumentError(prefix + "margin " + std::to_string(margin) +
+                        ": must be 0..127 (powers of 2)");
+  }
+  r.margin = margin;
+  if (amax_history_len < 0 || amax_history_len > cgemm::kMaxAmaxHistoryLen) {
+    throw ArgumentError(prefix + "amax_history_len " + std::to_string(amax_history_len) +
+                        ": must be 1.." + std::to_string(cgemm::kMaxAmaxHistoryLen) +
+                        " (2^23; 0: 1024)");
+  }
+  if (amax_history_len > 0) r.amax_history_len = amax_history_len;
+  return r;
+}
+
 cgemm::QuantizationDesc quantization_arg(const cgemm_plan_options* given) {
   const cgemm_plan_options o = read_struct(given, kPlanOptionsV1);
   cgemm::QuantizationDesc q;
   q.mode = parse_arg(o.scaling, "none", "options->scaling", cgemm::parse_scaling_option);
   q.lhs_format = parse_arg(o.lhs_format, "e4m3", "options->lhs_format", cgemm::parse_fp8_format);
   q.rhs_format = parse_arg(o.rhs_format, "e4m3", "options->rhs_format", cgemm::parse_fp8_format);
-  q.recipe.algo =
-      parse_arg(o.amax_compute_algo, "max", "options->amax_compute_algo",
-                [](const std::string& t) { return cgemm::quant::parse_amax_compute_algo(t); });
-  if (o.margin < 0 || o.margin > 127) {
-    throw ArgumentError("options->margin " + std::to_string(o.margin) +
-                        ": must be 0..127 (powers of 2)");
-  }
-  q.recipe.margin = o.margin;
-  if (o.amax_history_len < 0 || o.amax_history_len > cgemm::kMaxAmaxHistoryLen) {
-    throw ArgumentError("options->amax_history_len " + std::to_string(o.amax_history_len) +
-                        ": must be 1.." + std::to_string(cgemm::kMaxAmaxHistoryLen) +
-                        " (2^23; 0: 1024)");
-  }
-  if (o.amax_history_len > 0) q.recipe.amax_history_len = o.amax_history_len;
+  q.recipe = recipe_arg(o.amax_compute_algo, o.margin, o.amax_history_len, "options->");
   for (const auto& [v, name] :
        {std::pair{o.lhs_quantized, "lhs_quantized"}, std::pair{o.rhs_quantized, "rhs_quantized"}}) {
     if (v != 0 && v != 1) {

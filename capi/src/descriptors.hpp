@@ -93,6 +93,11 @@ cgemm_context_options read_options(const cgemm_context_options* given);
 constexpr size_t kPlanOptionsV1 =
     offsetof(cgemm_plan_options, amax_compute_algo) + sizeof(cgemm_plan_options::amax_compute_algo);
 
+/// A per-tensor scaling recipe's fields (amax_compute_algo NULL: "max"; amax_history_len 0:
+/// 1024), each refused by name (prefix + field) out of its range.
+cgemm::ScalingRecipe recipe_arg(const char* amax_compute_algo, int margin, int amax_history_len,
+                                const std::string& prefix);
+
 // The plan options as the runtime's QuantizationDesc, in cgemm-run's words.
 cgemm::QuantizationDesc quantization_arg(const cgemm_plan_options* given);
 

@@ -806,6 +806,21 @@ foreach(mesh "np1;1;1" "tp2;2;1" "dp2tp2;4;2")
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
 endforeach()
 
+# cgemm.QuantizedTensor (cgemm_quantized_tensor_*): its codes, scale_inv and delayed history,
+# its codes into pre-quantized plans (the bytes of the plan that quantizes), the refusals.
+foreach(mesh "np1;1;1" "tp2;2;1" "dp2tp2;4;2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 dp)
+  add_test(NAME mpi_python_quantized_tensor_${mname}
+    COMMAND sh -c "exec \"$@\" --seed $(date +%s)" sh
+            env CGEMM_LIBRARY=$<TARGET_FILE:cgemm_capi>
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            ${CGEMM_NUMPY_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_python_quantized_tensor.py --dp ${dp})
+  set_tests_properties(mpi_python_quantized_tensor_${mname} PROPERTIES LABELS mpi TIMEOUT 120
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
+endforeach()
+
 # Context(fsdp=...) (python/cgemm.py over cgemm_context_options.fsdp) on the CPU backend: the
 # weight's shard in, the GEMM on the whole weight out, against float64; fsdp 2, fsdp 2 x tp 2
 # and dp 2 x fsdp 2; the refusals.

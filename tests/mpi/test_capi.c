@@ -422,7 +422,7 @@ int main(int argc, char** argv) {
   free(gathered), free(every_x);
 
   /* A context outlives its plans. */
-  CHECK_FAILS(cgemm_context_destroy(ctx), CGEMM_ERROR_STATE, "1 plan(s) of this context remain");
+  CHECK_FAILS(cgemm_context_destroy(ctx), CGEMM_ERROR_STATE, "1 plan(s) or quantized tensor(s) of this context remain");
   cgemm_plan_destroy(plan);
   /* The plan took its graph along. */
   CHECK_FAILS(cgemm_graph_replay(graph, NULL), CGEMM_ERROR_INVALID_ARGUMENT,

@@ -388,6 +388,58 @@ TEST(Prequantized, QuantizedTensorRefusesWhatItDoesNotTake) {
   EXPECT_NE(error_of([&] { h.set_scale_state({1.0f}); }).find("scale state"), std::string::npos);
 }
 
+// quantize_into (the caller's buffers: the C API's and the torch layers' path) writes the bytes
+// quantize() writes into the tensor's copies, and both advance one delayed history.
+TEST(Prequantized, QuantizeIntoTheCallersBuffersGivesTheSameBytes) {
+  std::mt19937 rng(g_seed + 7);
+  std::normal_distribution<double> nd(0.0, 2.0);
+  const int64_t r = 24, c = 40;  // this rank's shard; every rank draws its own
+  std::vector<double> x(static_cast<size_t>(r * c));
+  for (double& v : x) v = nd(rng) + 0.01;
+  Backend& be = g_ctx->backend();
+  const BackendBuffer src(be, x, DType::kBFloat16);
+  for (const ScalingMode mode :
+       {ScalingMode::kCurrentTensorScaling, ScalingMode::kDelayedTensorScaling}) {
+    QuantizedTensorDesc d;
+    d.name = "x";
+    d.shape = {r, c};
+    d.format = DType::kFloat8E5M2;
+    d.mode = mode;
+    d.recipe.amax_history_len = 4;
+    QuantizedTensor own(*g_ctx, d), into(*g_ctx, d);
+    for (int call = 0; call < 3; ++call) {  // delayed: the scale of call 2 is call 1's amax
+      BackendBuffer row(be, static_cast<size_t>(r * c)), col(be, static_cast<size_t>(r * c));
+      BackendBuffer sinv(be, sizeof(float));
+      own.quantize(src.get());
+      into.quantize_into(src.get(), row.get(), col.get(), static_cast<float*>(sinv.get()));
+      const std::vector<uint8_t> want = BackendBuffer::bytes_at(be, own.rowwise(), r * c);
+      EXPECT_EQ(row.bytes_back(), want) << "call " << call;
+      EXPECT_EQ(col.bytes_back(), BackendBuffer::bytes_at(be, own.colwise(), r * c));
+      EXPECT_EQ(col.bytes_back(), transposed(want, r, c));
+      EXPECT_EQ(sinv.bytes_back(), BackendBuffer::bytes_at(be, own.scale_inv(), sizeof(float)));
+    }
+    EXPECT_EQ(into.scale_state(), own.scale_state());
+  }
+  QuantizedTensorDesc rows_only;
+  rows_only.name = "r";
+  rows_only.shape = {r, c};
+  rows_only.colwise = false;
+  QuantizedTensor t(*g_ctx, rows_only);
+  BackendBuffer buf(be, static_cast<size_t>(r * c)), sinv(be, sizeof(float));
+  auto* s = static_cast<float*>(sinv.get());
+  EXPECT_NE(error_of([&] {
+              t.quantize_into(src.get(), buf.get(), buf.get(), s);
+            }).find("a colwise buffer was given, but the tensor keeps no colwise copy"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { t.quantize_into(src.get(), nullptr, nullptr, s); }).find("null rowwise copy"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              t.quantize_into(src.get(), buf.get(), nullptr, nullptr);
+            }).find("null scale_inv"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace cgemm
 

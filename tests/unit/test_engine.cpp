@@ -45,7 +45,12 @@ TEST(Operands, SlotsKnowWhetherTheCallWritesThem) {
   EXPECT_THROW(x.set_input(Operand::kOut, &lhs), Error);
   EXPECT_THROW(x.set_output(Operand::kLhs, &out), Error);
   EXPECT_EQ(Operands::name(Operand::kBias), "bias");
-  EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kRhsScaleInv) + 1);
+  EXPECT_EQ(kOperandSlots.size(), Operands::index(Operand::kScaleInvOut) + 1);
+  // QuantizedTensor::quantize_into's outputs are written.
+  EXPECT_EQ(Operands::name(Operand::kColwiseOut), "colwise_out");
+  EXPECT_EQ(Operands::name(Operand::kScaleInvOut), "scale_inv_out");
+  EXPECT_NO_THROW(x.set_output(Operand::kColwiseOut, &out));
+  EXPECT_THROW(x.set_input(Operand::kScaleInvOut, &lhs), Error);
   EXPECT_EQ(Operands::name(Operand::kGatheredLhs), "gathered_lhs");
   EXPECT_NO_THROW(x.set_output(Operand::kGatheredLhs, &out));
   // The grouped GEMM's slots (grouped_plan.hpp) are read only.

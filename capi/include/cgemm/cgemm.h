@@ -528,5 +528,7 @@ CGEMM_API void cgemm_graph_destroy(cgemm_graph* graph);
 
 /* The grouped GEMM (G GEMMs in one call): its own header, part of this API. */
 #include <cgemm/cgemm_grouped.h>
+/* FP8 quantization a caller keeps (pre-quantized operands): its own header, part of this API. */
+#include <cgemm/cgemm_quantized.h>
 
 #endif /* CGEMM_CGEMM_H */

@@ -1,5 +1,6 @@
 #include "cgemm/runtime/quantized_tensor.hpp"
 
+#include <tuple>
 #include <utility>
 
 #include "cgemm/core/error.hpp"
@@ -18,7 +19,8 @@ namespace cgemm {
 struct QuantizedTensor::Impl {
   explicit Impl(Backend& be, int world_rank) : engine(be, world_rank) {}
   Engine engine;
-  Program program;
+  Program program;       // into the copies below
+  Program into_program;  // into the caller's buffers
   size_t rowwise_at = 0, colwise_at = 0, scale_inv_at = 0;
 };
 
@@ -57,24 +59,24 @@ void check(const QuantizedTensorDesc& d) {
 
 }  // namespace
 
-QuantizedTensor::QuantizedTensor(Context& ctx, QuantizedTensorDesc desc) : desc_(std::move(desc)) {
-  const QuantizedTensorDesc& d = desc_;
-  check(d);
-  impl_ = std::make_unique<Impl>(ctx.backend(), ctx.comms().world_rank());
-  Impl& im = *impl_;
-  const int64_t count = checked_mul(d.shape[0], d.shape[1], "quantized tensor '" + d.name + "'");
-  const auto bytes = static_cast<size_t>(count);  // one FP8 byte per element
-  im.rowwise_at = 0;
-  im.colwise_at = d.rowwise ? align_up(bytes) : 0;
-  const size_t amax_at = im.colwise_at + (d.colwise ? align_up(bytes) : 0);
-  im.scale_inv_at = amax_at + kAlign;
-  const Ref amax{Workspace::kQuant, amax_at};
-  const Ref state{Workspace::kScales, 0};
+namespace {
 
+// Where one quantization's outputs go: the tensor's own copies (quantize()) or the caller's
+// buffers (quantize_into()).
+struct Destinations {
+  Ref rowwise, colwise, scale_inv;
+};
+
+// amax: this call's amax (kQuant); state: the scale state (kScales), shared by both programs so
+// that a delayed history advances once per call whichever of the two runs.
+Program quantize_program(const QuantizedTensorDesc& d, const Destinations& to, Ref amax,
+                         int64_t quant_bytes) {
+  const int64_t count = d.shape[0] * d.shape[1];
+  const Ref state{Workspace::kScales, 0};
   const bool delayed = d.mode == ScalingMode::kDelayedTensorScaling;
   const int history = delayed ? d.recipe.amax_history_len : 0;
-  Program& p = im.program;
-  p.workspace.quant = static_cast<int64_t>(im.scale_inv_at + sizeof(float));
+  Program p;
+  p.workspace.quant = quant_bytes;
   p.scales_init.assign(static_cast<size_t>(ScaleStateLayout::floats(history)), 0.0f);
   p.scales_init[ScaleStateLayout::kScale] = 1.0f;
   p.scales_init[ScaleStateLayout::kScaleInv] = 1.0f;
@@ -101,7 +103,7 @@ QuantizedTensor::QuantizedTensor(Context& ctx, QuantizedTensorDesc desc) : desc_
     quantize_ops.push_back(
         QuantizeOp{t,
                    {Operand::kLhs},
-                   {Workspace::kQuant, transpose ? im.colwise_at : im.rowwise_at},
+                   transpose ? to.colwise : to.rowwise,
                    state,
                    std::nullopt,
                    0,
@@ -109,7 +111,7 @@ QuantizedTensor::QuantizedTensor(Context& ctx, QuantizedTensorDesc desc) : desc_
   }
   CopyOp keep;
   keep.src = state.plus(ScaleStateLayout::kScaleInv * sizeof(float));
-  keep.dst = {Workspace::kQuant, im.scale_inv_at};
+  keep.dst = to.scale_inv;
   keep.bytes = sizeof(float);
   keep.label = d.name + " scale_inv";
   quantize_ops.push_back(keep);
@@ -121,7 +123,34 @@ QuantizedTensor::QuantizedTensor(Context& ctx, QuantizedTensorDesc desc) : desc_
   };
   append(delayed ? quantize_ops : scale_ops);
   append(delayed ? scale_ops : quantize_ops);
-  const Program* programs[] = {&p};
+  return p;
+}
+
+}  // namespace
+
+QuantizedTensor::QuantizedTensor(Context& ctx, QuantizedTensorDesc desc) : desc_(std::move(desc)) {
+  const QuantizedTensorDesc& d = desc_;
+  check(d);
+  impl_ = std::make_unique<Impl>(ctx.backend(), ctx.comms().world_rank());
+  Impl& im = *impl_;
+  const int64_t count = checked_mul(d.shape[0], d.shape[1], "quantized tensor '" + d.name + "'");
+  const auto bytes = static_cast<size_t>(count);  // one FP8 byte per element
+  im.rowwise_at = 0;
+  im.colwise_at = d.rowwise ? align_up(bytes) : 0;
+  const size_t amax_at = im.colwise_at + (d.colwise ? align_up(bytes) : 0);
+  im.scale_inv_at = amax_at + kAlign;
+  const Ref amax{Workspace::kQuant, amax_at};
+  im.program = quantize_program(d,
+                                {{Workspace::kQuant, im.rowwise_at},
+                                 {Workspace::kQuant, im.colwise_at},
+                                 {Workspace::kQuant, im.scale_inv_at}},
+                                amax, static_cast<int64_t>(im.scale_inv_at + sizeof(float)));
+  // The caller's buffers: only the amax stays in the workspace (at the same place, inside the
+  // workspace the first program sized).
+  im.into_program =
+      quantize_program(d, {{Operand::kOut}, {Operand::kColwiseOut}, {Operand::kScaleInvOut}}, amax,
+                       static_cast<int64_t>(amax_at + sizeof(float)));
+  const Program* programs[] = {&im.program, &im.into_program};
   im.engine.prepare(programs);
 }
 
@@ -131,6 +160,25 @@ void QuantizedTensor::quantize(const void* src) {
   if (src == nullptr) throw Error("quantized tensor '" + desc_.name + "': null source");
   impl_->engine.run(impl_->program, Operands(src, nullptr, nullptr, nullptr),
                     "quantized tensor '" + desc_.name + "'");
+}
+
+void QuantizedTensor::quantize_into(const void* src, void* rowwise, void* colwise, float* scale_inv,
+                                    void* stream) {
+  const std::string where = "quantized tensor '" + desc_.name + "'";
+  if (src == nullptr) throw Error(where + ": null source");
+  if (scale_inv == nullptr) throw Error(where + ": null scale_inv");
+  for (const auto& [kept, p, what] : {std::tuple{desc_.rowwise, rowwise, "rowwise"},
+                                      std::tuple{desc_.colwise, colwise, "colwise"}}) {
+    if (kept && p == nullptr) throw Error(where + ": null " + what + " copy");
+    if (!kept && p != nullptr) {
+      throw Error(where + ": a " + what + " buffer was given, but the tensor keeps no " + what +
+                  " copy");
+    }
+  }
+  Operands x(src, nullptr, nullptr, rowwise);
+  x.set_output(Operand::kColwiseOut, colwise);
+  x.set_output(Operand::kScaleInvOut, scale_inv);
+  impl_->engine.run_on(impl_->into_program, x, stream, where);
 }
 
 namespace {

@@ -31,6 +31,10 @@ enum class Operand : std::size_t {
   // with a pre-quantized operand (QuantizationDesc::lhs_quantized / rhs_quantized): its one.
   kLhsScaleInv,
   kRhsScaleInv,
+  // QuantizedTensor::quantize_into's outputs besides kOut (the rowwise copy): the colwise
+  // (transposed) copy and the scale_inv the copies were made with, in the caller's memory.
+  kColwiseOut,
+  kScaleInvOut,
   kCount  // the number of slots; not a slot
 };
 
@@ -50,6 +54,8 @@ inline constexpr std::array<OperandSlot, static_cast<std::size_t>(Operand::kCoun
     {"host_group_sizes", false},
     {"lhs_scale_inv", false},
     {"rhs_scale_inv", false},
+    {"colwise_out", true},
+    {"scale_inv_out", true},
 }};
 // A slot added to the enum without its row here leaves a row unnamed.
 static_assert(

@@ -61,6 +61,15 @@ class QuantizedTensor {
   const QuantizedTensorDesc& desc() const { return desc_; }
   /// Quantizes `src` (desc().shape in desc().dtype) into the copies. Collective over the job.
   void quantize(const void* src);
+  /// As quantize(), into the caller's buffers (backend memory) instead of the tensor's own copies:
+  /// for a framework that keeps each call's copies until its backward (cgemm_torch's FP8
+  /// layers). rowwise [R, C] and colwise [C, R] FP8 codes, given exactly for the copies the desc
+  /// keeps (null otherwise); scale_inv one float32. The same scale state as quantize() (one
+  /// delayed history for both). `stream`: the caller's stream as GemmPlan::execute takes it
+  /// (null: stream 0). cgemm::Error for a null source or scale_inv, or a copy given that is not
+  /// kept or missing where kept. Collective over the job, as quantize().
+  void quantize_into(const void* src, void* rowwise, void* colwise, float* scale_inv,
+                     void* stream = nullptr);
   /// The copies (backend memory), written by the last quantize(); null when not kept.
   const void* rowwise() const;
   const void* colwise() const;
