@@ -49,7 +49,9 @@ backward), of a row-parallel layer the dy its dgrad gathered; bias gradients are
 float32 over its tokens (the gathered dy for a row-parallel layer). gemm() picks the op. A
 plan without backward plans (made by Context.plan), or a quantized one (pre-quantized operands
 included), refuses a backward with one message. ColumnParallelLinear and RowParallelLinear are
-the layers (Megatron's and Transformer Engine's sequence-parallel pair).
+the layers (Megatron's and Transformer Engine's sequence-parallel pair); with scaling="current"
+or "delayed" they train in FP8, forward and backward (_cgemm_torch_fp8.py: grad_format "e5m2"
+(HYBRID) or "e4m3", fp8_recipe={margin, amax_history_len, amax_compute_algo}).
 """
 
 import itertools
@@ -351,7 +353,7 @@ def _refuse_backward(plan_id):
                "double backward) through cgemm is not supported")
     elif plan is not None and getattr(plan, "scaling", "none") != "none":
         why = ("it is quantized (the op's FP8 plans, pre-quantized operands included, are "
-               "forward-only; cgemm's C++ layer pair has an FP8 backward, the op not yet)")
+               "forward-only; FP8 training: the layers' scaling=, ColumnParallelLinear(...))")
     else:
         why = "it has no backward plans: make it with cgemm_torch.linear_plans(...)"
     raise RuntimeError(f"cgemm plan {plan_id} cannot be differentiated: {why}")
@@ -446,6 +448,57 @@ def gemm(plan, lhs, rhs, bias=None, *, lhs_scale_inv=None, rhs_scale_inv=None):
     return torch.ops.cgemm.gemm(plan_id, lhs, rhs, bias)
 
 
+class _LinearLayout:
+    """A tensor-parallel Linear layer's layout on ctx's mesh: the activations' global shapes
+    [B, S, H] (or [S, B, H]) and specs, the weight's [out, in] spec (torch's layout), the
+    collectives of its forward and dgrad (the seed's CollectiveOpSet pairing), and what each
+    gathers. Shared by the bf16 plans below and the FP8 ones (_cgemm_torch_fp8.py)."""
+
+    def __init__(self, ctx, kind, tbs):
+        if kind not in ("column", "row", "none"):
+            raise ValueError(f"kind {kind!r}: 'column', 'row' or 'none'")
+        self.kind, self.tbs = kind, bool(tbs)
+        self.tpa = tpa = repr(ctx.tpsp_axis)
+        self.dpa = repr(ctx.dp_axis) if ctx.dp > 1 else "None"
+        act = self.act
+
+        # At tp 1 nothing is sharded: plain GEMMs (a collective plan of one rank would still
+        # copy, reorder and sum partials: 1.9 ms of a 25 ms step on the H100,
+        # docs/PERFORMANCE.md).
+        self.gathers = ctx.tp > 1 and kind != "none"
+        self.collective, self.dgrad_collective = "none", "none"
+        if kind == "column" and self.gathers:
+            self.collective, self.dgrad_collective = "all_gather", "reduce_scatter"
+            self.x_spec, self.w_spec, self.b_spec = act(tpa, "None"), f"({tpa}, None)", f"({tpa},)"
+            self.dy_spec = act("None", tpa)
+        elif kind == "row" and self.gathers:
+            self.collective, self.dgrad_collective = "reduce_scatter", "all_gather"
+            self.x_spec, self.w_spec, self.b_spec = act("None", tpa), f"(None, {tpa})", "(None,)"
+            self.dy_spec = act(tpa, "None")
+        else:
+            self.x_spec, self.w_spec, self.b_spec = act("None", "None"), "(None, None)", "(None,)"
+            self.dy_spec = self.x_spec
+        self.forward_gathers_x = self.gathers and kind == "column"
+        self.dgrad_gathers_dy = self.gathers and kind == "row"
+
+    def act(self, seq_entry, last_entry, dp=True):
+        """An activation's spec [B, S, H] (or [S, B, H]); dp=False: B unsharded."""
+        entries = [self.dpa if dp else "None", seq_entry, last_entry]
+        if self.tbs:
+            entries[0], entries[1] = entries[1], entries[0]
+        return "(" + ", ".join(entries) + ")"
+
+    def shape(self, b, s, h):
+        return (s, b, h) if self.tbs else (b, s, h)
+
+
+def _dtype_name(dtype):
+    name = {v: k for k, v in _TORCH_DTYPES.items()}.get(dtype)
+    if name is None:
+        raise ValueError(f"dtype {dtype}: one of {', '.join(map(str, _TORCH_DTYPES.values()))}")
+    return name
+
+
 def linear_plans(ctx, kind, batch, seq_len, in_features, out_features, dtype=torch.float32,
                  bias=True, transpose_batch_sequence=False, name="linear"):
     """Collective: the forward plan of a tensor-parallel Linear layer, its dgrad and wgrad
@@ -455,62 +508,29 @@ def linear_plans(ctx, kind, batch, seq_len, in_features, out_features, dtype=tor
     weight [out, in/tp], bias [out] -> y [B, S/tp, out] reduce-scattered (partial sums in
     float32); "none": a replicated layer, x [B, S, in] -> [B, S, out]. batch is this dp rank's
     (the global batch is batch x ctx.dp); seq_len the global sequence."""
-    if kind not in ("column", "row", "none"):
-        raise ValueError(f"kind {kind!r}: 'column', 'row' or 'none'")
-    tp, tbs = ctx.tp, bool(transpose_batch_sequence)
-    dtype_name = {v: k for k, v in _TORCH_DTYPES.items()}.get(dtype)
-    if dtype_name is None:
-        raise ValueError(f"dtype {dtype}: one of {', '.join(map(str, _TORCH_DTYPES.values()))}")
-    tpa, dpa = repr(ctx.tpsp_axis), (repr(ctx.dp_axis) if ctx.dp > 1 else "None")
-
-    def act(seq_entry, last_entry):  # an activation's spec [B, S, H] (or [S, B, H])
-        entries = [dpa, seq_entry, last_entry]
-        if tbs:
-            entries[0], entries[1] = entries[1], entries[0]
-        return "(" + ", ".join(entries) + ")"
-
-    def shape(b, s, h):
-        return (s, b, h) if tbs else (b, s, h)
-
+    lay = _LinearLayout(ctx, kind, transpose_batch_sequence)
+    dtype_name = _dtype_name(dtype)
     B = batch * ctx.dp
     K, N = in_features, out_features
-    collective = {"column": "all_gather", "row": "reduce_scatter", "none": "none"}[kind]
-    dgrad_collective = {"column": "reduce_scatter", "row": "all_gather", "none": "none"}[kind]
-    # At tp 1 nothing is sharded: plain GEMMs (a collective plan of one rank would still copy,
-    # reorder and sum partials: 1.9 ms of a 25 ms step on the H100, docs/PERFORMANCE.md).
-    gathers = tp > 1 and kind != "none"
-    if not gathers:
-        collective = dgrad_collective = "none"
-    if kind == "column" and gathers:
-        x_spec, w_spec, b_spec = act(tpa, "None"), f"({tpa}, None)", f"({tpa},)"
-        dy_spec = act("None", tpa)
-    elif kind == "row" and gathers:
-        x_spec, w_spec, b_spec = act("None", tpa), f"(None, {tpa})", "(None,)"
-        dy_spec = act(tpa, "None")
-    else:
-        x_spec, w_spec, b_spec = act("None", "None"), "(None, None)", "(None,)"
-        dy_spec = x_spec
-    fwd = ctx.plan(lhs_shape=shape(B, seq_len, K), rhs_shape=(N, K),
-                   bias_shape=(N,) if bias else None, dtype=dtype_name, lhs_spec=x_spec,
-                   rhs_spec=w_spec, bias_spec=b_spec if bias else None,
-                   contracting_dims=((-1,), (1,)), collective=collective,
-                   transpose_batch_sequence=tbs, name=f"{name}.fwd")
-    dgrad = ctx.plan(lhs_shape=shape(B, seq_len, N), rhs_shape=(N, K), dtype=dtype_name,
-                     lhs_spec=dy_spec, rhs_spec=w_spec, contracting_dims=((-1,), (0,)),
-                     collective=dgrad_collective, transpose_batch_sequence=tbs,
+    fwd = ctx.plan(lhs_shape=lay.shape(B, seq_len, K), rhs_shape=(N, K),
+                   bias_shape=(N,) if bias else None, dtype=dtype_name, lhs_spec=lay.x_spec,
+                   rhs_spec=lay.w_spec, bias_spec=lay.b_spec if bias else None,
+                   contracting_dims=((-1,), (1,)), collective=lay.collective,
+                   transpose_batch_sequence=lay.tbs, name=f"{name}.fwd")
+    dgrad = ctx.plan(lhs_shape=lay.shape(B, seq_len, N), rhs_shape=(N, K), dtype=dtype_name,
+                     lhs_spec=lay.dy_spec, rhs_spec=lay.w_spec, contracting_dims=((-1,), (0,)),
+                     collective=lay.dgrad_collective, transpose_batch_sequence=lay.tbs,
                      name=f"{name}.dgrad")
     # The wgrad: this rank's [out, in] shard from its tokens, a local GEMM contracting the
     # batch and sequence dims: dy (gathered for a row layer) against x (gathered for a column
     # layer), both [B, S, *] (or [S, B, *]).
-    dy_local = dgrad.gathered_lhs.local_shape if gathers and kind == "row" \
-        else fwd.out.local_shape
-    x_local = fwd.gathered_lhs.local_shape if gathers and kind == "column" \
-        else fwd.lhs.local_shape
+    dy_local = dgrad.gathered_lhs.local_shape if lay.dgrad_gathers_dy else fwd.out.local_shape
+    x_local = fwd.gathered_lhs.local_shape if lay.forward_gathers_x else fwd.lhs.local_shape
     wgrad = ctx.plan(lhs_shape=dy_local, rhs_shape=x_local, dtype=dtype_name,
                      contracting_dims=((0, 1), (0, 1)), collective="none",
                      name=f"{name}.wgrad")
     dgrad._cgemm_torch_backward_plan = wgrad._cgemm_torch_backward_plan = True
-    _BACKWARD[register(fwd)] = _Backward(kind, register(dgrad), register(wgrad), gathers)
+    _BACKWARD[register(fwd)] = _Backward(kind, register(dgrad), register(wgrad), lay.gathers)
     fwd.backward_plans = (dgrad, wgrad)  # kept alive with the forward plan
     return fwd
 
@@ -528,8 +548,17 @@ def init_linear(seed, in_features, out_features, bias=True):
 
 class _ParallelLinear(torch.nn.Module):
     def __init__(self, ctx, kind, in_features, out_features, bias, dtype, device, seed,
-                 transpose_batch_sequence, name):
+                 transpose_batch_sequence, name, scaling, grad_format, fp8_recipe):
         super().__init__()
+        if scaling not in (None, "none", "current", "delayed"):
+            raise ValueError(f"scaling {scaling!r}: None, 'current' or 'delayed'")
+        if grad_format not in ("e4m3", "e5m2"):
+            raise ValueError(f"grad_format {grad_format!r}: 'e5m2' (HYBRID) or 'e4m3'")
+        # FP8 (_cgemm_torch_fp8.py): its plans and quantizers per input shape, the weight's
+        # quantizer and codes (quantized again after each optimizer step).
+        self.scaling = None if scaling == "none" else scaling
+        self.grad_format, self.fp8_recipe = grad_format, dict(fp8_recipe or {})
+        self._fp8_plans, self._fp8_wq, self._fp8_w = {}, None, None
         tp, r = ctx.tp, ctx.tp_rank
         sharded = out_features if kind == "column" else in_features
         if sharded % tp:
@@ -568,11 +597,18 @@ class _ParallelLinear(torch.nn.Module):
         return plan
 
     def forward(self, x):
+        if self.scaling:
+            import _cgemm_torch_fp8  # the FP8 path: its own module (its ops register on import)
+            if x.dim() != 3:
+                self._plan(x)  # the shape's message
+            return _cgemm_torch_fp8.linear(self, x)
         return gemm(self._plan(x), x.contiguous(), self.weight, self.bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}, tp={self.ctx.tp}")
+                f"bias={self.bias is not None}, tp={self.ctx.tp}" +
+                (f", scaling={self.scaling}, grad_format={self.grad_format}"
+                 if self.scaling else ""))
 
 
 class ColumnParallelLinear(_ParallelLinear):
@@ -586,12 +622,12 @@ class ColumnParallelLinear(_ParallelLinear):
 
     def __init__(self, ctx, in_features, out_features, bias=True, dtype=torch.float32,
                  device=None, gather_output=False, seed=0, transpose_batch_sequence=False,
-                 name="column"):
+                 name="column", scaling=None, grad_format="e5m2", fp8_recipe=None):
         if gather_output:
             raise NotImplementedError("ColumnParallelLinear(gather_output=True): not "
                                       "implemented; its output stays sharded on its features")
         super().__init__(ctx, "column", in_features, out_features, bias, dtype, device, seed,
-                         transpose_batch_sequence, name)
+                         transpose_batch_sequence, name, scaling, grad_format, fp8_recipe)
 
 
 class RowParallelLinear(_ParallelLinear):
@@ -602,9 +638,9 @@ class RowParallelLinear(_ParallelLinear):
 
     def __init__(self, ctx, in_features, out_features, bias=True, dtype=torch.float32,
                  device=None, input_is_parallel=True, seed=0, transpose_batch_sequence=False,
-                 name="row"):
+                 name="row", scaling=None, grad_format="e5m2", fp8_recipe=None):
         if not input_is_parallel:
             raise NotImplementedError("RowParallelLinear(input_is_parallel=False): not "
                                       "implemented; its input is a ColumnParallelLinear's output")
         super().__init__(ctx, "row", in_features, out_features, bias, dtype, device, seed,
-                         transpose_batch_sequence, name)
+                         transpose_batch_sequence, name, scaling, grad_format, fp8_recipe)

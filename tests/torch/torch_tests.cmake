@@ -27,6 +27,20 @@ foreach(np 1 2 3)
   set_tests_properties(mpi_torch_training_np${np} PROPERTIES LABELS mpi TIMEOUT 180
     PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}")
 endforeach()
+# FP8 training in the layers (scaling=, python/_cgemm_torch_fp8.py): each GEMM within FP8's
+# bound of float64, the weight quantized once per step, 20 steps' loss against float32.
+foreach(mesh "np1;1;1" "tp2;2;1" "tp3;3;1" "dp2tp2;4;2")
+  list(GET mesh 0 mname)
+  list(GET mesh 1 np)
+  list(GET mesh 2 dp)
+  add_test(NAME mpi_torch_fp8_${mname}
+    COMMAND sh -c "exec \"$@\" $(date +%s)" sh
+            env CGEMM_LIBRARY=$<TARGET_FILE:cgemm_capi>
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            ${CGEMM_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_torch_fp8.py --dp ${dp} --device cpu)
+  set_tests_properties(mpi_torch_fp8_${mname} PROPERTIES LABELS mpi TIMEOUT 180
+    PROCESSORS ${np} ENVIRONMENT "${CGEMM_MPI_ENV}" PASS_REGULAR_EXPRESSION "PASS")
+endforeach()
 foreach(run "2;float32" "3;float32" "2;bfloat16")
   list(GET run 0 np)
   list(GET run 1 dtype)
