@@ -6,7 +6,8 @@
 #             test_prequantized on the CUDA backend at 1 and 2 ranks sharing the GPU (pre-quantized
 #             operands and QuantizedTensor against the GEMM that quantizes itself), and
 #             test_all_reduce_fp32 at 2 and 4 ranks sharing it (issue 43: the fp32 all-reduce),
-#             test_gemm_layouts at 3 and 4 (issue 43: collective layouts, all-gather over dp);
+#             test_gemm_layouts at 3 and 4 (issue 43: collective layouts, all-gather over dp),
+#             tests/torch/test_torch_fp8.py at 1 and 2 (issue 42: the torch layers in FP8);
 #   accuracy  tests/mpi/check_train.sh fp8 with CGEMM_TRAIN_BACKEND=cuda: FP8 training's loss
 #             within 2% of bf16's at every 10th of 200 steps (1 rank, and dp 2 x tp 2 sharing the
 #             GPU), the captured step's losses equal to the eager ones;
@@ -73,6 +74,16 @@ if wants tests; then
     for np in 3 4; do
       run_step "test_gemm_layouts_np$np" 120 mpirun -np "$np" --bind-to none \
         -x LD_LIBRARY_PATH -x CGEMM_TEST_BACKEND=cuda "$bin/test_gemm_layouts"
+    done
+  fi
+  # Issue 42 item 3: the torch layers' FP8 training (tests/torch/test_torch_fp8.py) on CUDA
+  # tensors, 1 and 2 ranks sharing the GPU (where the machine's python3 has torch).
+  if [ "${QUICK:-0}" != 1 ] && python3 -c "import torch" 2>/dev/null; then
+    for np in 1 2; do
+      run_step "test_torch_fp8_np$np" 240 mpirun -np "$np" --bind-to none -x LD_LIBRARY_PATH \
+        -x CGEMM_LIBRARY="$libs/libcgemm.so.0" -x PYTHONPATH="$root/python" \
+        python3 "$root/tests/torch/test_torch_fp8.py" 4242 --device cuda
+      grep -E "parity|PASS|checks" "$out/test_torch_fp8_np$np.log" | tail -2
     done
   fi
 fi
