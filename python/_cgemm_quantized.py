@@ -46,6 +46,9 @@ class QuantizedTensor:
         """Quantizes the numpy array src (shape, dtype: bfloat16 as uint16) into the numpy
         buffers given (uint8 codes [R, C] and [C, R], a float32 array of one element), or new
         ones where None; returns (rowwise, colwise, scale_inv), None for a copy not kept."""
+        if self._ctx.backend == "cuda":
+            raise ValueError("quantize: numpy arrays are host memory; the CUDA backend takes "
+                             "device addresses: quantize_pointers(...)")
         r, c = self.shape
         src_p = _numpy_pointer(src, None, "src", dtype=_NUMPY_DTYPES[self.dtype], shape=(r, c))
         out, ptrs = [], []

@@ -7,10 +7,10 @@ e4m3 as an option).
 What is quantized, once, and where each GEMM reads it (cgemm.QuantizedTensor: one scale_inv per
 tensor, its amax max-reduced over every rank; Hopper's FP8 GEMM contracts both operands on their
 last dim, so a GEMM contracting an operand's leading dim reads its transposed (colwise) copy):
-  - the weight [out_l, in_l]: a cache quantized when the weight changed since the last forward
-    (torch bumps a tensor's _version on every in-place update, an optimizer step included), so
-    once per optimizer step however many micro-batches: rowwise for the forward, colwise
-    [in_l, out_l] for the dgrad. Delayed scaling's history advances once per step, as TE's;
+  - the weight [out_l, in_l]: rowwise for the forward, colwise [in_l, out_l] for the dgrad;
+    quantized on every forward, or, as TE's is_first_microbatch, once per optimizer step: True
+    on a step's first micro-batch quantizes and keeps the codes, False on the others reuses
+    them (so delayed scaling's history advances once per step, as TE's);
   - x: rowwise for the forward; a column layer's all-gather moves the FP8 codes and hands them
     out, and the wgrad reads them transposed (torch transposes the codes); a row layer's x keeps
     its colwise copy for the wgrad;
@@ -42,7 +42,10 @@ def _register(tensor):
 
 
 def _stream(t):
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+    # torch's default stream is the legacy stream, handle 0, which the C API reads as "the
+    # backend's stream 0" (not ordered with torch's work): cudaStreamLegacy is 1 (as cgemm.py's
+    # _execute_raw passes it).
+    return (torch.cuda.current_stream(t.device).cuda_stream or 1) if t.is_cuda else 0
 
 
 @torch.library.custom_op("cgemm::quantize", mutates_args=())
@@ -159,8 +162,8 @@ class _Fp8Plans:
 
 class _Fp8Linear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, layer, p):
-        w8, w8t, sw = weight_codes(layer)
+    def forward(ctx, x, weight, bias, weight_codes, p):
+        w8, w8t, sw = weight_codes
         x8, x8t, sx = torch.ops.cgemm.quantize(p.qx, x.reshape(-1, x.shape[-1]))
         x8 = x8.view(x.shape)
         fwd = p.ids[0]
@@ -195,23 +198,27 @@ class _Fp8Linear(torch.autograd.Function):
         return dx, dw, db, None, None
 
 
-def weight_codes(layer):
+def weight_codes(layer, is_first_microbatch):
     """The layer's weight quantized (rowwise [out_l, in_l], colwise [in_l, out_l], scale_inv),
-    again only when the weight changed since the last call (its _version: an optimizer step)."""
+    as TE's is_first_microbatch: None quantizes on every call; True quantizes and keeps the
+    codes; False reuses the kept codes (the weight unchanged since: the caller says so, the same
+    on every rank, since quantizing is collective)."""
+    if is_first_microbatch is False:
+        if layer._fp8_w is None:
+            raise RuntimeError(f"{layer.name}: is_first_microbatch=False, but no call with True "
+                               "(or None) quantized the weight before")
+        return layer._fp8_w
     w = layer.weight
-    key = (w._version, w.data_ptr())
-    if layer._fp8_w is None or layer._fp8_w[0] != key:
-        if layer._fp8_wq is None:
-            layer._fp8_wq = _register(layer.ctx.quantized_tensor(
-                tuple(w.shape), dtype=ct._dtype_name(w.dtype), format="e4m3",
-                scaling=layer.scaling, name=f"{layer.name}.weight", **layer.fp8_recipe))
-        with torch.no_grad():
-            codes = torch.ops.cgemm.quantize(layer._fp8_wq, w.detach())
-        layer._fp8_w = (key, codes)
-    return layer._fp8_w[1]
+    if layer._fp8_wq is None:
+        layer._fp8_wq = _register(layer.ctx.quantized_tensor(
+            tuple(w.shape), dtype=ct._dtype_name(w.dtype), format="e4m3",
+            scaling=layer.scaling, name=f"{layer.name}.weight", **layer.fp8_recipe))
+    with torch.no_grad():
+        layer._fp8_w = torch.ops.cgemm.quantize(layer._fp8_wq, w.detach())
+    return layer._fp8_w
 
 
-def linear(layer, x):
+def linear(layer, x, is_first_microbatch=None):
     """The layer's FP8 forward (autograd records its FP8 backward)."""
     key = (tuple(x.shape), x.dtype)
     p = layer._fp8_plans.get(key)
@@ -219,4 +226,5 @@ def linear(layer, x):
         seq_dim, batch_dim = (0, 1) if layer.transpose_batch_sequence else (1, 0)
         seq = x.shape[seq_dim] * (layer.ctx.tp if layer.kind == "column" else 1)
         p = layer._fp8_plans[key] = _Fp8Plans(layer, tuple(x.shape), x.shape[batch_dim], seq)
-    return _Fp8Linear.apply(x.contiguous(), layer.weight, layer.bias, layer, p)
+    codes = weight_codes(layer, is_first_microbatch)
+    return _Fp8Linear.apply(x.contiguous(), layer.weight, layer.bias, codes, p)

@@ -555,7 +555,7 @@ class _ParallelLinear(torch.nn.Module):
         if grad_format not in ("e4m3", "e5m2"):
             raise ValueError(f"grad_format {grad_format!r}: 'e5m2' (HYBRID) or 'e4m3'")
         # FP8 (_cgemm_torch_fp8.py): its plans and quantizers per input shape, the weight's
-        # quantizer and codes (quantized again after each optimizer step).
+        # quantizer and its last codes (is_first_microbatch=False reuses them).
         self.scaling = None if scaling == "none" else scaling
         self.grad_format, self.fp8_recipe = grad_format, dict(fp8_recipe or {})
         self._fp8_plans, self._fp8_wq, self._fp8_w = {}, None, None
@@ -596,12 +596,14 @@ class _ParallelLinear(torch.nn.Module):
             self._plans[key] = plan
         return plan
 
-    def forward(self, x):
+    def forward(self, x, is_first_microbatch=None):
+        """is_first_microbatch (FP8 only, TE's): None quantizes the weight on every call; True
+        quantizes it and keeps the codes; False reuses them (every rank alike)."""
         if self.scaling:
             import _cgemm_torch_fp8  # the FP8 path: its own module (its ops register on import)
             if x.dim() != 3:
                 self._plan(x)  # the shape's message
-            return _cgemm_torch_fp8.linear(self, x)
+            return _cgemm_torch_fp8.linear(self, x, is_first_microbatch)
         return gemm(self._plan(x), x.contiguous(), self.weight, self.bias)
 
     def extra_repr(self):

@@ -19,7 +19,9 @@ namespace cgemm::capi {
 template <typename T>
 class Handles {
  public:
-  Handles(uintptr_t tag, const char* type) : tag_(tag), type_(type) {}
+  // first: the first serial; kinds that share a tag (2 bits, 5 kinds) take disjoint ranges.
+  Handles(uintptr_t tag, const char* type, uintptr_t first = 1)
+      : next_(first), first_(first), tag_(tag), type_(type) {}
 
   uintptr_t add(std::unique_ptr<T> object) {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -62,14 +64,15 @@ class Handles {
 
  private:
   std::string stale(uintptr_t h, const char* what) const {
-    const bool ours = (h & 3u) == tag_ && h >> 2 > 0 && h >> 2 < next_;
+    const bool ours = (h & 3u) == tag_ && h >> 2 >= first_ && h >> 2 < next_;
     return std::string(what) + " is not a live " + type_ +
            (ours ? ": it was destroyed already" : ": not a handle cgemm returned");
   }
 
   std::mutex mu_;
   std::unordered_map<uintptr_t, std::unique_ptr<T>> live_;
-  uintptr_t next_ = 1;
+  uintptr_t next_;
+  const uintptr_t first_;
   const uintptr_t tag_;
   const char* const type_;
 };

@@ -24,10 +24,11 @@ struct QuantizedTensorObject {
   std::unique_ptr<cgemm::QuantizedTensor> tensor;
 };
 
-// Tag 0: contexts are 1, GEMM plans 2 and grouped plans 3 (Handles), so no handle passes for
-// another kind.
+// Tag 0 as graphs (contexts are 1, GEMM plans 2 and grouped plans 3), with serials from 2^40
+// (graphs' start at 1), so no handle passes for another kind.
 Handles<QuantizedTensorObject>& tensors() {
-  static auto* h = new Handles<QuantizedTensorObject>(0, "cgemm_quantized_tensor");
+  static auto* h =
+      new Handles<QuantizedTensorObject>(0, "cgemm_quantized_tensor", uintptr_t{1} << 40);
   return *h;
 }
 
@@ -78,6 +79,7 @@ cgemm::QuantizedTensorDesc tensor_desc(const cgemm_quantized_tensor_desc& d) {
   if (d.rowwise == 0 && d.colwise == 0) throw ArgumentError("rowwise and colwise are both 0");
   q.rowwise = d.rowwise != 0;
   q.colwise = d.colwise != 0;
+  q.own_copies = false;  // the C API writes the caller's buffers only
   return q;
 }
 

@@ -419,7 +419,27 @@ TEST(Prequantized, QuantizeIntoTheCallersBuffersGivesTheSameBytes) {
       EXPECT_EQ(sinv.bytes_back(), BackendBuffer::bytes_at(be, own.scale_inv(), sizeof(float)));
     }
     EXPECT_EQ(into.scale_state(), own.scale_state());
+    // One tensor's quantize() and quantize_into() advance one history: a call of each gives
+    // the scale_inv of two calls of one.
+    QuantizedTensor mixed(*g_ctx, d);
+    BackendBuffer row(be, static_cast<size_t>(r * c)), col(be, static_cast<size_t>(r * c));
+    BackendBuffer sinv(be, sizeof(float));
+    mixed.quantize(src.get());
+    mixed.quantize_into(src.get(), row.get(), col.get(), static_cast<float*>(sinv.get()));
+    QuantizedTensor twice(*g_ctx, d);
+    twice.quantize(src.get());
+    twice.quantize(src.get());
+    EXPECT_EQ(sinv.bytes_back(), BackendBuffer::bytes_at(be, twice.scale_inv(), sizeof(float)));
   }
+  QuantizedTensorDesc into_only;  // the C API's: no copies of its own
+  into_only.name = "into";
+  into_only.shape = {r, c};
+  into_only.own_copies = false;
+  QuantizedTensor lean(*g_ctx, into_only);
+  EXPECT_EQ(lean.rowwise(), nullptr);
+  EXPECT_EQ(lean.scale_inv(), nullptr);
+  EXPECT_NE(error_of([&] { lean.quantize(src.get()); }).find("call quantize_into"),
+            std::string::npos);
   QuantizedTensorDesc rows_only;
   rows_only.name = "r";
   rows_only.shape = {r, c};

@@ -135,28 +135,36 @@ QuantizedTensor::QuantizedTensor(Context& ctx, QuantizedTensorDesc desc) : desc_
   Impl& im = *impl_;
   const int64_t count = checked_mul(d.shape[0], d.shape[1], "quantized tensor '" + d.name + "'");
   const auto bytes = static_cast<size_t>(count);  // one FP8 byte per element
+  // The tensor's own copies, then the amax and the scale_inv they were made with; without own
+  // copies (quantize_into only) just the amax.
+  const bool own = d.own_copies;
   im.rowwise_at = 0;
-  im.colwise_at = d.rowwise ? align_up(bytes) : 0;
-  const size_t amax_at = im.colwise_at + (d.colwise ? align_up(bytes) : 0);
+  im.colwise_at = own && d.rowwise ? align_up(bytes) : 0;
+  const size_t amax_at = own ? im.colwise_at + (d.colwise ? align_up(bytes) : 0) : 0;
   im.scale_inv_at = amax_at + kAlign;
   const Ref amax{Workspace::kQuant, amax_at};
-  im.program = quantize_program(d,
-                                {{Workspace::kQuant, im.rowwise_at},
-                                 {Workspace::kQuant, im.colwise_at},
-                                 {Workspace::kQuant, im.scale_inv_at}},
-                                amax, static_cast<int64_t>(im.scale_inv_at + sizeof(float)));
-  // The caller's buffers: only the amax stays in the workspace (at the same place, inside the
-  // workspace the first program sized).
+  if (own) {
+    im.program = quantize_program(d,
+                                  {{Workspace::kQuant, im.rowwise_at},
+                                   {Workspace::kQuant, im.colwise_at},
+                                   {Workspace::kQuant, im.scale_inv_at}},
+                                  amax, static_cast<int64_t>(im.scale_inv_at + sizeof(float)));
+  }
   im.into_program =
       quantize_program(d, {{Operand::kOut}, {Operand::kColwiseOut}, {Operand::kScaleInvOut}}, amax,
                        static_cast<int64_t>(amax_at + sizeof(float)));
-  const Program* programs[] = {&im.program, &im.into_program};
+  std::vector<const Program*> programs{&im.into_program};
+  if (own) programs.push_back(&im.program);
   im.engine.prepare(programs);
 }
 
 QuantizedTensor::~QuantizedTensor() = default;
 
 void QuantizedTensor::quantize(const void* src) {
+  if (!desc_.own_copies) {
+    throw Error("quantized tensor '" + desc_.name +
+                "': keeps no copies of its own (own_copies false): call quantize_into");
+  }
   if (src == nullptr) throw Error("quantized tensor '" + desc_.name + "': null source");
   impl_->engine.run(impl_->program, Operands(src, nullptr, nullptr, nullptr),
                     "quantized tensor '" + desc_.name + "'");
@@ -188,21 +196,26 @@ const void* at(const Engine& e, Workspace w, size_t offset) {
 }  // namespace
 
 const void* QuantizedTensor::rowwise() const {
-  return desc_.rowwise ? at(impl_->engine, Workspace::kQuant, impl_->rowwise_at) : nullptr;
+  return desc_.rowwise && desc_.own_copies ? at(impl_->engine, Workspace::kQuant, impl_->rowwise_at)
+                                           : nullptr;
 }
 
 const void* QuantizedTensor::colwise() const {
-  return desc_.colwise ? at(impl_->engine, Workspace::kQuant, impl_->colwise_at) : nullptr;
+  return desc_.colwise && desc_.own_copies ? at(impl_->engine, Workspace::kQuant, impl_->colwise_at)
+                                           : nullptr;
 }
 
 const float* QuantizedTensor::scale_inv() const {
+  if (!desc_.own_copies) return nullptr;
   return static_cast<const float*>(at(impl_->engine, Workspace::kQuant, impl_->scale_inv_at));
 }
 
-std::vector<float> QuantizedTensor::scale_state() { return impl_->engine.scales(impl_->program); }
+std::vector<float> QuantizedTensor::scale_state() {
+  return impl_->engine.scales(impl_->into_program);  // one state for both programs
+}
 
 void QuantizedTensor::set_scale_state(const std::vector<float>& state) {
-  impl_->engine.set_scales(impl_->program, state);
+  impl_->engine.set_scales(impl_->into_program, state);
 }
 
 }  // namespace cgemm

@@ -48,6 +48,10 @@ struct QuantizedTensorDesc {
   ScalingRecipe recipe;  // delayed scaling's history and algo; the margin
   bool rowwise = true;   // keep the [R, C] copy
   bool colwise = true;   // keep the [C, R] copy
+  // false: no copies of its own (rowwise(), colwise() and scale_inv() null, quantize() throws):
+  // a tensor only quantized into the caller's buffers (quantize_into; the C API's) holds no
+  // memory for them.
+  bool own_copies = true;
 };
 
 class QuantizedTensor {
@@ -70,7 +74,8 @@ class QuantizedTensor {
   /// kept or missing where kept. Collective over the job, as quantize().
   void quantize_into(const void* src, void* rowwise, void* colwise, float* scale_inv,
                      void* stream = nullptr);
-  /// The copies (backend memory), written by the last quantize(); null when not kept.
+  /// The copies (backend memory), written by the last quantize(); null when not kept (or not
+  /// own_copies).
   const void* rowwise() const;
   const void* colwise() const;
   /// One float32 in backend memory: 1/scale of the last quantize().
