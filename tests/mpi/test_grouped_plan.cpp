@@ -625,13 +625,10 @@ TEST_F(GroupedPlan, Fp8RaggedRows) {
             plan.execute_scaled(sizes, lhs_buf.p, si.l(), rhs_buf.p, si.r(),
                                 bias_buf ? bias_buf->p : nullptr, out.p);
             check_output(c, lhs, rhs, bias_v, read_back(out.p, out_t, count));
-            // Groups of multiples of 16 rows must run on the tiles themselves, one class of
-            // tiles ({32, 32, 32, 32}) and several ({64, 16, 0, 16}: each class's alphas
-            // start further in); a call cuBLASLt has no algorithm for runs the loop, right
-            // but not what is tested here.
-            if (sizes == fp8_sizes[0] || sizes == fp8_sizes[1]) {
-              EXPECT_EQ(plan.loop_fallbacks(), 0);
-            }
+            // Whether the tiles themselves run is cuBLASLt's answer, not asserted: on an H100
+            // with cuBLASLt 13.1 (2026-12-07) its heuristic answers CUBLAS_STATUS_NOT_SUPPORTED
+            // for FP8 with a pointer array and an alpha vector, so every call ran the loop
+            // (right, checked above). kAuto keeps FP8 on the loop for that reason.
           }
         }
       }

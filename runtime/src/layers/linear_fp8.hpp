@@ -10,8 +10,9 @@
 //     GEMM moves FP8 bytes and hands them out for the wgrad, which reads them transposed
 //     [hidden, tokens] (FP8 codes transposed as they are: Hopper's FP8 GEMM contracts both
 //     operands on their last dim);
-//   - the row layer's h: quantized inside each of its two GEMMs (forward and wgrad), each with
-//     its own scale state (the same scales while every forward() has its backward()).
+//   - the row layer's h: a QuantizedTensor of the layer, quantized once by forward(): rowwise
+//     for the forward, colwise [hidden, tokens] for the wgrad (so backward() reads the copies
+//     of its forward(), as the column layer reads its forward's gathered x).
 // Bias gradients stay in the layer's dtype (TE computes dbias from the unquantized dy). The row
 // layer's, whose dy is gathered as FP8, sums each rank's tokens and all-reduces over tp.
 

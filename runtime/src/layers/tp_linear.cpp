@@ -242,12 +242,12 @@ GemmDesc tp_linear_forward_desc(const PlanningMesh& mesh, const TpLinearDesc& d,
                                              r.batch, r.seq_len, r.hidden_in, r.hidden_out, r.dtype,
                                              r.bias, r.transpose_batch_sequence);
   if (linear_fp8::on(d)) {
-    // The weight cache's colwise copy; the column layer's x quantized by the layer (its gather
-    // moves FP8 bytes and is handed out for the wgrad), the row layer's h inside the GEMM.
+    // The weight cache's colwise copy; the activation quantized by the layer, once: the column
+    // layer's x (its gather moves FP8 bytes and is handed out for the wgrad), the row layer's h
+    // (its colwise copy is the wgrad's).
     linear_fp8::check(d, mesh);
     const DType e4m3 = DType::kFloat8E4M3;
-    g.quantization =
-        linear_fp8::gemm_quantization(d, e4m3, e4m3, collective == CollectiveOp::kAllGather, true);
+    g.quantization = linear_fp8::gemm_quantization(d, e4m3, e4m3, true, true);
     g = linear_fp8::colwise_rhs(std::move(g));
   }
   return g;
@@ -455,10 +455,10 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
   // With an fsdp axis: reduce-scattered into this rank's columns of W ('tpsp', 'fsdp').
   const int w_fsdp_dim = forward_->description().fsdp_dim;
   wgrad.fsdp_scatter_dim = w_fsdp_dim;
-  if (fp8) {  // h quantized inside; AG(dy) as its transposed FP8 copy [N, tokens]
-    wgrad = linear_fp8::rhs_tokens_last(std::move(wgrad));
+  if (fp8) {  // h's colwise copy [K/tp, tokens] (the forward's); AG(dy) transposed [N, tokens]
+    wgrad = linear_fp8::rhs_tokens_last(linear_fp8::lhs_tokens_last(std::move(wgrad)));
     wgrad.quantization =
-        linear_fp8::gemm_quantization(d, DType::kFloat8E4M3, d.grad_format, false, true);
+        linear_fp8::gemm_quantization(d, DType::kFloat8E4M3, d.grad_format, true, true);
   }
   wgrad_ = std::make_unique<GemmPlan>(ctx, std::move(wgrad));
   weight_local_ = weight_shape(*forward_, fp8);
@@ -481,6 +481,7 @@ RowParallelLinear::RowParallelLinear(Context& ctx, TpLinearDesc desc) : desc_(st
   gathered_dy_ = allocate(ctx.backend(), gathered_bytes(*dgrad_));
   if (fp8) {
     w8_ = std::make_unique<QuantizedTensor>(ctx, weight_cache_desc());
+    h8_ = activation_fp8(ctx, d, "h", forward_->lhs_local(), DType::kFloat8E4M3, true);
     dy8_ = activation_fp8(ctx, d, "dy", dgrad_->lhs_local(), d.grad_format, false);
     dy_t_ = allocate(ctx.backend(), gathered_bytes(*dgrad_));
   }
@@ -517,9 +518,10 @@ void RowParallelLinear::forward(const void* h, const QuantizedTensor& w, const v
   if (desc_.bias) require(desc_, b, "b");
   require(desc_, y, "y");
   forward_w_ = nullptr;  // a forward that throws leaves no stale cache behind
+  h8_->quantize(h);      // once: the forward reads the rowwise copy, the wgrad the colwise one
   run(*forward_, desc_.path,
-      linear_fp8::scaled(Operands(h, w.colwise(), desc_.bias ? b : nullptr, y), nullptr,
-                         w.scale_inv()));
+      linear_fp8::scaled(Operands(h8_->rowwise(), w.colwise(), desc_.bias ? b : nullptr, y),
+                         h8_->scale_inv(), w.scale_inv()));
   forward_w_ = &w;
 }
 
@@ -548,7 +550,8 @@ void RowParallelLinear::backward(const void* h, const QuantizedTensor& w, const 
   linear_fp8::transpose(*backend_, gathered_dy_->get(), gdy[0], gdy[1], dy_t_->get(),
                         desc_.grad_format, desc_.name + " AG(dy) transposed");
   run(*wgrad_, desc_.path,
-      linear_fp8::scaled(Operands(h, dy_t_->get(), nullptr, dw), nullptr, dy8_->scale_inv()));
+      linear_fp8::scaled(Operands(h8_->colwise(), dy_t_->get(), nullptr, dw), h8_->scale_inv(),
+                         dy8_->scale_inv()));
   forward_w_ = nullptr;
 }
 

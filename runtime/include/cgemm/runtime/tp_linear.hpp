@@ -287,8 +287,9 @@ class RowParallelLinear {
   int64_t replica_batch_offset_ = 0;                    // fsdp > 1: dp_rank x B/dp
   Shape weight_local_, weight_offset_;
   Backend* backend_ = nullptr;
-  // FP8: the layer's weight cache, dy's copy, AG(dy) transposed.
-  std::unique_ptr<QuantizedTensor> w8_, dy8_;
+  // FP8: the layer's weight cache, h's copies (the forward's, read by the wgrad), dy's copy,
+  // AG(dy) transposed.
+  std::unique_ptr<QuantizedTensor> w8_, h8_, dy8_;
   std::unique_ptr<detail::BackendMemory> dy_t_;
   const QuantizedTensor* forward_w_ = nullptr;
 };
