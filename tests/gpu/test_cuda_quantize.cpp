@@ -222,7 +222,7 @@ TEST_F(CudaQuantizeTest, TransposedCastsMatchFloat8HppBitForBit) {
   for (const DType src_t : {DType::kBFloat16, DType::kFloat32, DType::kFloat16}) {
     const std::vector<unsigned char> bits = source_bits(src_t);
     for (const DType fmt : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
-      // (source_bits holds 65536 values: every shape stays within them.)
+      // (source_bits holds at least 65536 values: every shape stays within them.)
       // Whole tiles with vector loads and stores; rows a multiple of 8 but not of 16; columns
       // a multiple of 4 but not of 8; a partial column of tiles; rows a multiple of 4 but not
       // of 8; odd edges on both dims; a single row and a single column; an unaligned source
@@ -230,7 +230,7 @@ TEST_F(CudaQuantizeTest, TransposedCastsMatchFloat8HppBitForBit) {
       // docs/data/2026-12-07-fp8-kernels/transpose_probe.cu (16-byte loads and stores) would
       // change path, kept for when it replaces this kernel.
       check_quantize(be, src_t, bits, 256, 256, fmt, true, 1.0f, 0, 0);
-      check_quantize(be, src_t, bits, 264, 240, fmt, true, 1.25f, 0, 0);
+      check_quantize(be, src_t, bits, 248, 256, fmt, true, 1.25f, 0, 0);
       check_quantize(be, src_t, bits, 256, 132, fmt, true, 0.5f, 0, 0);
       check_quantize(be, src_t, bits, 192, 320, fmt, true, 2.5f, 0, 0);
       check_quantize(be, src_t, bits, 260, 72, fmt, true, 1.5f, 0, 0);

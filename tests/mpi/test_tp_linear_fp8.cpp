@@ -249,6 +249,21 @@ TEST(TpLinearFp8, RefusesWhatItDoesNotRun) {
               col.backward(buf.data(), buf.data(), buf.data(), out.data(), out.data(), out.data());
             }).find("pass the cache to backward()"),
             std::string::npos);
+  // The row layer's wgrad reads h's copy made by forward(): a backward needs that forward.
+  RowParallelLinear row(*g_ctx, fp8_desc(c));
+  QuantizedTensor row_cache(*g_ctx, row.weight_cache_desc());
+  row_cache.quantize(buf.data());
+  const std::vector<float> other(1 << 16, 0.25f);
+  std::vector<float> dh(1 << 16);
+  EXPECT_NE(error_of([&] {
+              row.backward(buf.data(), row_cache, buf.data(), dh.data(), out.data(), out.data());
+            }).find("backward() needs a forward() first"),
+            std::string::npos);
+  row.forward(buf.data(), row_cache, buf.data(), out.data());
+  EXPECT_NE(error_of([&] {
+              row.backward(other.data(), row_cache, buf.data(), dh.data(), out.data(), out.data());
+            }).find("takes the h its forward() took"),
+            std::string::npos);
   TpLinearDesc plain = fp8_desc(c);
   plain.quantization = QuantizationDesc{};
   RowParallelLinear bf(*g_ctx, plain);

@@ -188,7 +188,8 @@ __global__ void quantize_kernel(const void* src, int64_t count, int64_t vectors,
 // --- quantize, transposed ---
 
 // Measured on the H200 (2026-12-03, cgemm-bench --parts quantize): 62-63% of the copy
-// bandwidth from 64 MiB up, below the 80% goal. Two changes measured no better: 128-row tiles
+// bandwidth from 64 MiB up, below the 80% goal; on an H100 (2026-12-07) 76-79%, DRAM-bound under
+// ncu, where a [128, 128] tile with 16-byte loads and stores was no faster (docs/PERFORMANCE.md). Two changes measured no better: 128-row tiles
 // with 8-byte stores (each output row a whole cache line; 55%), and walking the tiles down the
 // column bands instead of along the row bands (no change).
 // A [64, 64] tile of src goes through shared memory as its FP8 codes, one 32-bit word per 4

@@ -411,7 +411,8 @@ void GroupedGemmPlan::choose_path(const std::string& what) {
   } else if (tiles_why.empty() && !shape_.scaled &&
              shape_.extent < kAutoTilesRowsPerGroup * d.num_groups) {
     // kAuto: see kAutoTilesRowsPerGroup (a rule not measured on a GPU yet). FP8 stays on the
-    // loop until its tiles (the alpha vector, tile_scales.hpp) have run on a GPU.
+    // loop: cuBLASLt 13.1 on an H100 has no algorithm for its tiles (the alpha vector,
+    // tile_scales.hpp; NOT_SUPPORTED, 2026-12-07).
     shape_.path = GroupedPath::kCublasLtTiles;
   }
 }

@@ -518,11 +518,13 @@ void RowParallelLinear::forward(const void* h, const QuantizedTensor& w, const v
   if (desc_.bias) require(desc_, b, "b");
   require(desc_, y, "y");
   forward_w_ = nullptr;  // a forward that throws leaves no stale cache behind
-  h8_->quantize(h);      // once: the forward reads the rowwise copy, the wgrad the colwise one
+  forward_h_ = nullptr;
+  h8_->quantize(h);  // once: the forward reads the rowwise copy, the wgrad the colwise one
   run(*forward_, desc_.path,
       linear_fp8::scaled(Operands(h8_->rowwise(), w.colwise(), desc_.bias ? b : nullptr, y),
                          h8_->scale_inv(), w.scale_inv()));
   forward_w_ = &w;
+  forward_h_ = h;
 }
 
 void RowParallelLinear::backward(const void* h, const QuantizedTensor& w, const void* dy, void* dh,
@@ -534,10 +536,17 @@ void RowParallelLinear::backward(const void* h, const QuantizedTensor& w, const 
   require(desc_, dh, "dh");
   require(desc_, dw, "dW");
   if (desc_.bias) require(desc_, db, "db");
-  if (ranges_overlap(h, dh, static_cast<size_t>(h_bytes_))) {
-    throw Error("layer '" + desc_.name +
-                "': dh overlaps h; the wgrad reads h after the dgrad writes dh, so dh needs a "
-                "buffer of its own");
+  // The wgrad reads h's colwise copy, made by the forward: that forward must be this h's.
+  if (forward_h_ == nullptr) {
+    throw Error("layer '" + desc_.name + "': backward() needs a forward() first");
+  }
+  if (forward_h_ != h) {
+    throw Error("layer '" + desc_.name + "': backward() takes the h its forward() took (FP8: " +
+                "the wgrad reads the copies of h that forward() made)");
+  }
+  if (forward_w_ != &w) {
+    throw Error("layer '" + desc_.name + "': backward() takes the weight cache its forward() " +
+                "took ('" + w.desc().name + "' is another)");
   }
   // The bias gradient first, from dy as given (the dgrad's gather moves FP8 bytes).
   if (desc_.bias) run(*bgrad_, desc_.path, ones_->get(), dy, nullptr, db);
@@ -553,6 +562,7 @@ void RowParallelLinear::backward(const void* h, const QuantizedTensor& w, const 
       linear_fp8::scaled(Operands(h8_->colwise(), dy_t_->get(), nullptr, dw), h8_->scale_inv(),
                          dy8_->scale_inv()));
   forward_w_ = nullptr;
+  forward_h_ = nullptr;  // one forward per backward
 }
 
 void RowParallelLinear::backward(const void* h, const void* w, const void* dy, void* dh, void* dw,

@@ -85,6 +85,7 @@
 //   row-parallel:    dgrad (which gathers dy), then the wgrad and the bias gradient, which
 //                    read h and AG(dy) after dh is written: dh over h, which an earlier
 //                    version allowed, is refused (cgemm::Error) rather than giving a wrong dW.
+//                    FP8 allows it: its wgrad reads h's copy, made by the forward.
 // FP8 (TpLinearDesc::quantization, as Transformer Engine's Linear under fp8_autocast with its
 // default HYBRID recipe): every GEMM of forward and backward runs in FP8, per-tensor scaled
 // (current or delayed scaling, one scale per global tensor): the forward e4m3 x e4m3, the dgrad
@@ -93,7 +94,9 @@
 // (the forward and backward overloads taking one; weight_cache_desc() describes it), or the
 // layer's own, quantized from W on every forward() (the pointer overloads; backward() reuses
 // it). The all-gathers move FP8 bytes: the column layer's x and the row layer's dy are quantized
-// once per call and handed out gathered for the wgrad, which reads them transposed. The bias
+// once per call and handed out gathered for the wgrad, which reads them transposed. The row
+// layer's h is quantized once by forward() into both copies; its wgrad reads the colwise one, so
+// its FP8 backward() must follow the forward() of the same h (cgemm::Error otherwise). The bias
 // gradients stay in `dtype`; the row layer's sums its own tokens and all-reduces over tp.
 // weight_local() / weight_offset() are the W shard the caller holds ([K_l, N_l], in `dtype`):
 // the forward plan's rhs is the colwise copy [N_l, K_l]. Not with an fsdp axis, nor with
@@ -106,7 +109,8 @@
 // checks); forward() and backward() throw cgemm::Error naming the layer and the buffer when a
 // buffer they read or write is null (db: only when the layer has a bias), the column layer's
 // backward() with kKeepFromForward when no forward() ran since the last backward(), and the
-// row layer's backward() when dh overlaps h.
+// row layer's backward() when dh overlaps h (not in FP8) or, in FP8, when it follows no
+// forward() of that h.
 
 #include <cstddef>
 #include <cstdint>
@@ -257,12 +261,13 @@ class RowParallelLinear {
   const GemmPlan& forward_plan() const { return *forward_; }
   /// dgrad: dy (lhs), W (rhs) -> dh (out).
   const GemmPlan& dgrad_plan() const { return *dgrad_; }
-  /// wgrad: h (lhs), AG(dy) (rhs) -> dW (out).
+  /// wgrad: h (lhs; FP8: h's colwise copy [K/tp, tokens]), AG(dy) (rhs) -> dW (out).
   const GemmPlan& wgrad_plan() const { return *wgrad_; }
 
   void forward(const void* h, const void* w, const void* b, void* y);
   /// dh, dW and (with a bias) db from dy (this rank's sequence shard). dh must not overlap h
-  /// (cgemm::Error): the dgrad runs first, and the wgrad reads h after it.
+  /// (cgemm::Error): the dgrad runs first, and the wgrad reads h after it. FP8: it may, the
+  /// wgrad reading h's copy from the forward() of this h (cgemm::Error without one).
   void backward(const void* h, const void* w, const void* dy, void* dh, void* dw, void* db);
   /// FP8 layers: the same with the weight from the caller's cache (see the column layer's).
   void forward(const void* h, const QuantizedTensor& w, const void* b, void* y);
@@ -292,6 +297,7 @@ class RowParallelLinear {
   std::unique_ptr<QuantizedTensor> w8_, h8_, dy8_;
   std::unique_ptr<detail::BackendMemory> dy_t_;
   const QuantizedTensor* forward_w_ = nullptr;
+  const void* forward_h_ = nullptr;  // FP8: the h whose copies h8_ holds (null: none)
 };
 
 }  // namespace cgemm
