@@ -21,8 +21,12 @@
 #             against the bf16 tiles on the five MoE cases);
 #   profile   ncu's GPU time of every kernel of cgemm-train's bf16 and FP8 (delayed) passes at
 #             the standard shape, summed by kernel name (profile/train_phases.md);
-#   probes    docs/data/2026-12-07-fp8-kernels/run_probes.sh (built there with nvcc).
-# Not in the default STEPS: kernels, profile, probes. SCALINGS (default "none current delayed")
+#   probes    docs/data/2026-12-07-fp8-kernels/run_probes.sh (built there with nvcc);
+#   transpose the quantize-transpose kernel alone: test_cuda_quantize, cgemm-bench --parts
+#             quantize (1 MiB to 1 GiB) twice, each time after the same part of BEFORE (a
+#             cgemm-bench of an earlier build, when set: the A/B in one call), and run_probes.sh
+#             transpose (the runtime's kernel against copies of it at 8 to 4 blocks an SM, ncu).
+# Not in the default STEPS: kernels, profile, probes, transpose. SCALINGS (default "none current delayed")
 # narrows the speed step's runs, PEER=0 leaves its PyTorch peer out.
 # Writes $OUT (default /tmp/cgemm-fp8-train): one log per step, speed/ and fp8_train.tgz (all of
 # it). Exit 1 when a step failed.
@@ -153,6 +157,25 @@ if wants probes; then
   grep -E "^\| |check|heuristic|FP8 tiles|device" "$out/probes/probes.log"
   grep -E "^  [a-z_0-9<>]+\(|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|L2 Hit|Mem Busy" \
     "$out/probes/ncu_transpose.txt" | head -40
+fi
+
+if wants transpose; then
+  run_step test_cuda_quantize 120 mpirun -np 1 --bind-to none "$bin/test_cuda_quantize"
+  grep -E "PASSED|FAILED" "$out/test_cuda_quantize.log" | head -4
+  for round in 1 2; do
+    for which in ${BEFORE:+before} after; do
+      [ "$which" = before ] && bench=$BEFORE || bench=$bin/cgemm-bench
+      run_step "quantize_${which}_$round" 200 mpirun -np 1 --bind-to none "$bench" \
+        --backend cuda --parts quantize --parts_max_copy_mib 1024 \
+        --out "$out/quantize_${which}_$round"
+      grep -A14 "### quantize" "$out/quantize_${which}_$round/cgemm_parts.md" | cut -d'|' -f2,3,6,8,11
+    done
+  done
+  OUT=$out/probes SASS_OF=${BEFORE:-} run_step probes_transpose 300 \
+    bash "$root/docs/data/2026-12-07-fp8-kernels/run_probes.sh" transpose
+  grep -E "^\| |^[a-z]+:|check|device|Used|_Z" "$out/probes/probes.log"
+  grep -E "^  [a-zA-Z_:]|Duration|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|L2 Hit" \
+    "$out/probes/ncu_transpose.txt" | head -45
 fi
 
 if wants profile; then

@@ -187,11 +187,13 @@ __global__ void quantize_kernel(const void* src, int64_t count, int64_t vectors,
 
 // --- quantize, transposed ---
 
-// Measured on the H200 (2026-12-03, cgemm-bench --parts quantize): 62-63% of the copy
-// bandwidth from 64 MiB up, below the 80% goal; on an H100 (2026-12-07) 76-79%, DRAM-bound under
-// ncu, where a [128, 128] tile with 16-byte loads and stores was no faster (docs/PERFORMANCE.md). Two changes measured no better: 128-row tiles
-// with 8-byte stores (each output row a whole cache line; 55%), and walking the tiles down the
-// column bands instead of along the row bands (no change).
+// Bandwidth (docs/PERFORMANCE.md, one H100, 2026-12-07): 96-98% of a copy of the same bytes
+// from 64 MiB up, as a DRAM-bound copy of this kernel (ncu: 87% of DRAM peak). The 76-79% it
+// ran at before had two causes, each measured alone: each load's bf16 was widened right after
+// it, so the four loads of a thread ran one after another (84%), and 39 registers held it to 6
+// blocks an SM (76-79%); hence the load phase's form below and the launch bounds. No faster:
+// a [128, 128] tile with 16-byte loads and stores, 128-row tiles with 8-byte stores, walking
+// the tiles down the column bands.
 // A [64, 64] tile of src goes through shared memory as its FP8 codes, one 32-bit word per 4
 // columns of a row (17 words a row: the padding word spreads the transposed reads over all 32
 // banks). Load: a warp reads two whole tile rows (16 threads x 4 elements each). Store: every
@@ -212,8 +214,10 @@ __device__ __forceinline__ void transpose4x4(const uint32_t (&w)[4], uint32_t (&
   o[3] = __byte_perm(t1, t3, 0x7632);
 }
 
+// The launch bounds ask for every resident thread an SM has (2048 / kThreads blocks): at most
+// 32 registers a thread, which this kernel fits without spilling.
 template <int kKind, int kFmt>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     quantize_transpose_kernel(const void* src, int64_t rows, int64_t cols, uint8_t* dst,
                               const float* state, int64_t tiles_c, int64_t tiles, bool vec_in,
                               bool vec_out) {
@@ -231,33 +235,45 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r0 = (t / tiles_c) * kTile;
     const int64_t c0 = (t % tiles_c) * kTile;
     const bool full = r0 + kTile <= rows && c0 + kTile <= cols;
+    // Each path issues its four loads in one basic block before any value is used: a use
+    // between them (the bf16 -> float widening, a shared store) makes each load wait for the
+    // one before, one load in flight a thread instead of four.
     if constexpr (kKind == 3) {
       const auto* codes = static_cast<const uint8_t*>(src);
+      uint32_t w[4];
+      if (full && vec_in) {
 #pragma unroll
-      for (int it = 0; it < 4; ++it) {
-        const int64_t r = r0 + (tid >> 4) + 16 * it;
-        const int64_t c = c0 + 4 * m;
-        uint32_t w = 0;
-        if (full && vec_in) {
-          w = __ldg(reinterpret_cast<const uint32_t*>(codes + r * cols + c));
-        } else {
+        for (int it = 0; it < 4; ++it) {
+          const int64_t r = r0 + (tid >> 4) + 16 * it;
+          w[it] = __ldg(reinterpret_cast<const uint32_t*>(codes + r * cols + c0 + 4 * m));
+        }
+      } else {
+#pragma unroll
+        for (int it = 0; it < 4; ++it) {
+          const int64_t r = r0 + (tid >> 4) + 16 * it;
+          const int64_t c = c0 + 4 * m;
+          w[it] = 0;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             if (r < rows && c + j < cols)
-              w |= static_cast<uint32_t>(codes[r * cols + c + j]) << (8 * j);
+              w[it] |= static_cast<uint32_t>(codes[r * cols + c + j]) << (8 * j);
           }
         }
-        tile[(tid >> 4) + 16 * it][m] = w;
       }
+#pragma unroll
+      for (int it = 0; it < 4; ++it) tile[(tid >> 4) + 16 * it][m] = w[it];
     } else {
       float x[4][4];
+      if (full && vec_in) {
 #pragma unroll
-      for (int it = 0; it < 4; ++it) {
-        const int64_t r = r0 + (tid >> 4) + 16 * it;
-        const int64_t c = c0 + 4 * m;
-        if (full && vec_in) {
-          load4<kKind>(src, r * cols + c, x[it]);
-        } else {
+        for (int it = 0; it < 4; ++it) {
+          load4<kKind>(src, (r0 + (tid >> 4) + 16 * it) * cols + c0 + 4 * m, x[it]);
+        }
+      } else {
+#pragma unroll
+        for (int it = 0; it < 4; ++it) {
+          const int64_t r = r0 + (tid >> 4) + 16 * it;
+          const int64_t c = c0 + 4 * m;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             x[it][j] = r < rows && c + j < cols ? load<kKind>(src, r * cols + c + j) : 0.0f;
