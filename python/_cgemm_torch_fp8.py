@@ -159,6 +159,23 @@ class _Fp8Plans:
         self.ids = tuple(ct.register(p) for p in (self.fwd, self.dgrad, self.wgrad))
         self.lay, self.k_l, self.n_l = lay, k_l, n_l
 
+    def close(self):
+        for plan in (self.fwd, self.dgrad, self.wgrad, self.dbias):
+            if plan is not None:
+                ct.unregister(plan)
+                plan.close()
+        for tid in (self.qx, self.qdy):
+            _TENSORS.pop(tid).close()
+
+
+def close(layer):
+    """The layer's FP8 plans and quantizers destroyed (ColumnParallelLinear.close)."""
+    for p in layer._fp8_plans.values():
+        p.close()
+    if layer._fp8_wq is not None:
+        _TENSORS.pop(layer._fp8_wq).close()
+    layer._fp8_plans, layer._fp8_wq, layer._fp8_w = {}, None, None
+
 
 class _Fp8Linear(torch.autograd.Function):
     @staticmethod

@@ -9,9 +9,10 @@ relative for e4m3, 2^-3 for e5m2), so |got - ref| <= ((1 + u_a)(1 + u_b) - 1) x 
 elementwise, plus float32 accumulation. The loss is sum(y * G), so dy = G exactly: the bias
 gradient (from the unquantized dy, as TE's) within float32 sums. A transposed copy read where
 the other is needed, or a scale_inv off by any factor, breaks these bounds.
-Also: is_first_microbatch keeps one quantization of the weight per optimizer step (TE's), and
-a 2-layer block trained 20 Adam steps in FP8 stays within 8% of its
-float32 loss at every step (2.3% to 4.2% seen on the CPU over 10 seeds and meshes).
+Also: is_first_microbatch keeps one quantization of the weight per optimizer step (TE's), a
+2-layer block trained 20 Adam steps in FP8 stays within 8% of its float32 loss at every step
+(2.3% to 4.2% seen on the CPU over 10 seeds and meshes), and a layer's close() releases what
+the context refuses to outlive.
 
     mpirun -np N python tests/torch/test_torch_fp8.py [SEED] [--dp D] [--device cpu|cuda]
 """
@@ -125,6 +126,7 @@ def test_layer(kind, scaling, grad_format):
     within(layer.weight.grad, want[2][0], both(ug, UNIT["e4m3"]) * want[2][1], f"{what}: dW")
     within(layer.bias.grad, db_want, 1e-5 * Gd.abs().sum((0, 1)).max() + 0 * db_want,
            f"{what}: db")
+    layer.close()
 
 
 def test_weight_quantized_once_per_step():
@@ -151,6 +153,8 @@ def test_weight_quantized_once_per_step():
         check(False, "is_first_microbatch=False before any codes was accepted")
     except RuntimeError as e:
         check("no call with True" in str(e), f"is_first_microbatch=False first: {e}")
+    layer.close()
+    fresh.close()
 
 
 def test_training_parity():
@@ -175,6 +179,8 @@ def test_training_parity():
             opt.step()
             curve.append(loss.item())
         losses[scaling] = curve
+        col.close()
+        row.close()
     worst = max(abs(a - b) / b for a, b in zip(losses["current"], losses[None]))
     check(worst <= 0.08 and losses[None][-1] < losses[None][0],
           f"FP8 loss off the float32 loss by {worst:.3%} (bound 8%); float32 "
@@ -184,11 +190,44 @@ def test_training_parity():
               f"({losses[None][0]:.4g} -> {losses[None][-1]:.4g})", flush=True)
 
 
+def registries_empty():
+    import _cgemm_torch_fp8
+    return not ct._PLANS and not ct._BACKWARD and not _cgemm_torch_fp8._TENSORS
+
+
+def test_close():
+    """A layer's close() destroys its plans and quantizers (FP8 or not), which the context
+    refuses to outlive; a later call plans again."""
+    col = ct.ColumnParallelLinear(ctx, 32 * tp, 16 * tp, dtype=torch.float32, device=device,
+                                  seed=5, scaling="delayed", name="closing fp8")
+    row = ct.RowParallelLinear(ctx, 16 * tp, 32 * tp, dtype=torch.float32, device=device,
+                               seed=6, name="closing float32")
+    x = randn(13, (2, 16, 32 * tp)).float().to(device)
+    row(col(x, is_first_microbatch=True)).sum().backward()
+    try:
+        ctx.close()
+        check(False, "ctx.close() accepted a context whose layers' plans are alive")
+    except cgemm.Error as e:
+        check("remain" in str(e), f"ctx.close() with live plans: {e}")
+    col.close()
+    row.close()
+    check(registries_empty(), "plans or quantizers left registered after the layers' close()")
+    y = row(col(x))  # plans again, collectively
+    check(tuple(y.shape) == (2, 16, 32 * tp) and torch.isfinite(y).all().item(),
+          f"a call after close(): {tuple(y.shape)}")
+    col.close()
+    row.close()
+
+
 for kind in ("column", "row"):
     for scaling, grad_format in (("current", "e5m2"), ("delayed", "e5m2"), ("current", "e4m3")):
         test_layer(kind, scaling, grad_format)
 test_weight_quantized_once_per_step()
 test_training_parity()
+test_close()
+# Every layer closed: nothing left registered, and the context closes (collective).
+check(registries_empty(), "plans or quantizers left registered at the end")
+ctx.close()
 if failures:
     sys.exit(1)
 if rank == 0:
