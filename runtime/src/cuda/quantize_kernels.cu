@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cgemm/core/convert.hpp"
 #include "cgemm/core/float8.hpp"
@@ -28,18 +29,30 @@ __device__ __forceinline__ float half_to_float(uint32_t h) {
                     : numeric::fp16_to_float(static_cast<uint16_t>(h));
 }
 
-// Four consecutive elements from an address aligned to four of them (8 bytes for 16-bit
-// elements, 16 for fp32).
+// Four consecutive elements' bits from an address aligned to four of them (8 bytes for 16-bit
+// elements, 16 for fp32), loaded apart from their widening (widen4): a kernel issues all of a
+// thread's loads before it widens any, since a use right after a load, or the branches of
+// fp16_to_float between two loads, makes each load wait for the one before.
 template <int kKind>
-__device__ __forceinline__ void load4(const void* p, int64_t i, float (&x)[4]) {
+using Raw4 = std::conditional_t<kKind == 0, float4, uint2>;
+
+template <int kKind>
+__device__ __forceinline__ Raw4<kKind> load_raw4(const void* p, int64_t i) {
   if constexpr (kKind == 0) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(p) + i));
+    return __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(p) + i));
+  } else {
+    return __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i));
+  }
+}
+
+template <int kKind>
+__device__ __forceinline__ void widen4(const Raw4<kKind>& v, float (&x)[4]) {
+  if constexpr (kKind == 0) {
     x[0] = v.x;
     x[1] = v.y;
     x[2] = v.z;
     x[3] = v.w;
   } else {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i));
     x[0] = half_to_float<kKind>(v.x & 0xffffu);
     x[1] = half_to_float<kKind>(v.x >> 16);
     x[2] = half_to_float<kKind>(v.y & 0xffffu);
@@ -176,8 +189,9 @@ __global__ void quantize_kernel(const void* src, int64_t count, int64_t vectors,
   int64_t i = first_index();
   for (; i < vectors; i += stride) {
     float a[4], b[4];
-    load4<kKind>(src, 8 * i, a);
-    load4<kKind>(src, 8 * i + 4, b);
+    const Raw4<kKind> ra = load_raw4<kKind>(src, 8 * i), rb = load_raw4<kKind>(src, 8 * i + 4);
+    widen4<kKind>(ra, a);
+    widen4<kKind>(rb, b);
     reinterpret_cast<uint2*>(dst)[i] = make_uint2(cast4<kFmt>(a, scale), cast4<kFmt>(b, scale));
   }
   for (int64_t j = 8 * vectors + first_index(); j < count; j += stride) {
@@ -188,12 +202,12 @@ __global__ void quantize_kernel(const void* src, int64_t count, int64_t vectors,
 // --- quantize, transposed ---
 
 // Bandwidth (docs/PERFORMANCE.md, one H100, 2026-12-07): 96-98% of a copy of the same bytes
-// from 64 MiB up, as a DRAM-bound copy of this kernel (ncu: 87% of DRAM peak). The 76-79% it
-// ran at before had two causes, each measured alone: each load's bf16 was widened right after
-// it, so the four loads of a thread ran one after another (84%), and 39 registers held it to 6
-// blocks an SM (76-79%); hence the load phase's form below and the launch bounds. No faster:
-// a [128, 128] tile with 16-byte loads and stores, 128-row tiles with 8-byte stores, walking
-// the tiles down the column bands.
+// from 64 MiB up for bf16, DRAM-bound (ncu: 87% of DRAM peak). It ran at 76-79% before, for two
+// reasons: each load's value was widened right after the load, so a thread's four loads ran one
+// after another (see load_raw4), and the kernel took 39 registers, which fit 6 blocks an SM
+// instead of 8. The launch bounds alone raised it to 84%, and issuing the loads first to 97%.
+// These were no faster: a [128, 128] tile with 16-byte loads and stores, 128-row tiles with
+// 8-byte stores, and walking the tiles down the column bands.
 // A [64, 64] tile of src goes through shared memory as its FP8 codes, one 32-bit word per 4
 // columns of a row (17 words a row: the padding word spreads the transposed reads over all 32
 // banks). Load: a warp reads two whole tile rows (16 threads x 4 elements each). Store: every
@@ -214,8 +228,9 @@ __device__ __forceinline__ void transpose4x4(const uint32_t (&w)[4], uint32_t (&
   o[3] = __byte_perm(t1, t3, 0x7632);
 }
 
-// The launch bounds ask for every resident thread an SM has (2048 / kThreads blocks): at most
-// 32 registers a thread, which this kernel fits without spilling.
+// The launch bounds ask for every thread an SM can hold (2048 / kThreads blocks), so at most 32
+// registers a thread. Kinds 0-2 need no more than that anyway; the FP8-codes transpose would
+// take 38. None of them spills.
 template <int kKind, int kFmt>
 __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     quantize_transpose_kernel(const void* src, int64_t rows, int64_t cols, uint8_t* dst,
@@ -235,9 +250,9 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     const int64_t r0 = (t / tiles_c) * kTile;
     const int64_t c0 = (t % tiles_c) * kTile;
     const bool full = r0 + kTile <= rows && c0 + kTile <= cols;
-    // Each path issues its four loads in one basic block before any value is used: a use
-    // between them (the bf16 -> float widening, a shared store) makes each load wait for the
-    // one before, one load in flight a thread instead of four.
+    // Each path issues its four loads before it uses any loaded value (load_raw4): a use
+    // between them (a widening, a shared store) would leave one load in flight a thread
+    // instead of four.
     if constexpr (kKind == 3) {
       const auto* codes = static_cast<const uint8_t*>(src);
       uint32_t w[4];
@@ -265,10 +280,13 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     } else {
       float x[4][4];
       if (full && vec_in) {
+        Raw4<kKind> v[4];
 #pragma unroll
         for (int it = 0; it < 4; ++it) {
-          load4<kKind>(src, (r0 + (tid >> 4) + 16 * it) * cols + c0 + 4 * m, x[it]);
+          v[it] = load_raw4<kKind>(src, (r0 + (tid >> 4) + 16 * it) * cols + c0 + 4 * m);
         }
+#pragma unroll
+        for (int it = 0; it < 4; ++it) widen4<kKind>(v[it], x[it]);
       } else {
 #pragma unroll
         for (int it = 0; it < 4; ++it) {
