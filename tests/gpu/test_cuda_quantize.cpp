@@ -200,6 +200,26 @@ void check_quantize(Backend& be, DType src_t, const std::vector<unsigned char>& 
   for (size_t i = dst_offset + count; i < got.size(); ++i) {
     ASSERT_EQ(got[i], 0xaa) << what << ": wrote past dst";
   }
+
+  // The same cast measuring the amax as it reads (QuantizeTask::amax, delayed scaling's): the
+  // same bytes, and max |x| with NaNs skipped (Backend::amax's value) over a stale value.
+  float want_amax = 0.0f;
+  for (const float v : x) {
+    if (!std::isnan(v)) want_amax = std::max(want_amax, std::abs(v));
+  }
+  Buf amax(be, 4);
+  const float stale = 1e30f;
+  be.copy_from_host(amax.p, &stale, 4);
+  be.copy_from_host(dst.p, poison.data(), poison.size());
+  t.amax = static_cast<float*>(amax.p);
+  be.quantize(t, 0);
+  std::vector<unsigned char> again(poison.size());
+  be.copy_to_host(again.data(), dst.p, again.size());
+  float got_amax = -1.0f;
+  be.copy_to_host(&got_amax, amax.p, 4);
+  EXPECT_TRUE(again == got) << what << ": other bytes when the cast measures the amax";
+  EXPECT_EQ(numeric::float_bits(got_amax), numeric::float_bits(want_amax))
+      << what << ": amax " << got_amax << ", want " << want_amax;
 }
 
 TEST_F(CudaQuantizeTest, CastsMatchFloat8HppBitForBit) {
@@ -284,6 +304,15 @@ TEST_F(CudaQuantizeTest, Fp8CodesTransposeAsTheyAre) {
       be.copy_to_host(got.data(), out.at(sh.offset), count);
       EXPECT_EQ(got, want) << dtype_name(fmt) << " " << sh.rows << " x " << sh.cols << " offset "
                            << sh.offset;
+      // Codes moved as they are have no amax to measure: refused by name.
+      Buf amax(be, 4);
+      t.amax = static_cast<float*>(amax.p);
+      try {
+        be.quantize(t, 0);
+        ADD_FAILURE() << "an amax asked of an FP8-codes transpose was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no amax"), std::string::npos) << e.what();
+      }
     }
   }
 }

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../support/backend_buffer.hpp"
@@ -390,6 +392,76 @@ TEST(Prequantized, QuantizedTensorRefusesWhatItDoesNotTake) {
 
 // quantize_into (the caller's buffers: the C API's and the torch layers' path) writes the bytes
 // quantize() writes into the tensor's copies, and both advance one delayed history.
+// Delayed scaling's casts measure the amax as they read the source (QuantizeTask::amax: no
+// second read). The state's amax and its history's entry are max |x| over every rank's shard,
+// NaNs skipped, and the scale is fp8_max over it: for a QuantizedTensor keeping either copy or
+// both (the first cast measures), and for a GEMM plan quantizing both operands, on both paths.
+TEST(Prequantized, DelayedScalingRecordsTheGlobalAmaxItsCastsMeasured) {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Backend& be = g_ctx->backend();
+  const int64_t r = 24, c = 40;
+  // Each rank's own values in (-1, 1), a NaN, and its largest magnitude 3 + rank (negative on
+  // odd ranks), so the global amax is 3 + world - 1 and comes from the last rank.
+  std::mt19937 rng(g_seed + 13 + static_cast<uint32_t>(rank));
+  std::uniform_real_distribution<double> ud(-1.0, 1.0);
+  std::vector<double> x(static_cast<size_t>(r * c));
+  for (double& v : x) v = ud(rng);
+  x[static_cast<size_t>(5 + rank)] = std::nan("");
+  x[static_cast<size_t>(r * c - 1 - rank)] = (rank % 2 != 0 ? -1.0 : 1.0) * (3.0 + rank);
+  const float want = 3.0f + static_cast<float>(world - 1);
+  const BackendBuffer src(be, x, DType::kBFloat16);
+  const auto expect_recorded = [&](const std::vector<float>& s, size_t at, int64_t entry,
+                                   float amax, const std::string& what) {
+    EXPECT_EQ(s[at + ScaleStateLayout::kAmax], amax) << what;
+    EXPECT_EQ(s[at + ScaleStateLayout::kHistory + static_cast<size_t>(entry)], amax) << what;
+    EXPECT_EQ(s[at + ScaleStateLayout::kScale], 448.0f / amax) << what;
+  };
+  for (const auto& [rowwise, colwise] :
+       std::vector<std::pair<bool, bool>>{{true, false}, {false, true}, {true, true}}) {
+    QuantizedTensorDesc d;
+    d.name = "x";
+    d.shape = {r, c};
+    d.mode = ScalingMode::kDelayedTensorScaling;
+    d.recipe.amax_history_len = 4;
+    d.rowwise = rowwise;
+    d.colwise = colwise;
+    QuantizedTensor q(*g_ctx, d);
+    q.quantize(src.get());
+    expect_recorded(q.scale_state(), 0, 0, want,
+                    std::string("quantized tensor, ") + (rowwise ? "rowwise " : "") +
+                        (colwise ? "colwise" : ""));
+  }
+
+  for (const CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    const GemmDesc d = base_desc(op, false, ScalingMode::kDelayedTensorScaling);
+    GemmPlan plan(*g_ctx, d);
+    const Shape ws{d.rhs_shape[0], d.rhs_shape[1]};
+    const auto gx = test::random_tensor(d.lhs_shape, DType::kBFloat16, g_seed, 21);
+    const auto gw = test::random_tensor(ws, DType::kBFloat16, g_seed, 22);
+    float ax = 0.0f, aw = 0.0f;
+    for (const double v : gx) ax = std::max(ax, std::fabs(static_cast<float>(v)));
+    for (const double v : gw) aw = std::max(aw, std::fabs(static_cast<float>(v)));
+    const BackendBuffer xb(be, shard(gx, d.lhs_shape, plan.lhs_offset(), plan.lhs_local()),
+                           DType::kBFloat16);
+    const BackendBuffer wb(be, shard(gw, ws, plan.rhs_offset(), plan.rhs_local()),
+                           DType::kBFloat16);
+    const BackendBuffer bb(
+        be, std::vector<double>(static_cast<size_t>(num_elements(plan.bias_local())), 0.5),
+        DType::kFloat32);
+    BackendBuffer out(be, static_cast<size_t>(num_elements(plan.out_local())) * sizeof(float));
+    for (int entry = 0; entry < 2; ++entry) {  // the overlapped path, then the sequential one
+      call(plan, entry == 0, Operands(xb.get(), wb.get(), bb.get(), out.get()));
+      const std::vector<float> s = plan.scale_state();
+      const std::string what =
+          std::string(collective_name(op)) + " plan, call " + std::to_string(entry);
+      expect_recorded(s, 0, entry, ax, what + ": lhs");
+      expect_recorded(s, s.size() / 2, entry, aw, what + ": rhs");
+    }
+  }
+}
+
 TEST(Prequantized, QuantizeIntoTheCallersBuffersGivesTheSameBytes) {
   std::mt19937 rng(g_seed + 7);
   std::normal_distribution<double> nd(0.0, 2.0);

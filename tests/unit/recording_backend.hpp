@@ -171,7 +171,8 @@ class RecordingBackend final : public Backend {
     log("quantize s" + std::to_string(stream) + " " + std::to_string(t.rows) + "x" +
         std::to_string(t.cols) + " " + dt(t.src_dtype) + " -> " + dt(t.format) +
         (t.transpose ? " transposed" : "") + " " + where(t.src) + " -> " + where(t.dst) +
-        " state=" + where(t.state) + " blocks=" + where(t.block_scale) + " '" +
+        " state=" + where(t.state) + " blocks=" + where(t.block_scale) +
+        (t.amax != nullptr ? " amax=" + where(t.amax) : "") + " '" +
         (t.label != nullptr ? t.label : "") + "'");
   }
 

@@ -14,7 +14,8 @@
 //   v0w/N     v0 with each load's bf16 widened to floats right after it, in its branch, as the
 //             runtime's kernel did until 2026-12-07 (at 39 registers: 6 blocks an SM);
 //   v1        [128, 128] tiles with 16-byte loads and stores;
-//   prod/f16  the runtime's kernel reading the same bits as float16 (timed, not checked).
+//   prod/f16  the runtime's kernel reading the same bits as float16 (timed, not checked);
+//   prod+amax the runtime's kernel measuring the amax as it casts (QuantizeTask::amax).
 // The padding that holds v0 to fewer blocks also moves the shared-memory carveout (ncu), so
 // v0/N is not a clean occupancy sweep.
 // Timed two ways, interleaved, medians of 20 after 3 warm-up rounds, CUDA events:
@@ -229,12 +230,18 @@ static const float* g_scale = nullptr;
 
 static void prod(const uint16_t* src, Shape s, uint8_t* dst) {
   CK(cgemm::cuda::launch_quantize_tensor(src, cgemm::DType::kBFloat16, s.rows, s.cols, dst,
-                                         cgemm::DType::kFloat8E4M3, true, g_state, 0));
+                                         cgemm::DType::kFloat8E4M3, true, g_state, nullptr, 0));
+}
+// The runtime's kernel measuring the amax as it casts (QuantizeTask::amax; the codes the same).
+static float* g_amax = nullptr;
+static void prod_amax(const uint16_t* src, Shape s, uint8_t* dst) {
+  CK(cgemm::cuda::launch_quantize_tensor(src, cgemm::DType::kBFloat16, s.rows, s.cols, dst,
+                                         cgemm::DType::kFloat8E4M3, true, g_state, g_amax, 0));
 }
 // The runtime's kernel on the same bits read as float16 (timed only: its codes differ).
 static void prod_f16(const uint16_t* src, Shape s, uint8_t* dst) {
   CK(cgemm::cuda::launch_quantize_tensor(src, cgemm::DType::kFloat16, s.rows, s.cols, dst,
-                                         cgemm::DType::kFloat8E4M3, true, g_state, 0));
+                                         cgemm::DType::kFloat8E4M3, true, g_state, nullptr, 0));
 }
 
 // v0 with dynamic shared memory padding each block so that at most `blocks` fit on an SM.
@@ -281,7 +288,8 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(sp, state.data(), state.size() * 4, cudaMemcpyHostToDevice));
   g_state = sp;
   g_scale = sp + Layout::kScale;
-  std::vector<Variant> variants{{"prod", prod}};
+  CK(cudaMalloc(&g_amax, 4));
+  std::vector<Variant> variants{{"prod", prod}, {"prod+amax", prod_amax}};
   std::vector<size_t> pads;
   for (int b : {8, 7, 6, 5, 4}) {
     size_t pad = 0;

@@ -298,6 +298,9 @@ class CpuBackend final : public Backend {
                if (t.format != t.src_dtype || !t.transpose || t.scaling != BlockScaling::kTensor) {
                  throw Error("quantize: an FP8 source is only transposed into its own format");
                }
+               if (t.amax != nullptr) {
+                 throw Error("quantize: FP8 codes moved as they are have no amax");
+               }
                const auto* src = static_cast<const uint8_t*>(t.src);
                auto* dst = static_cast<uint8_t*>(t.dst);
                for (int64_t r = 0; r < t.rows; ++r) {
@@ -307,6 +310,12 @@ class CpuBackend final : public Backend {
              }
              std::vector<float> x(static_cast<size_t>(count));
              convert_to_float(t.src, t.src_dtype, x.data(), count);
+             if (t.amax != nullptr) {  // the delayed scaling's amax, measured by the cast
+               if (t.scaling != BlockScaling::kTensor) {
+                 throw Error("quantize: only a per-tensor cast measures the amax");
+               }
+               *t.amax = quant::amax(x.data(), count);
+             }
              quantize_now(t, x);
            });
   }

@@ -259,6 +259,7 @@ void Compute::quantize(const QuantizeTask& t, int s) {
   if (t.format != DType::kFloat8E4M3 && t.format != DType::kFloat8E5M2) {
     fail(what + ": per-tensor scaling casts to float8_e4m3fn or float8_e5m2 only");
   }
+  if (fp8_codes && t.amax != nullptr) fail(what + ": FP8 codes moved as they are have no amax");
   if (t.rows < 0 || t.cols < 0) fail(what + ": negative size");
   const int64_t count = t.rows * t.cols;
   if (count == 0) return;
@@ -275,7 +276,7 @@ void Compute::quantize(const QuantizeTask& t, int s) {
       "quantize", [&] { return what; }, s, st,
       [&] {
         check(launch_quantize_tensor(t.src, t.src_dtype, t.rows, t.cols, t.dst, t.format,
-                                     t.transpose, t.state, st),
+                                     t.transpose, t.state, t.amax, st),
               what);
       },
       bytes);

@@ -107,6 +107,25 @@ __device__ __forceinline__ float abs_max16(uint4 v) {
   return m;
 }
 
+// Every thread of the block passes its max; the block's max goes into *out with one atomicMax
+// on the float's bits (non-negative floats order as their bits do; +0 needs no atomic: *out
+// starts at 0).
+__device__ __forceinline__ void block_amax_into(float m, float* out) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ float warp_max[kThreads / 32];
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  if (lane == 0) warp_max[warp] = m;
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < kThreads / 32 ? warp_max[lane] : 0.0f;
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0 && m > 0.0f) atomicMax(reinterpret_cast<unsigned int*>(out), __float_as_uint(m));
+  }
+}
+
 // Elements [0, head) and [head + 16-byte vectors, count) one by one, the vectors between them
 // four per thread and iteration (loaded before use, so enough bytes are in flight).
 template <int kKind>
@@ -130,20 +149,13 @@ __global__ void amax_kernel(const void* src, int64_t count, int64_t head, float*
   for (int64_t j = head + vectors * kPerVec + tid; j < count; j += stride) {
     m = fmaxf(m, fabsf(load<kKind>(src, j)));
   }
+  block_amax_into(m, out);
+}
+
+// The max of |x| over four values into m (fmaxf(m, NaN) == m: NaNs are skipped).
+__device__ __forceinline__ void max_abs4(const float (&x)[4], float& m) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ float warp_max[kThreads / 32];
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int warp = static_cast<int>(threadIdx.x) >> 5;
-  if (lane == 0) warp_max[warp] = m;
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < kThreads / 32 ? warp_max[lane] : 0.0f;
-#pragma unroll
-    for (int o = 4; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    // Non-negative floats order as their bits do; +0 needs no atomic (the output starts at 0).
-    if (lane == 0 && m > 0.0f) atomicMax(reinterpret_cast<unsigned int*>(out), __float_as_uint(m));
-  }
+  for (int j = 0; j < 4; ++j) m = fmaxf(m, fabsf(x[j]));
 }
 
 // --- update_scale ---
@@ -181,22 +193,31 @@ __global__ void update_scale_kernel(ScaleUpdate u, int floats, bool staged) {
 // 8 elements per vector (16 bytes of bf16/fp16, 32 of fp32 in; 8 bytes out), two vectors per
 // thread and iteration; the elements past the last whole vector one by one. `vectors` is 0
 // when the pointers are not aligned for vectors.
-template <int kKind, int kFmt>
+// kAmax: also max |src| into *amax (QuantizeTask::amax).
+template <int kKind, int kFmt, bool kAmax>
 __global__ void quantize_kernel(const void* src, int64_t count, int64_t vectors, uint8_t* dst,
-                                const float* state) {
+                                const float* state, float* amax) {
   const float scale = __ldg(state + ScaleStateLayout::kScale);
   const int64_t stride = grid_stride();
+  float m = 0.0f;
   int64_t i = first_index();
   for (; i < vectors; i += stride) {
     float a[4], b[4];
     const Raw4<kKind> ra = load_raw4<kKind>(src, 8 * i), rb = load_raw4<kKind>(src, 8 * i + 4);
     widen4<kKind>(ra, a);
     widen4<kKind>(rb, b);
+    if constexpr (kAmax) {
+      max_abs4(a, m);
+      max_abs4(b, m);
+    }
     reinterpret_cast<uint2*>(dst)[i] = make_uint2(cast4<kFmt>(a, scale), cast4<kFmt>(b, scale));
   }
   for (int64_t j = 8 * vectors + first_index(); j < count; j += stride) {
-    dst[j] = static_cast<uint8_t>(cast1<kFmt>(load<kKind>(src, j) * scale));
+    const float x = load<kKind>(src, j);
+    if constexpr (kAmax) m = fmaxf(m, fabsf(x));
+    dst[j] = static_cast<uint8_t>(cast1<kFmt>(x * scale));
   }
+  if constexpr (kAmax) block_amax_into(m, amax);
 }
 
 // --- quantize, transposed ---
@@ -231,11 +252,11 @@ __device__ __forceinline__ void transpose4x4(const uint32_t (&w)[4], uint32_t (&
 // The launch bounds ask for every thread an SM can hold (2048 / kThreads blocks), so at most 32
 // registers a thread. Kinds 0-2 need no more than that anyway; the FP8-codes transpose would
 // take 38. None of them spills.
-template <int kKind, int kFmt>
+template <int kKind, int kFmt, bool kAmax>
 __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     quantize_transpose_kernel(const void* src, int64_t rows, int64_t cols, uint8_t* dst,
                               const float* state, int64_t tiles_c, int64_t tiles, bool vec_in,
-                              bool vec_out) {
+                              bool vec_out, float* amax) {
   __shared__ uint32_t tile[kTile][kTile / 4 + 1];
   // kKind 3: FP8 codes in, moved as they are (no scale; `state` unread).
   const float scale = kKind == 3 ? 1.0f : __ldg(state + ScaleStateLayout::kScale);
@@ -246,6 +267,7 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
   // and p 4 values, so the word reads tile[4q + i][p] fall in 32 different banks.
   const int q = (lane & 7) + 8 * (warp & 1);
   const int p = (lane >> 3) + 4 * (warp >> 1);
+  float local_amax = 0.0f;
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int64_t r0 = (t / tiles_c) * kTile;
     const int64_t c0 = (t % tiles_c) * kTile;
@@ -298,6 +320,10 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
           }
         }
       }
+      if constexpr (kAmax) {  // elements past the edges are 0: no change to the max
+#pragma unroll
+        for (int it = 0; it < 4; ++it) max_abs4(x[it], local_amax);
+      }
 #pragma unroll
       for (int it = 0; it < 4; ++it) tile[(tid >> 4) + 16 * it][m] = cast4<kFmt>(x[it], scale);
     }
@@ -321,21 +347,28 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     }
     __syncthreads();  // the tile is read before the next one overwrites it
   }
+  if constexpr (kAmax) block_amax_into(local_amax, amax);
 }
 
-template <int kKind, int kFmt>
+template <int kKind, int kFmt, bool kAmax>
 cudaError_t launch_quantize_as(const void* src, int64_t rows, int64_t cols, uint8_t* dst,
-                               bool transpose, const float* state, cudaStream_t stream) {
+                               bool transpose, const float* state, float* amax,
+                               cudaStream_t stream) {
   const auto src_addr = reinterpret_cast<uintptr_t>(src);
   const auto dst_addr = reinterpret_cast<uintptr_t>(dst);
+  if constexpr (kAmax) {
+    if (const cudaError_t rc = cudaMemsetAsync(amax, 0, sizeof(float), stream); rc != cudaSuccess) {
+      return rc;
+    }
+  }
   if constexpr (kKind == 3) {
     if (!transpose) return cudaErrorInvalidValue;  // FP8 codes are only transposed
   } else if (!transpose) {
     const int64_t count = rows * cols;
     const bool vec = src_addr % (kKind == 0 ? 16 : 8) == 0 && dst_addr % 8 == 0;
     const int64_t vectors = vec ? count / 8 : 0;
-    quantize_kernel<kKind, kFmt><<<blocks_for(vec ? vectors : count), kThreads, 0, stream>>>(
-        src, count, vectors, dst, state);
+    quantize_kernel<kKind, kFmt, kAmax><<<blocks_for(vec ? vectors : count), kThreads, 0, stream>>>(
+        src, count, vectors, dst, state, amax);
     return cudaGetLastError();
   }
   const int64_t tiles_r = (rows + kTile - 1) / kTile;
@@ -345,24 +378,36 @@ cudaError_t launch_quantize_as(const void* src, int64_t rows, int64_t cols, uint
   const bool vec_in = cols % 4 == 0 && src_addr % (kKind == 0 ? 16 : kKind == 3 ? 4 : 8) == 0;
   const bool vec_out = rows % 4 == 0 && dst_addr % 4 == 0;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{1} << 20));
-  quantize_transpose_kernel<kKind, kFmt><<<blocks, kThreads, 0, stream>>>(
-      src, rows, cols, dst, state, tiles_c, tiles, vec_in, vec_out);
+  quantize_transpose_kernel<kKind, kFmt, kAmax><<<blocks, kThreads, 0, stream>>>(
+      src, rows, cols, dst, state, tiles_c, tiles, vec_in, vec_out, amax);
   return cudaGetLastError();
 }
 
-template <int kKind>
+template <int kKind, bool kAmax>
 cudaError_t launch_quantize_from(const void* src, int64_t rows, int64_t cols, void* dst,
-                                 DType format, bool transpose, const float* state,
+                                 DType format, bool transpose, const float* state, float* amax,
                                  cudaStream_t stream) {
   auto* out = static_cast<uint8_t*>(dst);
   switch (format) {
     case DType::kFloat8E4M3:
-      return launch_quantize_as<kKind, 0>(src, rows, cols, out, transpose, state, stream);
+      return launch_quantize_as<kKind, 0, kAmax>(src, rows, cols, out, transpose, state, amax,
+                                                 stream);
     case DType::kFloat8E5M2:
-      return launch_quantize_as<kKind, 1>(src, rows, cols, out, transpose, state, stream);
+      return launch_quantize_as<kKind, 1, kAmax>(src, rows, cols, out, transpose, state, amax,
+                                                 stream);
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+template <int kKind>
+cudaError_t launch_quantize_kind(const void* src, int64_t rows, int64_t cols, void* dst,
+                                 DType format, bool transpose, const float* state, float* amax,
+                                 cudaStream_t stream) {
+  return amax != nullptr ? launch_quantize_from<kKind, true>(src, rows, cols, dst, format,
+                                                             transpose, state, amax, stream)
+                         : launch_quantize_from<kKind, false>(src, rows, cols, dst, format,
+                                                              transpose, state, amax, stream);
 }
 
 }  // namespace
@@ -426,24 +471,26 @@ cudaError_t launch_update_scale(const ScaleUpdate& u, cudaStream_t stream) {
 
 cudaError_t launch_quantize_tensor(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                                    void* dst, DType format, bool transpose, const float* state,
-                                   cudaStream_t stream) {
+                                   float* amax, cudaStream_t stream) {
   clear_stale_error();
   if (rows < 0 || cols < 0) return cudaErrorInvalidValue;
-  if (rows == 0 || cols == 0) return cudaSuccess;
+  if (rows == 0 || cols == 0) {
+    return amax != nullptr ? cudaMemsetAsync(amax, 0, sizeof(float), stream) : cudaSuccess;
+  }
   if (src_dtype == DType::kFloat8E4M3 || src_dtype == DType::kFloat8E5M2) {
     // FP8 codes transposed as they are (TE's fp8_transpose): the tiles of the quantizing
-    // transpose without the cast.
-    if (format != src_dtype || !transpose) return cudaErrorInvalidValue;
-    return launch_quantize_as<3, 0>(src, rows, cols, static_cast<uint8_t*>(dst), true, state,
-                                    stream);
+    // transpose without the cast (and without an amax: there is no source value to measure).
+    if (format != src_dtype || !transpose || amax != nullptr) return cudaErrorInvalidValue;
+    return launch_quantize_as<3, 0, false>(src, rows, cols, static_cast<uint8_t*>(dst), true, state,
+                                           nullptr, stream);
   }
   switch (kind_of(src_dtype)) {
     case 0:
-      return launch_quantize_from<0>(src, rows, cols, dst, format, transpose, state, stream);
+      return launch_quantize_kind<0>(src, rows, cols, dst, format, transpose, state, amax, stream);
     case 1:
-      return launch_quantize_from<1>(src, rows, cols, dst, format, transpose, state, stream);
+      return launch_quantize_kind<1>(src, rows, cols, dst, format, transpose, state, amax, stream);
     case 2:
-      return launch_quantize_from<2>(src, rows, cols, dst, format, transpose, state, stream);
+      return launch_quantize_kind<2>(src, rows, cols, dst, format, transpose, state, amax, stream);
     default:
       return cudaErrorInvalidValue;
   }

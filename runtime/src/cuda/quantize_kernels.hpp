@@ -29,9 +29,11 @@ cudaError_t launch_update_scale(const ScaleUpdate& u, cudaStream_t stream);
 /// (kFloat8E4M3 or kFloat8E5M2), round to nearest even, saturating to +-max (inf too), any NaN
 /// to 0x7f (the hardware's cvt.rn.satfinite, which is numeric::float_to_e4m3 / _e5m2 of
 /// cgemm/core/float8.hpp bit for bit). src is [rows, cols] row-major of src_dtype (float32,
-/// bfloat16, float16); dst is [rows, cols], or [cols, rows] when `transpose`.
+/// bfloat16, float16); dst is [rows, cols], or [cols, rows] when `transpose`. amax (null: none;
+/// not for FP8 codes): *amax = max |src| (NaNs skipped), as launch_amax gives it, measured by the
+/// cast itself (QuantizeTask::amax).
 cudaError_t launch_quantize_tensor(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                                    void* dst, DType format, bool transpose, const float* state,
-                                   cudaStream_t stream);
+                                   float* amax, cudaStream_t stream);
 
 }  // namespace cgemm::cuda

@@ -82,8 +82,10 @@ Program quantize_program(const QuantizedTensorDesc& d, const Destinations& to, R
   p.scales_init[ScaleStateLayout::kScaleInv] = 1.0f;
   p.workspace.scales = static_cast<int64_t>(p.scales_init.size() * sizeof(float));
 
+  // Delayed scaling's first cast measures the amax as it reads the source (QuantizeOp::amax);
+  // current scaling needs it before the casts.
   std::vector<Op> scale_ops;
-  scale_ops.push_back(AmaxOp{{Operand::kLhs}, d.dtype, count, amax, 0});
+  if (!delayed) scale_ops.push_back(AmaxOp{{Operand::kLhs}, d.dtype, count, amax, 0});
   scale_ops.push_back(AmaxReduceOp{amax, 1, 0, d.name + " amax max over the job"});
   ScaleUpdate u;
   u.rule = delayed ? ScaleRule::kDelayed : ScaleRule::kCurrent;
@@ -100,6 +102,7 @@ Program quantize_program(const QuantizedTensorDesc& d, const Destinations& to, R
   for (const bool transpose : {false, true}) {
     if (!(transpose ? d.colwise : d.rowwise)) continue;
     t.transpose = transpose;
+    const bool measures = delayed && quantize_ops.empty();
     quantize_ops.push_back(
         QuantizeOp{t,
                    {Operand::kLhs},
@@ -107,7 +110,8 @@ Program quantize_program(const QuantizedTensorDesc& d, const Destinations& to, R
                    state,
                    std::nullopt,
                    0,
-                   d.name + (transpose ? " quantize colwise" : " quantize rowwise")});
+                   d.name + (transpose ? " quantize colwise" : " quantize rowwise"),
+                   measures ? std::optional<Ref>(amax) : std::nullopt});
   }
   CopyOp keep;
   keep.src = state.plus(ScaleStateLayout::kScaleInv * sizeof(float));

@@ -418,6 +418,7 @@ void Engine::run(const Program& p, const Operands& x, const std::string& name) {
         t.dst = at_mut(o.dst, x);
         t.state = static_cast<const float*>(at(o.state, x));
         t.block_scale = o.block_scale ? static_cast<uint8_t*>(at_mut(*o.block_scale, x)) : nullptr;
+        t.amax = o.amax ? static_cast<float*>(at_mut(*o.amax, x)) : nullptr;
         t.label = label(o.label);
         be_.quantize(t, o.stream);
       },

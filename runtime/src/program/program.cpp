@@ -65,7 +65,7 @@ Access access(const Op& op) {
             return Access{{o.state, o.amax}, {o.state}};
           },
           [&](const QuantizeOp& o) {
-            return Access{{o.src, o.state}, with({o.dst}, o.block_scale)};
+            return Access{{o.src, o.state}, with(with({o.dst}, o.block_scale), o.amax)};
           },
           [](const GroupSizesToHostOp& o) {
             return Access{{o.src}, {o.dst}};

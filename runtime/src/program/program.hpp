@@ -205,6 +205,8 @@ struct QuantizeOp {
   std::optional<Ref> block_scale;
   int stream = 0;
   std::string label;
+  // Set: the cast also writes max |src| there (QuantizeTask::amax), in place of an AmaxOp.
+  std::optional<Ref> amax = std::nullopt;
 };
 
 /// A grouped GEMM's sizes (GroupedGemmOp) from backend memory to the host workspace: `count`

@@ -316,16 +316,20 @@ bool quantizes(const QuantizationPlan& p, int o) {
   return !(o == 0 ? p.desc.lhs_quantized : p.desc.rhs_quantized);
 }
 
-// Amaxes of the operands the plan quantizes, their max over the job, and each one's scale from
-// it (the amaxes lie side by side, lhs first, so one reduction takes both).
-void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name) {
+// Amaxes of the operands the plan quantizes (unless their casts measured them: casts_measure),
+// their max over the job, and each one's scale from it (the amaxes lie side by side, lhs first,
+// so one reduction takes both).
+void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name,
+                   bool casts_measure) {
   const int first = quantizes(p, 0) ? 0 : 1;
   const int count = static_cast<int>(quantizes(p, 0)) + static_cast<int>(quantizes(p, 1));
   if (count == 0) return;
-  if (quantizes(p, 0)) {
+  if (quantizes(p, 0) && !casts_measure) {
     ops.push_back(AmaxOp{{Operand::kLhs}, p.src, p.lhs_rows * p.k, amax_ref(p, 0), 0});
   }
-  if (quantizes(p, 1)) ops.push_back(AmaxOp{{Operand::kRhs}, p.src, p.k * p.n, amax_ref(p, 1), 0});
+  if (quantizes(p, 1) && !casts_measure) {
+    ops.push_back(AmaxOp{{Operand::kRhs}, p.src, p.k * p.n, amax_ref(p, 1), 0});
+  }
   ops.push_back(AmaxReduceOp{amax_ref(p, first), count, 0, name + " amax max over the job"});
   for (int o = first; o < 2; ++o) {
     if (!quantizes(p, o)) continue;
@@ -337,7 +341,9 @@ void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::s
   }
 }
 
-void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name) {
+// measure_amax: each cast also writes its operand's amax (QuantizeOp::amax) for add_scale_ops.
+void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name,
+                      bool measure_amax) {
   QuantizeTask lhs;
   lhs.src_dtype = p.src;
   lhs.format = p.desc.lhs_format;
@@ -362,7 +368,8 @@ void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std
         state_ref(p, 0),
         blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.lhs_block_at}) : std::nullopt,
         0,
-        name + " quantize lhs"});
+        name + " quantize lhs",
+        measure_amax ? std::optional<Ref>(amax_ref(p, 0)) : std::nullopt});
   }
   if (!quantizes(p, 1)) return;
   ops.push_back(
@@ -372,21 +379,23 @@ void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std
                  state_ref(p, 1),
                  blocks ? std::optional<Ref>(Ref{Workspace::kQuant, p.rhs_block_at}) : std::nullopt,
                  0,
-                 name + " quantize rhs"});
+                 name + " quantize rhs",
+                 measure_amax ? std::optional<Ref>(amax_ref(p, 1)) : std::nullopt});
 }
 
 }  // namespace
 
 void add_quantization(CollectiveGemm& c, const QuantizationPlan& q, const std::string& name) {
   std::vector<Op> before, after;
-  // Delayed scaling quantizes with the scales of earlier calls and measures this call's
-  // amaxes after the GEMMs, off their critical path; the other modes need this call's.
+  // Delayed scaling quantizes with the scales of earlier calls, its casts measuring this call's
+  // amaxes as they read the sources (no second read), and reduces them and updates the scales
+  // after the GEMMs, off their critical path; the other modes need this call's amax first.
   if (q.rule == ScaleRule::kDelayed) {
-    add_quantize_ops(before, q, name);
-    add_scale_ops(after, q, name);
+    add_quantize_ops(before, q, name, true);
+    add_scale_ops(after, q, name, true);
   } else {
-    if (scaling_mode_row(q.desc.mode).amax) add_scale_ops(before, q, name);
-    add_quantize_ops(before, q, name);
+    if (scaling_mode_row(q.desc.mode).amax) add_scale_ops(before, q, name, false);
+    add_quantize_ops(before, q, name, false);
   }
   std::vector<Program*> all{&c.overlapped, &c.sequential, &c.gemm_only, &c.collective_only};
   // The paths that hand out the gathered lhs exist only where the lhs is the caller's own

@@ -167,6 +167,11 @@ struct QuantizeTask {
   bool two_d = false;
   const float* state = nullptr;  // the operand's ScaleStateLayout (read)
   uint8_t* block_scale = nullptr;
+  // kTensor with a float32, bfloat16 or float16 source only: when set, the cast also writes
+  // max |src| over the whole source to *amax (NaNs skipped, the value Backend::amax gives), so
+  // delayed scaling records this call's amax without a second read of the source (TE's
+  // cast-transpose computes the amax as it casts).
+  float* amax = nullptr;
   const char* label = nullptr;  // for traces; may be null
 };
 
