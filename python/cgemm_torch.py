@@ -536,6 +536,17 @@ def linear_plans(ctx, kind, batch, seq_len, in_features, out_features, dtype=tor
     return fwd
 
 
-# The layers (their own module, which reads this one's names when called).
-from _cgemm_torch_layers import (ColumnParallelLinear, RowParallelLinear,  # noqa: E402,F401
-                                 init_linear)
+_LAYER_NAMES = ("ColumnParallelLinear", "RowParallelLinear", "init_linear")
+
+
+def __getattr__(name):
+    """The layers, from their own module (_cgemm_torch_layers.py, which imports this one), on
+    first use: no import cycle, whichever of the two is imported first."""
+    if name in _LAYER_NAMES:
+        import _cgemm_torch_layers
+        return getattr(_cgemm_torch_layers, name)
+    raise AttributeError(f"module 'cgemm_torch' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAYER_NAMES))

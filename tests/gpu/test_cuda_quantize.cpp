@@ -317,6 +317,70 @@ TEST_F(CudaQuantizeTest, Fp8CodesTransposeAsTheyAre) {
   }
 }
 
+// The amax a cast measures (QuantizeTask::amax) wherever the one largest magnitude lies: the
+// first element, the middle, the last vector's end and the scalar tail past it, in the plain
+// cast (vector loop and tail) and the transposed one (whole and edge tiles), from an aligned
+// and an unaligned source, each kind. Finite normal values, so no inf or NaN stands in for it.
+TEST_F(CudaQuantizeTest, CastMeasuresTheAmaxWhereverTheMaxIs) {
+  Backend& be = backend();
+  struct Case {
+    int64_t rows, cols;
+    bool transpose;
+    size_t offset;
+  };
+  for (const DType src_t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    for (const Case c : {Case{1, 1003, false, 0}, Case{1, 4096, false, 1}, Case{256, 256, true, 0},
+                         Case{67, 133, true, 0}, Case{128, 128, true, 1}}) {
+      const int64_t n = c.rows * c.cols;
+      for (const int64_t at : {int64_t{0}, n / 2, n - 4, n - 1}) {
+        std::vector<float> f(static_cast<size_t>(n));
+        for (size_t i = 0; i < f.size(); ++i) f[i] = numeric::normal_value(29, i, 0.5f);
+        for (float& v : f) v = std::max(-3.0f, std::min(3.0f, v));
+        f[static_cast<size_t>(at)] = -6.5f;  // exact in every kind
+        const size_t es = dtype_size(src_t);
+        std::vector<unsigned char> bits(f.size() * es);
+        convert_from_float(f.data(), bits.data(), src_t, n);
+        Buf src(be, (f.size() + c.offset) * es), dst(be, f.size()), amax(be, 4),
+            state(be, static_cast<size_t>(ScaleStateLayout::floats(4)) * 4);
+        be.copy_from_host(src.at(c.offset * es), bits.data(), bits.size());
+        put_state(be, state.p, 1.0f);
+        const float stale = 1e30f;
+        be.copy_from_host(amax.p, &stale, 4);
+        QuantizeTask t;
+        t.rows = c.rows;
+        t.cols = c.cols;
+        t.src_dtype = src_t;
+        t.src = src.at(c.offset * es);
+        t.format = DType::kFloat8E4M3;
+        t.dst = dst.p;
+        t.transpose = c.transpose;
+        t.state = static_cast<const float*>(state.p);
+        t.amax = static_cast<float*>(amax.p);
+        be.quantize(t, 0);
+        float got = -1.0f;
+        be.copy_to_host(&got, amax.p, 4);
+        EXPECT_EQ(got, 6.5f) << dtype_name(src_t) << " " << c.rows << " x " << c.cols
+                             << (c.transpose ? " transposed" : "") << ", offset " << c.offset
+                             << ", the max at " << at;
+      }
+    }
+  }
+  // An empty source's amax is 0, over a stale value.
+  Buf amax(be, 4), state(be, static_cast<size_t>(ScaleStateLayout::floats(4)) * 4);
+  put_state(be, state.p, 1.0f);
+  const float stale = 1e30f;
+  be.copy_from_host(amax.p, &stale, 4);
+  QuantizeTask empty;
+  empty.rows = 0;
+  empty.cols = 16;
+  empty.state = static_cast<const float*>(state.p);
+  empty.amax = static_cast<float*>(amax.p);
+  be.quantize(empty, 0);
+  float got = -1.0f;
+  be.copy_to_host(&got, amax.p, 4);
+  EXPECT_EQ(got, 0.0f) << "the amax of an empty source";
+}
+
 // The weight's [K, N] -> [N, K] copy at a realistic size: every code checked.
 TEST_F(CudaQuantizeTest, TransposedWeightSized) {
   Backend& be = backend();

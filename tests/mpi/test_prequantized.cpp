@@ -438,20 +438,23 @@ TEST(Prequantized, DelayedScalingRecordsTheGlobalAmaxItsCastsMeasured) {
     const GemmDesc d = base_desc(op, false, ScalingMode::kDelayedTensorScaling);
     GemmPlan plan(*g_ctx, d);
     const Shape ws{d.rhs_shape[0], d.rhs_shape[1]};
-    const auto gx = test::random_tensor(d.lhs_shape, DType::kBFloat16, g_seed, 21);
-    const auto gw = test::random_tensor(ws, DType::kBFloat16, g_seed, 22);
-    float ax = 0.0f, aw = 0.0f;
-    for (const double v : gx) ax = std::max(ax, std::fabs(static_cast<float>(v)));
-    for (const double v : gw) aw = std::max(aw, std::fabs(static_cast<float>(v)));
-    const BackendBuffer xb(be, shard(gx, d.lhs_shape, plan.lhs_offset(), plan.lhs_local()),
-                           DType::kBFloat16);
-    const BackendBuffer wb(be, shard(gw, ws, plan.rhs_offset(), plan.rhs_local()),
-                           DType::kBFloat16);
     const BackendBuffer bb(
         be, std::vector<double>(static_cast<size_t>(num_elements(plan.bias_local())), 0.5),
         DType::kFloat32);
     BackendBuffer out(be, static_cast<size_t>(num_elements(plan.out_local())) * sizeof(float));
     for (int entry = 0; entry < 2; ++entry) {  // the overlapped path, then the sequential one
+      // Fresh tensors each call (random_tensor's magnitudes are at most 1), each with one
+      // largest magnitude, planted where another rank holds it from call to call: a cast that
+      // skipped its amax, or read part of its source, leaves another value.
+      auto gx = test::random_tensor(d.lhs_shape, DType::kBFloat16, g_seed, 21 + 2 * entry);
+      auto gw = test::random_tensor(ws, DType::kBFloat16, g_seed, 22 + 2 * entry);
+      const float ax = 2.0f + static_cast<float>(entry), aw = 4.0f + static_cast<float>(entry);
+      gx[entry == 0 ? gx.size() - 1 : gx.size() / 3] = -ax;
+      gw[entry == 0 ? 0 : gw.size() - 2] = aw;
+      const BackendBuffer xb(be, shard(gx, d.lhs_shape, plan.lhs_offset(), plan.lhs_local()),
+                             DType::kBFloat16);
+      const BackendBuffer wb(be, shard(gw, ws, plan.rhs_offset(), plan.rhs_local()),
+                             DType::kBFloat16);
       call(plan, entry == 0, Operands(xb.get(), wb.get(), bb.get(), out.get()));
       const std::vector<float> s = plan.scale_state();
       const std::string what =

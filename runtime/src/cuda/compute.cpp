@@ -262,7 +262,15 @@ void Compute::quantize(const QuantizeTask& t, int s) {
   if (fp8_codes && t.amax != nullptr) fail(what + ": FP8 codes moved as they are have no amax");
   if (t.rows < 0 || t.cols < 0) fail(what + ": negative size");
   const int64_t count = t.rows * t.cols;
-  if (count == 0) return;
+  if (count == 0) {
+    // An empty source's amax is 0, as Backend::amax gives it (the launcher only zeroes it).
+    if (t.amax != nullptr) {
+      check(launch_quantize_tensor(nullptr, t.src_dtype, t.rows, t.cols, nullptr, t.format,
+                                   t.transpose, t.state, t.amax, st),
+            what);
+    }
+    return;
+  }
   if (t.src == nullptr || t.dst == nullptr || (t.state == nullptr && !fp8_codes)) {
     fail(what + ": null pointer");
   }
