@@ -52,3 +52,5 @@ for rnd in sorted({k[0] for k in ms}):
           cell("before", "current"), cell("after", "current"), cell("before", "delayed"),
           cell("after", "delayed")))
 PY
+# The device tool brings back a limited number of files: one archive of them all.
+tar -czf "$out/../train_ab.tgz" -C "$out" . 2>/dev/null || true
