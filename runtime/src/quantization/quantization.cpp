@@ -316,11 +316,16 @@ bool quantizes(const QuantizationPlan& p, int o) {
   return !(o == 0 ? p.desc.lhs_quantized : p.desc.rhs_quantized);
 }
 
-// Amaxes of the operands the plan quantizes (unless their casts measured them: casts_measure),
-// their max over the job, and each one's scale from it (the amaxes lie side by side, lhs first,
-// so one reduction takes both).
-void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name,
-                   bool casts_measure) {
+// Whether the casts measure the amaxes (QuantizeOp::amax): delayed scaling's, which quantize
+// with earlier calls' scales and only record this call's amax; the other modes need the amax
+// before they cast.
+bool casts_measure_amax(const QuantizationPlan& p) { return p.rule == ScaleRule::kDelayed; }
+
+// Amaxes of the operands the plan quantizes (unless their casts measured them), their max over
+// the job, and each one's scale from it (the amaxes lie side by side, lhs first, so one
+// reduction takes both).
+void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name) {
+  const bool casts_measure = casts_measure_amax(p);
   const int first = quantizes(p, 0) ? 0 : 1;
   const int count = static_cast<int>(quantizes(p, 0)) + static_cast<int>(quantizes(p, 1));
   if (count == 0) return;
@@ -341,9 +346,8 @@ void add_scale_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::s
   }
 }
 
-// measure_amax: each cast also writes its operand's amax (QuantizeOp::amax) for add_scale_ops.
-void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name,
-                      bool measure_amax) {
+void add_quantize_ops(std::vector<Op>& ops, const QuantizationPlan& p, const std::string& name) {
+  const bool measure_amax = casts_measure_amax(p);
   QuantizeTask lhs;
   lhs.src_dtype = p.src;
   lhs.format = p.desc.lhs_format;
@@ -391,11 +395,11 @@ void add_quantization(CollectiveGemm& c, const QuantizationPlan& q, const std::s
   // amaxes as they read the sources (no second read), and reduces them and updates the scales
   // after the GEMMs, off their critical path; the other modes need this call's amax first.
   if (q.rule == ScaleRule::kDelayed) {
-    add_quantize_ops(before, q, name, true);
-    add_scale_ops(after, q, name, true);
+    add_quantize_ops(before, q, name);
+    add_scale_ops(after, q, name);
   } else {
-    if (scaling_mode_row(q.desc.mode).amax) add_scale_ops(before, q, name, false);
-    add_quantize_ops(before, q, name, false);
+    if (scaling_mode_row(q.desc.mode).amax) add_scale_ops(before, q, name);
+    add_quantize_ops(before, q, name);
   }
   std::vector<Program*> all{&c.overlapped, &c.sequential, &c.gemm_only, &c.collective_only};
   // The paths that hand out the gathered lhs exist only where the lhs is the caller's own
